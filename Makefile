@@ -1,0 +1,42 @@
+# The two commands a newcomer needs: `make run` and `make test`. Everything else is for maintainers.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+FLASK := $(BIN)/flask --app service
+
+.PHONY: install run test lint format openapi migrate clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Serve the API on 127.0.0.1:$PORT (default 8000), on $DATABASE_URL (default: SQLite under var/).
+run: install migrate
+	$(BIN)/gunicorn -c gunicorn.conf.py
+
+## Apply migrations and load built-in data; both are idempotent.
+migrate: install
+	$(FLASK) setup
+
+## Lint, then the whole test suite (also on PostgreSQL when TEST_DATABASE_URL is set).
+test: install lint
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+## Regenerate openapi.yaml from the code (a test fails when they disagree).
+openapi: install
+	$(FLASK) openapi write --format yaml openapi.yaml
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,23 @@
+"""gunicorn settings for `make run`, the Dockerfile and the end-to-end tests (one file, one behaviour)."""
+
+from pathlib import Path
+
+from service.config import Config
+from service.logs import GUNICORN_LOGCONFIG
+
+_config = Config.from_env()
+
+wsgi_app = "service:create_app()"
+bind = f"{_config.host}:{_config.port}"
+worker_class = "gthread"
+workers = _config.web_concurrency
+threads = _config.threads
+timeout = 60
+graceful_timeout = 30  # SIGTERM: stop accepting, let in-flight requests finish for up to this long
+keepalive = 5
+max_requests = 2000  # recycle workers now and then, staggered so they never all restart at once
+max_requests_jitter = 200
+worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() else None
+# The app writes one JSON line per request itself (with its request id); gunicorn's own log is JSON too.
+accesslog = None
+logconfig_dict = GUNICORN_LOGCONFIG

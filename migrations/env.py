@@ -1,0 +1,19 @@
+"""Alembic environment: always handed a connection by service.migrate (no URL of its own to get wrong)."""
+
+from alembic import context
+
+from service.models import Base
+
+connection = context.config.attributes.get("connection")
+if connection is None:
+    raise RuntimeError("Run migrations through `flask --app service db upgrade` (service.migrate).")
+
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    # SQLite cannot ALTER most things in place: batch mode rebuilds the table instead.
+    render_as_batch=connection.dialect.name == "sqlite",
+    compare_type=True,
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,79 @@
+"""HTTP layer: the flask-smorest Api, its error shape in the OpenAPI description, and the blueprints."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import flask
+from flask_smorest import Api
+from flask_smorest.utils import prepare_response
+from swagger_ui_bundle import swagger_ui_path
+from werkzeug.exceptions import UnsupportedMediaType
+
+from service.api import health, organizations
+from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
+
+API_VERSION = "1.0.0"
+
+OPENAPI_SETTINGS = {
+    "API_TITLE": "Compute Planner",
+    "API_VERSION": API_VERSION,
+    "OPENAPI_VERSION": "3.0.3",
+    "OPENAPI_URL_PREFIX": "/",
+    "OPENAPI_JSON_PATH": "openapi.json",
+    "OPENAPI_SWAGGER_UI_PATH": "/docs",
+    # Served by this app from the swagger-ui-bundle package: the docs page works with no internet access.
+    "OPENAPI_SWAGGER_UI_URL": "/docs/static/",
+    "API_SPEC_OPTIONS": {
+        "info": {
+            "description": (
+                "Plan the training of large language models: from a compute budget to model size, "
+                "tokens, predicted loss, time and cost. Every error is application/problem+json (RFC 9457)."
+            )
+        },
+    },
+}
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+class PlannerApi(Api):
+    """flask-smorest's Api with RFC 9457 problem details instead of its own error shape."""
+
+    ERROR_SCHEMA = ProblemSchema
+
+    def _register_error_handlers(self):
+        register_error_handlers(self._app)
+
+    def _register_responses(self):
+        # flask-smorest documents error responses as application/json; ours are application/problem+json.
+        for status in HTTPStatus:
+            response: dict[str, object] = {"description": status.phrase}
+            if status >= 400:
+                response["schema"] = self.ERROR_SCHEMA
+            prepare_response(response, self.spec, PROBLEM_CONTENT_TYPE)
+            self.spec.components.response(status.name, response, lazy=True)
+        response = {"description": "Error (application/problem+json)", "schema": self.ERROR_SCHEMA}
+        prepare_response(response, self.spec, PROBLEM_CONTENT_TYPE)
+        self.spec.components.response("DEFAULT_ERROR", response, lazy=True)
+
+
+def _require_json_body() -> None:
+    request = flask.request
+    has_body = bool(request.content_length) or "chunked" in request.headers.get("Transfer-Encoding", "")
+    if request.method in _BODY_METHODS and has_body and not request.is_json:
+        raise UnsupportedMediaType("Send the request body as application/json.")
+
+
+def _swagger_ui_static(filename: str) -> flask.Response:
+    return flask.send_from_directory(swagger_ui_path, filename, max_age=86400)
+
+
+def init_api(app: flask.Flask) -> Api:
+    app.config.update(OPENAPI_SETTINGS)
+    api = PlannerApi(app)
+    app.before_request(_require_json_body)
+    app.add_url_rule("/docs/static/<path:filename>", "swagger_ui_static", _swagger_ui_static)
+    api.register_blueprint(health.blp)
+    api.register_blueprint(organizations.blp)
+    return api

@@ -1,0 +1,34 @@
+"""What every resource blueprint shares."""
+
+from __future__ import annotations
+
+import flask
+import flask_smorest
+from webargs.flaskparser import FlaskParser
+
+from service.services.pagination import Page
+
+LINK_HEADER = {
+    "Link": {
+        "description": 'RFC 8288 link to the next page (rel="next"), absent on the last page.',
+        "schema": {"type": "string"},
+    }
+}
+LOCATION_HEADER = {"Location": {"description": "Path of the created resource.", "schema": {"type": "string"}}}
+ETAG_HEADER = {"ETag": {"description": "Version of the resource (strong).", "schema": {"type": "string"}}}
+
+
+class Blueprint(flask_smorest.Blueprint):
+    # webargs ignores unknown query parameters by default; leave it to each schema (ours raise), so that a
+    # misspelt `limt=5` is an error rather than silently the default.
+    ARGUMENTS_PARSER = FlaskParser(unknown=None)
+
+
+def page_response(page: Page, limit: int) -> tuple[dict, dict[str, str]]:
+    """The list convention: `items`, `next_cursor` in the body and an RFC 8288 `Link: rel="next"`."""
+    headers: dict[str, str] = {}
+    if page.next_cursor:
+        args = {**flask.request.args.to_dict(), "limit": limit, "cursor": page.next_cursor}
+        url = flask.url_for(flask.request.endpoint, **(flask.request.view_args or {}), **args, _external=True)
+        headers["Link"] = f'<{url}>; rel="next"'
+    return {"items": page.items, "next_cursor": page.next_cursor}, headers

@@ -1,0 +1,33 @@
+"""Liveness and readiness probes; outside /v1, no authentication, no dependencies for /healthz."""
+
+from __future__ import annotations
+
+import flask
+
+from service.api.base import Blueprint
+from service.db import get_session
+from service.problems import problem_response
+from service.schemas import HealthSchema, ReadinessSchema
+from service.services.health import check_readiness
+
+blp = Blueprint("health", __name__, description="Probes for load balancers and orchestrators")
+
+
+@blp.get("/healthz")
+@blp.response(200, HealthSchema)
+def healthz():
+    """The process is alive (no dependency is checked)."""
+    return {"status": "ok"}
+
+
+@blp.get("/readyz")
+@blp.response(200, ReadinessSchema)
+@blp.alt_response(503, response="SERVICE_UNAVAILABLE")
+def readyz():
+    """The database is reachable and its schema is at the migration head this code expects."""
+    readiness = check_readiness(get_session(), flask.current_app.extensions["planner.schema_head"])
+    if not readiness.ready:
+        return problem_response(
+            503, f"Not ready: database {readiness.database}.", headers={"Retry-After": "5"}
+        )
+    return {"status": "ok", "database": readiness.database, "schema_revision": readiness.schema_revision}

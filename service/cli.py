@@ -1,0 +1,62 @@
+"""Operator commands, under `flask --app service ...`."""
+
+from __future__ import annotations
+
+import click
+from alembic import command
+from flask import Flask
+from flask.cli import AppGroup
+
+from service import migrate
+from service.db import get_db
+
+db_cli = AppGroup("db", help="Database schema (Alembic migrations).")
+
+
+@db_cli.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision: str) -> None:
+    """Apply migrations up to REVISION (default: head). Safe to re-run."""
+    migrate.upgrade(get_db().engine, revision)
+    click.echo(f"database at {revision}")
+
+
+@db_cli.command("downgrade")
+@click.argument("revision")
+def db_downgrade(revision: str) -> None:
+    """Revert migrations down to REVISION (`base` empties the schema)."""
+    migrate.downgrade(get_db().engine, revision)
+    click.echo(f"database at {revision}")
+
+
+@db_cli.command("check")
+def db_check() -> None:
+    """Fail when the models and the migrations disagree."""
+    migrate.check(get_db().engine)
+    click.echo("models and migrations agree")
+
+
+@db_cli.command("current")
+def db_current() -> None:
+    """Show the revision the database is at."""
+    migrate.current(get_db().engine)
+
+
+@db_cli.command("revision")
+@click.option("-m", "--message", required=True)
+def db_revision(message: str) -> None:
+    """Write a new migration from the difference between the models and the database."""
+    with get_db().engine.begin() as connection:
+        command.revision(migrate.alembic_config(connection), message=message, autogenerate=True)
+
+
+@click.command("setup")
+def setup() -> None:
+    """Bring a database up to date: apply migrations, then load the built-in data. Safe to re-run."""
+    migrate.upgrade(get_db().engine)
+    click.echo("database migrated to head")
+
+
+def init_app(app: Flask) -> None:
+    app.cli.add_command(db_cli)
+    app.cli.add_command(setup)

@@ -1,0 +1,69 @@
+"""The one place that reads the environment.
+
+Every setting the service understands is a field of `Config`, documented in the README's configuration
+table. Other modules receive a `Config`; none of them read `os.environ`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATABASE_URL = "sqlite:///var/planner.db"
+
+
+class ConfigError(ValueError):
+    """A setting in the environment cannot be used; the message names the variable."""
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Config:
+    database_url: str = DEFAULT_DATABASE_URL
+    host: str = "127.0.0.1"
+    port: int = 8000
+    log_level: str = "INFO"
+    max_content_length: int = 1024 * 1024
+    sqlite_busy_timeout_ms: int = 5000
+    db_pool_size: int = 5
+    web_concurrency: int = 2
+    threads: int = 4
+    migrations_dir: Path = field(default=PROJECT_ROOT / "migrations")
+    testing: bool = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if environ is None else environ
+        return cls(
+            database_url=env.get("DATABASE_URL") or DEFAULT_DATABASE_URL,
+            host=env.get("HOST") or "127.0.0.1",
+            port=_int(env, "PORT", 8000, minimum=1),
+            log_level=(env.get("LOG_LEVEL") or "INFO").upper(),
+            max_content_length=_int(env, "MAX_CONTENT_LENGTH", 1024 * 1024, minimum=1),
+            sqlite_busy_timeout_ms=_int(env, "SQLITE_BUSY_TIMEOUT_MS", 5000),
+            db_pool_size=_int(env, "DB_POOL_SIZE", 5, minimum=1),
+            web_concurrency=_int(env, "WEB_CONCURRENCY", 2, minimum=1),
+            threads=_int(env, "THREADS", 4, minimum=1),
+        )
+
+    def with_overrides(self, overrides: Mapping[str, object]) -> Config:
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ConfigError(f"unknown configuration keys: {', '.join(unknown)}")
+        return replace(self, **overrides)

@@ -1,0 +1,86 @@
+"""Engine and session lifecycle: one engine per process, one session per request, closed at teardown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import flask
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.config import Config
+
+EXTENSION_KEY = "planner.db"
+
+
+def normalise_url(database_url: str) -> URL:
+    """Accept the URLs people paste (`postgres://`, `postgresql://`) and pick the psycopg 3 driver."""
+    url = make_url(database_url)
+    if url.drivername in ("postgres", "postgresql"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url
+
+
+def create_db_engine(config: Config) -> Engine:
+    url = normalise_url(config.database_url)
+    if url.get_backend_name() == "sqlite":
+        return _create_sqlite_engine(url, config.sqlite_busy_timeout_ms)
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=config.db_pool_size, max_overflow=config.db_pool_size
+    )
+
+
+def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
+    if url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+
+    # The stdlib driver's legacy transaction control emits no BEGIN before SELECT or DDL, which breaks
+    # isolation and SAVEPOINTs. SQLAlchemy's documented fix: let the driver autocommit and emit BEGIN
+    # ourselves. IMMEDIATE takes the write lock up front, so two processes never deadlock upgrading a read
+    # lock (SQLite would answer SQLITE_BUSY at once instead of waiting for busy_timeout).
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection):
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+class Database:
+    """What a Flask app needs to talk to its database."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.sessionmaker: sessionmaker[Session] = sessionmaker(bind=engine, expire_on_commit=False)
+
+    def init_app(self, app: flask.Flask) -> None:
+        app.extensions[EXTENSION_KEY] = self
+        app.teardown_appcontext(_close_session)
+
+
+def get_db(app: flask.Flask | None = None) -> Database:
+    return (app or flask.current_app).extensions[EXTENSION_KEY]
+
+
+def get_session() -> Session:
+    """The request's session, opened on first use."""
+    if "db_session" not in flask.g:
+        flask.g.db_session = get_db().sessionmaker()
+    return flask.g.db_session
+
+
+def _close_session(_exc: BaseException | None) -> None:
+    session = flask.g.pop("db_session", None)
+    if session is not None:
+        session.close()

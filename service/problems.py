@@ -1,0 +1,142 @@
+"""RFC 9457 problem details: the one error shape of the API, registered in one place.
+
+Every 4xx/5xx leaves the service as `application/problem+json` with `type`, `title`, `status`, `detail`,
+`instance` and `request_id`; validation failures add `errors: [{pointer | parameter | header, detail}]`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from http import HTTPStatus
+
+import flask
+import marshmallow as ma
+from werkzeug.exceptions import HTTPException
+
+from service.request_context import current_request_id
+from service.services.errors import ConflictError, NotFoundError, ServiceError
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+log = logging.getLogger(__name__)
+
+# Where webargs found the bad value -> which member of an error entry names it.
+_LOCATION_KEYS = {"json": "pointer", "query": "parameter", "headers": "header", "path": "parameter"}
+
+_SERVICE_ERROR_STATUS: dict[type[ServiceError], int] = {NotFoundError: 404, ConflictError: 409}
+
+
+class ProblemErrorSchema(ma.Schema):
+    pointer = ma.fields.String(metadata={"description": "JSON Pointer (RFC 6901) into the request body"})
+    parameter = ma.fields.String(metadata={"description": "Name of the query or path parameter"})
+    header = ma.fields.String(metadata={"description": "Name of the request header"})
+    detail = ma.fields.String(required=True)
+
+
+class ProblemSchema(ma.Schema):
+    """Documents the error body (RFC 9457); responses are built by `problem_response`."""
+
+    class Meta:
+        unknown = ma.INCLUDE  # problem types may add extension members
+
+    type = ma.fields.String(required=True, metadata={"example": "about:blank"})
+    title = ma.fields.String(required=True, metadata={"example": "Unprocessable Content"})
+    status = ma.fields.Integer(required=True, metadata={"example": 422})
+    detail = ma.fields.String()
+    instance = ma.fields.String(metadata={"description": "The request path"})
+    request_id = ma.fields.String(required=True)
+    errors = ma.fields.List(ma.fields.Nested(ProblemErrorSchema))
+
+
+def problem_response(
+    status: int,
+    detail: str | None = None,
+    *,
+    title: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    **extensions: object,
+) -> flask.Response:
+    body: dict[str, object] = {
+        "type": "about:blank",
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+    }
+    if detail:
+        body["detail"] = detail
+    if flask.has_request_context():
+        body["instance"] = flask.request.path
+    body["request_id"] = current_request_id()
+    body.update(extensions)
+    response = flask.current_app.response_class(
+        flask.json.dumps(body), status=status, mimetype=PROBLEM_CONTENT_TYPE
+    )
+    response.headers["Cache-Control"] = "no-store"
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def validation_errors(messages: Mapping[str, object]) -> list[dict[str, str]]:
+    """Flatten webargs/marshmallow messages ({location: {field: [msg] | nested}}) into error entries."""
+    errors: list[dict[str, str]] = []
+    for location, tree in messages.items():
+        key = _LOCATION_KEYS.get(location, "pointer")
+        for path, detail in _walk(tree, ()):
+            if key == "pointer":
+                where = "#" + "".join("/" + _escape_pointer(str(part)) for part in path)
+            else:
+                where = ".".join(str(part) for part in path)
+            errors.append({key: where, "detail": detail})
+    return errors
+
+
+def _walk(tree: object, path: tuple[object, ...]) -> Iterator[tuple[tuple[object, ...], str]]:
+    if isinstance(tree, Mapping):
+        for name, sub in tree.items():
+            # Schema-level errors belong to the object that holds them, not to a member called "_schema".
+            yield from _walk(sub, path if name == "_schema" else (*path, name))
+    elif isinstance(tree, list | tuple):
+        for item in tree:
+            yield from _walk(item, path)
+    else:
+        yield path, str(tree)
+
+
+def _escape_pointer(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _handle_http_exception(error: HTTPException) -> flask.Response:
+    status = error.code or 500
+    data = getattr(error, "data", None) or {}
+    extensions: dict[str, object] = {}
+    messages = data.get("messages")
+    if status == 400 and messages:
+        detail = "The request body is not valid JSON."
+    elif messages:
+        detail = "The request is not valid; see errors."
+        extensions["errors"] = validation_errors(messages)
+    else:
+        detail = data.get("message") or error.description
+    # Werkzeug puts protocol headers on the exception (Allow on 405, WWW-Authenticate on 401); keep them.
+    headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
+    headers.update(data.get("headers") or {})
+    return problem_response(status, detail, headers=headers, **extensions)
+
+
+def _handle_service_error(error: ServiceError) -> flask.Response:
+    status = next(code for cls, code in _SERVICE_ERROR_STATUS.items() if isinstance(error, cls))
+    return problem_response(status, error.detail, **error.extensions)
+
+
+def _handle_unexpected(error: Exception) -> flask.Response:
+    log.exception("unhandled exception", extra={"error_type": type(error).__name__})
+    return problem_response(500, "An unexpected error occurred; quote the request_id when reporting it.")
+
+
+def register_error_handlers(app: flask.Flask) -> None:
+    app.register_error_handler(HTTPException, _handle_http_exception)
+    for cls in _SERVICE_ERROR_STATUS:
+        app.register_error_handler(cls, _handle_service_error)
+    app.register_error_handler(Exception, _handle_unexpected)

@@ -1,0 +1,35 @@
+"""Use cases for organisations."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service.models import Organization
+from service.services.errors import ConflictError, NotFoundError
+from service.services.pagination import Cursor, Page, paginate
+
+
+def create_organization(session: Session, *, slug: str, name: str) -> Organization:
+    organization = Organization(slug=slug, name=name)
+    session.add(organization)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        if session.scalar(select(Organization.id).where(Organization.slug == slug)) is not None:
+            raise ConflictError(f"An organization with slug {slug!r} already exists.") from None
+        raise
+    return organization
+
+
+def get_organization(session: Session, slug: str) -> Organization:
+    organization = session.scalar(select(Organization).where(Organization.slug == slug))
+    if organization is None:
+        raise NotFoundError(f"No organization with slug {slug!r}.")
+    return organization
+
+
+def list_organizations(session: Session, *, limit: int, after: Cursor | None) -> Page:
+    return paginate(session, select(Organization), Organization, limit, after)

@@ -1,0 +1,63 @@
+"""Keyset pagination, newest first, on (created_at, id): stable under inserts and cheap at any depth."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, and_, or_
+from sqlalchemy.orm import Session
+
+MAX_LIMIT = 100
+DEFAULT_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Position after the last item of a page."""
+
+    created_at: datetime
+    id: uuid.UUID
+
+    def encode(self) -> str:
+        raw = json.dumps([self.created_at.isoformat(), str(self.id)]).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str) -> Cursor:
+        """Raises ValueError for anything that is not a cursor this service issued."""
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            created_at, id_ = json.loads(raw)
+            cursor = cls(datetime.fromisoformat(created_at), uuid.UUID(id_))
+        except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise ValueError("Not a valid cursor.") from exc
+        if cursor.created_at.tzinfo is None:
+            raise ValueError("Not a valid cursor.")
+        return cursor
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Any]
+    next_cursor: str | None
+
+
+def paginate(session: Session, stmt: Select, model: Any, limit: int, after: Cursor | None) -> Page:
+    """Run `stmt` (a select of `model`, which has `created_at` and `id`) one page at a time."""
+    if after is not None:
+        stmt = stmt.where(
+            or_(
+                model.created_at < after.created_at,
+                and_(model.created_at == after.created_at, model.id < after.id),
+            )
+        )
+    rows = list(session.scalars(stmt.order_by(model.created_at.desc(), model.id.desc()).limit(limit + 1)))
+    items = rows[:limit]
+    next_cursor = Cursor(items[-1].created_at, items[-1].id).encode() if len(rows) > limit else None
+    return Page(items, next_cursor)

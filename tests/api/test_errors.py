@@ -1,0 +1,161 @@
+"""Every error leaves the service as application/problem+json (RFC 9457), with a request id."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from service.logs import JsonFormatter
+from tests.problems import assert_problem
+
+VALID_ORGANIZATION = {"slug": "acme-research", "name": "Acme Research"}
+
+
+def test_an_unknown_route_is_a_404_problem(client):
+    body = assert_problem(client.get("/v1/no-such-thing"), 404)
+    assert body["instance"] == "/v1/no-such-thing"
+    assert body["title"] == "Not Found"
+
+
+def test_a_wrong_method_is_a_405_problem_that_says_which_methods_are_allowed(client):
+    response = client.delete("/healthz")
+    assert_problem(response, 405)
+    assert set(response.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS"}
+
+
+def test_malformed_json_is_a_400_problem(client):
+    response = client.post("/v1/organizations", data='{"slug": ', content_type="application/json")
+    body = assert_problem(response, 400)
+    assert "not valid JSON" in body["detail"]
+
+
+def test_a_body_over_one_mebibyte_is_a_413_problem(client):
+    padding = "x" * (1024 * 1024)
+    response = client.post("/v1/organizations", json={**VALID_ORGANIZATION, "name": padding})
+    assert_problem(response, 413)
+
+
+def test_a_body_that_is_not_json_is_a_415_problem(client):
+    response = client.post(
+        "/v1/organizations", data="slug=acme", content_type="application/x-www-form-urlencoded"
+    )
+    body = assert_problem(response, 415)
+    assert "application/json" in body["detail"]
+
+
+def test_a_missing_field_is_a_422_problem_pointing_at_it(client):
+    response = client.post("/v1/organizations", json={"slug": "acme"})
+    body = assert_problem(response, 422)
+    assert body["errors"] == [{"pointer": "#/name", "detail": "Missing data for required field."}]
+
+
+def test_an_unknown_field_is_rejected_with_a_pointer_to_it(client):
+    response = client.post("/v1/organizations", json={**VALID_ORGANIZATION, "colour": "blue"})
+    body = assert_problem(response, 422)
+    assert body["errors"] == [{"pointer": "#/colour", "detail": "Unknown field."}]
+
+
+def test_a_value_of_the_wrong_type_is_a_422_problem(client):
+    response = client.post("/v1/organizations", json={**VALID_ORGANIZATION, "name": 12})
+    body = assert_problem(response, 422)
+    assert body["errors"] == [{"pointer": "#/name", "detail": "Not a valid string."}]
+
+
+@pytest.mark.parametrize("name", ["nul\u0000byte", "bell\u0007", "new\nline"])
+def test_control_characters_in_a_name_are_a_422_problem(client, name):
+    response = client.post("/v1/organizations", json={**VALID_ORGANIZATION, "name": name})
+    body = assert_problem(response, 422)
+    assert body["errors"] == [{"pointer": "#/name", "detail": "Must not contain control characters."}]
+
+
+def test_a_body_that_is_not_an_object_is_a_422_problem_about_the_whole_body(client):
+    response = client.post("/v1/organizations", json=["acme"])
+    body = assert_problem(response, 422)
+    assert body["errors"] == [{"pointer": "#", "detail": "Invalid input type."}]
+
+
+def test_a_bad_query_parameter_is_a_422_problem_naming_the_parameter(client):
+    body = assert_problem(client.get("/v1/organizations?limit=101"), 422)
+    assert [error["parameter"] for error in body["errors"]] == ["limit"]
+
+
+def test_an_unknown_query_parameter_is_rejected(client):
+    body = assert_problem(client.get("/v1/organizations?colour=blue"), 422)
+    assert body["errors"] == [{"parameter": "colour", "detail": "Unknown field."}]
+
+
+def test_a_conflict_is_a_409_problem(client):
+    assert client.post("/v1/organizations", json=VALID_ORGANIZATION).status_code == 201
+    body = assert_problem(client.post("/v1/organizations", json=VALID_ORGANIZATION), 409)
+    assert "acme-research" in body["detail"]
+
+
+@pytest.fixture
+def failing_app(app):
+    def explode():
+        raise RuntimeError("secret internal detail")
+
+    app.add_url_rule("/explode", "explode", explode)
+    return app
+
+
+@pytest.fixture
+def service_log():
+    """Captures what the service logs, as the JSON lines it writes."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("service")
+    logger.addHandler(handler)
+    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
+    logger.removeHandler(handler)
+
+
+def test_an_unexpected_exception_is_a_500_problem_without_internals_and_is_logged_with_its_id(
+    failing_app, service_log
+):
+    response = failing_app.test_client().get("/explode", headers={"X-Request-ID": "req-123"})
+    body = assert_problem(response, 500)
+    text = response.get_data(as_text=True)
+    assert "secret internal detail" not in text
+    assert "Traceback" not in text
+    assert body["request_id"] == "req-123"
+    errors = [entry for entry in service_log() if entry["level"] == "ERROR"]
+    assert len(errors) == 1
+    assert errors[0]["request_id"] == "req-123"
+    assert "secret internal detail" in errors[0]["exception"]
+
+
+def test_the_callers_request_id_is_echoed(client):
+    response = client.get("/healthz", headers={"X-Request-ID": "trace-abc.1"})
+    assert response.headers["X-Request-ID"] == "trace-abc.1"
+
+
+@pytest.mark.parametrize("offered", ["", "has space", "x" * 129, 'quote"d'])
+def test_an_unusable_request_id_is_replaced_by_a_generated_one(client, offered):
+    response = client.get("/healthz", headers={"X-Request-ID": offered})
+    generated = response.headers["X-Request-ID"]
+    assert generated != offered
+    assert len(generated) == 32
+
+
+def test_every_request_is_logged_as_one_json_line_with_its_id_route_and_status(client, service_log):
+    client.get("/v1/organizations/nobody", headers={"X-Request-ID": "req-log"})
+    lines = [entry for entry in service_log() if entry["logger"] == "service.access"]
+    assert lines == [
+        {
+            "time": lines[0]["time"],
+            "level": "INFO",
+            "logger": "service.access",
+            "message": "request",
+            "request_id": "req-log",
+            "method": "GET",
+            "path": "/v1/organizations/nobody",
+            "route": "/v1/organizations/<string:slug>",
+            "status": 404,
+            "duration_ms": lines[0]["duration_ms"],
+        }
+    ]

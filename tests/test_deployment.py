@@ -1,0 +1,70 @@
+"""Docker cannot run on the CI machines, so the compose file is checked against what CI does run."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from sqlalchemy.engine import make_url
+
+from service.config import Config
+from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+
+
+def makefile_recipe(target: str) -> list[str]:
+    text = (ROOT / "Makefile").read_text()
+    match = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", text, re.MULTILINE)
+    assert match, f"no `{target}` target in the Makefile"
+    return [line.strip() for line in match.group(1).splitlines()]
+
+
+def test_make_run_sets_up_the_database_then_serves_with_the_gunicorn_config():
+    assert makefile_recipe("run") == ["$(BIN)/" + " ".join(SERVE_COMMAND)]
+    assert makefile_recipe("migrate") == ["$(FLASK) " + " ".join(SETUP_COMMAND[3:])]
+    assert "$(BIN)/flask --app service" in (ROOT / "Makefile").read_text()
+
+
+def test_the_compose_app_runs_the_same_gunicorn_command_as_make_run(compose):
+    assert compose["app"]["command"] == SERVE_COMMAND
+    assert compose["app"]["build"] == "."
+
+
+def test_the_compose_migration_runs_the_same_setup_as_make_run_before_the_app_starts(compose):
+    assert compose["migrate"]["command"] == SETUP_COMMAND
+    assert compose["app"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert compose["migrate"]["depends_on"]["db"]["condition"] == "service_healthy"
+
+
+def test_the_compose_app_listens_on_the_published_port_on_all_interfaces(compose):
+    environment = compose["app"]["environment"]
+    port = int(environment["PORT"])
+    assert port == Config().port
+    assert compose["app"]["ports"] == [f"{port}:{port}"]
+    assert environment["HOST"] == "0.0.0.0"
+    assert f"127.0.0.1:{port}/readyz" in " ".join(compose["app"]["healthcheck"]["test"])
+
+
+def test_the_compose_database_url_is_a_psycopg_url_to_the_compose_postgres(compose):
+    db = compose["db"]["environment"]
+    for service in ("app", "migrate"):
+        url = make_url(compose[service]["environment"]["DATABASE_URL"])
+        assert url.drivername == "postgresql+psycopg", service
+        assert (url.host, url.port) == ("db", 5432)
+        assert (url.username, url.password, url.database) == (
+            db["POSTGRES_USER"],
+            db["POSTGRES_PASSWORD"],
+            db["POSTGRES_DB"],
+        )
+
+
+def test_the_dockerfile_serves_with_the_same_command():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'CMD ["' + '", "'.join(SERVE_COMMAND) + '"]' in dockerfile
+    for needed in ("service", "migrations", "gunicorn.conf.py"):
+        assert needed in dockerfile
