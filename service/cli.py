@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 from alembic import command
 from flask import Flask
-from flask.cli import AppGroup
+from flask.cli import AppGroup, with_appcontext
 
 from service import migrate
 from service.db import get_db
+from service.services.catalog import load_builtin_hardware
 
 db_cli = AppGroup("db", help="Database schema (Alembic migrations).")
 
@@ -51,10 +52,20 @@ def db_revision(message: str) -> None:
 
 
 @click.command("setup")
+@with_appcontext
 def setup() -> None:
     """Bring a database up to date: apply migrations, then load the built-in data. Safe to re-run."""
-    migrate.upgrade(get_db().engine)
+    database = get_db()
+    migrate.upgrade(database.engine)
     click.echo("database migrated to head")
+    with database.sessionmaker() as session:
+        load = load_builtin_hardware(session)
+    click.echo(
+        f"built-in hardware: {len(load.created)} created, {len(load.updated)} updated, "
+        f"{len(load.repriced)} repriced, {len(load.unchanged)} unchanged"
+    )
+    if load.skipped:
+        click.echo(f"left alone (custom profiles use these slugs): {', '.join(load.skipped)}", err=True)
 
 
 def init_app(app: Flask) -> None:

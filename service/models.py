@@ -4,9 +4,27 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from decimal import Decimal
 
-from sqlalchemy import CheckConstraint, DateTime, Integer, MetaData, String, TypeDecorator, Uuid
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    String,
+    Text,
+    TypeDecorator,
+    Uuid,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from service.catalog import PRECISIONS
 
 # Explicit constraint names, so that migrations can drop and alter them on every backend (SQLite's batch
 # mode needs names to find them again).
@@ -38,6 +56,41 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+MONEY_SCALE = 6
+_MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_SCALE)
+
+
+class Money(TypeDecorator[Decimal]):
+    """An exact amount of money with 6 decimal places: NUMERIC(18, 6) on PostgreSQL.
+
+    SQLite has no exact decimal type (NUMERIC columns hold doubles), so there the amount is stored as an
+    integer count of millionths; SUM() over it stays exact and comes back through this type as a Decimal.
+    """
+
+    impl = Numeric(18, MONEY_SCALE)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(BigInteger())
+        return dialect.type_descriptor(Numeric(18, MONEY_SCALE, asdecimal=True))
+
+    def process_bind_param(self, value: Decimal | None, dialect) -> Decimal | int | None:
+        if value is None:
+            return None
+        exact = Decimal(value)
+        if exact != exact.quantize(_MONEY_QUANTUM):
+            raise ValueError(f"{value} has more than {MONEY_SCALE} decimal places")
+        return int(exact.scaleb(MONEY_SCALE)) if dialect.name == "sqlite" else exact
+
+    def process_result_value(self, value, dialect) -> Decimal | None:
+        if value is None:
+            return None
+        if dialect.name == "sqlite":
+            return Decimal(int(value)).scaleb(-MONEY_SCALE)
+        return Decimal(value)
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -60,3 +113,75 @@ class Organization(Base):
 
     # The version feeds the ETag; SQLAlchemy bumps it on every UPDATE and refuses a stale one.
     __mapper_args__ = {"version_id_col": version}
+
+
+class HardwareProfile(Base):
+    """An accelerator: dense peak FLOP/s per precision, memory, bandwidths. Prices live in HardwarePrice."""
+
+    __tablename__ = "hardware_profiles"
+    __table_args__ = (
+        CheckConstraint("memory_bytes > 0", name="memory_positive"),
+        CheckConstraint("memory_bandwidth_bytes_per_second > 0", name="memory_bandwidth_positive"),
+        CheckConstraint(
+            "interconnect_bandwidth_bytes_per_second IS NULL OR interconnect_bandwidth_bytes_per_second > 0",
+            name="interconnect_positive",
+        ),
+        CheckConstraint("tdp_watts IS NULL OR tdp_watts > 0", name="tdp_positive"),
+        *(
+            CheckConstraint(f"peak_flops_{p} IS NULL OR peak_flops_{p} > 0", name=f"peak_flops_{p}_positive")
+            for p in PRECISIONS
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    slug: Mapped[str] = mapped_column(String(63), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    vendor: Mapped[str] = mapped_column(String(100), index=True)
+    peak_flops_fp32: Mapped[float | None] = mapped_column(Float)
+    peak_flops_tf32: Mapped[float | None] = mapped_column(Float)
+    peak_flops_bf16: Mapped[float | None] = mapped_column(Float)
+    peak_flops_fp16: Mapped[float | None] = mapped_column(Float)
+    peak_flops_fp8: Mapped[float | None] = mapped_column(Float)
+    peak_flops_int8: Mapped[float | None] = mapped_column(Float)
+    memory_bytes: Mapped[int] = mapped_column(BigInteger)
+    memory_bandwidth_bytes_per_second: Mapped[int] = mapped_column(BigInteger)
+    interconnect_bandwidth_bytes_per_second: Mapped[int | None] = mapped_column(BigInteger)
+    interconnect: Mapped[str | None] = mapped_column(String(100))
+    tdp_watts: Mapped[int | None] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(Text)
+    note: Mapped[str | None] = mapped_column(Text)
+    built_in: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    version: Mapped[int] = mapped_column(Integer)
+
+    prices: Mapped[list[HardwarePrice]] = relationship(
+        back_populates="hardware", order_by="HardwarePrice.effective_at", cascade="all, delete-orphan"
+    )
+
+    __mapper_args__ = {"version_id_col": version}
+
+    @property
+    def peak_flops(self) -> dict[str, float]:
+        """Dense peak FLOP/s by precision, only the precisions this device has."""
+        return {p: value for p in PRECISIONS if (value := getattr(self, f"peak_flops_{p}")) is not None}
+
+
+class HardwarePrice(Base):
+    """A price per accelerator-hour, in force from `effective_at` until the next one: the history is kept."""
+
+    __tablename__ = "hardware_prices"
+    __table_args__ = (
+        CheckConstraint("price_per_hour >= 0", name="price_not_negative"),
+        Index("ix_hardware_prices_hardware_id_effective_at", "hardware_id", "effective_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    hardware_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("hardware_profiles.id", ondelete="CASCADE"))
+    price_per_hour: Mapped[Decimal] = mapped_column(Money)
+    currency: Mapped[str] = mapped_column(String(3))
+    as_of: Mapped[str | None] = mapped_column(String(10))
+    source: Mapped[str | None] = mapped_column(Text)
+    effective_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    hardware: Mapped[HardwareProfile] = relationship(back_populates="prices")

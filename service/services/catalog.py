@@ -1,0 +1,89 @@
+"""Loading the built-in data into the database, idempotently (run by `flask --app service setup`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.catalog import PRECISIONS, HardwareSpec, builtin_hardware
+from service.models import HardwarePrice, HardwareProfile, utcnow
+
+_SPEC_FIELDS = (
+    "name",
+    "vendor",
+    "memory_bytes",
+    "memory_bandwidth_bytes_per_second",
+    "interconnect_bandwidth_bytes_per_second",
+    "interconnect",
+    "tdp_watts",
+    "source",
+    "note",
+)
+
+
+@dataclass
+class CatalogLoad:
+    """What a load did, slug by slug."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    repriced: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # a custom profile already holds the slug
+
+
+def _columns(spec: HardwareSpec) -> dict[str, object]:
+    columns: dict[str, object] = {name: getattr(spec, name) for name in _SPEC_FIELDS}
+    columns.update({f"peak_flops_{p}": spec.peak_flops.get(p) for p in PRECISIONS})
+    return columns
+
+
+def _current_price(profile: HardwareProfile) -> HardwarePrice | None:
+    return profile.prices[-1] if profile.prices else None
+
+
+def load_builtin_hardware(session: Session, now: datetime | None = None) -> CatalogLoad:
+    """Insert missing built-in profiles, bring changed ones up to date, record new prices as history."""
+    now = now or utcnow()
+    report = CatalogLoad()
+    existing = {p.slug: p for p in session.scalars(select(HardwareProfile))}
+    for spec in builtin_hardware():
+        profile = existing.get(spec.slug)
+        if profile is None:
+            profile = HardwareProfile(
+                slug=spec.slug, built_in=True, created_at=now, updated_at=now, **_columns(spec)
+            )
+            session.add(profile)
+            report.created.append(spec.slug)
+        elif not profile.built_in:
+            report.skipped.append(spec.slug)
+            continue
+        else:
+            changed = {k: v for k, v in _columns(spec).items() if getattr(profile, k) != v}
+            for name, value in changed.items():
+                setattr(profile, name, value)
+            (report.updated if changed else report.unchanged).append(spec.slug)
+
+        current = _current_price(profile)
+        price = spec.price
+        if price is not None and (
+            current is None
+            or (current.price_per_hour, current.currency, current.as_of)
+            != (price.price_per_hour, price.currency, price.as_of)
+        ):
+            profile.prices.append(
+                HardwarePrice(
+                    price_per_hour=price.price_per_hour,
+                    currency=price.currency,
+                    as_of=price.as_of,
+                    source=price.source,
+                    effective_at=now,
+                )
+            )
+            if spec.slug not in report.created:
+                report.repriced.append(spec.slug)
+    session.commit()
+    return report
