@@ -8,6 +8,8 @@ FLASK := $(BIN)/flask --app service
 .PHONY: install run test lint format openapi migrate clean
 
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "Compute Planner needs Python 3.11 or newer: run with PYTHON=python3.11 (or newer)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)

@@ -75,6 +75,17 @@ def test_the_server_serves_probes_resources_and_problems(server):
     assert missing.json()["request_id"] == "e2e-1"
 
 
+def test_the_server_refuses_an_oversized_body_with_a_413_problem(server):
+    base, _, _ = server
+    body = b'{"slug": "big", "name": "' + b"x" * (2 * 1024 * 1024) + b'"}'
+    response = requests.post(
+        f"{base}/v1/organizations", data=body, headers={"Content-Type": "application/json"}, timeout=10
+    )
+    assert response.status_code == 413
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert response.json()["status"] == 413
+
+
 def test_the_server_logs_json_lines_with_request_ids(server):
     base, process, log_path = server
     requests.get(f"{base}/healthz", headers={"X-Request-ID": "e2e-log"}, timeout=5)
