@@ -1,0 +1,212 @@
+"""From a compute budget (or a target loss) to a model size and a token count.
+
+Four rules, from the simplest to the most informed:
+
+* a fixed tokens-per-parameter ratio (the Chinchilla rule of thumb, ~20);
+* the compute-optimal frontier of a parametric law (Hoffmann et al. 2022, closed form);
+* data-constrained: a limited number of unique tokens, repeated for several epochs (Muennighoff et al. 2023);
+* inference-aware: the cheapest model over its lifetime of training plus inference (Sardana et al. 2024).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scipy.optimize import minimize_scalar
+
+from service.core import validation as v
+from service.core.laws import ScalingLaw
+from service.core.units import MAX_FLOPS, MAX_PARAMS, MAX_TOKENS
+
+DEFAULT_TOKENS_PER_PARAM = 20.0
+
+# Muennighoff et al. 2023, Eq. 5 and 6 (fitted on C4): how fast repeated tokens and excess parameters
+# lose their value.
+REPEATED_TOKENS_DECAY = 15.387756  # R_D*
+EXCESS_PARAMS_DECAY = 5.309743  # R_N*
+
+
+@dataclass(frozen=True)
+class Allocation:
+    params: float
+    tokens: float
+    flops: float
+    predicted_loss: float | None = None
+    unique_tokens: float | None = None
+
+    @property
+    def tokens_per_param(self) -> float:
+        return self.tokens / self.params
+
+    @property
+    def epochs(self) -> float | None:
+        """Passes over the unique data (None when the data is not constrained)."""
+        return None if self.unique_tokens is None else self.tokens / self.unique_tokens
+
+
+def fixed_ratio(flops: float, tokens_per_param: float = DEFAULT_TOKENS_PER_PARAM) -> Allocation:
+    """N = sqrt(C / (6r)), D = r·N: with C = 6·N·D and D = r·N (Hoffmann et al. 2022's ~20 tokens/param)."""
+    C = v.positive("flops", flops, maximum=MAX_FLOPS)
+    r = v.positive("tokens_per_param", tokens_per_param, maximum=1e6)
+    N = math.sqrt(C / (6 * r))
+    return Allocation(params=N, tokens=r * N, flops=C)
+
+
+def compute_optimal(flops: float, law: ScalingLaw) -> Allocation:
+    """The loss-minimising N and D for C = 6·N·D under `law` (Hoffmann et al. 2022, Eq. 4)."""
+    N, D = law.optimal_params(flops), law.optimal_tokens(flops)
+    return Allocation(params=N, tokens=D, flops=6 * N * D, predicted_loss=law.frontier_loss(flops))
+
+
+def for_target_loss(target_loss: float, law: ScalingLaw) -> Allocation:
+    """The least compute that reaches `target_loss`, allocated on the frontier (Hoffmann et al. 2022)."""
+    return compute_optimal(law.flops_for_loss(target_loss), law)
+
+
+def data_constrained_loss(law: ScalingLaw, params: float, tokens: float, unique_tokens: float) -> float:
+    """Loss with repeated data, Muennighoff et al. 2023, Eq. 5-7 (reference code: huggingface/datablations).
+
+    With U unique tokens of which min(U, D) are seen, and R_D = D/U - 1 repeats:
+        D' = U + U·R_D*·(1 - exp(-R_D/R_D*))
+        N' = U_N + U_N·R_N*·(1 - exp(-R_N/R_N*)),  U_N = min(N, N_opt(U)),  R_N = N/U_N - 1
+        L  = E + A/N'^alpha + B/D'^beta
+    where N_opt(U) = G·(U·G)^(a/b) is the compute-optimal size for U tokens under the law. As in the
+    reference code, parameters beyond N_opt(U) are discounted even when nothing is repeated; at the
+    compute-optimal allocation both terms vanish and the law is the base law.
+    """
+    N = v.positive("params", params)
+    D = v.positive("tokens", tokens, maximum=MAX_TOKENS)
+    U = min(v.positive("unique_tokens", unique_tokens, maximum=MAX_TOKENS), D)
+    R_D = D / U - 1
+    D_eff = U + U * REPEATED_TOKENS_DECAY * -math.expm1(-R_D / REPEATED_TOKENS_DECAY)
+    U_N = min(N, law.G * math.exp((law.a / law.b) * math.log(U * law.G)))
+    R_N = N / U_N - 1
+    N_eff = U_N + U_N * EXCESS_PARAMS_DECAY * -math.expm1(-R_N / EXCESS_PARAMS_DECAY)
+    return law.loss(N_eff, D_eff)
+
+
+def data_constrained(flops: float, unique_tokens: float, law: ScalingLaw) -> Allocation:
+    """The loss-minimising N and D = C/(6N) when only `unique_tokens` distinct tokens exist.
+
+    A one-dimensional search over log N of `data_constrained_loss` (Muennighoff et al. 2023, §5).
+    """
+    C = v.positive("flops", flops, maximum=MAX_FLOPS)
+    U = v.positive("unique_tokens", unique_tokens, maximum=MAX_TOKENS)
+    unconstrained = compute_optimal(C, law)
+    if unconstrained.tokens <= U:
+        return Allocation(unconstrained.params, unconstrained.tokens, C, unconstrained.predicted_loss, U)
+
+    def loss_at(log_params: float) -> float:
+        N = math.exp(log_params)
+        return data_constrained_loss(law, N, C / (6 * N), U)
+
+    center = math.log(unconstrained.params)
+    # Search 4 orders of magnitude either side of the unconstrained optimum, within the sizes the law
+    # accepts (D = C/(6N) must stay below MAX_TOKENS and N below MAX_PARAMS).
+    low = max(center - 4 * math.log(10), math.log(C) - math.log(6 * MAX_TOKENS))
+    high = min(center + 4 * math.log(10), math.log(MAX_PARAMS))
+    log_N = _minimise(loss_at, low, high)
+    N = math.exp(log_N)
+    return Allocation(params=N, tokens=C / (6 * N), flops=C, predicted_loss=loss_at(log_N), unique_tokens=U)
+
+
+@dataclass(frozen=True)
+class InferenceAwareAllocation:
+    """Sardana et al. 2024: the model that reaches a loss at the least lifetime compute."""
+
+    allocation: Allocation
+    compute_optimal: Allocation
+    inference_tokens: float
+
+    @property
+    def lifetime_flops(self) -> float:
+        return _lifetime_flops(self.allocation, self.inference_tokens)
+
+    @property
+    def compute_optimal_lifetime_flops(self) -> float:
+        return _lifetime_flops(self.compute_optimal, self.inference_tokens)
+
+    @property
+    def fraction_saved(self) -> float:
+        """Share of the compute-optimal model's lifetime FLOPs that the inference-aware model saves."""
+        return 1 - self.lifetime_flops / self.compute_optimal_lifetime_flops
+
+
+def _lifetime_flops(allocation: Allocation, inference_tokens: float) -> float:
+    # Training 6·N·D plus about 2·N FLOPs per generated or processed token at inference.
+    return allocation.flops + 2 * allocation.params * inference_tokens
+
+
+def tokens_for_loss(law: ScalingLaw, params: float, target_loss: float) -> float:
+    """D(N) = (B / (l - E - A/N^alpha))^(1/beta): tokens a model of `params` needs to reach `target_loss`."""
+    gap = target_loss - law.E - law.A * math.exp(-law.alpha * math.log(params))
+    if gap <= 0:
+        return math.inf
+    return math.exp(math.log(law.B / gap) / law.beta)
+
+
+def inference_aware(target_loss: float, inference_tokens: float, law: ScalingLaw) -> InferenceAwareAllocation:
+    """Minimise 6·N·D + 2·N·D_inf subject to L(N, D) = target_loss (Sardana et al. 2024, §2).
+
+    No closed form: a one-dimensional search over log N with D(N) from `tokens_for_loss`. N must exceed
+    (A / (l - E))^(1/alpha), the size whose loss with infinite data is the target.
+    """
+    D_inf = v.positive("inference_tokens", inference_tokens, maximum=MAX_TOKENS * 1e3)
+    optimal = for_target_loss(target_loss, law)  # validates target_loss against E and MAX_FLOPS
+
+    def log_lifetime_flops(log_params: float) -> float:
+        N = math.exp(log_params)
+        D = tokens_for_loss(law, N, target_loss)
+        if not math.isfinite(D):
+            return math.inf
+        return math.log(6 * N * D + 2 * N * D_inf)
+
+    smallest = math.log(law.A / (target_loss - law.E)) / law.alpha  # log of the size that needs D = inf
+    log_N = _minimise(log_lifetime_flops, smallest + 1e-9, math.log(optimal.params) + 1e-9)
+    N = math.exp(log_N)
+    D = tokens_for_loss(law, N, target_loss)
+    if 6 * N * D > MAX_FLOPS:
+        raise v.InvalidInput(
+            "target_loss", f"needs more than {MAX_FLOPS:g} training FLOPs; choose a higher target"
+        )
+    chosen = Allocation(params=N, tokens=D, flops=6 * N * D, predicted_loss=law.loss(N, D))
+    return InferenceAwareAllocation(chosen, optimal, D_inf)
+
+
+def isoflop_curve(law: ScalingLaw, flops: float, points: int = 41, span: float = 10.0) -> list[Allocation]:
+    """Loss against model size at a fixed budget (an IsoFLOP profile, Hoffmann et al. 2022 Fig. 3):
+    `points` sizes spaced evenly in log N from N_opt/span to N_opt·span, each trained on D = C/(6N)."""
+    C = v.positive("flops", flops, maximum=MAX_FLOPS)
+    count = v.whole("points", points, minimum=3)
+    ratio = v.in_range("span", span, 1.0, 1e4, low_inclusive=False)
+    center = math.log(law.optimal_params(C))
+    curve = []
+    for i in range(count):
+        N = math.exp(center + math.log(ratio) * (2 * i / (count - 1) - 1))
+        D = C / (6 * N)
+        curve.append(Allocation(params=N, tokens=D, flops=C, predicted_loss=law.loss(N, D)))
+    return curve
+
+
+def frontier(law: ScalingLaw, min_flops: float, max_flops: float, points: int = 21) -> list[Allocation]:
+    """The compute-optimal allocation at `points` budgets spaced evenly in log C."""
+    low = v.positive("min_flops", min_flops, maximum=MAX_FLOPS)
+    high = v.positive("max_flops", max_flops, maximum=MAX_FLOPS)
+    if high <= low:
+        raise v.InvalidInput("max_flops", "must be greater than min_flops")
+    count = v.whole("points", points, minimum=2)
+    step = math.log(high / low) / (count - 1)
+    return [compute_optimal(math.exp(math.log(low) + step * i), law) for i in range(count)]
+
+
+def _minimise(function: Callable[[float], float], low: float, high: float, grid: int = 48) -> float:
+    """The argmin of a one-dimensional function on [low, high]: a coarse grid finds the basin (the losses
+    here have kinks where a min() switches branch), then bounded Brent polishes it."""
+    step = (high - low) / grid
+    values = [function(low + i * step) for i in range(grid + 1)]
+    best = min(range(grid + 1), key=values.__getitem__)
+    left, right = low + max(best - 1, 0) * step, low + min(best + 1, grid) * step
+    result = minimize_scalar(function, bounds=(left, right), method="bounded", options={"xatol": 1e-10})
+    return result.x if result.fun <= values[best] else low + best * step

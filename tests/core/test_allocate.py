@@ -1,0 +1,189 @@
+"""Allocating a budget: the four rules against their published values and their defining properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.core import allocate
+from service.core.laws import PUBLISHED_LAWS
+from service.core.units import pf_days_to_flops
+from service.core.validation import InvalidInput
+
+CHINCHILLA = PUBLISHED_LAWS["chinchilla-2022"].law
+C4 = PUBLISHED_LAWS["muennighoff-2023-c4"].law
+SARDANA = PUBLISHED_LAWS["sardana-2024"].law
+
+
+def test_6000_pf_days_at_20_tokens_per_parameter_is_65_7b_parameters_on_1_31t_tokens():
+    allocation = allocate.fixed_ratio(pf_days_to_flops(6000), tokens_per_param=20)
+    assert allocation.params == pytest.approx(65.7e9, rel=1e-3)
+    assert allocation.tokens == pytest.approx(1.3145e12, rel=1e-3)
+
+
+@given(flops=st.floats(min_value=1e15, max_value=1e33), ratio=st.floats(min_value=0.1, max_value=1e4))
+def test_a_fixed_ratio_spends_the_budget_at_that_ratio(flops, ratio):
+    allocation = allocate.fixed_ratio(flops, ratio)
+    assert 6 * allocation.params * allocation.tokens == pytest.approx(flops, rel=1e-9)
+    assert allocation.tokens_per_param == pytest.approx(ratio, rel=1e-9)
+    assert allocation.predicted_loss is None
+
+
+def test_the_compute_optimal_allocation_is_the_closed_form_and_predicts_its_loss():
+    allocation = allocate.compute_optimal(5.76e23, CHINCHILLA)
+    assert allocation.params == pytest.approx(4.036e10, rel=1e-3)
+    assert allocation.flops == pytest.approx(5.76e23, rel=1e-9)
+    assert allocation.predicted_loss == pytest.approx(CHINCHILLA.frontier_loss(5.76e23), rel=1e-12)
+
+
+def test_a_target_loss_is_reached_by_the_least_compute_on_the_frontier():
+    allocation = allocate.for_target_loss(2.0, CHINCHILLA)
+    assert allocation.predicted_loss == pytest.approx(2.0, rel=1e-9)
+    assert allocation.flops == pytest.approx(CHINCHILLA.flops_for_loss(2.0), rel=1e-9)
+
+
+# Muennighoff et al. 2023, huggingface/datablations README (Figure 1, right): the two models.
+def test_the_data_constrained_law_reproduces_the_datablations_reference_values():
+    assert allocate.data_constrained_loss(C4, 6.34e9, 242e9, 25e9) == pytest.approx(
+        2.2256440889984477, abs=1e-9
+    )
+    assert allocate.data_constrained_loss(C4, 8.67e9, 178e9, 25e9) == pytest.approx(
+        2.2269634075087867, abs=1e-9
+    )
+
+
+def test_without_repetition_at_the_optimum_the_data_constrained_law_is_the_base_law():
+    plain = allocate.compute_optimal(1e21, C4)
+    assert allocate.data_constrained_loss(C4, plain.params, plain.tokens, plain.tokens * 10) == pytest.approx(
+        plain.predicted_loss, rel=1e-12
+    )
+
+
+def test_repeating_25b_tokens_the_optimum_beats_both_models_of_figure_1():
+    flops = 6 * 8.67e9 * 178e9
+    allocation = allocate.data_constrained(flops, unique_tokens=25e9, law=C4)
+    assert allocation.flops == pytest.approx(flops, rel=1e-12)
+    assert 6 * allocation.params * allocation.tokens == pytest.approx(flops, rel=1e-9)
+    assert allocation.predicted_loss <= allocate.data_constrained_loss(C4, 8.67e9, 178e9, 25e9)
+    assert allocation.predicted_loss <= allocate.data_constrained_loss(C4, 6.34e9, 242e9, 25e9) + 1e-4
+    assert allocation.epochs == pytest.approx(allocation.tokens / 25e9)
+    assert allocation.epochs > 4  # less data than the unconstrained optimum would use
+
+
+@pytest.mark.parametrize(("flops", "unique_tokens"), [(1e21, 1e9), (1e22, 25e9), (1e23, 1e11), (1e24, 3e12)])
+def test_the_data_constrained_search_finds_the_minimum_of_a_dense_scan(flops, unique_tokens):
+    allocation = allocate.data_constrained(flops, unique_tokens, C4)
+    center = math.log(allocation.params)
+    scan = [
+        allocate.data_constrained_loss(C4, math.exp(x), flops / (6 * math.exp(x)), unique_tokens)
+        for x in (center + 3 * (i / 2000 - 0.5) * math.log(10) for i in range(2001))
+    ]
+    assert allocation.predicted_loss <= min(scan) + 1e-12
+    best = center + 3 * (scan.index(min(scan)) / 2000 - 0.5) * math.log(10)
+    assert math.exp(best) == pytest.approx(allocation.params, rel=5e-3)
+
+
+def test_plenty_of_unique_data_changes_nothing():
+    plain = allocate.compute_optimal(1e22, C4)
+    constrained = allocate.data_constrained(1e22, plain.tokens * 2, C4)
+    assert (constrained.params, constrained.tokens) == (plain.params, plain.tokens)
+    assert constrained.epochs == pytest.approx(0.5)
+
+
+@given(unique=st.floats(min_value=1e8, max_value=1e12))
+def test_less_unique_data_never_lowers_the_achievable_loss(unique):
+    fewer = allocate.data_constrained(1e22, unique, C4)
+    more = allocate.data_constrained(1e22, unique * 2, C4)
+    assert more.predicted_loss <= fewer.predicted_loss + 1e-9
+
+
+def test_sardana_a_13_6b_model_on_2_84x_the_data_matches_a_chinchilla_30b_at_1e13_inference_tokens():
+    # Sardana et al. 2024: the quality of a Chinchilla-optimal 30B model (loss ≈ 1.958) with 1e13
+    # inference tokens is reached by a 13.6B model on 2.84x the data, with 28% fewer total FLOPs.
+    target = SARDANA.frontier_loss(SARDANA.flops_where_optimal(30e9))
+    assert target == pytest.approx(1.958, abs=5e-4)
+
+    result = allocate.inference_aware(target, inference_tokens=1e13, law=SARDANA)
+
+    assert result.compute_optimal.params == pytest.approx(30e9, rel=1e-9)
+    assert result.allocation.params == pytest.approx(13.6e9, rel=5e-3)
+    assert result.allocation.tokens / result.compute_optimal.tokens == pytest.approx(2.84, rel=5e-3)
+    assert result.fraction_saved == pytest.approx(0.28, abs=5e-3)
+    assert result.allocation.predicted_loss == pytest.approx(target, rel=1e-9)
+
+
+@given(inference_tokens=st.floats(min_value=1e6, max_value=1e16))
+def test_the_inference_aware_model_never_costs_more_over_its_lifetime(inference_tokens):
+    result = allocate.inference_aware(2.1, inference_tokens, SARDANA)
+    assert result.lifetime_flops <= result.compute_optimal_lifetime_flops * (1 + 1e-9)
+    assert result.allocation.params <= result.compute_optimal.params * (1 + 1e-9)
+
+
+def test_more_inference_favours_a_smaller_model():
+    sizes = [allocate.inference_aware(2.1, d, SARDANA).allocation.params for d in (1e10, 1e12, 1e14)]
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_the_isoflop_curve_has_its_minimum_at_the_optimal_size():
+    curve = allocate.isoflop_curve(CHINCHILLA, 1e21, points=41)
+    losses = [point.predicted_loss for point in curve]
+    assert losses.index(min(losses)) == 20
+    assert curve[20].params == pytest.approx(CHINCHILLA.optimal_params(1e21), rel=1e-9)
+    assert all(point.flops == 1e21 for point in curve)
+
+
+def test_the_frontier_runs_from_the_smallest_to_the_largest_budget():
+    points = allocate.frontier(CHINCHILLA, 1e18, 1e24, points=7)
+    assert [p.flops for p in points] == pytest.approx([1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24], rel=1e-9)
+    losses = [p.predicted_loss for p in points]
+    assert losses == sorted(losses, reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda: allocate.fixed_ratio(-1), "flops"),
+        (lambda: allocate.fixed_ratio(1e21, 0), "tokens_per_param"),
+        (lambda: allocate.data_constrained(1e21, 0, C4), "unique_tokens"),
+        (lambda: allocate.data_constrained(math.nan, 1e9, C4), "flops"),
+        (lambda: allocate.inference_aware(1.5, 1e12, SARDANA), "target_loss"),
+        (lambda: allocate.inference_aware(2.0, -5, SARDANA), "inference_tokens"),
+        (lambda: allocate.isoflop_curve(CHINCHILLA, 1e21, points=2), "points"),
+        (lambda: allocate.frontier(CHINCHILLA, 1e22, 1e21), "max_flops"),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(call, argument):
+    with pytest.raises(InvalidInput, match=f"^{argument}:"):
+        call()
+
+
+@given(
+    flops=st.floats(allow_nan=True, allow_infinity=True),
+    unique=st.floats(allow_nan=True, allow_infinity=True),
+    target=st.floats(allow_nan=True, allow_infinity=True),
+    inference=st.floats(allow_nan=True, allow_infinity=True),
+)
+def test_every_answer_is_finite_or_a_clean_refusal(flops, unique, target, inference):
+    calls = [
+        lambda: allocate.fixed_ratio(flops),
+        lambda: allocate.compute_optimal(flops, CHINCHILLA),
+        lambda: allocate.data_constrained(flops, unique, C4),
+        lambda: allocate.for_target_loss(target, CHINCHILLA),
+        lambda: allocate.inference_aware(target, inference, SARDANA),
+    ]
+    for call in calls:
+        try:
+            result = call()
+        except InvalidInput:
+            continue
+        allocation = getattr(result, "allocation", result)
+        for value in (
+            allocation.params,
+            allocation.tokens,
+            allocation.flops,
+            allocation.predicted_loss or 0.0,
+        ):
+            assert math.isfinite(value) and value >= 0
