@@ -34,7 +34,7 @@ class ScalingLaw:
     # Allocation constants, Hoffmann et al. 2022 Eq. 4: G = (alpha·A / (beta·B))^(1/(alpha+beta)),
     # a = beta/(alpha+beta), b = alpha/(alpha+beta); N_opt = G·(C/6)^a, D_opt = G^-1·(C/6)^b.
     @property
-    def G(self) -> float:  # noqa: N802 - the paper's symbol
+    def G(self) -> float:
         return math.exp(
             (math.log(self.alpha * self.A) - math.log(self.beta * self.B)) / (self.alpha + self.beta)
         )
@@ -76,12 +76,15 @@ class ScalingLaw:
         return self.alpha * self.beta / (self.alpha + self.beta)
 
     def frontier_loss(self, flops: float) -> float:
-        """The lowest loss reachable with `flops` of training compute (loss on the compute-optimal frontier)."""
+        """The lowest loss `flops` of training compute can reach: the loss on the compute-optimal frontier."""
         scaled = _flops(flops) / 6
         return self.E + self._frontier_coefficient() * math.exp(-self._frontier_exponent * math.log(scaled))
 
     def flops_for_loss(self, target_loss: float) -> float:
-        """C(l) = 6·[(l - E) / (A·G^-alpha + B·G^beta)]^(-(alpha+beta)/(alpha·beta)): compute to reach `target_loss`."""
+        """Compute needed to reach `target_loss`:
+
+        C(l) = 6·[(l - E) / (A·G^-alpha + B·G^beta)]^(-(alpha+beta)/(alpha·beta))
+        """
         loss = v.positive("target_loss", target_loss, maximum=100)
         if loss <= self.E:
             raise v.InvalidInput(
@@ -148,8 +151,8 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             slug="chinchilla-2022",
             name="Chinchilla (Hoffmann et al. 2022), unrounded",
             law=ScalingLaw(E=1.6933737, A=406.40102, B=410.72283, alpha=0.33917084, beta=0.2849083),
-            source="Hoffmann et al. 2022, arXiv:2203.15556, Approach 3; unrounded values as used in Besiroglu "
-            "et al. 2024's notebook and kyo-takano/chinchilla",
+            source="Hoffmann et al. 2022, arXiv:2203.15556, Approach 3; unrounded values as used in "
+            "Besiroglu et al. 2024's notebook and kyo-takano/chinchilla",
             fitted_range=_CHINCHILLA_RANGE,
         ),
         PublishedLaw(

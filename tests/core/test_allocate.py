@@ -186,4 +186,5 @@ def test_every_answer_is_finite_or_a_clean_refusal(flops, unique, target, infere
             allocation.flops,
             allocation.predicted_loss or 0.0,
         ):
-            assert math.isfinite(value) and value >= 0
+            assert math.isfinite(value)
+            assert value >= 0

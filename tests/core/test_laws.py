@@ -128,5 +128,5 @@ def test_invalid_coefficients_are_refused_by_name(coefficients, argument):
 
 @pytest.mark.parametrize(("params", "tokens"), [(0, 1e9), (1e9, -1), (math.nan, 1e9), (1e9, math.inf)])
 def test_loss_refuses_non_positive_or_non_finite_sizes(params, tokens):
-    with pytest.raises(InvalidInput, match="^(params|tokens):"):
+    with pytest.raises(InvalidInput, match=r"^(params|tokens):"):
         CHINCHILLA.loss(params, tokens)
