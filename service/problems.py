@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from http import HTTPStatus
 
 import flask
 import marshmallow as ma
 from werkzeug.exceptions import HTTPException
 
+from service import http_status
+from service.core.validation import InvalidInput
 from service.request_context import current_request_id
-from service.services.errors import ConflictError, NotFoundError, ServiceError
+from service.services.errors import ConflictError, InvalidFieldError, NotFoundError, ServiceError
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
@@ -24,7 +25,11 @@ log = logging.getLogger(__name__)
 # Where webargs found the bad value -> which member of an error entry names it.
 _LOCATION_KEYS = {"json": "pointer", "query": "parameter", "headers": "header", "path": "parameter"}
 
-_SERVICE_ERROR_STATUS: dict[type[ServiceError], int] = {NotFoundError: 404, ConflictError: 409}
+_SERVICE_ERROR_STATUS: dict[type[ServiceError], int] = {
+    NotFoundError: 404,
+    ConflictError: 409,
+    InvalidFieldError: 422,
+}
 
 
 class ProblemErrorSchema(ma.Schema):
@@ -59,7 +64,7 @@ def problem_response(
 ) -> flask.Response:
     body: dict[str, object] = {
         "type": "about:blank",
-        "title": title or HTTPStatus(status).phrase,
+        "title": title or http_status.title(status),
         "status": status,
     }
     if detail:
@@ -127,7 +132,15 @@ def _handle_http_exception(error: HTTPException) -> flask.Response:
 
 def _handle_service_error(error: ServiceError) -> flask.Response:
     status = next(code for cls, code in _SERVICE_ERROR_STATUS.items() if isinstance(error, cls))
+    if isinstance(error, InvalidFieldError):
+        errors = [{**error.where, "detail": error.detail}]
+        return problem_response(status, "The request is not valid; see errors.", errors=errors)
     return problem_response(status, error.detail, **error.extensions)
+
+
+def _handle_core_refusal(error: InvalidInput) -> flask.Response:
+    # Services point core refusals at the field they concern; this is the net under any they do not.
+    return problem_response(422, "The request is not valid; see errors.", errors=[{"detail": str(error)}])
 
 
 def _handle_unexpected(error: Exception) -> flask.Response:
@@ -139,4 +152,5 @@ def register_error_handlers(app: flask.Flask) -> None:
     app.register_error_handler(HTTPException, _handle_http_exception)
     for cls in _SERVICE_ERROR_STATUS:
         app.register_error_handler(cls, _handle_service_error)
+    app.register_error_handler(InvalidInput, _handle_core_refusal)
     app.register_error_handler(Exception, _handle_unexpected)

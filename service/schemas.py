@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+import re
+
 import marshmallow as ma
+import pycountry
 from marshmallow import validate
 
+from service.catalog import PRECISIONS
+from service.core.cluster import (
+    MAX_MEMORY_BYTES,
+    MAX_SHAPE_DIMENSION,
+    OPTIMIZER_STATE_BYTES,
+    RECOMPUTATION_MODES,
+)
+from service.core.plan import ENGINE_VERSION
+from service.core.units import (
+    MAX_ACCELERATORS,
+    MAX_FLOPS,
+    MAX_PARAMS,
+    MAX_PEAK_FLOPS_PER_SECOND,
+    MAX_TOKENS,
+    MIN_FLOPS,
+    PF_DAY_FLOPS,
+)
 from service.services.pagination import DEFAULT_LIMIT, MAX_LIMIT, Cursor
 
 SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])$"
@@ -87,3 +107,432 @@ class HealthSchema(ma.Schema):
 class ReadinessSchema(HealthSchema):
     database = ma.fields.String(required=True, metadata={"example": "ok"})
     schema_revision = ma.fields.String(allow_none=True)
+
+
+# --- Planning ----------------------------------------------------------------------------------------------
+
+
+def _currency_codes() -> frozenset[str]:
+    # ISO 4217 active codes, less XXX ("no currency") and XTS ("for testing").
+    return frozenset(c.alpha_3 for c in pycountry.currencies) - {"XXX", "XTS"}
+
+
+CURRENCY_CODES = _currency_codes()
+
+
+def positive_float(maximum: float, description: str, **kwargs) -> ma.fields.Float:
+    """A finite number > 0 and <= maximum; NaN and Infinity refused (Python's JSON parser accepts them)."""
+    return ma.fields.Float(
+        allow_nan=False,
+        validate=validate.Range(min=0, min_inclusive=False, max=maximum),
+        # apispec renders min_inclusive=False as an inclusive minimum; say it explicitly (OpenAPI 3.0 form).
+        metadata={"description": description, "exclusiveMinimum": True, **kwargs.pop("metadata", {})},
+        **kwargs,
+    )
+
+
+def budget_float(description: str, **kwargs) -> ma.fields.Float:
+    """A compute budget in FLOPs, within what the engine answers for."""
+    return ma.fields.Float(
+        allow_nan=False,
+        validate=validate.Range(min=MIN_FLOPS, max=MAX_FLOPS),
+        metadata={"description": description, **kwargs.pop("metadata", {})},
+        **kwargs,
+    )
+
+
+class MoneyField(ma.fields.Decimal):
+    """Money as a decimal string ("1234.56"), never a JSON number, which would pass through a float."""
+
+    def __init__(self, *, allow_zero: bool = False, **kwargs):
+        self.allow_zero = allow_zero
+        metadata = {"example": "1234.56", "pattern": r"^\d{1,12}(\.\d{1,6})?$", **kwargs.pop("metadata", {})}
+        super().__init__(as_string=True, allow_nan=False, metadata=metadata, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str):
+            raise ma.ValidationError('Must be a decimal string such as "1234.56", not a number.')
+        if not re.fullmatch(r"\d{1,12}(\.\d{1,6})?", value):
+            raise ma.ValidationError("Must be a non-negative decimal with at most 12 digits and 6 decimals.")
+        amount = super()._deserialize(value, attr, data, **kwargs)
+        if amount == 0 and not self.allow_zero:
+            raise ma.ValidationError("Must be greater than 0.")
+        return amount
+
+
+def _is_currency(code: str) -> None:
+    if code not in CURRENCY_CODES:
+        raise ma.ValidationError("Must be an ISO 4217 currency code such as USD or EUR.")
+
+
+class CurrencyField(ma.fields.String):
+    def __init__(self, **kwargs):
+        super().__init__(
+            validate=_is_currency,
+            metadata={"description": "ISO 4217 currency code.", "example": "USD", "pattern": "^[A-Z]{3}$"},
+            **kwargs,
+        )
+
+
+class SlugOrObject(ma.fields.Field):
+    """Either a slug naming a stored object or an inline object described by `schema`."""
+
+    def __init__(self, schema: type[ma.Schema], slug_description: str, **kwargs):
+        self.schema_class = schema
+        self.slug_description = slug_description
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str):
+            if not re.fullmatch(SLUG_PATTERN, value):
+                raise ma.ValidationError(
+                    "Must be a slug (lowercase letters, digits, inner hyphens) or an object."
+                )
+            return value
+        if isinstance(value, dict):
+            return self.schema_class().load(value)
+        raise ma.ValidationError("Must be a slug or an object.")
+
+
+def slug_or_object_to_property(self, field, **kwargs) -> dict:
+    """apispec attribute function: document a SlugOrObject as oneOf a slug string and the inline schema."""
+    if not isinstance(field, SlugOrObject):
+        return {}
+    name = field.schema_class.__name__.removesuffix("Schema")
+    return {
+        "oneOf": [
+            {"type": "string", "pattern": SLUG_PATTERN, "description": field.slug_description},
+            {"$ref": f"#/components/schemas/{name}"},
+        ]
+    }
+
+
+class InlineHardwareSchema(StrictSchema):
+    name = Text(load_default="custom hardware", validate=validate.Length(min=1, max=200))
+    peak_flops = ma.fields.Dict(
+        keys=ma.fields.String(validate=validate.OneOf(PRECISIONS)),
+        values=positive_float(MAX_PEAK_FLOPS_PER_SECOND, "Dense peak FLOP/s at this precision."),
+        required=True,
+        validate=validate.Length(min=1),
+        metadata={
+            "description": f"Dense peak FLOP/s by precision ({', '.join(PRECISIONS)}).",
+            "example": {"bf16": 989.4e12},
+        },
+    )
+    memory_bytes = positive_float(MAX_MEMORY_BYTES, "Memory of one accelerator.", required=True)
+    memory_bandwidth_bytes_per_second = positive_float(1e16, "Memory bandwidth of one accelerator.")
+    price_per_hour = MoneyField(allow_zero=True, metadata={"description": "Price per accelerator-hour."})
+    currency = CurrencyField()
+
+    @ma.validates_schema
+    def _price_has_a_currency(self, data, **kwargs):
+        if data.get("price_per_hour") is not None and data.get("currency") is None:
+            raise ma.ValidationError("Required with price_per_hour.", "currency")
+
+
+class InlineLawSchema(StrictSchema):
+    E = positive_float(100, "Irreducible loss (nats/token).", required=True)
+    A = positive_float(1e12, "Coefficient of the parameter term.", required=True)
+    B = positive_float(1e12, "Coefficient of the data term.", required=True)
+    alpha = positive_float(3, "Exponent of the parameter term.", required=True)
+    beta = positive_float(3, "Exponent of the data term.", required=True)
+
+
+class ModelShapeSchema(StrictSchema):
+    layers = ma.fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    d_model = ma.fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    heads = ma.fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    sequence_length = ma.fields.Integer(
+        required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION)
+    )
+    micro_batch = ma.fields.Integer(
+        load_default=1, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION)
+    )
+
+    @ma.validates_schema
+    def _heads_divide_width(self, data, **kwargs):
+        if {"heads", "d_model"} <= set(data) and data["d_model"] % data["heads"]:
+            raise ma.ValidationError("Must divide d_model.", "heads")
+
+
+class ClusterFieldsSchema(StrictSchema):
+    """Where and how a run is trained; shared by allocations and estimates."""
+
+    hardware = SlugOrObject(
+        InlineHardwareSchema,
+        "Slug of a hardware profile (GET /v1/hardware), e.g. h100-sxm.",
+        metadata={"example": "h100-sxm"},
+    )
+    accelerators = ma.fields.Integer(strict=True, validate=validate.Range(1, MAX_ACCELERATORS))
+    mfu = ma.fields.Float(
+        allow_nan=False,
+        validate=validate.Range(min=0, max=1, min_inclusive=False),
+        metadata={"description": "Model FLOPs utilisation, (0, 1]; default 0.4.", "exclusiveMinimum": True},
+    )
+    precision = ma.fields.String(
+        validate=validate.OneOf(PRECISIONS), metadata={"description": "Training precision; default bf16."}
+    )
+    price_per_hour = MoneyField(
+        allow_zero=True, metadata={"description": "Overrides the hardware's price per accelerator-hour."}
+    )
+    currency = CurrencyField()
+    zero_stage = ma.fields.Integer(
+        strict=True, validate=validate.Range(0, 3), metadata={"description": "ZeRO stage; default 0."}
+    )
+    optimizer = ma.fields.String(validate=validate.OneOf(sorted(OPTIMIZER_STATE_BYTES)))
+    recomputation = ma.fields.String(validate=validate.OneOf(RECOMPUTATION_MODES))
+    tensor_parallel = ma.fields.Integer(strict=True, validate=validate.Range(1, MAX_ACCELERATORS))
+    shape = ma.fields.Nested(
+        ModelShapeSchema,
+        metadata={"description": "Transformer shape: attention FLOPs and activation memory."},
+    )
+
+    CLUSTER_OPTIONS = (
+        "accelerators",
+        "mfu",
+        "precision",
+        "zero_stage",
+        "optimizer",
+        "recomputation",
+        "tensor_parallel",
+        "shape",
+    )
+
+    @ma.validates_schema
+    def _cluster_needs_hardware(self, data, **kwargs):
+        if data.get("hardware") is None:
+            given = [name for name in self.CLUSTER_OPTIONS if name in data]
+            if given:
+                raise ma.ValidationError(f"Required with {given[0]}.", "hardware")
+        elif "accelerators" not in data:
+            raise ma.ValidationError("Required with hardware.", "accelerators")
+
+
+BUDGET_FIELDS = ("flops", "pf_days", "target_loss", "cost", "accelerator_hours", "days")
+
+
+class AllocationRequestSchema(ClusterFieldsSchema):
+    flops = budget_float("Training compute budget in FLOPs.", metadata={"example": 1e23})
+    pf_days = ma.fields.Float(
+        allow_nan=False,
+        validate=validate.Range(min=MIN_FLOPS / PF_DAY_FLOPS, max=MAX_FLOPS / PF_DAY_FLOPS),
+        metadata={"description": "Training compute budget in PF-days (8.64e19 FLOPs each).", "example": 6000},
+    )
+    target_loss = positive_float(100, "Reach this loss (nats/token) with the least compute; needs a law.")
+    cost = MoneyField(metadata={"description": "Money budget (decimal string); with hardware and currency."})
+    accelerator_hours = positive_float(1e15, "Accelerator-hours budget; with hardware.")
+    days = positive_float(36_500, "Wall-clock deadline in days; with hardware and accelerators.")
+    tokens_per_param = positive_float(1e6, "Fixed tokens-per-parameter rule (default 20 without a law).")
+    law = SlugOrObject(
+        InlineLawSchema,
+        "Slug of a scaling law (GET /v1/scaling-laws), e.g. chinchilla-2022.",
+        metadata={"example": "chinchilla-2022"},
+    )
+    unique_tokens = positive_float(MAX_TOKENS, "Unique tokens available: data-constrained allocation.")
+    inference_tokens = positive_float(
+        MAX_TOKENS * 1e3, "Lifetime inference tokens: inference-aware allocation (with target_loss)."
+    )
+
+    @ma.validates_schema
+    def _one_budget_of_each_kind(self, data, **kwargs):
+        given = [name for name in BUDGET_FIELDS if name in data]
+        if not given:
+            raise ma.ValidationError(
+                "Give a budget: flops, pf_days, target_loss, cost, accelerator_hours or days.", "_schema"
+            )
+        if "flops" in data and "pf_days" in data:
+            raise ma.ValidationError("Give the compute budget once: flops or pf_days.", "pf_days")
+        if "target_loss" in data and len(given) > 1:
+            other = next(name for name in given if name != "target_loss")
+            raise ma.ValidationError("A target loss cannot be combined with another budget.", other)
+        for name in ("cost", "accelerator_hours", "days"):
+            if name in data and data.get("hardware") is None:
+                raise ma.ValidationError(f"Required with {name}.", "hardware")
+        if "cost" in data and "currency" not in data:
+            raise ma.ValidationError("Required with cost.", "currency")
+        if "tokens_per_param" in data and "law" in data:
+            raise ma.ValidationError("Give either tokens_per_param or law.", "tokens_per_param")
+
+
+class EstimateRequestSchema(ClusterFieldsSchema):
+    params = positive_float(MAX_PARAMS, "Model parameters.", required=True, metadata={"example": 7e9})
+    tokens = positive_float(MAX_TOKENS, "Training tokens.", required=True, metadata={"example": 1.4e11})
+    hardware = SlugOrObject(
+        InlineHardwareSchema,
+        "Slug of a hardware profile (GET /v1/hardware), e.g. h100-sxm.",
+        required=True,
+        metadata={"example": "h100-sxm"},
+    )
+
+
+class CaveatSchema(ma.Schema):
+    code = ma.fields.String(
+        required=True,
+        metadata={
+            "description": "Stable code: extrapolation, repeated_data, repetition_without_gain, "
+            "does_not_fit_memory, binding_limit, unusual_mfu."
+        },
+    )
+    message = ma.fields.String(required=True)
+    details = ma.fields.Dict(required=True)
+
+
+class FittedRangeSchema(ma.Schema):
+    min_params = ma.fields.Float(allow_none=True)
+    max_params = ma.fields.Float(allow_none=True)
+    min_tokens = ma.fields.Float(allow_none=True)
+    max_tokens = ma.fields.Float(allow_none=True)
+    min_flops = ma.fields.Float(allow_none=True)
+    max_flops = ma.fields.Float(allow_none=True)
+
+
+class LawSchema(ma.Schema):
+    slug = ma.fields.String(allow_none=True)
+    name = ma.fields.String(allow_none=True)
+    source = ma.fields.String(allow_none=True)
+    note = ma.fields.String(allow_none=True)
+    E = ma.fields.Float(attribute="law.E")
+    A = ma.fields.Float(attribute="law.A")
+    B = ma.fields.Float(attribute="law.B")
+    alpha = ma.fields.Float(attribute="law.alpha")
+    beta = ma.fields.Float(attribute="law.beta")
+    a = ma.fields.Float(attribute="law.a", metadata={"description": "N_opt ∝ C^a"})
+    b = ma.fields.Float(attribute="law.b", metadata={"description": "D_opt ∝ C^b"})
+    G = ma.fields.Float(attribute="law.G", metadata={"description": "N_opt = G·(C/6)^a"})
+    fitted_range = ma.fields.Nested(FittedRangeSchema, allow_none=True)
+
+
+class LawPageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(LawSchema), required=True)
+
+
+class MemorySchema(ma.Schema):
+    zero_stage = ma.fields.Integer()
+    data_parallel = ma.fields.Integer()
+    tensor_parallel = ma.fields.Integer()
+    bytes_per_param = ma.fields.Float()
+    model_states_bytes = ma.fields.Float()
+    activations_bytes = ma.fields.Float()
+    total_bytes = ma.fields.Float()
+    capacity_bytes = ma.fields.Float()
+    fits = ma.fields.Boolean()
+    min_accelerators = ma.fields.Integer(
+        allow_none=True,
+        metadata={"description": "Fewest accelerators that fit at this ZeRO stage; null if none."},
+    )
+
+
+class EstimateHardwareSchema(ma.Schema):
+    slug = ma.fields.String(allow_none=True)
+    name = ma.fields.String()
+    peak_flops = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Float())
+    memory_bytes = ma.fields.Float()
+
+
+class EstimateSchema(ma.Schema):
+    params = ma.fields.Float()
+    tokens = ma.fields.Float()
+    flops = ma.fields.Float(
+        attribute="runtime.flops", metadata={"description": "Model FLOPs (what MFU counts)."}
+    )
+    hardware_flops = ma.fields.Float(metadata={"description": "Including activation recomputation."})
+    pf_days = ma.fields.Float(attribute="runtime.pf_days")
+    seconds = ma.fields.Float(attribute="runtime.seconds")
+    days = ma.fields.Float(attribute="runtime.days")
+    accelerator_hours = ma.fields.Float(attribute="runtime.accelerator_hours")
+    hardware = ma.fields.Nested(EstimateHardwareSchema, attribute="cluster.hardware")
+    accelerators = ma.fields.Integer(attribute="cluster.accelerators")
+    mfu = ma.fields.Float(attribute="cluster.mfu")
+    precision = ma.fields.String(attribute="cluster.precision")
+    peak_flops_per_second = ma.fields.Float(attribute="cluster.peak_flops_per_second")
+    price_per_hour = ma.fields.Decimal(as_string=True, allow_none=True)
+    cost = ma.fields.Decimal(
+        as_string=True, allow_none=True, metadata={"description": "Rounded half-up to the cent."}
+    )
+    currency = ma.fields.String(allow_none=True)
+    memory = ma.fields.Nested(MemorySchema)
+    warnings = ma.fields.List(ma.fields.Nested(CaveatSchema), attribute="caveats")
+
+
+class LimitSchema(ma.Schema):
+    kind = ma.fields.String(metadata={"description": "The request field that set the limit."})
+    flops = ma.fields.Float()
+    binding = ma.fields.Boolean()
+
+
+class AllocationPointSchema(ma.Schema):
+    params = ma.fields.Float()
+    tokens = ma.fields.Float()
+    flops = ma.fields.Float()
+    tokens_per_param = ma.fields.Float()
+    predicted_loss = ma.fields.Float(allow_none=True)
+
+
+class InferenceSchema(ma.Schema):
+    inference_tokens = ma.fields.Float()
+    lifetime_flops = ma.fields.Float(metadata={"description": "6·N·D + 2·N·inference_tokens"})
+    compute_optimal = ma.fields.Nested(AllocationPointSchema)
+    compute_optimal_lifetime_flops = ma.fields.Float()
+    fraction_saved = ma.fields.Float()
+
+
+class HyperparametersSchema(ma.Schema):
+    batch_tokens = ma.fields.Float()
+    learning_rate = ma.fields.Float()
+    source = ma.fields.String()
+    note = ma.fields.Constant("A starting point fitted on small budgets, not a prescription.")
+
+
+class AllocationSchema(ma.Schema):
+    method = ma.fields.String(
+        metadata={"description": "fixed-ratio, compute-optimal, data-constrained or inference-aware"}
+    )
+    params = ma.fields.Float(attribute="allocation.params")
+    tokens = ma.fields.Float(attribute="allocation.tokens")
+    tokens_per_param = ma.fields.Float(attribute="allocation.tokens_per_param")
+    flops = ma.fields.Float(attribute="allocation.flops")
+    pf_days = ma.fields.Float()
+    predicted_loss = ma.fields.Float(attribute="allocation.predicted_loss", allow_none=True)
+    unique_tokens = ma.fields.Float(attribute="allocation.unique_tokens", allow_none=True)
+    epochs = ma.fields.Float(attribute="allocation.epochs", allow_none=True)
+    limits = ma.fields.List(ma.fields.Nested(LimitSchema))
+    law = ma.fields.Nested(LawSchema, allow_none=True)
+    inference = ma.fields.Nested(InferenceSchema, allow_none=True)
+    estimate = ma.fields.Nested(EstimateSchema, allow_none=True)
+    hyperparameters = ma.fields.Nested(HyperparametersSchema)
+    warnings = ma.fields.List(ma.fields.Nested(CaveatSchema), attribute="caveats")
+    engine_version = ma.fields.Constant(ENGINE_VERSION)
+
+
+class IsoflopQuerySchema(StrictSchema):
+    flops = budget_float("The fixed budget.", required=True)
+    points = ma.fields.Integer(load_default=41, validate=validate.Range(3, 401))
+    span = ma.fields.Float(
+        load_default=10.0,
+        allow_nan=False,
+        validate=validate.Range(1, 1e4, min_inclusive=False),
+        metadata={"description": "Sizes from N_opt/span to N_opt·span.", "exclusiveMinimum": True},
+    )
+
+
+class IsoflopSchema(ma.Schema):
+    law = ma.fields.String()
+    flops = ma.fields.Float()
+    optimal = ma.fields.Nested(AllocationPointSchema)
+    points = ma.fields.List(ma.fields.Nested(AllocationPointSchema))
+
+
+class FrontierQuerySchema(StrictSchema):
+    min_flops = budget_float("Smallest budget.", required=True)
+    max_flops = budget_float("Largest budget.", required=True)
+    points = ma.fields.Integer(load_default=21, validate=validate.Range(2, 401))
+
+    @ma.validates_schema
+    def _ordered(self, data, **kwargs):
+        if {"min_flops", "max_flops"} <= set(data) and data["max_flops"] <= data["min_flops"]:
+            raise ma.ValidationError("Must be greater than min_flops.", "max_flops")
+
+
+class FrontierSchema(ma.Schema):
+    law = ma.fields.String()
+    points = ma.fields.List(ma.fields.Nested(AllocationPointSchema))

@@ -10,8 +10,10 @@ from flask_smorest.utils import prepare_response
 from swagger_ui_bundle import swagger_ui_path
 from werkzeug.exceptions import UnsupportedMediaType
 
-from service.api import health, organizations
+from service import http_status
+from service.api import health, laws, organizations, planning
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
+from service.schemas import InlineHardwareSchema, InlineLawSchema, slug_or_object_to_property
 
 API_VERSION = "1.0.0"
 
@@ -72,8 +74,16 @@ def _swagger_ui_static(filename: str) -> flask.Response:
 def init_api(app: flask.Flask) -> Api:
     app.config.update(OPENAPI_SETTINGS)
     api = PlannerApi(app)
+    # One place through which both /openapi.json and `flask openapi write` get the document.
+    raw_to_dict = api.spec.to_dict
+    api.spec.to_dict = lambda: http_status.normalise_spec(raw_to_dict())
+    api.spec.components.schema("InlineHardware", schema=InlineHardwareSchema)
+    api.spec.components.schema("InlineLaw", schema=InlineLawSchema)
+    api.ma_plugin.converter.add_attribute_function(slug_or_object_to_property)
     app.before_request(_require_json_body)
     app.add_url_rule("/docs/static/<path:filename>", "swagger_ui_static", _swagger_ui_static)
     api.register_blueprint(health.blp)
     api.register_blueprint(organizations.blp)
+    api.register_blueprint(planning.blp)
+    api.register_blueprint(laws.blp)
     return api

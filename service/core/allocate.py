@@ -18,7 +18,7 @@ from scipy.optimize import minimize_scalar
 
 from service.core import validation as v
 from service.core.laws import ScalingLaw
-from service.core.units import MAX_FLOPS, MAX_PARAMS, MAX_TOKENS
+from service.core.units import MAX_FLOPS, MAX_PARAMS, MAX_TOKENS, budget_flops
 
 DEFAULT_TOKENS_PER_PARAM = 20.0
 
@@ -48,7 +48,7 @@ class Allocation:
 
 def fixed_ratio(flops: float, tokens_per_param: float = DEFAULT_TOKENS_PER_PARAM) -> Allocation:
     """N = sqrt(C / (6r)), D = r·N: with C = 6·N·D and D = r·N (Hoffmann et al. 2022's ~20 tokens/param)."""
-    C = v.positive("flops", flops, maximum=MAX_FLOPS)
+    C = budget_flops("flops", flops)
     r = v.positive("tokens_per_param", tokens_per_param, maximum=1e6)
     N = math.sqrt(C / (6 * r))
     return Allocation(params=N, tokens=r * N, flops=C)
@@ -57,7 +57,7 @@ def fixed_ratio(flops: float, tokens_per_param: float = DEFAULT_TOKENS_PER_PARAM
 def compute_optimal(flops: float, law: ScalingLaw) -> Allocation:
     """The loss-minimising N and D for C = 6·N·D under `law` (Hoffmann et al. 2022, Eq. 4)."""
     N, D = law.optimal_params(flops), law.optimal_tokens(flops)
-    return Allocation(params=N, tokens=D, flops=6 * N * D, predicted_loss=law.frontier_loss(flops))
+    return Allocation(params=N, tokens=D, flops=flops, predicted_loss=law.frontier_loss(flops))
 
 
 def for_target_loss(target_loss: float, law: ScalingLaw) -> Allocation:
@@ -92,7 +92,7 @@ def data_constrained(flops: float, unique_tokens: float, law: ScalingLaw) -> All
 
     A one-dimensional search over log N of `data_constrained_loss` (Muennighoff et al. 2023, §5).
     """
-    C = v.positive("flops", flops, maximum=MAX_FLOPS)
+    C = budget_flops("flops", flops)
     U = v.positive("unique_tokens", unique_tokens, maximum=MAX_TOKENS)
     unconstrained = compute_optimal(C, law)
     if unconstrained.tokens <= U:
@@ -178,7 +178,7 @@ def inference_aware(target_loss: float, inference_tokens: float, law: ScalingLaw
 def isoflop_curve(law: ScalingLaw, flops: float, points: int = 41, span: float = 10.0) -> list[Allocation]:
     """Loss against model size at a fixed budget (an IsoFLOP profile, Hoffmann et al. 2022 Fig. 3):
     `points` sizes spaced evenly in log N from N_opt/span to N_opt·span, each trained on D = C/(6N)."""
-    C = v.positive("flops", flops, maximum=MAX_FLOPS)
+    C = budget_flops("flops", flops)
     count = v.whole("points", points, minimum=3)
     ratio = v.in_range("span", span, 1.0, 1e4, low_inclusive=False)
     center = math.log(law.optimal_params(C))
@@ -192,8 +192,8 @@ def isoflop_curve(law: ScalingLaw, flops: float, points: int = 41, span: float =
 
 def frontier(law: ScalingLaw, min_flops: float, max_flops: float, points: int = 21) -> list[Allocation]:
     """The compute-optimal allocation at `points` budgets spaced evenly in log C."""
-    low = v.positive("min_flops", min_flops, maximum=MAX_FLOPS)
-    high = v.positive("max_flops", max_flops, maximum=MAX_FLOPS)
+    low = budget_flops("min_flops", min_flops)
+    high = budget_flops("max_flops", max_flops)
     if high <= low:
         raise v.InvalidInput("max_flops", "must be greater than min_flops")
     count = v.whole("points", points, minimum=2)

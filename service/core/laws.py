@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from service.core import validation as v
-from service.core.units import MAX_FLOPS, MAX_PARAMS, MAX_TOKENS
+from service.core.units import MAX_FLOPS, MAX_PARAMS, MAX_TOKENS, MIN_FLOPS, budget_flops
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,11 @@ class ScalingLaw:
             raise v.InvalidInput(
                 "target_loss", f"needs more than {MAX_FLOPS:g} FLOPs under this law; choose a higher target"
             )
+        if log_flops < math.log(MIN_FLOPS):
+            raise v.InvalidInput(
+                "target_loss",
+                f"is reached with under {MIN_FLOPS:g} FLOPs under this law; choose a lower target",
+            )
         return math.exp(log_flops)
 
     def flops_where_optimal(self, params: float) -> float:
@@ -106,7 +111,7 @@ class ScalingLaw:
 
 
 def _flops(flops: float) -> float:
-    return v.positive("flops", flops, maximum=MAX_FLOPS)
+    return budget_flops("flops", flops)
 
 
 @dataclass(frozen=True)

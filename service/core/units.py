@@ -18,6 +18,9 @@ PF_DAY_FLOPS = 1e15 * SECONDS_PER_DAY  # 8.64e19
 # Bounds that keep every figure far from float overflow and flag obvious unit mistakes (1e35 FLOPs is
 # ~1e11 times the largest training run published so far).
 MAX_FLOPS = 1e35
+# A million FLOPs trains a model of about a hundred parameters: anything smaller is a unit mistake, and the
+# floor keeps model sizes and token counts well above zero.
+MIN_FLOPS = 1e6
 MAX_PARAMS = 1e16
 MAX_TOKENS = 1e18
 MAX_PEAK_FLOPS_PER_SECOND = 1e19
@@ -31,7 +34,13 @@ def flops_to_pf_days(flops: float) -> float:
 
 
 def pf_days_to_flops(pf_days: float) -> float:
-    return v.positive("pf_days", pf_days, maximum=MAX_FLOPS / PF_DAY_FLOPS) * PF_DAY_FLOPS
+    bounds = {"minimum": MIN_FLOPS / PF_DAY_FLOPS, "maximum": MAX_FLOPS / PF_DAY_FLOPS}
+    return v.positive("pf_days", pf_days, **bounds) * PF_DAY_FLOPS
+
+
+def budget_flops(argument: str, flops: float) -> float:
+    """A training budget: between MIN_FLOPS and MAX_FLOPS."""
+    return v.positive(argument, flops, minimum=MIN_FLOPS, maximum=MAX_FLOPS)
 
 
 def effective_flops_per_second(peak_flops_per_second: float, mfu: float) -> float:

@@ -24,11 +24,15 @@ def finite(argument: str, value: float) -> float:
     return number
 
 
-def positive(argument: str, value: float, *, maximum: float | None = None) -> float:
-    """A finite number > 0 (and <= maximum when given)."""
+def positive(
+    argument: str, value: float, *, maximum: float | None = None, minimum: float | None = None
+) -> float:
+    """A finite number > 0 (and >= minimum, <= maximum when given)."""
     number = finite(argument, value)
     if number <= 0:
         raise InvalidInput(argument, f"must be greater than 0, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise InvalidInput(argument, f"must be at least {minimum:g}, got {value!r}")
     if maximum is not None and number > maximum:
         raise InvalidInput(argument, f"must be at most {maximum:g}, got {value!r}")
     return number

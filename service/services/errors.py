@@ -18,3 +18,15 @@ class NotFoundError(ServiceError):
 
 class ConflictError(ServiceError):
     """The request is valid but clashes with the current state (a duplicate, a resource in use)."""
+
+
+class InvalidFieldError(ServiceError):
+    """A request field is valid on its own but not in context (an unknown slug, an impossible target).
+
+    `where` locates it as in a problem's error entry: {"pointer": "#/law"} for the body, {"parameter": ...}
+    for the query string.
+    """
+
+    def __init__(self, pointer: str | None, detail: str, *, parameter: str | None = None):
+        super().__init__(detail)
+        self.where = {"parameter": parameter} if parameter else {"pointer": pointer or "#"}

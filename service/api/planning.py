@@ -1,0 +1,32 @@
+"""Stateless planning: allocate a budget, estimate a run. Nothing is stored."""
+
+from __future__ import annotations
+
+from service.api.base import Blueprint
+from service.db import get_session
+from service.schemas import AllocationRequestSchema, AllocationSchema, EstimateRequestSchema, EstimateSchema
+from service.services import planning
+
+blp = Blueprint("planning", __name__, url_prefix="/v1", description="Allocate compute budgets, estimate runs")
+
+
+@blp.post("/allocations")
+@blp.arguments(AllocationRequestSchema)
+@blp.response(200, AllocationSchema)
+def create_allocation(request):
+    """Allocate a compute budget to a model size and a token count.
+
+    The budget is one of `flops`, `pf_days` or `target_loss`, or any of `cost`, `accelerator_hours` and
+    `days` on a `hardware` cluster (the tightest limit binds; `flops`/`pf_days` may join them). The rule is
+    `tokens_per_param` (default 20) or a `law`; `unique_tokens` makes it data-constrained and
+    `inference_tokens` (with `target_loss`) inference-aware.
+    """
+    return planning.make_allocation(get_session(), request)
+
+
+@blp.post("/estimates")
+@blp.arguments(EstimateRequestSchema)
+@blp.response(200, EstimateSchema)
+def create_estimate(request):
+    """Time, accelerator-hours, cost and memory of training `params` on `tokens` on a cluster."""
+    return planning.make_estimate(get_session(), request)

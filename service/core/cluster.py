@@ -1,0 +1,304 @@
+"""What a run needs from a cluster: FLOPs, wall-clock time, accelerator-hours, cost and memory.
+
+Sources: Kaplan et al. 2020 (training FLOPs with the attention term), Chowdhery et al. 2022 (PaLM, MFU),
+Rajbhandari et al. 2020 (ZeRO, memory of model states) and Korthikanti et al. 2022 (activation memory and
+recomputation). Memory figures are bytes; the ZeRO paper's "GB" are 1e9 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from service.core import units
+from service.core import validation as v
+
+# Largest layer count, width, head count, context or micro-batch a shape may have: well beyond any published
+# model (the longest contexts are ~1e7 tokens), and small enough that every product below stays finite.
+MAX_SHAPE_DIMENSION = 100_000_000
+# Memory of one accelerator: 1e15 bytes (1 PB) is thousands of times the largest device sold today.
+MAX_MEMORY_BYTES = 1e15
+
+# Bytes of optimizer state per parameter under bf16/fp16 mixed precision: K in Rajbhandari et al. 2020
+# (ZeRO), §3.1. Adam keeps an fp32 master copy of the weights, the momentum and the variance (4 + 4 + 4 = 12);
+# SGD with momentum keeps the fp32 master copy and the momentum (4 + 4 = 8). In pure fp32 training the weights
+# are already fp32, so the master copy disappears and K shrinks by 4 (see `_PRECISION_STORAGE`).
+OPTIMIZER_STATE_BYTES: dict[str, int] = {
+    "adam": 12,
+    "adamw": 12,
+    "sgd-momentum": 8,
+}
+FP32_MASTER_WEIGHT_BYTES = 4
+
+# Bytes per parameter of weights and of gradients, and whether the optimizer keeps a separate fp32 master
+# copy. TF32 is a tensor-core math mode over fp32 storage. FP8 recipes (e.g. Transformer Engine) compute in
+# fp8 but keep higher-precision weights, gradients and optimizer state, so fp8 is counted as bf16 mixed
+# precision; recipes that also cache fp8 weight copies use a little more.
+_PRECISION_STORAGE: dict[str, tuple[int, int, bool]] = {
+    "bf16": (2, 2, True),
+    "fp16": (2, 2, True),
+    "fp8": (2, 2, True),
+    "fp32": (4, 4, False),
+    "tf32": (4, 4, False),
+}
+
+RECOMPUTATION_MODES = ("none", "selective", "full")
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The shape of a decoder-only transformer, as far as FLOPs and activation memory depend on it."""
+
+    layers: int
+    d_model: int
+    heads: int
+    sequence_length: int
+    micro_batch: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "d_model", "heads", "sequence_length", "micro_batch"):
+            _whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
+        if self.d_model % self.heads:
+            raise v.InvalidInput("heads", f"must divide d_model ({self.d_model}), got {self.heads}")
+
+
+def training_flops(params: float, tokens: float, shape: ModelShape | None = None) -> float:
+    """FLOPs to train `params` parameters on `tokens` tokens.
+
+    Without a shape, C = 6·N·D (forward 2·N·D, backward 4·N·D; Kaplan et al. 2020, §2.1). With a shape,
+    Kaplan et al. 2020 Eq. 2.2 adds the attention scores: a forward pass costs 2·N + 2·n_layer·n_ctx·d_model
+    per token and training three forward passes, so C = D·(6·N + 6·n_layer·n_ctx·d_model). N counts
+    non-embedding parameters in Kaplan's accounting; D is tokens, n_layer layers, n_ctx the sequence length.
+    """
+    N = v.positive("params", params, maximum=units.MAX_PARAMS)
+    D = v.positive("tokens", tokens, maximum=units.MAX_TOKENS)
+    if shape is None:
+        return 6.0 * N * D
+    _check_shape(shape)
+    C = D * (6.0 * N + 6.0 * shape.layers * shape.sequence_length * shape.d_model)
+    if C > units.MAX_FLOPS:
+        raise v.InvalidInput("shape", f"the attention term takes training past {units.MAX_FLOPS:g} FLOPs")
+    return C
+
+
+@dataclass(frozen=True)
+class Runtime:
+    flops: float
+    pf_days: float
+    seconds: float
+    days: float
+    accelerator_hours: float
+
+
+def training_runtime(flops: float, accelerators: int, peak_flops_per_second: float, mfu: float) -> Runtime:
+    """Wall-clock time and accelerator-hours to deliver `flops` of model FLOPs.
+
+    Each accelerator does useful work at its dense peak times the model FLOPs utilisation (MFU, Chowdhery et
+    al. 2022, PaLM, App. B), so seconds = flops / (accelerators · peak · MFU) and accelerator-hours =
+    accelerators · seconds / 3600. Restarts, evaluation and failures are not in the MFU; papers' reported
+    GPU-hours include them and run higher.
+    """
+    total = v.positive("flops", flops, maximum=units.MAX_FLOPS)
+    count = _whole_at_most("accelerators", accelerators, units.MAX_ACCELERATORS)
+    rate = units.effective_flops_per_second(peak_flops_per_second, mfu)
+    # A peak · MFU near the smallest float makes the time overflow; no real accelerator is that slow.
+    seconds = total / (count * rate) if count * rate > 0 else math.inf
+    accelerator_hours = count * seconds / units.SECONDS_PER_HOUR
+    if not math.isfinite(accelerator_hours):
+        raise v.InvalidInput(
+            "peak_flops_per_second", f"peak · mfu = {rate:g} FLOP/s is too slow for the time to be counted"
+        )
+    return Runtime(
+        flops=total,
+        pf_days=units.flops_to_pf_days(total),
+        seconds=seconds,
+        days=seconds / units.SECONDS_PER_DAY,
+        accelerator_hours=accelerator_hours,
+    )
+
+
+def training_cost(accelerator_hours: float, price_per_hour: Decimal) -> Decimal:
+    """Accelerator-hours times the price per accelerator-hour, exact to the cent."""
+    return units.cost_of_accelerator_hours(accelerator_hours, price_per_hour)
+
+
+def recomputation_flops_factor(recomputation: str) -> float:
+    """Hardware FLOPs per model FLOP for an activation-recomputation mode (Korthikanti et al. 2022).
+
+    Full recomputation runs every forward pass twice: 2 + 2 + 4 = 8 FLOPs per parameter and token instead of
+    6, a factor 8/6. Selective recomputation redoes only the attention softmax and dropout, whose cost the
+    paper measures at a few percent; it is counted as 1. MFU is quoted against the 6·N·D model FLOPs, so this
+    factor converts to hardware FLOPs (HFU), not to wall-clock time at a given MFU.
+    """
+    mode = _choice("recomputation", recomputation, RECOMPUTATION_MODES)
+    return 8.0 / 6.0 if mode == "full" else 1.0
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Per-accelerator training memory. `min_accelerators` counts accelerators (data-parallel degree ·
+    tensor-parallel size); `min_data_parallel` is the data-parallel degree alone."""
+
+    zero_stage: int
+    data_parallel: int
+    bytes_per_param: float
+    model_states_bytes: float
+    activations_bytes: float
+    total_bytes: float
+    capacity_bytes: float
+    fits: bool
+    min_accelerators: int | None
+    tensor_parallel: int = 1
+    min_data_parallel: int | None = None
+
+
+def training_memory(
+    params: float,
+    memory_bytes: float,
+    *,
+    data_parallel: int = 1,
+    zero_stage: int = 0,
+    optimizer: str = "adam",
+    precision: str = "bf16",
+    shape: ModelShape | None = None,
+    recomputation: str = "none",
+    tensor_parallel: int = 1,
+) -> MemoryEstimate:
+    """Training memory per accelerator, whether it fits, and the smallest data-parallel degree that fits.
+
+    Model states, Rajbhandari et al. 2020 (ZeRO) §3.1 and Fig. 1, with Ψ parameters per accelerator, N_d the
+    data-parallel degree, K optimizer bytes per parameter and w, g the bytes of a weight and of a gradient
+    (2 and 2 in bf16/fp16 mixed precision; 4 and 4 in fp32 or tf32, where K also loses the fp32 master copy;
+    fp8 is counted as bf16 mixed precision, since fp8 recipes keep higher-precision copies for the optimizer):
+    stage 0 (plain data parallelism) (w+g+K)·Ψ; stage 1 (w+g)·Ψ + K·Ψ/N_d; stage 2 w·Ψ + (g+K)·Ψ/N_d;
+    stage 3 (w+g+K)·Ψ/N_d. With tensor parallelism of size t each accelerator holds Ψ = params/t, as in
+    ZeRO's Table 1 with model parallelism (replicated layer norms and biases are ignored).
+
+    Activations per layer, Korthikanti et al. 2022 Table 2, with s the sequence length, b the micro-batch,
+    h d_model and a the heads: no recomputation s·b·h·(34 + 5·a·s/h) at t = 1 and, with tensor and sequence
+    parallelism, s·b·h·(34/t + 5·a·s/(h·t)); selective recomputation s·b·h·34/t; full recomputation s·b·h·2.
+    Table 2 counts 16-bit activations (1-byte dropout masks), so fp32 activations take about twice as much.
+    Pipeline parallelism and memory fragmentation are not modelled.
+
+    The data-parallel degree needed is the smallest N_d with fixed + sharded/N_d ≤ memory_bytes, solved in
+    closed form; None when no degree up to `units.MAX_ACCELERATORS` fits (always so at stage 0 when it does
+    not fit at N_d = 1, since nothing is sharded).
+    """
+    psi_total = v.positive("params", params, maximum=units.MAX_PARAMS)
+    capacity = v.positive("memory_bytes", memory_bytes, maximum=MAX_MEMORY_BYTES)
+    N_d = _whole_at_most("data_parallel", data_parallel, units.MAX_ACCELERATORS)
+    stage = _whole_at_most("zero_stage", zero_stage, ZERO_STAGES[-1], minimum=ZERO_STAGES[0])
+    K_mixed = OPTIMIZER_STATE_BYTES[_choice("optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))]
+    w, g, master_copy = _PRECISION_STORAGE[_choice("precision", precision, tuple(_PRECISION_STORAGE))]
+    mode = _choice("recomputation", recomputation, RECOMPUTATION_MODES)
+    t = _whole_at_most("tensor_parallel", tensor_parallel, units.MAX_ACCELERATORS)
+    if shape is not None:
+        _check_shape(shape)
+        if shape.heads % t:
+            # Megatron splits attention heads across tensor-parallel ranks.
+            raise v.InvalidInput("tensor_parallel", f"must divide the heads ({shape.heads}), got {t}")
+
+    K = K_mixed if master_copy else K_mixed - FP32_MASTER_WEIGHT_BYTES
+    Psi = psi_total / t
+    replicated_per_param, sharded_per_param = {
+        0: (w + g + K, 0),
+        1: (w + g, K),
+        2: (w, g + K),
+        3: (0, w + g + K),
+    }[stage]
+    replicated = replicated_per_param * Psi
+    sharded = sharded_per_param * Psi
+    activations = _activation_bytes(shape, mode, t) if shape is not None else 0.0
+
+    def model_states_at(degree: int) -> float:
+        return replicated + sharded / degree
+
+    def fits_at(degree: int) -> bool:
+        return model_states_at(degree) + activations <= capacity
+
+    model_states = model_states_at(N_d)
+    min_data_parallel = _smallest_degree(fits_at, replicated + activations, sharded, capacity)
+    return MemoryEstimate(
+        zero_stage=stage,
+        data_parallel=N_d,
+        bytes_per_param=float(w + g + K),
+        model_states_bytes=model_states,
+        activations_bytes=activations,
+        total_bytes=model_states + activations,
+        capacity_bytes=capacity,
+        fits=fits_at(N_d),
+        min_accelerators=None if min_data_parallel is None else min_data_parallel * t,
+        tensor_parallel=t,
+        min_data_parallel=min_data_parallel,
+    )
+
+
+def _activation_bytes(shape: ModelShape, mode: str, tensor_parallel: int) -> float:
+    """Korthikanti et al. 2022 Table 2, summed over layers; symbols as in `training_memory`."""
+    s, b, h, a, t = (
+        float(shape.sequence_length),
+        float(shape.micro_batch),
+        float(shape.d_model),
+        float(shape.heads),
+        float(tensor_parallel),
+    )
+    if mode == "full":
+        per_layer = s * b * h * 2.0
+    elif mode == "selective":
+        per_layer = s * b * h * 34.0 / t
+    else:
+        per_layer = s * b * h * (34.0 / t + 5.0 * a * s / (h * t))
+    return shape.layers * per_layer
+
+
+def _smallest_degree(
+    fits_at: Callable[[int], bool], fixed: float, sharded: float, capacity: float
+) -> int | None:
+    """Smallest N_d >= 1 with fixed + sharded/N_d <= capacity, or None when even MAX_ACCELERATORS is too few.
+
+    The closed form N_d = ceil(sharded / (capacity - fixed)) can be one off in floating point, so it only
+    seeds a bisection on `fits_at`, which is monotone in N_d: a few dozen evaluations at most.
+    """
+    if fits_at(1):
+        return 1
+    if sharded == 0 or fixed >= capacity:
+        return None
+    estimate = sharded / (capacity - fixed)
+    most = units.MAX_ACCELERATORS
+    guess = min(max(2, math.ceil(estimate)), most) if math.isfinite(estimate) else most
+    if fits_at(guess):
+        if not fits_at(guess - 1):
+            return guess
+        too_few, enough = 1, guess - 1
+    elif guess == most or not fits_at(most):
+        return None
+    else:
+        too_few, enough = guess, most
+    while enough - too_few > 1:
+        middle = (too_few + enough) // 2
+        if fits_at(middle):
+            enough = middle
+        else:
+            too_few = middle
+    return enough
+
+
+def _check_shape(shape: object) -> None:
+    if not isinstance(shape, ModelShape):
+        raise v.InvalidInput("shape", f"must be a ModelShape, got {type(shape).__name__}")
+
+
+def _whole_at_most(argument: str, value: int, maximum: int, *, minimum: int = 1) -> int:
+    number = v.whole(argument, value, minimum=minimum)
+    if number > maximum:
+        raise v.InvalidInput(argument, f"must be at most {maximum}, got {value!r}")
+    return number
+
+
+def _choice(argument: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise v.InvalidInput(argument, f"must be one of {', '.join(allowed)}; got {value!r}")
+    return value

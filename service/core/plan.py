@@ -1,0 +1,397 @@
+"""The planning engine: a budget and a rule in, an allocation with its estimate and caveats out.
+
+This module only composes the others (units, laws, allocate, cluster, hyper, warnings); the formulas and
+their sources live there. Inputs are resolved values (a hardware profile, a law), never names to look up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from service.core import allocate, cluster, units
+from service.core import validation as v
+from service.core import warnings as caveats
+from service.core.hyper import Hyperparameters, hyperparameters_for
+from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw
+
+ENGINE_VERSION = "1.0.0"
+DEFAULT_MFU = 0.4
+DEFAULT_PRECISION = "bf16"
+# Past this many epochs a repeated token is worth less than a tenth of a fresh one: the marginal value of
+# data, dD'/dD = exp(-R_D/R_D*), falls below 0.1 at R_D = R_D*·ln 10 repeats (Muennighoff et al. 2023, Eq. 5).
+EPOCHS_WITHOUT_GAIN = 1 + allocate.REPEATED_TOKENS_DECAY * math.log(10)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """An accelerator as the engine needs it: dense peaks per precision, memory, and a price if known."""
+
+    name: str
+    peak_flops: Mapping[str, float]
+    memory_bytes: float
+    slug: str | None = None
+    price_per_hour: Decimal | None = None
+    currency: str | None = None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The hardware a run is planned on, and how well it is used."""
+
+    hardware: Hardware
+    accelerators: int
+    mfu: float = DEFAULT_MFU
+    precision: str = DEFAULT_PRECISION
+    zero_stage: int = 0
+    optimizer: str = "adam"
+    shape: cluster.ModelShape | None = None
+    recomputation: str = "none"
+    tensor_parallel: int = 1
+
+    @property
+    def peak_flops_per_second(self) -> float:
+        peak = self.hardware.peak_flops.get(self.precision)
+        if peak is None:
+            available = ", ".join(sorted(self.hardware.peak_flops)) or "none"
+            raise v.InvalidInput(
+                "precision", f"{self.hardware.name} has no {self.precision} peak (available: {available})"
+            )
+        return peak
+
+    @property
+    def data_parallel(self) -> int:
+        if self.accelerators % self.tensor_parallel:
+            raise v.InvalidInput(
+                "tensor_parallel",
+                f"must divide accelerators ({self.accelerators}), got {self.tensor_parallel}",
+            )
+        return self.accelerators // self.tensor_parallel
+
+
+@dataclass(frozen=True)
+class NamedLaw:
+    law: ScalingLaw
+    slug: str | None = None
+    name: str | None = None
+    source: str | None = None
+    fitted_range: FittedRange | None = None
+    note: str | None = None
+
+
+def published(slug: str) -> NamedLaw:
+    entry = PUBLISHED_LAWS[slug]
+    return NamedLaw(entry.law, entry.slug, entry.name, entry.source, entry.fitted_range, entry.note or None)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What training `params` on `tokens` takes on a cluster."""
+
+    params: float
+    tokens: float
+    cluster: Cluster
+    runtime: cluster.Runtime
+    hardware_flops: float
+    price_per_hour: Decimal | None
+    currency: str | None
+    cost: Decimal | None
+    memory: cluster.MemoryEstimate
+    caveats: list[caveats.Caveat]
+
+
+def estimate(
+    params: float,
+    tokens: float,
+    on: Cluster,
+    price_per_hour: Decimal | None = None,
+    currency: str | None = None,
+) -> Estimate:
+    """Time, accelerator-hours, cost and memory of a run; `price_per_hour` overrides the hardware's price."""
+    flops = cluster.training_flops(params, tokens, on.shape)
+    runtime = cluster.training_runtime(flops, on.accelerators, on.peak_flops_per_second, on.mfu)
+    price, price_currency = _price(on.hardware, price_per_hour, currency)
+    cost = None if price is None else cluster.training_cost(runtime.accelerator_hours, price)
+    memory = cluster.training_memory(
+        params,
+        on.hardware.memory_bytes,
+        data_parallel=on.data_parallel,
+        zero_stage=on.zero_stage,
+        optimizer=on.optimizer,
+        precision=on.precision,
+        shape=on.shape,
+        recomputation=on.recomputation,
+        tensor_parallel=on.tensor_parallel,
+    )
+    notes = caveats.unusual_mfu(on.mfu)
+    if not memory.fits:
+        needed = (
+            f"at least {memory.min_accelerators} accelerators at ZeRO stage {memory.zero_stage}"
+            if memory.min_accelerators
+            else "a higher ZeRO stage, more tensor parallelism or activation recomputation"
+        )
+        notes.append(
+            caveats.Caveat(
+                caveats.DOES_NOT_FIT_MEMORY,
+                f"Training needs {memory.total_bytes / 1e9:.1f} GB per accelerator but "
+                f"{on.hardware.name} has {memory.capacity_bytes / 1e9:.1f} GB; it needs {needed}.",
+                {"total_bytes": memory.total_bytes, "capacity_bytes": memory.capacity_bytes},
+            )
+        )
+    return Estimate(
+        params=params,
+        tokens=tokens,
+        cluster=on,
+        runtime=runtime,
+        hardware_flops=flops * cluster.recomputation_flops_factor(on.recomputation),
+        price_per_hour=price,
+        currency=price_currency,
+        cost=cost,
+        memory=memory,
+        caveats=notes,
+    )
+
+
+def _price(
+    hardware: Hardware, price_per_hour: Decimal | None, currency: str | None
+) -> tuple[Decimal | None, str | None]:
+    if price_per_hour is not None:
+        if currency is None:
+            raise v.InvalidInput("currency", "is required with price_per_hour")
+        return price_per_hour, currency
+    if hardware.price_per_hour is None:
+        return None, None
+    if currency is not None and currency != hardware.currency:
+        raise v.InvalidInput(
+            "currency",
+            f"{hardware.name} is priced in {hardware.currency}, not {currency}; amounts in different "
+            "currencies are never mixed (give price_per_hour in your currency instead)",
+        )
+    return hardware.price_per_hour, hardware.currency
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits on a run. Compute limits (`flops`, or the money, hours and days a cluster turns into FLOPs)
+    can be combined and the tightest binds; `target_loss` asks for the least compute reaching a loss."""
+
+    flops: float | None = None
+    pf_days: float | None = None
+    target_loss: float | None = None
+    cost: Decimal | None = None
+    currency: str | None = None
+    accelerator_hours: float | None = None
+    days: float | None = None
+    price_per_hour: Decimal | None = None
+
+
+@dataclass(frozen=True)
+class Limit:
+    kind: str  # the request field that set it: flops, pf_days, cost, accelerator_hours or days
+    flops: float
+    binding: bool
+
+
+@dataclass(frozen=True)
+class InferenceSummary:
+    inference_tokens: float
+    lifetime_flops: float
+    compute_optimal: allocate.Allocation
+    compute_optimal_lifetime_flops: float
+    fraction_saved: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    method: str  # fixed-ratio, compute-optimal, data-constrained or inference-aware
+    allocation: allocate.Allocation
+    limits: list[Limit]
+    law: NamedLaw | None
+    inference: InferenceSummary | None
+    estimate: Estimate | None
+    hyperparameters: Hyperparameters
+    caveats: list[caveats.Caveat] = field(default_factory=list)
+
+    @property
+    def pf_days(self) -> float:
+        return self.allocation.flops / units.PF_DAY_FLOPS
+
+
+def plan(
+    budget: Budget,
+    *,
+    tokens_per_param: float | None = None,
+    law: NamedLaw | None = None,
+    unique_tokens: float | None = None,
+    inference_tokens: float | None = None,
+    on: Cluster | None = None,
+) -> Plan:
+    """Allocate a budget to a model size and token count, and estimate the run when a cluster is given.
+
+    Rules: `tokens_per_param` (fixed ratio, default 20) or `law` (compute-optimal frontier); with
+    `unique_tokens` the data-constrained optimum; with `target_loss` and `inference_tokens` the
+    inference-aware optimum. A rule that needs a law and has none uses chinchilla-2022, or
+    muennighoff-2023-c4 for data-constrained allocation (its repetition constants were fitted with it).
+    """
+    law = _law_for(budget, tokens_per_param, law, unique_tokens, inference_tokens)
+    notes: list[caveats.Caveat] = []
+    limits: list[Limit] = []
+    inference = None
+    if budget.target_loss is not None and inference_tokens is not None:
+        result = allocate.inference_aware(budget.target_loss, inference_tokens, law.law)
+        allocation, method = result.allocation, "inference-aware"
+        inference = InferenceSummary(
+            inference_tokens=result.inference_tokens,
+            lifetime_flops=result.lifetime_flops,
+            compute_optimal=result.compute_optimal,
+            compute_optimal_lifetime_flops=result.compute_optimal_lifetime_flops,
+            fraction_saved=result.fraction_saved,
+        )
+    elif budget.target_loss is not None:
+        allocation, method = allocate.for_target_loss(budget.target_loss, law.law), "compute-optimal"
+    else:
+        limits = _limits(budget, on)
+        flops = min(limit.flops for limit in limits)
+        notes += _binding_caveat(limits)
+        if unique_tokens is not None:
+            allocation, method = allocate.data_constrained(flops, unique_tokens, law.law), "data-constrained"
+            notes += _repetition_caveats(allocation)
+        elif law is not None:
+            allocation, method = allocate.compute_optimal(flops, law.law), "compute-optimal"
+        else:
+            ratio = allocate.DEFAULT_TOKENS_PER_PARAM if tokens_per_param is None else tokens_per_param
+            allocation, method = allocate.fixed_ratio(flops, ratio), "fixed-ratio"
+
+    if law is not None and law.fitted_range is not None:
+        notes += caveats.extrapolation(
+            law.fitted_range, allocation.params, allocation.tokens, allocation.flops, law.slug or "the law"
+        )
+    run = None
+    if on is not None:
+        run = estimate(allocation.params, allocation.tokens, on, budget.price_per_hour, budget.currency)
+        notes += run.caveats
+    return Plan(
+        method=method,
+        allocation=allocation,
+        limits=limits,
+        law=law,
+        inference=inference,
+        estimate=run,
+        hyperparameters=hyperparameters_for(allocation.flops),
+        caveats=notes,
+    )
+
+
+def _law_for(
+    budget: Budget,
+    tokens_per_param: float | None,
+    law: NamedLaw | None,
+    unique_tokens: float | None,
+    inference_tokens: float | None,
+) -> NamedLaw | None:
+    """Check that the rules asked for go together; the law to use (a default where one is needed)."""
+    if tokens_per_param is not None and law is not None:
+        raise v.InvalidInput("tokens_per_param", "give either tokens_per_param or law, not both")
+    needs_law = budget.target_loss is not None or unique_tokens is not None
+    if needs_law and tokens_per_param is not None:
+        raise v.InvalidInput(
+            "tokens_per_param", "a fixed ratio cannot honour target_loss or unique_tokens; give a law instead"
+        )
+    if inference_tokens is not None and budget.target_loss is None:
+        raise v.InvalidInput(
+            "inference_tokens", "needs target_loss: the inference-aware model is the cheapest to reach a loss"
+        )
+    if budget.target_loss is not None and unique_tokens is not None:
+        raise v.InvalidInput("unique_tokens", "cannot be combined with target_loss; give a compute budget")
+    if needs_law and law is None:
+        return published(DATA_CONSTRAINED_LAW if unique_tokens is not None else DEFAULT_LAW)
+    return law
+
+
+def _limits(budget: Budget, on: Cluster | None) -> list[Limit]:
+    """Each limit as the FLOPs it allows; the smallest binds."""
+    if budget.flops is not None and budget.pf_days is not None:
+        raise v.InvalidInput("pf_days", "give the compute budget once: flops or pf_days, not both")
+    found: list[tuple[str, float]] = []
+    if budget.flops is not None:
+        found.append(("flops", units.budget_flops("flops", budget.flops)))
+    if budget.pf_days is not None:
+        found.append(("pf_days", units.pf_days_to_flops(budget.pf_days)))
+    cluster_limits = [
+        name for name in ("cost", "accelerator_hours", "days") if getattr(budget, name) is not None
+    ]
+    if cluster_limits and on is None:
+        raise v.InvalidInput("hardware", f"is required to turn {cluster_limits[0]} into compute")
+    if budget.cost is not None:
+        price, _ = _price(on.hardware, budget.price_per_hour, budget.currency)
+        if price is None:
+            raise v.InvalidInput(
+                "hardware", f"{on.hardware.name} has no price; give price_per_hour and currency"
+            )
+        if budget.currency is None:
+            raise v.InvalidInput("currency", "is required with cost")
+        hours = units.accelerator_hours_for_cost(budget.cost, price)
+        found.append(("cost", _flops_for_hours("cost", hours, on)))
+    if budget.accelerator_hours is not None:
+        hours = v.positive("accelerator_hours", budget.accelerator_hours)
+        found.append(("accelerator_hours", _flops_for_hours("accelerator_hours", hours, on)))
+    if budget.days is not None:
+        flops = units.flops_for_deadline(budget.days, on.accelerators, on.peak_flops_per_second, on.mfu)
+        found.append(("days", units.budget_flops("days", flops)))
+    if not found:
+        raise v.InvalidInput(
+            "flops", "give a budget: flops, pf_days, target_loss, cost, accelerator_hours or days"
+        )
+    smallest = min(flops for _, flops in found)
+    binding = next(kind for kind, flops in found if flops == smallest)
+    return [Limit(kind, flops, kind == binding) for kind, flops in found]
+
+
+def _flops_for_hours(argument: str, hours: float, on: Cluster) -> float:
+    flops = units.flops_for_accelerator_hours(hours, on.peak_flops_per_second, on.mfu)
+    if not units.MIN_FLOPS <= flops <= units.MAX_FLOPS:
+        raise v.InvalidInput(
+            argument,
+            f"buys {flops:.3g} FLOPs on this cluster; a budget must be "
+            f"{units.MIN_FLOPS:g} to {units.MAX_FLOPS:g}",
+        )
+    return flops
+
+
+def _binding_caveat(limits: list[Limit]) -> list[caveats.Caveat]:
+    if len(limits) < 2:
+        return []
+    binding = next(limit for limit in limits if limit.binding)
+    others = ", ".join(f"{limit.kind} would allow {limit.flops:.3g}" for limit in limits if not limit.binding)
+    return [
+        caveats.Caveat(
+            caveats.BINDING_LIMIT,
+            f"The {binding.kind} limit binds at {binding.flops:.3g} FLOPs ({others}).",
+            {"binding": binding.kind, "flops": binding.flops},
+        )
+    ]
+
+
+def _repetition_caveats(allocation: allocate.Allocation) -> list[caveats.Caveat]:
+    epochs = allocation.epochs or 0.0
+    if epochs > EPOCHS_WITHOUT_GAIN:
+        return [
+            caveats.Caveat(
+                caveats.REPETITION_WITHOUT_GAIN,
+                f"{epochs:.1f} epochs: past {EPOCHS_WITHOUT_GAIN:.0f} epochs a repeated token is worth less "
+                "than a tenth of a fresh one; more unique data, not more compute, would lower the loss.",
+                {"epochs": epochs},
+            )
+        ]
+    if epochs > caveats.MAX_WORTHWHILE_EPOCHS:
+        return [
+            caveats.Caveat(
+                caveats.REPEATED_DATA,
+                f"{epochs:.1f} epochs over the unique data: beyond about 4, repeated tokens are worth "
+                "noticeably less than fresh ones (Muennighoff et al. 2023).",
+                {"epochs": epochs},
+            )
+        ]
+    return []

@@ -1,0 +1,180 @@
+"""Use cases of the planning engine: resolve what the request names (hardware, laws), then ask the core."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.core import allocate, plan
+from service.core.cluster import ModelShape
+from service.core.laws import PUBLISHED_LAWS, ScalingLaw
+from service.core.validation import InvalidInput
+from service.models import HardwarePrice, HardwareProfile, utcnow
+from service.services.errors import InvalidFieldError, NotFoundError
+
+# Core arguments that are not request fields, and the request field responsible for them.
+_ARGUMENT_FIELDS = {
+    "peak_flops_per_second": "hardware",
+    "memory_bytes": "hardware",
+    "data_parallel": "accelerators",
+    **{name: f"shape/{name}" for name in ("layers", "d_model", "heads", "sequence_length", "micro_batch")},
+    **{name: f"law/{name}" for name in ("E", "A", "B", "alpha", "beta")},
+}
+
+
+_CLUSTER_FIELDS = frozenset(
+    {"hardware", "accelerators", "mfu", "precision", "price_per_hour", "currency", "zero_stage", "optimizer"}
+    | {"recomputation", "tensor_parallel", "shape"}
+)
+ALLOCATION_FIELDS = (
+    _CLUSTER_FIELDS
+    | {"flops", "pf_days", "target_loss", "cost", "accelerator_hours", "days"}
+    | {
+        "tokens_per_param",
+        "law",
+        "unique_tokens",
+        "inference_tokens",
+    }
+)
+ESTIMATE_FIELDS = _CLUSTER_FIELDS | {"params", "tokens"}
+
+
+def _field_error(error: InvalidInput, request_fields: frozenset[str]) -> InvalidFieldError:
+    """Point a core refusal at the request field it is about (or at the whole body when none is)."""
+    field = _ARGUMENT_FIELDS.get(error.argument, error.argument)
+    pointer = f"#/{field}" if field.split("/")[0] in request_fields else "#"
+    detail = error.message[0].upper() + error.message[1:] + "."
+    return InvalidFieldError(pointer, detail if pointer != "#" else f"{error.argument}: {error.message}.")
+
+
+def resolve_law(reference: str | Mapping[str, float]) -> plan.NamedLaw:
+    if isinstance(reference, str):
+        if reference not in PUBLISHED_LAWS:
+            known = ", ".join(sorted(PUBLISHED_LAWS))
+            raise InvalidFieldError("#/law", f"No scaling law {reference!r}; known: {known}.")
+        return plan.published(reference)
+    return plan.NamedLaw(ScalingLaw(**reference), name="inline law")
+
+
+def get_published_law(slug: str) -> plan.NamedLaw:
+    if slug not in PUBLISHED_LAWS:
+        raise NotFoundError(f"No scaling law {slug!r}.")
+    return plan.published(slug)
+
+
+def list_laws() -> list[plan.NamedLaw]:
+    return [plan.published(slug) for slug in PUBLISHED_LAWS]
+
+
+def current_price(
+    session: Session, profile: HardwareProfile, at: datetime | None = None
+) -> HardwarePrice | None:
+    """The price in force at `at` (now by default): the latest one that took effect by then."""
+    return session.scalars(
+        select(HardwarePrice)
+        .where(HardwarePrice.hardware_id == profile.id, HardwarePrice.effective_at <= (at or utcnow()))
+        .order_by(HardwarePrice.effective_at.desc(), HardwarePrice.id.desc())
+        .limit(1)
+    ).first()
+
+
+def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> plan.Hardware:
+    if isinstance(reference, str):
+        profile = session.scalars(select(HardwareProfile).where(HardwareProfile.slug == reference)).first()
+        if profile is None:
+            raise InvalidFieldError(
+                "#/hardware", f"No hardware profile {reference!r} (see GET /v1/hardware)."
+            )
+        price = current_price(session, profile)
+        return plan.Hardware(
+            name=profile.name,
+            slug=profile.slug,
+            peak_flops=profile.peak_flops,
+            memory_bytes=float(profile.memory_bytes),
+            price_per_hour=price.price_per_hour if price else None,
+            currency=price.currency if price else None,
+        )
+    return plan.Hardware(
+        name=reference["name"],
+        peak_flops=dict(reference["peak_flops"]),
+        memory_bytes=reference["memory_bytes"],
+        price_per_hour=reference.get("price_per_hour"),
+        currency=reference.get("currency"),
+    )
+
+
+def _cluster(session: Session, request: Mapping[str, Any]) -> plan.Cluster | None:
+    if request.get("hardware") is None:
+        return None
+    shape = request.get("shape")
+    options = {
+        name: request[name]
+        for name in ("mfu", "precision", "zero_stage", "optimizer", "recomputation", "tensor_parallel")
+        if name in request
+    }
+    return plan.Cluster(
+        hardware=resolve_hardware(session, request["hardware"]),
+        accelerators=request["accelerators"],
+        shape=ModelShape(**shape) if shape else None,
+        **options,
+    )
+
+
+def make_allocation(session: Session, request: Mapping[str, Any]) -> plan.Plan:
+    """Allocate the request's budget (validated by AllocationRequestSchema); nothing is stored."""
+    try:
+        budget = plan.Budget(
+            **{name: request.get(name) for name in ("flops", "pf_days", "target_loss", "cost", "currency")},
+            accelerator_hours=request.get("accelerator_hours"),
+            days=request.get("days"),
+            price_per_hour=request.get("price_per_hour"),
+        )
+        return plan.plan(
+            budget,
+            tokens_per_param=request.get("tokens_per_param"),
+            law=resolve_law(request["law"]) if "law" in request else None,
+            unique_tokens=request.get("unique_tokens"),
+            inference_tokens=request.get("inference_tokens"),
+            on=_cluster(session, request),
+        )
+    except InvalidInput as error:
+        raise _field_error(error, ALLOCATION_FIELDS) from error
+
+
+def make_estimate(session: Session, request: Mapping[str, Any]) -> plan.Estimate:
+    """Time, cost and memory of training `params` on `tokens` on the request's cluster."""
+    try:
+        return plan.estimate(
+            request["params"],
+            request["tokens"],
+            _cluster(session, request),
+            request.get("price_per_hour"),
+            request.get("currency"),
+        )
+    except InvalidInput as error:
+        raise _field_error(error, ESTIMATE_FIELDS) from error
+
+
+def isoflop(
+    slug: str, flops: float, points: int, span: float
+) -> tuple[plan.NamedLaw, list[allocate.Allocation]]:
+    law = get_published_law(slug)
+    try:
+        return law, allocate.isoflop_curve(law.law, flops, points, span)
+    except InvalidInput as error:
+        # The curve leaves the sizes the engine answers for: the budget (or the span around it) is too large.
+        raise InvalidFieldError(None, str(error), parameter="flops") from error
+
+
+def frontier(
+    slug: str, min_flops: float, max_flops: float, points: int
+) -> tuple[plan.NamedLaw, list[allocate.Allocation]]:
+    law = get_published_law(slug)
+    try:
+        return law, allocate.frontier(law.law, min_flops, max_flops, points)
+    except InvalidInput as error:
+        raise InvalidFieldError(None, str(error), parameter="max_flops") from error

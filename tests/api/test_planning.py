@@ -1,0 +1,251 @@
+"""POST /v1/allocations, POST /v1/estimates and the scaling-law endpoints, over HTTP."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from service.core.laws import PUBLISHED_LAWS
+from service.services.catalog import load_builtin_hardware
+from tests.problems import assert_problem
+
+CHINCHILLA = PUBLISHED_LAWS["chinchilla-2022"].law
+
+
+@pytest.fixture
+def catalog(session):
+    load_builtin_hardware(session)
+
+
+def allocate(client, **body):
+    return client.post("/v1/allocations", json=body)
+
+
+def pointers(response) -> list[str]:
+    return [error["pointer"] for error in assert_problem(response, 422)["errors"]]
+
+
+def test_6000_pf_days_make_a_65_7b_model_on_1_31t_tokens(client):
+    response = allocate(client, pf_days=6000)
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["method"] == "fixed-ratio"
+    assert body["params"] == pytest.approx(65.7e9, rel=1e-3)
+    assert body["tokens"] == pytest.approx(1.3145e12, rel=1e-3)
+    assert body["tokens_per_param"] == pytest.approx(20)
+    assert body["predicted_loss"] is None
+    assert body["limits"] == [{"kind": "pf_days", "flops": pytest.approx(5.184e23), "binding": True}]
+    assert body["hyperparameters"]["batch_tokens"] > 0
+    assert body["engine_version"]
+
+
+def test_a_law_by_slug_gives_the_compute_optimal_model_with_its_loss_and_the_law_used(client):
+    body = allocate(client, flops=5.76e23, law="chinchilla-2022").get_json()
+    assert body["method"] == "compute-optimal"
+    assert body["params"] == pytest.approx(4.036e10, rel=1e-3)
+    assert body["predicted_loss"] == pytest.approx(CHINCHILLA.frontier_loss(5.76e23), rel=1e-12)
+    assert body["law"]["slug"] == "chinchilla-2022"
+    assert body["law"]["alpha"] == 0.33917084
+
+
+def test_an_inline_law_is_used_as_given(client):
+    law = {"E": 1.8172, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658}
+    body = allocate(client, flops=1e22, law=law).get_json()
+    assert body["tokens_per_param"] == pytest.approx(20.4, abs=0.05)
+    assert body["law"]["slug"] is None
+
+
+def test_on_catalog_hardware_a_deadline_binds_and_the_estimate_has_time_cost_and_memory(client, catalog):
+    response = allocate(
+        client, flops=1e25, days=30, hardware="h100-sxm", accelerators=2048, law="epoch-2024", zero_stage=3
+    )
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert [limit["kind"] for limit in body["limits"] if limit["binding"]] == ["days"]
+    estimate = body["estimate"]
+    assert estimate["days"] == pytest.approx(30, rel=1e-9)
+    assert estimate["currency"] == "USD"
+    assert estimate["price_per_hour"] == "6.880000"
+    hours = Decimal(repr(estimate["accelerator_hours"]))
+    assert Decimal(estimate["cost"]) == (hours * Decimal("6.88")).quantize(Decimal("0.01"))
+    assert estimate["memory"]["fits"] is True
+    assert "binding_limit" in [w["code"] for w in body["warnings"]]
+
+
+def test_a_money_budget_on_catalog_hardware(client, catalog):
+    body = allocate(
+        client, cost="250000.00", currency="USD", hardware="a100-80gb", accelerators=64
+    ).get_json()
+    assert body["estimate"]["cost"] == "250000.00"
+    assert body["estimate"]["accelerator_hours"] == pytest.approx(250000 / 2.79, rel=1e-9)
+
+
+def test_data_constrained_allocation_reports_epochs(client):
+    body = allocate(client, flops=6 * 8.67e9 * 178e9, unique_tokens=25e9).get_json()
+    assert body["method"] == "data-constrained"
+    assert body["law"]["slug"] == "muennighoff-2023-c4"
+    assert body["epochs"] == pytest.approx(body["tokens"] / 25e9)
+    assert "repeated_data" in [w["code"] for w in body["warnings"]]
+
+
+def test_inference_aware_allocation_reports_the_saving(client):
+    body = allocate(
+        client, target_loss=1.9582533604758408, inference_tokens=1e13, law="sardana-2024"
+    ).get_json()
+    assert body["method"] == "inference-aware"
+    assert body["params"] == pytest.approx(13.6e9, rel=5e-3)
+    assert body["inference"]["fraction_saved"] == pytest.approx(0.28, abs=5e-3)
+    assert body["inference"]["compute_optimal"]["params"] == pytest.approx(30e9, rel=1e-6)
+
+
+def test_an_estimate_on_inline_hardware(client):
+    hardware = {
+        "name": "mine",
+        "peak_flops": {"bf16": 312e12},
+        "memory_bytes": 40e9,
+        "price_per_hour": "2.00",
+        "currency": "USD",
+    }
+    response = client.post(
+        "/v1/estimates", json={"params": 6.7e9, "tokens": 1e12, "hardware": hardware, "accelerators": 440}
+    )
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert body["flops"] == pytest.approx(6 * 6.7e9 * 1e12)
+    assert body["seconds"] == pytest.approx(6 * 6.7e9 * 1e12 / (440 * 312e12 * 0.4))
+    assert body["cost"] == str((Decimal(repr(body["accelerator_hours"])) * 2).quantize(Decimal("0.01")))
+    assert body["memory"]["zero_stage"] == 0
+    assert body["hardware"]["slug"] is None
+
+
+def test_an_estimate_with_a_shape_counts_attention_and_activations(client, catalog):
+    shape = {"layers": 32, "d_model": 4096, "heads": 32, "sequence_length": 4096, "micro_batch": 1}
+    body = client.post(
+        "/v1/estimates",
+        json={
+            "params": 7e9,
+            "tokens": 1e12,
+            "hardware": "h100-sxm",
+            "accelerators": 64,
+            "shape": shape,
+            "recomputation": "selective",
+            "zero_stage": 1,
+        },
+    ).get_json()
+    assert body["flops"] == pytest.approx(1e12 * (6 * 7e9 + 6 * 32 * 4096 * 4096))
+    assert body["memory"]["activations_bytes"] == pytest.approx(32 * 4096 * 4096 * 34)
+
+
+@pytest.mark.parametrize(
+    ("body", "pointer"),
+    [
+        ({}, "#"),
+        ({"flops": -1}, "#/flops"),
+        ({"flops": 0}, "#/flops"),
+        ({"flops": 1e36}, "#/flops"),
+        ({"flops": "lots"}, "#/flops"),
+        ({"flops": 1e22, "pf_days": 10}, "#/pf_days"),
+        ({"flops": 1e22, "target_loss": 2}, "#/flops"),
+        ({"flops": 1e22, "law": "chinchilla-2099"}, "#/law"),
+        ({"flops": 1e22, "law": "Not A Slug"}, "#/law"),
+        ({"flops": 1e22, "law": {"E": 1, "A": 1, "B": 1, "alpha": 0}}, "#/law/alpha"),
+        ({"flops": 1e22, "law": {"E": 1, "A": 1, "B": 1, "alpha": 0.3}}, "#/law/beta"),
+        ({"flops": 1e22, "law": "epoch-2024", "tokens_per_param": 20}, "#/tokens_per_param"),
+        ({"target_loss": 1.69, "law": "chinchilla-2022"}, "#/target_loss"),
+        ({"flops": 1e22, "inference_tokens": 1e12}, "#/inference_tokens"),
+        ({"days": 30}, "#/hardware"),
+        (
+            {"cost": "1000.00", "currency": "USD", "hardware": "h100-sxm", "accelerators": 8, "mfu": 1.5},
+            "#/mfu",
+        ),
+        ({"cost": 1000, "currency": "USD", "hardware": "h100-sxm", "accelerators": 8}, "#/cost"),
+        ({"cost": "1000.00", "hardware": "h100-sxm", "accelerators": 8}, "#/currency"),
+        ({"cost": "1000.00", "currency": "usd", "hardware": "h100-sxm", "accelerators": 8}, "#/currency"),
+        ({"cost": "1000.00", "currency": "ZZZ", "hardware": "h100-sxm", "accelerators": 8}, "#/currency"),
+        ({"cost": "1000.00", "currency": "EUR", "hardware": "h100-sxm", "accelerators": 8}, "#/currency"),
+        ({"cost": "10.5.0", "currency": "USD", "hardware": "h100-sxm", "accelerators": 8}, "#/cost"),
+        ({"flops": 1e22, "hardware": "h100-sxm"}, "#/accelerators"),
+        ({"flops": 1e22, "hardware": "no-such-gpu", "accelerators": 8}, "#/hardware"),
+        ({"flops": 1e22, "hardware": "v100-sxm2-32gb", "accelerators": 8}, "#/precision"),
+        ({"flops": 1e22, "hardware": "h100-sxm", "accelerators": 8, "precision": "fp64"}, "#/precision"),
+        ({"flops": 1e22, "hardware": "h100-sxm", "accelerators": 0}, "#/accelerators"),
+        (
+            {"flops": 1e22, "hardware": "h100-sxm", "accelerators": 8, "tensor_parallel": 3},
+            "#/tensor_parallel",
+        ),
+        (
+            {
+                "flops": 1e22,
+                "hardware": {"peak_flops": {"bf17": 1e15}, "memory_bytes": 1e9},
+                "accelerators": 1,
+            },
+            "#/hardware/peak_flops/bf17/key",
+        ),
+        ({"flops": 1e22, "accelerators": 8}, "#/hardware"),
+        ({"cost": "100.00", "currency": "USD", "hardware": "tpu-v4", "accelerators": 8}, "#/hardware"),
+        ({"flops": 1e22, "unique_tokens": 0}, "#/unique_tokens"),
+        (
+            {
+                "flops": 1e22,
+                "shape": {"layers": 2, "d_model": 10, "heads": 3, "sequence_length": 8},
+                "hardware": "h100-sxm",
+                "accelerators": 8,
+            },
+            "#/shape/heads",
+        ),
+    ],
+)
+def test_bad_allocation_requests_are_422_problems_pointing_at_the_field(client, catalog, body, pointer):
+    assert pointer in pointers(allocate(client, **body))
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_json_numbers_are_refused(client, literal):
+    response = client.post("/v1/allocations", data=f'{{"flops": {literal}}}', content_type="application/json")
+    assert pointers(response) == ["#/flops"]
+
+
+def test_an_estimate_needs_params_tokens_hardware_and_accelerators(client):
+    found = pointers(client.post("/v1/estimates", json={}))
+    assert set(found) >= {"#/params", "#/tokens", "#/hardware"}
+
+
+def test_the_published_laws_are_listed_with_their_sources_and_ranges(client):
+    body = client.get("/v1/scaling-laws").get_json()
+    assert [law["slug"] for law in body["items"]] == [
+        "chinchilla-2022",
+        "chinchilla-2022-rounded",
+        "epoch-2024",
+        "muennighoff-2023-c4",
+        "sardana-2024",
+    ]
+    assert body["next_cursor"] is None
+    epoch = client.get("/v1/scaling-laws/epoch-2024").get_json()
+    assert epoch["fitted_range"]["max_params"] == 1.62e10
+    assert "arXiv:2404.10102" in epoch["source"]
+
+
+def test_an_unknown_law_is_404(client):
+    assert_problem(client.get("/v1/scaling-laws/nope"), 404)
+    assert_problem(client.get("/v1/scaling-laws/nope/isoflop?flops=1e21"), 404)
+
+
+def test_the_isoflop_curve_is_centred_on_the_optimum(client):
+    body = client.get("/v1/scaling-laws/chinchilla-2022/isoflop?flops=1e21&points=11").get_json()
+    losses = [point["predicted_loss"] for point in body["points"]]
+    assert len(losses) == 11
+    assert min(losses) == body["optimal"]["predicted_loss"] == losses[5]
+
+
+def test_the_frontier_spans_the_budgets_asked_for(client):
+    body = client.get(
+        "/v1/scaling-laws/epoch-2024/frontier?min_flops=1e18&max_flops=1e24&points=7"
+    ).get_json()
+    assert [point["flops"] for point in body["points"]] == pytest.approx([10.0**e for e in range(18, 25)])
+    assert_problem(client.get("/v1/scaling-laws/epoch-2024/frontier?min_flops=1e24&max_flops=1e18"), 422)
+
+
+def test_a_curve_that_leaves_the_sizes_the_engine_answers_for_is_a_422_problem(client):
+    body = assert_problem(client.get("/v1/scaling-laws/chinchilla-2022/isoflop?flops=8.5e33&points=272"), 422)
+    assert [error["parameter"] for error in body["errors"]] == ["flops"]

@@ -1,0 +1,167 @@
+"""The engine composes the rules: limits, defaults, estimates and caveats."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import pytest
+
+from service.core import plan
+from service.core.units import PF_DAY_FLOPS
+from service.core.validation import InvalidInput
+
+H100 = plan.Hardware(
+    name="H100",
+    slug="h100-sxm",
+    peak_flops={"bf16": 989.4e12, "fp8": 1978.9e12},
+    memory_bytes=80e9,
+    price_per_hour=Decimal("2.50"),
+    currency="USD",
+)
+
+
+def cluster(**overrides) -> plan.Cluster:
+    return plan.Cluster(**{"hardware": H100, "accelerators": 1024, "mfu": 0.4, **overrides})
+
+
+def codes(result) -> list[str]:
+    return [caveat.code for caveat in result.caveats]
+
+
+def test_without_a_rule_the_budget_is_split_at_20_tokens_per_parameter():
+    result = plan.plan(plan.Budget(pf_days=6000))
+    assert result.method == "fixed-ratio"
+    assert result.allocation.tokens_per_param == pytest.approx(20)
+    assert result.pf_days == pytest.approx(6000)
+    assert [(limit.kind, limit.binding) for limit in result.limits] == [("pf_days", True)]
+
+
+def test_the_tightest_of_several_limits_binds_and_a_caveat_says_which():
+    on = cluster()
+    one_day = 86_400 * 1024 * 989.4e12 * 0.4
+    result = plan.plan(plan.Budget(flops=1e24, days=1), on=on)
+    assert result.allocation.flops == pytest.approx(one_day, rel=1e-12)
+    assert [(limit.kind, limit.binding) for limit in result.limits] == [("flops", False), ("days", True)]
+    assert "binding_limit" in codes(result)
+    assert result.estimate.runtime.days == pytest.approx(1, rel=1e-9)
+
+
+def test_a_money_budget_buys_hours_at_the_price_and_the_estimate_spends_it():
+    result = plan.plan(plan.Budget(cost=Decimal("250000.00"), currency="USD"), on=cluster())
+    assert result.estimate.runtime.accelerator_hours == pytest.approx(100_000, rel=1e-9)
+    assert result.estimate.cost == Decimal("250000.00")
+
+
+def test_accelerator_hours_are_a_budget_too():
+    result = plan.plan(plan.Budget(accelerator_hours=1000), on=cluster())
+    assert result.allocation.flops == pytest.approx(1000 * 3600 * 989.4e12 * 0.4, rel=1e-12)
+
+
+def test_a_target_loss_uses_the_default_law_and_reaches_it():
+    result = plan.plan(plan.Budget(target_loss=2.0))
+    assert result.law.slug == "chinchilla-2022"
+    assert result.allocation.predicted_loss == pytest.approx(2.0, rel=1e-9)
+    assert result.limits == []
+
+
+def test_unique_tokens_default_to_the_datablations_law_and_warn_about_many_epochs():
+    result = plan.plan(plan.Budget(flops=1e23), unique_tokens=1e11)
+    assert result.method == "data-constrained"
+    assert result.law.slug == "muennighoff-2023-c4"
+    assert result.allocation.epochs > 4
+    assert "repeated_data" in codes(result)
+
+
+def test_repetition_far_past_any_gain_gets_its_own_caveat():
+    result = plan.plan(plan.Budget(flops=1e25), unique_tokens=1e10)
+    assert result.allocation.epochs > plan.EPOCHS_WITHOUT_GAIN
+    assert "repetition_without_gain" in codes(result)
+
+
+def test_inference_tokens_with_a_target_loss_plan_the_cheapest_model_over_its_lifetime():
+    result = plan.plan(plan.Budget(target_loss=2.0), inference_tokens=1e13)
+    assert result.method == "inference-aware"
+    assert result.inference.fraction_saved > 0
+    assert result.allocation.params < result.inference.compute_optimal.params
+
+
+def test_a_plan_far_outside_the_fitted_range_says_how_far():
+    result = plan.plan(plan.Budget(flops=1e27), law=plan.published("chinchilla-2022"))
+    extrapolations = {c.details["quantity"]: c.details["orders_of_magnitude"] for c in result.caveats}
+    assert set(extrapolations) == {"params", "tokens", "flops"}
+    assert extrapolations["flops"] == pytest.approx(math.log10(1e27 / 5e23), abs=0.01)
+
+
+def test_a_model_that_does_not_fit_in_memory_gets_a_caveat_and_the_fewest_accelerators_that_fit():
+    result = plan.plan(
+        plan.Budget(flops=1e24), law=plan.published("chinchilla-2022"), on=cluster(zero_stage=3)
+    )
+    memory = result.estimate.memory
+    assert memory.fits
+    tight = plan.estimate(
+        result.allocation.params, result.allocation.tokens, cluster(accelerators=8, zero_stage=3)
+    )
+    assert not tight.memory.fits
+    assert "does_not_fit_memory" in [c.code for c in tight.caveats]
+    assert tight.memory.min_accelerators > 8
+
+
+def test_an_mfu_outside_what_large_runs_achieve_gets_a_caveat():
+    assert "unusual_mfu" in codes(plan.plan(plan.Budget(flops=1e22), on=cluster(mfu=0.9)))
+    assert "unusual_mfu" not in codes(plan.plan(plan.Budget(flops=1e22), on=cluster(mfu=0.45)))
+
+
+def test_hyperparameter_hints_come_with_every_plan():
+    result = plan.plan(plan.Budget(flops=1e22))
+    assert result.hyperparameters.batch_tokens == pytest.approx(0.2920 * 1e22**0.3271, rel=1e-9)
+
+
+def test_the_estimate_spends_the_flops_at_the_effective_rate():
+    run = plan.estimate(7e9, 1e12, cluster(accelerators=512))
+    assert run.runtime.seconds == pytest.approx(6 * 7e9 * 1e12 / (512 * 989.4e12 * 0.4), rel=1e-12)
+    assert run.cost == (Decimal(repr(run.runtime.accelerator_hours)) * Decimal("2.50")).quantize(
+        Decimal("0.01")
+    )
+    assert run.runtime.pf_days == pytest.approx(6 * 7e9 * 1e12 / PF_DAY_FLOPS)
+
+
+def test_a_price_override_needs_a_currency_and_foreign_currencies_are_never_mixed():
+    with pytest.raises(InvalidInput, match=r"^currency: is required"):
+        plan.estimate(7e9, 1e12, cluster(), price_per_hour=Decimal("3"))
+    with pytest.raises(InvalidInput, match=r"^currency: H100 is priced in USD"):
+        plan.plan(plan.Budget(cost=Decimal("1000"), currency="EUR"), on=cluster())
+    euros = plan.plan(
+        plan.Budget(cost=Decimal("1000"), currency="EUR", price_per_hour=Decimal("2.00")), on=cluster()
+    )
+    assert (euros.estimate.cost, euros.estimate.currency) == (Decimal("1000.00"), "EUR")
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda: plan.plan(plan.Budget()), "flops"),
+        (lambda: plan.plan(plan.Budget(flops=1e22, pf_days=10)), "pf_days"),
+        (lambda: plan.plan(plan.Budget(days=3)), "hardware"),
+        (lambda: plan.plan(plan.Budget(flops=1e22), inference_tokens=1e12), "inference_tokens"),
+        (lambda: plan.plan(plan.Budget(target_loss=2.0), unique_tokens=1e9), "unique_tokens"),
+        (lambda: plan.plan(plan.Budget(target_loss=2.0), tokens_per_param=20), "tokens_per_param"),
+        (
+            lambda: plan.plan(plan.Budget(flops=1e22), tokens_per_param=20, law=plan.published("epoch-2024")),
+            "tokens_per_param",
+        ),
+        (lambda: plan.plan(plan.Budget(flops=1e22), on=cluster(precision="fp32")), "precision"),
+        (lambda: plan.plan(plan.Budget(flops=1e22), on=cluster(tensor_parallel=3)), "tensor_parallel"),
+        (lambda: plan.plan(plan.Budget(target_loss=1.5)), "target_loss"),
+    ],
+)
+def test_rules_that_do_not_go_together_are_refused_by_name(call, argument):
+    with pytest.raises(InvalidInput, match=f"^{argument}:"):
+        call()
+
+
+def test_hardware_without_a_price_cannot_turn_money_into_compute():
+    unpriced = cluster(hardware=plan.Hardware(name="TPU", peak_flops={"bf16": 275e12}, memory_bytes=32e9))
+    with pytest.raises(InvalidInput, match=r"^hardware: TPU has no price"):
+        plan.plan(plan.Budget(cost=Decimal("100"), currency="USD"), on=unpriced)
+    assert plan.plan(plan.Budget(flops=1e21), on=unpriced).estimate.cost is None
