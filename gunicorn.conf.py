@@ -21,3 +21,6 @@ worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() else None
 # The app writes one JSON line per request itself (with its request id); gunicorn's own log is JSON too.
 accesslog = None
 logconfig_dict = GUNICORN_LOGCONFIG
+# gunicorn 27's control socket lives at one path per user (~/.gunicorn): two servers on one host would share
+# it, and the container's user has no home. Nothing here uses it.
+control_socket_disable = True

@@ -24,8 +24,8 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     app.config.update(
         MAX_CONTENT_LENGTH=config.max_content_length,
         TESTING=config.testing,
-        JSON_SORT_KEYS=False,
     )
+    app.json.sort_keys = False  # problem members in RFC order; bodies in schema order
     app.extensions["planner.config"] = config
     app.extensions["planner.schema_head"] = expected_head(config.migrations_dir)
 

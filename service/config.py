@@ -49,16 +49,17 @@ class Config:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
         env = os.environ if environ is None else environ
+        default = cls()
         return cls(
-            database_url=env.get("DATABASE_URL") or DEFAULT_DATABASE_URL,
-            host=env.get("HOST") or "127.0.0.1",
-            port=_int(env, "PORT", 8000, minimum=1),
-            log_level=(env.get("LOG_LEVEL") or "INFO").upper(),
-            max_content_length=_int(env, "MAX_CONTENT_LENGTH", 1024 * 1024, minimum=1),
-            sqlite_busy_timeout_ms=_int(env, "SQLITE_BUSY_TIMEOUT_MS", 5000),
-            db_pool_size=_int(env, "DB_POOL_SIZE", 5, minimum=1),
-            web_concurrency=_int(env, "WEB_CONCURRENCY", 2, minimum=1),
-            threads=_int(env, "THREADS", 4, minimum=1),
+            database_url=env.get("DATABASE_URL") or default.database_url,
+            host=env.get("HOST") or default.host,
+            port=_int(env, "PORT", default.port, minimum=1),
+            log_level=(env.get("LOG_LEVEL") or default.log_level).upper(),
+            max_content_length=_int(env, "MAX_CONTENT_LENGTH", default.max_content_length, minimum=1),
+            sqlite_busy_timeout_ms=_int(env, "SQLITE_BUSY_TIMEOUT_MS", default.sqlite_busy_timeout_ms),
+            db_pool_size=_int(env, "DB_POOL_SIZE", default.db_pool_size, minimum=1),
+            web_concurrency=_int(env, "WEB_CONCURRENCY", default.web_concurrency, minimum=1),
+            threads=_int(env, "THREADS", default.threads, minimum=1),
         )
 
     def with_overrides(self, overrides: Mapping[str, object]) -> Config:

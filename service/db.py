@@ -38,8 +38,9 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
 
     # The stdlib driver's legacy transaction control emits no BEGIN before SELECT or DDL, which breaks
     # isolation and SAVEPOINTs. SQLAlchemy's documented fix: let the driver autocommit and emit BEGIN
-    # ourselves. IMMEDIATE takes the write lock up front, so two processes never deadlock upgrading a read
-    # lock (SQLite would answer SQLITE_BUSY at once instead of waiting for busy_timeout).
+    # ourselves. Transactions that may write take the write lock up front (IMMEDIATE), so two processes
+    # never deadlock upgrading a read lock (SQLite would answer SQLITE_BUSY at once instead of waiting for
+    # busy_timeout); read-only ones (READ_ONLY options) begin DEFERRED and, under WAL, never wait.
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection, _record):
         dbapi_connection.isolation_level = None
@@ -52,7 +53,9 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection):
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        connection.exec_driver_sql(
+            f"BEGIN {connection.get_execution_options().get('sqlite_begin', 'IMMEDIATE')}"
+        )
 
     return engine
 
@@ -73,10 +76,18 @@ def get_db(app: flask.Flask | None = None) -> Database:
     return (app or flask.current_app).extensions[EXTENSION_KEY]
 
 
+# Execution options for a transaction that only reads (see the SQLite `begin` listener above).
+READ_ONLY = {"sqlite_begin": "DEFERRED"}
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 def get_session() -> Session:
-    """The request's session, opened on first use."""
+    """The request's session, opened on first use; read-only for GET, HEAD and OPTIONS."""
     if "db_session" not in flask.g:
-        flask.g.db_session = get_db().sessionmaker()
+        session = get_db().sessionmaker()
+        if flask.request.method in _READ_METHODS:
+            session.connection(execution_options=READ_ONLY)
+        flask.g.db_session = session
     return flask.g.db_session
 
 

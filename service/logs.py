@@ -57,6 +57,8 @@ GUNICORN_LOGCONFIG = {
     "root": {"level": "WARNING", "handlers": ["stderr"]},
     "loggers": {
         "gunicorn.error": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
-        "gunicorn.access": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        # The app logs each request itself, with its request id; gunicorn's access log would repeat it
+        # (and setting logconfig_dict turns that log on even with accesslog = None).
+        "gunicorn.access": {"handlers": [], "level": "CRITICAL", "propagate": False},
     },
 }

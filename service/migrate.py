@@ -8,12 +8,13 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from sqlalchemy import Connection, Engine
 
-from service.config import PROJECT_ROOT
+from service.config import Config
+from service.services.locks import hold_setup_lock
+
+MIGRATIONS_DIR = Config().migrations_dir
 
 
-def alembic_config(
-    connection: Connection, migrations_dir: Path = PROJECT_ROOT / "migrations"
-) -> AlembicConfig:
+def alembic_config(connection: Connection, migrations_dir: Path = MIGRATIONS_DIR) -> AlembicConfig:
     config = AlembicConfig()
     config.set_main_option("script_location", str(migrations_dir))
     # env.py runs on this connection rather than opening its own from a URL.
@@ -23,6 +24,7 @@ def alembic_config(
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as connection:
+        hold_setup_lock(connection)
         command.upgrade(alembic_config(connection), revision)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 
 import flask
 import marshmallow as ma
+from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from service import http_status
@@ -143,6 +144,12 @@ def _handle_core_refusal(error: InvalidInput) -> flask.Response:
     return problem_response(422, "The request is not valid; see errors.", errors=[{"detail": str(error)}])
 
 
+def _handle_database_unavailable(error: OperationalError) -> flask.Response:
+    # Unreachable, restarting, timed out or locked: the request may well succeed if retried shortly.
+    log.warning("database unavailable", extra={"error_type": type(error.orig).__name__})
+    return problem_response(503, "The database is unavailable; retry shortly.", headers={"Retry-After": "1"})
+
+
 def _handle_unexpected(error: Exception) -> flask.Response:
     log.exception("unhandled exception", extra={"error_type": type(error).__name__})
     return problem_response(500, "An unexpected error occurred; quote the request_id when reporting it.")
@@ -153,4 +160,5 @@ def register_error_handlers(app: flask.Flask) -> None:
     for cls in _SERVICE_ERROR_STATUS:
         app.register_error_handler(cls, _handle_service_error)
     app.register_error_handler(InvalidInput, _handle_core_refusal)
+    app.register_error_handler(OperationalError, _handle_database_unavailable)
     app.register_error_handler(Exception, _handle_unexpected)

@@ -37,6 +37,13 @@ class StrictSchema(ma.Schema):
         unknown = ma.RAISE
 
 
+def _no_lone_surrogates(text: str) -> None:
+    # "\ud800" is a valid JSON escape but not encodable text; kept out of the pattern, which JSON Schema
+    # tools read as UTF-16 regexes and mangle.
+    if any("\ud800" <= char <= "\udfff" for char in text):
+        raise ma.ValidationError("Must not contain control characters or unpaired surrogates.")
+
+
 class Text(ma.fields.String):
     """A string that can be stored anywhere: PostgreSQL text cannot hold NUL, and no name needs control codes.
 
@@ -45,10 +52,10 @@ class Text(ma.fields.String):
 
     def __init__(self, **kwargs):
         no_control_codes = validate.Regexp(
-            r"^[^\x00-\x1f\x7f]*$", error="Must not contain control characters."
+            r"^[^\x00-\x1f\x7f]*$", error="Must not contain control characters or unpaired surrogates."
         )
         extra = kwargs.pop("validate", None)
-        validators = [no_control_codes, *([extra] if callable(extra) else extra or [])]
+        validators = [no_control_codes, _no_lone_surrogates, *([extra] if callable(extra) else extra or [])]
         super().__init__(validate=validators, **kwargs)
 
 

@@ -17,17 +17,23 @@ def compose():
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
 
 
-def makefile_recipe(target: str) -> list[str]:
+def makefile_target(target: str) -> tuple[list[str], list[str]]:
+    """The target's prerequisites and recipe lines."""
     text = (ROOT / "Makefile").read_text()
-    match = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", text, re.MULTILINE)
+    match = re.search(rf"^{target}:(.*)\n((?:\t.*\n)+)", text, re.MULTILINE)
     assert match, f"no `{target}` target in the Makefile"
-    return [line.strip() for line in match.group(1).splitlines()]
+    return match.group(1).split(), [line.strip() for line in match.group(2).splitlines()]
 
 
 def test_make_run_sets_up_the_database_then_serves_with_the_gunicorn_config():
-    assert makefile_recipe("run") == ["$(BIN)/" + " ".join(SERVE_COMMAND)]
-    assert makefile_recipe("migrate") == ["$(FLASK) " + " ".join(SETUP_COMMAND[3:])]
-    assert "$(BIN)/flask --app service" in (ROOT / "Makefile").read_text()
+    prerequisites, recipe = makefile_target("run")
+    assert prerequisites == ["install", "migrate"]
+    assert recipe == ["$(BIN)/" + " ".join(SERVE_COMMAND)]
+    _, setup = makefile_target("migrate")
+    assert setup == ["$(FLASK) " + " ".join(SETUP_COMMAND[3:])]
+    assert re.search(
+        r"^FLASK := \$\(BIN\)/flask --app service$", (ROOT / "Makefile").read_text(), re.MULTILINE
+    )
 
 
 def test_the_compose_app_runs_the_same_gunicorn_command_as_make_run(compose):
@@ -63,8 +69,9 @@ def test_the_compose_database_url_is_a_psycopg_url_to_the_compose_postgres(compo
         )
 
 
-def test_the_dockerfile_serves_with_the_same_command():
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    assert 'CMD ["' + '", "'.join(SERVE_COMMAND) + '"]' in dockerfile
-    for needed in ("service", "migrations", "gunicorn.conf.py"):
-        assert needed in dockerfile
+def test_the_dockerfile_copies_what_the_server_needs_and_serves_with_the_same_command():
+    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
+    assert 'CMD ["' + '", "'.join(SERVE_COMMAND) + '"]' in lines
+    assert "COPY pyproject.toml README.md gunicorn.conf.py ./" in lines
+    assert "COPY service ./service" in lines
+    assert "COPY migrations ./migrations" in lines

@@ -8,12 +8,13 @@ import flask
 from flask_smorest import Api
 from flask_smorest.utils import prepare_response
 from swagger_ui_bundle import swagger_ui_path
-from werkzeug.exceptions import UnsupportedMediaType
+from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from service import http_status
 from service.api import health, laws, organizations, planning
+from service.api.base import SlugConverter
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
-from service.schemas import InlineHardwareSchema, InlineLawSchema, slug_or_object_to_property
+from service.schemas import SLUG_PATTERN, InlineHardwareSchema, InlineLawSchema, slug_or_object_to_property
 
 API_VERSION = "1.0.0"
 
@@ -60,10 +61,15 @@ class PlannerApi(Api):
         self.spec.components.response("DEFAULT_ERROR", response, lazy=True)
 
 
-def _require_json_body() -> None:
+def _check_body() -> None:
     request = flask.request
-    has_body = bool(request.content_length) or "chunked" in request.headers.get("Transfer-Encoding", "")
-    if request.method in _BODY_METHODS and has_body and not request.is_json:
+    if request.routing_exception is not None or request.method not in _BODY_METHODS:
+        return  # 404 and 405 come first
+    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    if chunked and len(request.get_data(cache=True)) >= (request.max_content_length or float("inf")):
+        # Werkzeug stops reading a chunked body at the limit without saying so; it would parse as bad JSON.
+        raise RequestEntityTooLarge()
+    if (request.content_length or chunked) and not request.is_json:
         raise UnsupportedMediaType("Send the request body as application/json.")
 
 
@@ -73,14 +79,16 @@ def _swagger_ui_static(filename: str) -> flask.Response:
 
 def init_api(app: flask.Flask) -> Api:
     app.config.update(OPENAPI_SETTINGS)
+    app.url_map.converters["slug"] = SlugConverter
     api = PlannerApi(app)
+    api.register_converter(SlugConverter, lambda _converter: {"type": "string", "pattern": SLUG_PATTERN})
     # One place through which both /openapi.json and `flask openapi write` get the document.
     raw_to_dict = api.spec.to_dict
     api.spec.to_dict = lambda: http_status.normalise_spec(raw_to_dict())
     api.spec.components.schema("InlineHardware", schema=InlineHardwareSchema)
     api.spec.components.schema("InlineLaw", schema=InlineLawSchema)
     api.ma_plugin.converter.add_attribute_function(slug_or_object_to_property)
-    app.before_request(_require_json_body)
+    app.before_request(_check_body)
     app.add_url_rule("/docs/static/<path:filename>", "swagger_ui_static", _swagger_ui_static)
     api.register_blueprint(health.blp)
     api.register_blueprint(organizations.blp)

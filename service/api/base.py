@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import flask
 import flask_smorest
 from webargs.flaskparser import FlaskParser
+from werkzeug.routing import BaseConverter
 
+from service.schemas import SLUG_PATTERN
 from service.services.pagination import Page
 
 LINK_HEADER = {
@@ -18,10 +22,27 @@ LOCATION_HEADER = {"Location": {"description": "Path of the created resource.", 
 ETAG_HEADER = {"ETag": {"description": "Version of the resource (strong).", "schema": {"type": "string"}}}
 
 
+class SlugConverter(BaseConverter):
+    """`<slug:name>` in a route: anything that is not a slug is a 404 before any query runs (a NUL byte in
+    a path would otherwise reach PostgreSQL, which refuses it)."""
+
+    regex = SLUG_PATTERN.removeprefix("^").removesuffix("$")
+
+
+class _Parser(FlaskParser):
+    def _raw_load_json(self, req):
+        try:
+            return super()._raw_load_json(req)
+        except RecursionError:
+            # json.loads gives up on absurdly deep nesting with RecursionError, which webargs does not
+            # treat as invalid JSON.
+            return self._handle_invalid_json_error(json.JSONDecodeError("nested too deeply", "", 0), req)
+
+
 class Blueprint(flask_smorest.Blueprint):
     # webargs ignores unknown query parameters by default; leave it to each schema (ours raise), so that a
     # misspelt `limt=5` is an error rather than silently the default.
-    ARGUMENTS_PARSER = FlaskParser(unknown=None)
+    ARGUMENTS_PARSER = _Parser(unknown=None)
 
 
 def page_response(page: Page, limit: int) -> tuple[dict, dict[str, str]]:
@@ -29,6 +50,7 @@ def page_response(page: Page, limit: int) -> tuple[dict, dict[str, str]]:
     headers: dict[str, str] = {}
     if page.next_cursor:
         args = {**flask.request.args.to_dict(), "limit": limit, "cursor": page.next_cursor}
-        url = flask.url_for(flask.request.endpoint, **(flask.request.view_args or {}), **args, _external=True)
+        # A relative reference (RFC 8288 allows it): never built from the client's Host header.
+        url = flask.url_for(flask.request.endpoint, **(flask.request.view_args or {}), **args)
         headers["Link"] = f'<{url}>; rel="next"'
     return {"items": page.items, "next_cursor": page.next_cursor}, headers

@@ -5,7 +5,7 @@ from __future__ import annotations
 import flask
 
 from service.api.base import Blueprint
-from service.db import get_session
+from service.db import get_db
 from service.problems import problem_response
 from service.schemas import HealthSchema, ReadinessSchema
 from service.services.health import check_readiness
@@ -25,7 +25,7 @@ def healthz():
 @blp.alt_response(503, response="SERVICE_UNAVAILABLE")
 def readyz():
     """The database is reachable and its schema is at the migration head this code expects."""
-    readiness = check_readiness(get_session(), flask.current_app.extensions["planner.schema_head"])
+    readiness = check_readiness(get_db().sessionmaker, flask.current_app.extensions["planner.schema_head"])
     if not readiness.ready:
         return problem_response(
             503, f"Not ready: database {readiness.database}.", headers={"Retry-After": "5"}

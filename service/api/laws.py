@@ -23,7 +23,7 @@ def list_laws():
     return {"items": planning.list_laws(), "next_cursor": None}
 
 
-@blp.get("/<string:slug>")
+@blp.get("/<slug:slug>")
 @blp.response(200, LawSchema)
 @blp.alt_response(404, response="NOT_FOUND")
 def get_law(slug):
@@ -31,7 +31,7 @@ def get_law(slug):
     return planning.get_published_law(slug)
 
 
-@blp.get("/<string:slug>/isoflop")
+@blp.get("/<slug:slug>/isoflop")
 @blp.arguments(IsoflopQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, IsoflopSchema)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -42,7 +42,7 @@ def isoflop(slug, flops, points, span):
     return {"law": law.slug, "flops": flops, "optimal": optimal, "points": curve}
 
 
-@blp.get("/<string:slug>/frontier")
+@blp.get("/<slug:slug>/frontier")
 @blp.arguments(FrontierQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, FrontierSchema)
 @blp.alt_response(404, response="NOT_FOUND")

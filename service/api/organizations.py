@@ -27,7 +27,7 @@ def create_organization(body):
     return organization, {"Location": f"/v1/organizations/{organization.slug}"}
 
 
-@blp.get("/<string:slug>")
+@blp.get("/<slug:slug>")
 @blp.response(200, OrganizationSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
 def get_organization(slug):

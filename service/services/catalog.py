@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from service.catalog import PRECISIONS, HardwareSpec, builtin_hardware
 from service.models import HardwarePrice, HardwareProfile, utcnow
+from service.services.locks import hold_setup_lock
 
 _SPEC_FIELDS = (
     "name",
@@ -47,6 +48,7 @@ def _current_price(profile: HardwareProfile) -> HardwarePrice | None:
 
 def load_builtin_hardware(session: Session, now: datetime | None = None) -> CatalogLoad:
     """Insert missing built-in profiles, bring changed ones up to date, record new prices as history."""
+    hold_setup_lock(session.connection())
     now = now or utcnow()
     report = CatalogLoad()
     existing = {p.slug: p for p in session.scalars(select(HardwareProfile))}

@@ -9,7 +9,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.db import READ_ONLY
 
 
 @dataclass(frozen=True)
@@ -23,13 +25,14 @@ def expected_head(migrations_dir: Path) -> str | None:
     return ScriptDirectory(str(migrations_dir)).get_current_head()
 
 
-def check_readiness(session: Session, head: str | None) -> Readiness:
+def check_readiness(sessions: sessionmaker[Session], head: str | None) -> Readiness:
+    """Opens its own read-only session, so that failing to connect is an answer rather than an error."""
     try:
-        connection = session.connection()
-        connection.execute(text("SELECT 1"))
-        current = MigrationContext.configure(connection).get_current_heads()
+        with sessions() as session:
+            connection = session.connection(execution_options=READ_ONLY)
+            connection.execute(text("SELECT 1"))
+            current = MigrationContext.configure(connection).get_current_heads()
     except SQLAlchemyError as exc:
-        session.rollback()
         return Readiness(False, f"unreachable: {type(exc).__name__}", None)
     revision = current[0] if len(current) == 1 else None
     if revision != head:

@@ -7,7 +7,7 @@ import binascii
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Select, and_, or_
@@ -34,12 +34,14 @@ class Cursor:
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
             created_at, id_ = json.loads(raw)
-            cursor = cls(datetime.fromisoformat(created_at), uuid.UUID(id_))
-        except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as exc:
+            if not (isinstance(created_at, str) and isinstance(id_, str)):
+                raise TypeError("cursor members must be strings")
+            moment = datetime.fromisoformat(created_at)
+            if moment.tzinfo is None:
+                raise ValueError("cursor time has no offset")
+            return cls(moment.astimezone(UTC), uuid.UUID(id_))
+        except (binascii.Error, ValueError, TypeError, OverflowError, UnicodeDecodeError) as exc:
             raise ValueError("Not a valid cursor.") from exc
-        if cursor.created_at.tzinfo is None:
-            raise ValueError("Not a valid cursor.")
-        return cursor
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,12 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from service import create_app
 from service.config import Config
 
-CROSS_FIELD_RULES = {"POST /v1/allocations", "POST /v1/estimates", "GET /v1/scaling-laws/{slug}/frontier"}
+CROSS_FIELD_RULES = {
+    "POST /v1/allocations",
+    "POST /v1/estimates",
+    "GET /v1/scaling-laws/{slug}/frontier",  # max_flops > min_flops
+    "GET /v1/scaling-laws/{slug}/isoflop",  # flops and span together must stay within the sizes answered for
+}
 CHECKED_IN = Path(__file__).resolve().parents[2] / "openapi.yaml"
 
 

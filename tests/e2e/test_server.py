@@ -86,14 +86,32 @@ def test_the_server_refuses_an_oversized_body_with_a_413_problem(server):
     assert response.json()["status"] == 413
 
 
+def test_the_server_refuses_an_oversized_chunked_body_with_a_413_problem(server):
+    base, _, _ = server
+
+    def chunks():  # a generator body makes requests send Transfer-Encoding: chunked
+        yield b'{"slug": "big", "name": "'
+        for _ in range(32):
+            yield b"x" * 65536
+        yield b'"}'
+
+    response = requests.post(
+        f"{base}/v1/organizations", data=chunks(), headers={"Content-Type": "application/json"}, timeout=10
+    )
+    assert response.status_code == 413
+    assert response.headers["Content-Type"] == "application/problem+json"
+
+
 def test_the_server_logs_json_lines_with_request_ids(server):
     base, process, log_path = server
     requests.get(f"{base}/healthz", headers={"X-Request-ID": "e2e-log"}, timeout=5)
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=40)
-    entries = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
-    assert any(entry.get("request_id") == "e2e-log" and entry.get("status") == 200 for entry in entries)
-    assert all(line.startswith("{") for line in log_path.read_text().splitlines() if line.strip())
+    lines = [line for line in log_path.read_text().splitlines() if line.strip()]
+    entries = [json.loads(line) for line in lines]  # every line is a JSON object
+    mine = [entry for entry in entries if entry.get("request_id") == "e2e-log"]
+    assert len(mine) == 1, mine  # one line per request, not one from the app and one from gunicorn
+    assert (mine[0]["method"], mine[0]["route"], mine[0]["status"]) == ("GET", "/healthz", 200)
 
 
 def test_sigterm_stops_the_server_cleanly(server):

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import text
 
 from service.config import Config
-from service.db import create_db_engine, normalise_url
+from service.db import READ_ONLY, create_db_engine, normalise_url
 
 
 @pytest.fixture
@@ -30,20 +30,36 @@ def test_connections_use_wal_a_busy_timeout_and_foreign_keys(sqlite_engine):
         assert pragma("foreign_keys") == 1
 
 
-def test_a_transaction_does_not_see_what_another_has_not_committed(sqlite_engine):
+def test_a_read_transaction_keeps_its_snapshot_while_another_commits(sqlite_engine):
+    # Under the stdlib driver's legacy mode no BEGIN precedes a SELECT, so the second read would see the
+    # other connection's row: reads inside one transaction would not be repeatable.
+    with sqlite_engine.begin() as setup:
+        setup.execute(text("CREATE TABLE t (x INTEGER)"))
+    with sqlite_engine.connect().execution_options(**READ_ONLY) as reader:
+        reader.begin()
+        assert reader.execute(text("SELECT count(*) FROM t")).scalar() == 0
+        with sqlite_engine.begin() as writer:
+            writer.execute(text("INSERT INTO t VALUES (1)"))
+        assert reader.execute(text("SELECT count(*) FROM t")).scalar() == 0
+        reader.rollback()
+        assert reader.execute(text("SELECT count(*) FROM t")).scalar() == 1
+
+
+def test_writers_take_the_lock_up_front_and_readers_do_not(sqlite_engine):
     with sqlite_engine.begin() as setup:
         setup.execute(text("CREATE TABLE t (x INTEGER)"))
     with sqlite_engine.connect() as writer:
-        writer.begin()
-        writer.execute(text("INSERT INTO t VALUES (1)"))
-        reader = sqlite_engine.raw_connection()  # a plain read outside any transaction
+        writer.begin()  # BEGIN IMMEDIATE: holds the write lock before writing anything
+        with sqlite_engine.connect().execution_options(**READ_ONLY) as reader:
+            reader.begin()  # BEGIN DEFERRED: a WAL reader is never blocked by a writer
+            assert reader.execute(text("SELECT count(*) FROM t")).scalar() == 0
+        other = sqlite_engine.raw_connection()
         try:
-            assert reader.cursor().execute("SELECT count(*) FROM t").fetchone() == (0,)
+            other.execute("PRAGMA busy_timeout = 0")
+            with pytest.raises(Exception, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
         finally:
-            reader.close()
-        writer.commit()
-    with sqlite_engine.connect() as reader:
-        assert reader.execute(text("SELECT count(*) FROM t")).scalar() == 1
+            other.close()
 
 
 def test_a_savepoint_rolls_back_only_its_own_work(sqlite_engine):
