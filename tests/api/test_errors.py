@@ -32,6 +32,25 @@ def test_malformed_json_is_a_400_problem(client):
     assert "not valid JSON" in body["detail"]
 
 
+def test_absurdly_deep_json_is_a_400_problem(client):
+    response = client.post(
+        "/v1/organizations", data="[" * 100_000 + "]" * 100_000, content_type="application/json"
+    )
+    assert_problem(response, 400)
+
+
+def test_a_wrong_method_or_path_wins_over_a_wrong_content_type(client):
+    assert_problem(client.post("/healthz", data="x=1", content_type="application/x-www-form-urlencoded"), 405)
+    assert_problem(client.post("/v1/nothing", data="x", content_type="text/plain"), 404)
+
+
+def test_an_unreachable_database_is_a_503_problem_with_retry_after(make_app):
+    client = make_app("postgresql+psycopg://nobody@127.0.0.1:1/nothing?connect_timeout=2").test_client()
+    response = client.get("/v1/organizations")
+    assert_problem(response, 503)
+    assert response.headers["Retry-After"] == "1"
+
+
 def test_a_body_over_one_mebibyte_is_a_413_problem(client):
     padding = "x" * (1024 * 1024)
     response = client.post("/v1/organizations", json={**VALID_ORGANIZATION, "name": padding})

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 from sqlalchemy import select
 
 from service.models import Organization
@@ -73,7 +76,26 @@ def test_lists_are_newest_first_in_pages_linked_by_an_opaque_cursor(client):
     assert "Link" not in last.headers
 
 
+def forge(*members) -> str:
+    return base64.urlsafe_b64encode(json.dumps(members).encode()).decode().rstrip("=")
+
+
 def test_a_cursor_that_the_service_did_not_issue_is_a_422_problem(client):
-    for cursor in ["zz", "bm90IGpzb24", "WzEsMl0"]:
+    zero = "00000000-0000-0000-0000-000000000000"
+    forged = [
+        "zz",
+        forge("not", "a", "pair"),
+        forge(1, 2),
+        forge("2026-01-01T00:00:00+00:00", 123),  # an id that is a number
+        forge("2026-01-01T00:00:00+00:00", []),  # an id that is a list
+        forge("9999-12-31T23:59:59-14:00", zero),  # a time that overflows in UTC
+        forge("2026-01-01T00:00:00", zero),  # a time without an offset
+    ]
+    for cursor in forged:
         body = assert_problem(client.get(f"/v1/organizations?cursor={cursor}"), 422)
         assert body["errors"] == [{"parameter": "cursor", "detail": "Not a valid cursor."}]
+
+
+def test_a_path_that_is_not_a_slug_is_a_404_before_any_query(client):
+    for path in ["/v1/organizations/a%00b", "/v1/organizations/UPPER", "/v1/organizations/x"]:
+        assert_problem(client.get(path), 404)
