@@ -60,12 +60,20 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
     return engine
 
 
+# Execution options for a transaction that only reads (see the SQLite `begin` listener above).
+READ_ONLY = {"sqlite_begin": "DEFERRED"}
+
+
 class Database:
     """What a Flask app needs to talk to its database."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
         self.sessionmaker: sessionmaker[Session] = sessionmaker(bind=engine, expire_on_commit=False)
+        # Sessions that only read: on SQLite they begin DEFERRED and never wait for the write lock.
+        self.read_sessionmaker: sessionmaker[Session] = sessionmaker(
+            bind=engine.execution_options(**READ_ONLY), expire_on_commit=False
+        )
 
     def init_app(self, app: flask.Flask) -> None:
         app.extensions[EXTENSION_KEY] = self
@@ -76,18 +84,20 @@ def get_db(app: flask.Flask | None = None) -> Database:
     return (app or flask.current_app).extensions[EXTENSION_KEY]
 
 
-# Execution options for a transaction that only reads (see the SQLite `begin` listener above).
-READ_ONLY = {"sqlite_begin": "DEFERRED"}
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def get_session() -> Session:
-    """The request's session, opened on first use; read-only for GET, HEAD and OPTIONS."""
+def get_session(*, read_only: bool | None = None) -> Session:
+    """The request's session, opened on first use.
+
+    Read-only (on SQLite: a transaction that never waits for the write lock) when `read_only` says so or,
+    by default, for GET, HEAD and OPTIONS. A use case that only reads but arrives by POST says so.
+    """
     if "db_session" not in flask.g:
-        session = get_db().sessionmaker()
-        if flask.request.method in _READ_METHODS:
-            session.connection(execution_options=READ_ONLY)
-        flask.g.db_session = session
+        if read_only is None:
+            read_only = flask.request.method in _READ_METHODS
+        database = get_db()
+        flask.g.db_session = (database.read_sessionmaker if read_only else database.sessionmaker)()
     return flask.g.db_session
 
 

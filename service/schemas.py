@@ -370,6 +370,11 @@ class EstimateRequestSchema(ClusterFieldsSchema):
         required=True,
         metadata={"example": "h100-sxm"},
     )
+    law = SlugOrObject(
+        InlineLawSchema,
+        "Slug of a scaling law: the response then predicts the loss of this model.",
+        metadata={"example": "chinchilla-2022"},
+    )
 
 
 class CaveatSchema(ma.Schema):
@@ -458,6 +463,7 @@ class EstimateSchema(ma.Schema):
     )
     currency = ma.fields.String(allow_none=True)
     memory = ma.fields.Nested(MemorySchema)
+    predicted_loss = ma.fields.Float(allow_none=True, metadata={"description": "With a law in the request."})
     warnings = ma.fields.List(ma.fields.Nested(CaveatSchema), attribute="caveats")
 
 

@@ -80,7 +80,8 @@ def session(session_factory):
 @pytest.fixture
 def app(database_url, session_factory):
     app = create_app(Config(database_url=database_url, testing=True))
-    get_db(app).sessionmaker = session_factory
+    database = get_db(app)
+    database.sessionmaker = database.read_sessionmaker = session_factory
     yield app
     get_db(app).engine.dispose()
 

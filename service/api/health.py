@@ -25,7 +25,9 @@ def healthz():
 @blp.alt_response(503, response="SERVICE_UNAVAILABLE")
 def readyz():
     """The database is reachable and its schema is at the migration head this code expects."""
-    readiness = check_readiness(get_db().sessionmaker, flask.current_app.extensions["planner.schema_head"])
+    readiness = check_readiness(
+        get_db().read_sessionmaker, flask.current_app.extensions["planner.schema_head"]
+    )
     if not readiness.ready:
         return problem_response(
             503, f"Not ready: database {readiness.database}.", headers={"Retry-After": "5"}

@@ -21,7 +21,7 @@ def create_allocation(request):
     `tokens_per_param` (default 20) or a `law`; `unique_tokens` makes it data-constrained and
     `inference_tokens` (with `target_loss`) inference-aware.
     """
-    return planning.make_allocation(get_session(), request)
+    return planning.make_allocation(get_session(read_only=True), request)
 
 
 @blp.post("/estimates")
@@ -29,4 +29,4 @@ def create_allocation(request):
 @blp.response(200, EstimateSchema)
 def create_estimate(request):
     """Time, accelerator-hours, cost and memory of training `params` on `tokens` on a cluster."""
-    return planning.make_estimate(get_session(), request)
+    return planning.make_estimate(get_session(read_only=True), request)

@@ -100,16 +100,23 @@ class Estimate:
     cost: Decimal | None
     memory: cluster.MemoryEstimate
     caveats: list[caveats.Caveat]
+    law: NamedLaw | None = None
+    predicted_loss: float | None = None
 
 
 def estimate(
     params: float,
     tokens: float,
     on: Cluster,
+    *,
     price_per_hour: Decimal | None = None,
     currency: str | None = None,
+    law: NamedLaw | None = None,
 ) -> Estimate:
-    """Time, accelerator-hours, cost and memory of a run; `price_per_hour` overrides the hardware's price."""
+    """Time, accelerator-hours, cost and memory of a run; `price_per_hour` overrides the hardware's price.
+
+    With a `law`, also the loss it predicts for this model size and token count.
+    """
     flops = cluster.training_flops(params, tokens, on.shape)
     runtime = cluster.training_runtime(flops, on.accelerators, on.peak_flops_per_second, on.mfu)
     price, price_currency = _price(on.hardware, price_per_hour, currency)
@@ -126,6 +133,8 @@ def estimate(
         tensor_parallel=on.tensor_parallel,
     )
     notes = caveats.unusual_mfu(on.mfu)
+    if law is not None and law.fitted_range is not None:
+        notes += caveats.extrapolation(law.fitted_range, params, tokens, flops, law.slug or "the law")
     if not memory.fits:
         needed = (
             f"at least {memory.min_accelerators} accelerators at ZeRO stage {memory.zero_stage}"
@@ -151,6 +160,8 @@ def estimate(
         cost=cost,
         memory=memory,
         caveats=notes,
+        law=law,
+        predicted_loss=None if law is None else law.law.loss(params, tokens),
     )
 
 
@@ -270,7 +281,13 @@ def plan(
         )
     run = None
     if on is not None:
-        run = estimate(allocation.params, allocation.tokens, on, budget.price_per_hour, budget.currency)
+        run = estimate(
+            allocation.params,
+            allocation.tokens,
+            on,
+            price_per_hour=budget.price_per_hour,
+            currency=budget.currency,
+        )
         notes += run.caveats
     return Plan(
         method=method,

@@ -11,8 +11,6 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.db import READ_ONLY
-
 
 @dataclass(frozen=True)
 class Readiness:
@@ -26,10 +24,10 @@ def expected_head(migrations_dir: Path) -> str | None:
 
 
 def check_readiness(sessions: sessionmaker[Session], head: str | None) -> Readiness:
-    """Opens its own read-only session, so that failing to connect is an answer rather than an error."""
+    """Opens its own session, so that failing to connect is an answer rather than an error."""
     try:
         with sessions() as session:
-            connection = session.connection(execution_options=READ_ONLY)
+            connection = session.connection()
             connection.execute(text("SELECT 1"))
             current = MigrationContext.configure(connection).get_current_heads()
     except SQLAlchemyError as exc:

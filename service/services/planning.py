@@ -40,7 +40,7 @@ ALLOCATION_FIELDS = (
         "inference_tokens",
     }
 )
-ESTIMATE_FIELDS = _CLUSTER_FIELDS | {"params", "tokens"}
+ESTIMATE_FIELDS = _CLUSTER_FIELDS | {"params", "tokens", "law"}
 
 
 def _field_error(error: InvalidInput, request_fields: frozenset[str]) -> InvalidFieldError:
@@ -152,8 +152,9 @@ def make_estimate(session: Session, request: Mapping[str, Any]) -> plan.Estimate
             request["params"],
             request["tokens"],
             _cluster(session, request),
-            request.get("price_per_hour"),
-            request.get("currency"),
+            price_per_hour=request.get("price_per_hour"),
+            currency=request.get("currency"),
+            law=resolve_law(request["law"]) if "law" in request else None,
         )
     except InvalidInput as error:
         raise _field_error(error, ESTIMATE_FIELDS) from error

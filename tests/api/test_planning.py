@@ -249,3 +249,19 @@ def test_the_frontier_spans_the_budgets_asked_for(client):
 def test_a_curve_that_leaves_the_sizes_the_engine_answers_for_is_a_422_problem(client):
     body = assert_problem(client.get("/v1/scaling-laws/chinchilla-2022/isoflop?flops=8.5e33&points=272"), 422)
     assert [error["parameter"] for error in body["errors"]] == ["flops"]
+
+
+def test_an_estimate_with_a_law_predicts_the_loss_of_any_model(client, catalog):
+    body = client.post(
+        "/v1/estimates",
+        json={
+            "params": 70e9,
+            "tokens": 1.4e12,
+            "hardware": "a100-80gb",
+            "accelerators": 1024,
+            "law": "chinchilla-2022",
+            "zero_stage": 3,
+        },
+    ).get_json()
+    assert body["predicted_loss"] == pytest.approx(CHINCHILLA.loss(70e9, 1.4e12), rel=1e-12)
+    assert "extrapolation" in [w["code"] for w in body["warnings"]]  # 70B is beyond the 16B fitted on
