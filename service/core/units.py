@@ -27,6 +27,9 @@ MAX_PEAK_FLOPS_PER_SECOND = 1e19
 MAX_ACCELERATORS = 10_000_000
 MAX_DAYS = 36_500.0
 CENT = Decimal("0.01")
+# Amounts of money have at most 12 integer digits (the database stores NUMERIC(18, 6)): a trillion in any
+# currency is beyond any training run.
+MAX_MONEY = Decimal(10) ** 12
 
 
 def flops_to_pf_days(flops: float) -> float:
@@ -71,7 +74,12 @@ def cost_of_accelerator_hours(accelerator_hours: float, price_per_hour: Decimal)
     hours = Decimal(repr(v.finite("accelerator_hours", accelerator_hours)))
     if hours < 0:
         raise v.InvalidInput("accelerator_hours", "must not be negative")
-    return (hours * _money("price_per_hour", price_per_hour, allow_zero=True)).quantize(CENT, ROUND_HALF_UP)
+    cost = hours * _money("price_per_hour", price_per_hour, allow_zero=True)
+    if cost >= MAX_MONEY:
+        raise v.InvalidInput(
+            "run", f"would cost {cost:.3e}, beyond the {MAX_MONEY:.0e} any amount of money may reach"
+        )
+    return cost.quantize(CENT, ROUND_HALF_UP)
 
 
 def flops_for_deadline(days: float, accelerators: int, peak_flops_per_second: float, mfu: float) -> float:

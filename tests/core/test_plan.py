@@ -6,6 +6,8 @@ import math
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from service.core import plan
 from service.core.units import PF_DAY_FLOPS
@@ -165,3 +167,32 @@ def test_hardware_without_a_price_cannot_turn_money_into_compute():
     with pytest.raises(InvalidInput, match=r"^hardware: TPU has no price"):
         plan.plan(plan.Budget(cost=Decimal("100"), currency="USD"), on=unpriced)
     assert plan.plan(plan.Budget(flops=1e21), on=unpriced).estimate.cost is None
+
+
+any_float = st.floats(allow_nan=True, allow_infinity=True)
+
+
+@given(
+    flops=any_float,
+    days=st.none() | any_float,
+    mfu=any_float,
+    unique=st.none() | any_float,
+    accelerators=st.integers(min_value=-5, max_value=10**8),
+    stage=st.integers(min_value=-1, max_value=4),
+)
+def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(flops, days, mfu, unique, accelerators, stage):
+    try:
+        result = plan.plan(
+            plan.Budget(flops=flops, days=days),
+            unique_tokens=unique,
+            on=cluster(mfu=mfu, accelerators=accelerators, zero_stage=stage),
+        )
+    except InvalidInput:
+        return
+    allocation, run = result.allocation, result.estimate
+    numbers = [allocation.params, allocation.tokens, allocation.flops, result.pf_days]
+    numbers += [run.runtime.seconds, run.runtime.accelerator_hours, run.memory.total_bytes]
+    numbers += [result.hyperparameters.batch_tokens, result.hyperparameters.learning_rate]
+    numbers += [limit.flops for limit in result.limits]
+    assert all(math.isfinite(number) and number > 0 for number in numbers), numbers
+    assert run.cost.is_finite()

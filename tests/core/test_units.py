@@ -72,3 +72,8 @@ def test_invalid_arguments_are_refused_by_name(call, argument):
 def test_deepseek_v3_gpu_hours_at_2_dollars_cost_5_576_million():
     # DeepSeek-V3 technical report: 2.788M H800 GPU-hours, $5.576M at $2 per GPU-hour.
     assert units.cost_of_accelerator_hours(2.788e6, Decimal("2")) == Decimal("5576000.00")
+
+
+def test_a_cost_beyond_a_trillion_is_refused_rather_than_overflowing_decimal_arithmetic():
+    with pytest.raises(InvalidInput, match=r"^run: would cost"):
+        units.cost_of_accelerator_hours(1e30, Decimal("2.50"))
