@@ -7,9 +7,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     CheckConstraint,
+    Column,
     DateTime,
     Float,
     ForeignKey,
@@ -18,6 +20,7 @@ from sqlalchemy import (
     MetaData,
     Numeric,
     String,
+    Table,
     Text,
     TypeDecorator,
     Uuid,
@@ -161,6 +164,37 @@ class HardwareProfile(Base):
 
     __mapper_args__ = {"version_id_col": version}
 
+    def price_at(self, moment: datetime | None = None) -> HardwarePrice | None:
+        """The price in force at `moment` (now by default): the latest that took effect by then."""
+        moment = moment or utcnow()
+        in_force = [price for price in self.prices if price.effective_at <= moment]
+        return max(in_force, key=lambda price: (price.effective_at, str(price.id)), default=None)
+
+    @property
+    def current_price(self) -> HardwarePrice | None:
+        return self.price_at()
+
+    # The current price, flattened for the API representation.
+    @property
+    def price_per_hour(self) -> Decimal | None:
+        return (price := self.current_price) and price.price_per_hour
+
+    @property
+    def currency(self) -> str | None:
+        return (price := self.current_price) and price.currency
+
+    @property
+    def price_as_of(self) -> str | None:
+        return (price := self.current_price) and price.as_of
+
+    @property
+    def price_source(self) -> str | None:
+        return (price := self.current_price) and price.source
+
+    @property
+    def price_effective_at(self) -> datetime | None:
+        return (price := self.current_price) and price.effective_at
+
     @property
     def peak_flops(self) -> dict[str, float]:
         """Dense peak FLOP/s by precision, only the precisions this device has."""
@@ -185,3 +219,71 @@ class HardwarePrice(Base):
     effective_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     hardware: Mapped[HardwareProfile] = relationship(back_populates="prices")
+
+
+budget_hardware = Table(
+    "budget_hardware",
+    Base.metadata,
+    Column("budget_id", ForeignKey("budgets.id", ondelete="CASCADE"), primary_key=True),
+    Column("hardware_id", ForeignKey("hardware_profiles.id", ondelete="RESTRICT"), primary_key=True),
+)
+
+
+class Budget(Base):
+    """Money (and optionally FLOPs or accelerator-hours) an organisation may commit to plans in a period.
+
+    `committed` is maintained by the ledger of committed plans, in the same transaction as each ledger row,
+    with a conditional UPDATE (never read-modify-write); remaining = amount - committed.
+    """
+
+    __tablename__ = "budgets"
+    __table_args__ = (
+        CheckConstraint("amount >= 0", name="amount_not_negative"),
+        CheckConstraint("committed >= 0 AND committed <= amount", name="committed_within_amount"),
+        CheckConstraint("period_end > period_start", name="period_ordered"),
+        CheckConstraint("max_flops IS NULL OR max_flops > 0", name="max_flops_positive"),
+        CheckConstraint(
+            "max_accelerator_hours IS NULL OR max_accelerator_hours > 0",
+            name="max_accelerator_hours_positive",
+        ),
+        Index("ix_budgets_organization_id_created_at", "organization_id", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
+    name: Mapped[str] = mapped_column(String(200))
+    amount: Mapped[Decimal] = mapped_column(Money)
+    currency: Mapped[str] = mapped_column(String(3))
+    committed: Mapped[Decimal] = mapped_column(Money, default=Decimal(0))
+    period_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    period_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    max_flops: Mapped[float | None] = mapped_column(Float)
+    max_accelerator_hours: Mapped[float | None] = mapped_column(Float)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    version: Mapped[int] = mapped_column(Integer)
+
+    organization: Mapped[Organization] = relationship()
+    allowed_hardware: Mapped[list[HardwareProfile]] = relationship(
+        secondary=budget_hardware, order_by="HardwareProfile.slug"
+    )
+
+    __mapper_args__ = {"version_id_col": version}
+
+    @property
+    def organization_slug(self) -> str:
+        return self.organization.slug
+
+    @property
+    def allowed_hardware_slugs(self) -> list[str]:
+        return [profile.slug for profile in self.allowed_hardware]
+
+    @property
+    def remaining(self) -> Decimal:
+        return self.amount - self.committed
+
+    @property
+    def utilization(self) -> float:
+        """Share of the amount committed (0 for an empty budget)."""
+        return float(self.committed / self.amount) if self.amount else 0.0

@@ -12,12 +12,20 @@ from collections.abc import Iterator, Mapping
 import flask
 import marshmallow as ma
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm.exc import StaleDataError
 from werkzeug.exceptions import HTTPException
 
 from service import http_status
 from service.core.validation import InvalidInput
 from service.request_context import current_request_id
-from service.services.errors import ConflictError, InvalidFieldError, NotFoundError, ServiceError
+from service.services.errors import (
+    ConflictError,
+    InvalidFieldError,
+    NotFoundError,
+    PreconditionFailedError,
+    PreconditionRequiredError,
+    ServiceError,
+)
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
@@ -30,6 +38,8 @@ _SERVICE_ERROR_STATUS: dict[type[ServiceError], int] = {
     NotFoundError: 404,
     ConflictError: 409,
     InvalidFieldError: 422,
+    PreconditionRequiredError: 428,
+    PreconditionFailedError: 412,
 }
 
 
@@ -150,6 +160,13 @@ def _handle_database_unavailable(error: OperationalError) -> flask.Response:
     return problem_response(503, "The database is unavailable; retry shortly.", headers={"Retry-After": "1"})
 
 
+def _handle_concurrent_update(error: StaleDataError) -> flask.Response:
+    # Another request updated the row between our read (which passed If-Match) and our write.
+    return problem_response(
+        412, "The resource changed while this request was applied; read it again and retry."
+    )
+
+
 def _handle_unexpected(error: Exception) -> flask.Response:
     log.exception("unhandled exception", extra={"error_type": type(error).__name__})
     return problem_response(500, "An unexpected error occurred; quote the request_id when reporting it.")
@@ -161,4 +178,5 @@ def register_error_handlers(app: flask.Flask) -> None:
         app.register_error_handler(cls, _handle_service_error)
     app.register_error_handler(InvalidInput, _handle_core_refusal)
     app.register_error_handler(OperationalError, _handle_database_unavailable)
+    app.register_error_handler(StaleDataError, _handle_concurrent_update)
     app.register_error_handler(Exception, _handle_unexpected)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import marshmallow as ma
 import pycountry
@@ -148,6 +149,12 @@ def budget_float(description: str, **kwargs) -> ma.fields.Float:
     )
 
 
+def format_money(amount: Decimal) -> str:
+    """At least the cents, and every further digit that is not a trailing zero: 6.88, 0.10, 0.000123."""
+    cents = amount.quantize(Decimal("0.01"))
+    return f"{cents:f}" if cents == amount else f"{amount.normalize():f}"
+
+
 class MoneyField(ma.fields.Decimal):
     """Money as a decimal string ("1234.56"), never a JSON number, which would pass through a float."""
 
@@ -155,6 +162,9 @@ class MoneyField(ma.fields.Decimal):
         self.allow_zero = allow_zero
         metadata = {"example": "1234.56", "pattern": r"^\d{1,12}(\.\d{1,6})?$", **kwargs.pop("metadata", {})}
         super().__init__(as_string=True, allow_nan=False, metadata=metadata, **kwargs)
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return None if value is None else format_money(value)
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, str):
@@ -176,7 +186,11 @@ class CurrencyField(ma.fields.String):
     def __init__(self, **kwargs):
         super().__init__(
             validate=_is_currency,
-            metadata={"description": "ISO 4217 currency code.", "example": "USD", "pattern": "^[A-Z]{3}$"},
+            metadata={
+                "description": "ISO 4217 currency code.",
+                "example": "USD",
+                "enum": sorted(CURRENCY_CODES),
+            },
             **kwargs,
         )
 
@@ -214,18 +228,25 @@ def slug_or_object_to_property(self, field, **kwargs) -> dict:
     }
 
 
+class PeakFlopsSchema(StrictSchema):
+    """Dense (not 2:4 sparse) peak FLOP/s by precision; at least one."""
+
+    fp32 = positive_float(MAX_PEAK_FLOPS_PER_SECOND, "FP32 (non-tensor) peak FLOP/s.")
+    tf32 = positive_float(MAX_PEAK_FLOPS_PER_SECOND, "TF32 tensor peak FLOP/s.")
+    bf16 = positive_float(MAX_PEAK_FLOPS_PER_SECOND, "BF16 peak FLOP/s.", metadata={"example": 989.4e12})
+    fp16 = positive_float(MAX_PEAK_FLOPS_PER_SECOND, "FP16 peak FLOP/s.")
+    fp8 = positive_float(MAX_PEAK_FLOPS_PER_SECOND, "FP8 peak FLOP/s.")
+    int8 = positive_float(MAX_PEAK_FLOPS_PER_SECOND, "INT8 peak OP/s.")
+
+    @ma.validates_schema
+    def _at_least_one(self, data, **kwargs):
+        if not data:
+            raise ma.ValidationError("Give the peak at one precision at least.")
+
+
 class InlineHardwareSchema(StrictSchema):
     name = Text(load_default="custom hardware", validate=validate.Length(min=1, max=200))
-    peak_flops = ma.fields.Dict(
-        keys=ma.fields.String(validate=validate.OneOf(PRECISIONS)),
-        values=positive_float(MAX_PEAK_FLOPS_PER_SECOND, "Dense peak FLOP/s at this precision."),
-        required=True,
-        validate=validate.Length(min=1),
-        metadata={
-            "description": f"Dense peak FLOP/s by precision ({', '.join(PRECISIONS)}).",
-            "example": {"bf16": 989.4e12},
-        },
-    )
+    peak_flops = ma.fields.Nested(PeakFlopsSchema, required=True, metadata={"minProperties": 1})
     memory_bytes = positive_float(MAX_MEMORY_BYTES, "Memory of one accelerator.", required=True)
     memory_bandwidth_bytes_per_second = positive_float(1e16, "Memory bandwidth of one accelerator.")
     price_per_hour = MoneyField(allow_zero=True, metadata={"description": "Price per accelerator-hour."})
@@ -437,7 +458,7 @@ class MemorySchema(ma.Schema):
 class EstimateHardwareSchema(ma.Schema):
     slug = ma.fields.String(allow_none=True)
     name = ma.fields.String()
-    peak_flops = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Float())
+    peak_flops = ma.fields.Nested(PeakFlopsSchema)
     memory_bytes = ma.fields.Float()
 
 
@@ -457,9 +478,9 @@ class EstimateSchema(ma.Schema):
     mfu = ma.fields.Float(attribute="cluster.mfu")
     precision = ma.fields.String(attribute="cluster.precision")
     peak_flops_per_second = ma.fields.Float(attribute="cluster.peak_flops_per_second")
-    price_per_hour = ma.fields.Decimal(as_string=True, allow_none=True)
-    cost = ma.fields.Decimal(
-        as_string=True, allow_none=True, metadata={"description": "Rounded half-up to the cent."}
+    price_per_hour = MoneyField(dump_only=True, allow_none=True)
+    cost = MoneyField(
+        dump_only=True, allow_none=True, metadata={"description": "Rounded half-up to the cent."}
     )
     currency = ma.fields.String(allow_none=True)
     memory = ma.fields.Nested(MemorySchema)
@@ -549,3 +570,180 @@ class FrontierQuerySchema(StrictSchema):
 class FrontierSchema(ma.Schema):
     law = ma.fields.String()
     points = ma.fields.List(ma.fields.Nested(AllocationPointSchema))
+
+
+# --- Hardware catalog ---------------------------------------------------------------------------------------
+
+ISO_DATE_PATTERN = r"^\d{4}(-\d{2}(-\d{2})?)?$"
+
+
+class HardwareSchema(StrictSchema):
+    """A hardware profile. Writes: POST (all required fields), PUT (the whole profile), PATCH (some)."""
+
+    slug = ma.fields.String(
+        required=True,
+        validate=validate.Regexp(
+            SLUG_PATTERN, error="Must be 2-63 lowercase letters, digits or inner hyphens."
+        ),
+        metadata={"example": "our-h100"},
+    )
+    name = Text(required=True, validate=validate.Length(min=1, max=200))
+    vendor = Text(required=True, validate=validate.Length(min=1, max=100), metadata={"example": "NVIDIA"})
+    peak_flops = ma.fields.Nested(PeakFlopsSchema, required=True, metadata={"minProperties": 1})
+    memory_bytes = ma.fields.Integer(
+        required=True,
+        strict=True,
+        validate=validate.Range(1, int(MAX_MEMORY_BYTES)),
+        metadata={"example": 80e9},
+    )
+    memory_bandwidth_bytes_per_second = ma.fields.Integer(
+        required=True, strict=True, validate=validate.Range(1, 10**16), metadata={"example": 3.35e12}
+    )
+    interconnect_bandwidth_bytes_per_second = ma.fields.Integer(
+        allow_none=True,
+        strict=True,
+        validate=validate.Range(1, 10**16),
+        metadata={"description": "Scale-up link, bidirectional total as vendors quote it."},
+    )
+    interconnect = Text(allow_none=True, validate=validate.Length(max=100), metadata={"example": "NVLink 4"})
+    tdp_watts = ma.fields.Integer(allow_none=True, strict=True, validate=validate.Range(1, 100_000))
+    source = Text(
+        required=True, validate=validate.Length(min=1, max=500), metadata={"example": "our datasheet"}
+    )
+    note = Text(allow_none=True, validate=validate.Length(max=1000))
+    price_per_hour = MoneyField(
+        allow_zero=True,
+        allow_none=True,
+        metadata={
+            "description": "Current price per accelerator-hour; a new value is added to the price history."
+        },
+    )
+    currency = CurrencyField(allow_none=True)
+    price_as_of = ma.fields.String(
+        allow_none=True,
+        validate=validate.Regexp(
+            ISO_DATE_PATTERN, error="Must be an ISO 8601 date: YYYY, YYYY-MM or YYYY-MM-DD."
+        ),
+        metadata={"description": "When the price was quoted (ISO 8601, year or month precision allowed)."},
+    )
+    price_source = Text(allow_none=True, validate=validate.Length(max=500))
+    price_effective_at = ma.fields.AwareDateTime(dump_only=True, allow_none=True)
+    built_in = ma.fields.Boolean(dump_only=True)
+    created_at = ma.fields.AwareDateTime(dump_only=True)
+    updated_at = ma.fields.AwareDateTime(dump_only=True)
+
+    @ma.validates_schema
+    def _price_has_a_currency(self, data, **kwargs):
+        if data.get("price_per_hour") is not None and data.get("currency") is None:
+            raise ma.ValidationError("Required with price_per_hour.", "currency")
+        if data.get("price_per_hour") is None and any(data.get(f) for f in ("price_as_of", "price_source")):
+            raise ma.ValidationError("Required with price_as_of or price_source.", "price_per_hour")
+
+
+class HardwarePageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(HardwareSchema), required=True)
+
+
+class HardwareQuerySchema(ListQuerySchema):
+    vendor = ma.fields.String(
+        validate=validate.Length(min=1, max=100), metadata={"description": "e.g. NVIDIA"}
+    )
+    precision = ma.fields.String(
+        validate=validate.OneOf(PRECISIONS), metadata={"description": "Only profiles with a peak at it."}
+    )
+
+
+class HardwarePriceSchema(ma.Schema):
+    price_per_hour = MoneyField(dump_only=True)
+    currency = ma.fields.String()
+    as_of = ma.fields.String(allow_none=True)
+    source = ma.fields.String(allow_none=True)
+    effective_at = ma.fields.AwareDateTime(
+        metadata={"description": "In force from this time until the next."}
+    )
+
+
+class HardwarePricePageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(HardwarePriceSchema), required=True)
+
+
+# --- Budgets ------------------------------------------------------------------------------------------------
+
+LABEL_KEY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+
+
+class BudgetSchema(StrictSchema):
+    """A budget. Writes: POST (all required fields), PUT (the whole budget), PATCH (some fields)."""
+
+    id = ma.fields.UUID(dump_only=True)
+    organization = ma.fields.String(
+        required=True,
+        attribute="organization_slug",
+        validate=validate.Regexp(SLUG_PATTERN, error="Must be an organization slug."),
+        metadata={"description": "Slug of the organisation the budget belongs to.", "example": "acme"},
+    )
+    name = Text(
+        required=True, validate=validate.Length(min=1, max=200), metadata={"example": "Q1 pretraining"}
+    )
+    amount = MoneyField(allow_zero=True, required=True, metadata={"example": "2500000.00"})
+    currency = CurrencyField(required=True)
+    period_start = ma.fields.AwareDateTime(
+        required=True, metadata={"description": "Start of the period (inclusive), ISO 8601 with offset."}
+    )
+    period_end = ma.fields.AwareDateTime(
+        required=True, metadata={"description": "End of the period (exclusive)."}
+    )
+    max_flops = positive_float(MAX_FLOPS, "Optional cap on committed training FLOPs.", allow_none=True)
+    max_accelerator_hours = positive_float(
+        1e15, "Optional cap on committed accelerator-hours.", allow_none=True
+    )
+    allowed_hardware = ma.fields.List(
+        ma.fields.String(validate=validate.Regexp(SLUG_PATTERN, error="Must be a hardware slug.")),
+        attribute="allowed_hardware_slugs",
+        validate=validate.Length(max=100),
+        metadata={"description": "Hardware slugs plans may use; empty or absent: any."},
+    )
+    labels = ma.fields.Dict(
+        keys=ma.fields.String(
+            validate=validate.Regexp(
+                LABEL_KEY_PATTERN, error="Must be 1-63 of a-z, 0-9, _ . - (starting a-z0-9)."
+            )
+        ),
+        values=Text(validate=validate.Length(max=200)),
+        validate=validate.Length(max=50),
+        metadata={
+            "description": "Free key/value pairs, e.g. cost centres.",
+            "example": {"cost_center": "ml-42"},
+        },
+    )
+    committed = MoneyField(dump_only=True, metadata={"description": "Committed by plans."})
+    remaining = MoneyField(dump_only=True)
+    utilization = ma.fields.Float(dump_only=True, metadata={"description": "committed / amount"})
+    created_at = ma.fields.AwareDateTime(dump_only=True)
+    updated_at = ma.fields.AwareDateTime(dump_only=True)
+
+    @ma.validates_schema
+    def _period_is_ordered(self, data, **kwargs):
+        if {"period_start", "period_end"} <= set(data) and data["period_end"] <= data["period_start"]:
+            raise ma.ValidationError("Must be after period_start.", "period_end")
+
+
+class BudgetPageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(BudgetSchema), required=True)
+
+
+class BudgetQuerySchema(ListQuerySchema):
+    organization = ma.fields.String(
+        validate=validate.Regexp(SLUG_PATTERN), metadata={"description": "Only this organisation's budgets."}
+    )
+
+
+# Variants for PUT and PATCH, named for the OpenAPI description (apispec would otherwise invent names).
+HARDWARE_REPLACE = HardwareSchema(exclude=("slug",))
+HARDWARE_PATCH = HardwareSchema(exclude=("slug",), partial=True)
+BUDGET_PATCH = BudgetSchema(partial=True)
+NAMED_VARIANTS = {
+    "HardwareReplace": HARDWARE_REPLACE,
+    "HardwarePatch": HARDWARE_PATCH,
+    "BudgetPatch": BUDGET_PATCH,
+}

@@ -11,10 +11,17 @@ from swagger_ui_bundle import swagger_ui_path
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from service import http_status
-from service.api import health, laws, organizations, planning
+from service.api import budgets, hardware, health, laws, organizations, planning
 from service.api.base import SlugConverter
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
-from service.schemas import SLUG_PATTERN, InlineHardwareSchema, InlineLawSchema, slug_or_object_to_property
+from service.schemas import (
+    NAMED_VARIANTS,
+    SLUG_PATTERN,
+    InlineHardwareSchema,
+    InlineLawSchema,
+    MoneyField,
+    slug_or_object_to_property,
+)
 
 API_VERSION = "1.0.0"
 
@@ -73,6 +80,13 @@ def _check_body() -> None:
         raise UnsupportedMediaType("Send the request body as application/json.")
 
 
+def _conditional_get(response: flask.Response) -> flask.Response:
+    # If-None-Match on a GET that carries an ETag: 304 Not Modified when the client's copy is current.
+    if flask.request.method in ("GET", "HEAD") and response.status_code == 200 and "ETag" in response.headers:
+        return response.make_conditional(flask.request)
+    return response
+
+
 def _swagger_ui_static(filename: str) -> flask.Response:
     return flask.send_from_directory(swagger_ui_path, filename, max_age=86400)
 
@@ -81,17 +95,23 @@ def init_api(app: flask.Flask) -> Api:
     app.config.update(OPENAPI_SETTINGS)
     app.url_map.converters["slug"] = SlugConverter
     api = PlannerApi(app)
+    api.register_field(MoneyField, "string", None)  # a decimal string, never a JSON number
     api.register_converter(SlugConverter, lambda _converter: {"type": "string", "pattern": SLUG_PATTERN})
     # One place through which both /openapi.json and `flask openapi write` get the document.
     raw_to_dict = api.spec.to_dict
     api.spec.to_dict = lambda: http_status.normalise_spec(raw_to_dict())
     api.spec.components.schema("InlineHardware", schema=InlineHardwareSchema)
     api.spec.components.schema("InlineLaw", schema=InlineLawSchema)
+    for name, schema in NAMED_VARIANTS.items():
+        api.spec.components.schema(name, schema=schema)
     api.ma_plugin.converter.add_attribute_function(slug_or_object_to_property)
     app.before_request(_check_body)
+    app.after_request(_conditional_get)
     app.add_url_rule("/docs/static/<path:filename>", "swagger_ui_static", _swagger_ui_static)
     api.register_blueprint(health.blp)
     api.register_blueprint(organizations.blp)
     api.register_blueprint(planning.blp)
     api.register_blueprint(laws.blp)
+    api.register_blueprint(hardware.blp)
+    api.register_blueprint(budgets.blp)
     return api

@@ -11,6 +11,7 @@ from werkzeug.routing import BaseConverter
 
 from service.schemas import SLUG_PATTERN
 from service.services.pagination import Page
+from service.services.preconditions import etag
 
 LINK_HEADER = {
     "Link": {
@@ -20,6 +21,34 @@ LINK_HEADER = {
 }
 LOCATION_HEADER = {"Location": {"description": "Path of the created resource.", "schema": {"type": "string"}}}
 ETAG_HEADER = {"ETag": {"description": "Version of the resource (strong).", "schema": {"type": "string"}}}
+
+
+IF_MATCH_PARAMETER = {
+    "in": "header",
+    "name": "If-Match",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "The ETag of your last read: 428 without it, 412 when the resource has changed since.",
+}
+
+
+def conditional_write(blueprint: flask_smorest.Blueprint):
+    """Document an update or delete that needs If-Match (and its 412/428 answers)."""
+
+    def decorate(view):
+        view = blueprint.doc(parameters=[IF_MATCH_PARAMETER])(view)
+        view = blueprint.alt_response(412, response="PRECONDITION_FAILED")(view)
+        return blueprint.alt_response(428, response="PRECONDITION_REQUIRED")(view)
+
+    return decorate
+
+
+def if_match() -> str | None:
+    return flask.request.headers.get("If-Match")
+
+
+def etag_header(resource) -> dict[str, str]:
+    return {"ETag": etag(resource.version)}
 
 
 class SlugConverter(BaseConverter):

@@ -30,3 +30,11 @@ class InvalidFieldError(ServiceError):
     def __init__(self, pointer: str | None, detail: str, *, parameter: str | None = None):
         super().__init__(detail)
         self.where = {"parameter": parameter} if parameter else {"pointer": pointer or "#"}
+
+
+class PreconditionRequiredError(ServiceError):
+    """An update or delete came without If-Match: the caller must say which version it read."""
+
+
+class PreconditionFailedError(ServiceError):
+    """The resource changed since the caller read it (its If-Match names an older version)."""

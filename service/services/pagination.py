@@ -50,16 +50,16 @@ class Page:
     next_cursor: str | None
 
 
-def paginate(session: Session, stmt: Select, model: Any, limit: int, after: Cursor | None) -> Page:
-    """Run `stmt` (a select of `model`, which has `created_at` and `id`) one page at a time."""
+def paginate(
+    session: Session, stmt: Select, model: Any, limit: int, after: Cursor | None, *, time: str = "created_at"
+) -> Page:
+    """Run `stmt` (a select of `model`) one page at a time, newest first by `model.<time>` then `model.id`."""
+    moment = getattr(model, time)
     if after is not None:
         stmt = stmt.where(
-            or_(
-                model.created_at < after.created_at,
-                and_(model.created_at == after.created_at, model.id < after.id),
-            )
+            or_(moment < after.created_at, and_(moment == after.created_at, model.id < after.id))
         )
-    rows = list(session.scalars(stmt.order_by(model.created_at.desc(), model.id.desc()).limit(limit + 1)))
+    rows = list(session.scalars(stmt.order_by(moment.desc(), model.id.desc()).limit(limit + 1)))
     items = rows[:limit]
-    next_cursor = Cursor(items[-1].created_at, items[-1].id).encode() if len(rows) > limit else None
+    next_cursor = Cursor(getattr(items[-1], time), items[-1].id).encode() if len(rows) > limit else None
     return Page(items, next_cursor)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -13,7 +12,7 @@ from service.core import allocate, plan
 from service.core.cluster import ModelShape
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
-from service.models import HardwarePrice, HardwareProfile, utcnow
+from service.models import HardwareProfile
 from service.services.errors import InvalidFieldError, NotFoundError
 
 # Core arguments that are not request fields, and the request field responsible for them.
@@ -70,18 +69,6 @@ def list_laws() -> list[plan.NamedLaw]:
     return [plan.published(slug) for slug in PUBLISHED_LAWS]
 
 
-def current_price(
-    session: Session, profile: HardwareProfile, at: datetime | None = None
-) -> HardwarePrice | None:
-    """The price in force at `at` (now by default): the latest one that took effect by then."""
-    return session.scalars(
-        select(HardwarePrice)
-        .where(HardwarePrice.hardware_id == profile.id, HardwarePrice.effective_at <= (at or utcnow()))
-        .order_by(HardwarePrice.effective_at.desc(), HardwarePrice.id.desc())
-        .limit(1)
-    ).first()
-
-
 def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> plan.Hardware:
     if isinstance(reference, str):
         profile = session.scalars(select(HardwareProfile).where(HardwareProfile.slug == reference)).first()
@@ -89,7 +76,7 @@ def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> pl
             raise InvalidFieldError(
                 "#/hardware", f"No hardware profile {reference!r} (see GET /v1/hardware)."
             )
-        price = current_price(session, profile)
+        price = profile.current_price
         return plan.Hardware(
             name=profile.name,
             slug=profile.slug,

@@ -1,0 +1,119 @@
+"""Use cases for budgets: money an organisation may commit to plans in a period."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, selectinload
+
+from service.models import Budget, HardwareProfile, Organization, utcnow
+from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
+from service.services.pagination import Cursor, Page, paginate
+from service.services.preconditions import require_version
+
+_PLAIN_FIELDS = (
+    "name",
+    "amount",
+    "currency",
+    "period_start",
+    "period_end",
+    "max_flops",
+    "max_accelerator_hours",
+)
+
+
+def _loaded():
+    return (selectinload(Budget.organization), selectinload(Budget.allowed_hardware))
+
+
+def list_budgets(session: Session, *, organization: str | None, limit: int, after: Cursor | None) -> Page:
+    stmt = select(Budget).options(*_loaded())
+    if organization is not None:
+        stmt = stmt.join(Budget.organization).where(Organization.slug == organization)
+    return paginate(session, stmt, Budget, limit, after)
+
+
+def get_budget(session: Session, budget_id: uuid.UUID) -> Budget:
+    budget = session.scalars(select(Budget).where(Budget.id == budget_id).options(*_loaded())).first()
+    if budget is None:
+        raise NotFoundError(f"No budget {budget_id}.")
+    return budget
+
+
+def create_budget(session: Session, fields: Mapping[str, Any]) -> Budget:
+    organization = session.scalars(
+        select(Organization).where(Organization.slug == fields["organization_slug"])
+    ).first()
+    if organization is None:
+        raise InvalidFieldError("#/organization", f"No organization {fields['organization_slug']!r}.")
+    budget = Budget(organization=organization, committed=0)
+    _apply(session, budget, fields, replace=True)
+    session.add(budget)
+    session.commit()
+    return budget
+
+
+def update_budget(
+    session: Session, budget_id: uuid.UUID, fields: Mapping[str, Any], *, if_match: str | None, replace: bool
+) -> Budget:
+    """PATCH (`replace=False`) or PUT (`replace=True`). The organisation never changes; the amount never
+    drops below what is committed, and the currency is fixed once anything is."""
+    budget = get_budget(session, budget_id)
+    require_version(if_match, budget.version)
+    if fields.get("organization_slug", budget.organization_slug) != budget.organization_slug:
+        raise InvalidFieldError("#/organization", "A budget cannot move to another organization.")
+    if budget.committed and fields.get("currency", budget.currency) != budget.currency:
+        raise ConflictError(f"{budget.committed} {budget.currency} is committed; the currency cannot change.")
+    if "amount" in fields and fields["amount"] < budget.committed:
+        raise ConflictError(
+            f"The amount cannot drop below the {budget.committed} {budget.currency} already committed.",
+            committed=str(budget.committed),
+        )
+    _apply(session, budget, fields, replace=replace)
+    try:
+        session.commit()
+    except IntegrityError:
+        # A plan was committed between our check and our write; the CHECK constraint kept the books right.
+        session.rollback()
+        raise ConflictError(
+            "The amount cannot drop below what is committed (it changed meanwhile)."
+        ) from None
+    return budget
+
+
+def delete_budget(session: Session, budget_id: uuid.UUID, *, if_match: str | None) -> None:
+    budget = get_budget(session, budget_id)
+    require_version(if_match, budget.version)
+    if budget.committed:
+        raise ConflictError(
+            f"{budget.committed} {budget.currency} is committed to plans; cancel them before deleting it."
+        )
+    session.delete(budget)
+    session.commit()
+
+
+def _apply(session: Session, budget: Budget, fields: Mapping[str, Any], *, replace: bool) -> None:
+    for name in _PLAIN_FIELDS:
+        if name in fields or replace:
+            setattr(budget, name, fields.get(name))
+    if "labels" in fields or replace:
+        budget.labels = dict(fields.get("labels") or {})
+    if "allowed_hardware_slugs" in fields or replace:
+        budget.allowed_hardware = _hardware(session, fields.get("allowed_hardware_slugs") or [])
+    if budget.period_end <= budget.period_start:
+        raise InvalidFieldError("#/period_end", "Must be after period_start.")
+    budget.updated_at = utcnow()
+
+
+def _hardware(session: Session, slugs: list[str]) -> list[HardwareProfile]:
+    found = {
+        p.slug: p for p in session.scalars(select(HardwareProfile).where(HardwareProfile.slug.in_(slugs)))
+    }
+    for index, slug in enumerate(slugs):
+        if slug not in found:
+            raise InvalidFieldError(f"#/allowed_hardware/{index}", f"No hardware profile {slug!r}.")
+    return [found[slug] for slug in dict.fromkeys(slugs)]

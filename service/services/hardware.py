@@ -1,0 +1,143 @@
+"""Use cases for hardware profiles: the built-in catalog (read-only here) and custom profiles."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, selectinload
+
+from service.catalog import PRECISIONS
+from service.models import HardwarePrice, HardwareProfile, budget_hardware, utcnow
+from service.services.errors import ConflictError, NotFoundError
+from service.services.pagination import Cursor, Page, paginate
+from service.services.preconditions import require_version
+
+PRICE_FIELDS = ("price_per_hour", "currency", "price_as_of", "price_source")
+
+
+def list_hardware(
+    session: Session, *, vendor: str | None, precision: str | None, limit: int, after: Cursor | None
+) -> Page:
+    stmt = select(HardwareProfile).options(selectinload(HardwareProfile.prices))
+    if vendor is not None:
+        stmt = stmt.where(func.lower(HardwareProfile.vendor) == vendor.lower())
+    if precision is not None:
+        stmt = stmt.where(getattr(HardwareProfile, f"peak_flops_{precision}").is_not(None))
+    return paginate(session, stmt, HardwareProfile, limit, after)
+
+
+def get_hardware(session: Session, slug: str) -> HardwareProfile:
+    profile = session.scalars(
+        select(HardwareProfile)
+        .where(HardwareProfile.slug == slug)
+        .options(selectinload(HardwareProfile.prices))
+    ).first()
+    if profile is None:
+        raise NotFoundError(f"No hardware profile {slug!r}.")
+    return profile
+
+
+def list_prices(session: Session, slug: str, *, limit: int, after: Cursor | None) -> Page:
+    profile = get_hardware(session, slug)
+    stmt = select(HardwarePrice).where(HardwarePrice.hardware_id == profile.id)
+    return paginate(session, stmt, HardwarePrice, limit, after, time="effective_at")
+
+
+def create_hardware(session: Session, fields: Mapping[str, Any]) -> HardwareProfile:
+    """A custom profile, with its first price when one is given. One transaction: all of it or nothing."""
+    profile = HardwareProfile(slug=fields["slug"], built_in=False)
+    _apply(profile, fields, replace=True)
+    session.add(profile)
+    _add_price_if_changed(profile, fields)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        if session.scalar(select(HardwareProfile.id).where(HardwareProfile.slug == fields["slug"])):
+            raise ConflictError(f"A hardware profile with slug {fields['slug']!r} already exists.") from None
+        raise
+    return profile
+
+
+def update_hardware(
+    session: Session, slug: str, fields: Mapping[str, Any], *, if_match: str | None, replace: bool
+) -> HardwareProfile:
+    """PATCH (`replace=False`: only the fields given) or PUT (`replace=True`: the whole profile).
+
+    A changed price is added to the price history, effective now; earlier prices stay as they were.
+    """
+    profile = get_hardware(session, slug)
+    require_version(if_match, profile.version)
+    _refuse_built_in(profile, "changed")
+    _apply(profile, fields, replace=replace)
+    _add_price_if_changed(profile, fields)
+    session.commit()
+    return profile
+
+
+def delete_hardware(session: Session, slug: str, *, if_match: str | None) -> None:
+    profile = get_hardware(session, slug)
+    require_version(if_match, profile.version)
+    _refuse_built_in(profile, "deleted")
+    budgets = session.scalar(
+        select(func.count()).select_from(budget_hardware).where(budget_hardware.c.hardware_id == profile.id)
+    )
+    if budgets:
+        raise ConflictError(
+            f"{budgets} budget(s) allow {slug!r}; remove it from them first.", budgets=budgets
+        )
+    session.delete(profile)
+    session.commit()
+
+
+def _refuse_built_in(profile: HardwareProfile, action: str) -> None:
+    if profile.built_in:
+        raise ConflictError(
+            f"{profile.slug!r} is built in: it is maintained by the catalog and cannot be {action}. "
+            "Create a custom profile (POST /v1/hardware) for your own figures or prices."
+        )
+
+
+_SPEC_FIELDS = (
+    "name",
+    "vendor",
+    "memory_bytes",
+    "memory_bandwidth_bytes_per_second",
+    "interconnect_bandwidth_bytes_per_second",
+    "interconnect",
+    "tdp_watts",
+    "source",
+    "note",
+)
+
+
+def _apply(profile: HardwareProfile, fields: Mapping[str, Any], *, replace: bool) -> None:
+    for name in _SPEC_FIELDS:
+        if name in fields or replace:
+            setattr(profile, name, fields.get(name))
+    if "peak_flops" in fields or replace:
+        peaks = fields.get("peak_flops") or {}
+        for precision in PRECISIONS:
+            setattr(profile, f"peak_flops_{precision}", peaks.get(precision))
+    profile.updated_at = utcnow()
+
+
+def _add_price_if_changed(profile: HardwareProfile, fields: Mapping[str, Any]) -> None:
+    if fields.get("price_per_hour") is None:
+        return
+    current = profile.current_price
+    offered = (fields["price_per_hour"], fields["currency"], fields.get("price_as_of"))
+    if current is not None and (current.price_per_hour, current.currency, current.as_of) == offered:
+        return
+    profile.prices.append(
+        HardwarePrice(
+            price_per_hour=fields["price_per_hour"],
+            currency=fields["currency"],
+            as_of=fields.get("price_as_of"),
+            source=fields.get("price_source"),
+            effective_at=utcnow(),
+        )
+    )

@@ -1,0 +1,24 @@
+"""Optimistic concurrency: ETags are a resource's version; updates and deletes name the one they read."""
+
+from __future__ import annotations
+
+from service.services.errors import PreconditionFailedError, PreconditionRequiredError
+
+
+def etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def require_version(if_match: str | None, version: int) -> None:
+    """Check an If-Match header (RFC 9110 §13.1.1, strong comparison) against the current version."""
+    if if_match is None:
+        raise PreconditionRequiredError(
+            "Send If-Match with the ETag of your last read of this resource; updates without it are refused."
+        )
+    tags = [tag.strip() for tag in if_match.split(",")]
+    if "*" in tags or etag(version) in tags:
+        return
+    raise PreconditionFailedError(
+        f"The resource changed since you read it: its ETag is now {etag(version)}. Read it again and retry.",
+        current_etag=etag(version),
+    )
