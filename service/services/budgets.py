@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import select
@@ -50,7 +51,7 @@ def create_budget(session: Session, fields: Mapping[str, Any]) -> Budget:
     ).first()
     if organization is None:
         raise InvalidFieldError("#/organization", f"No organization {fields['organization_slug']!r}.")
-    budget = Budget(organization=organization, committed=0)
+    budget = Budget(organization=organization, committed=Decimal(0))
     _apply(session, budget, fields, replace=True)
     session.add(budget)
     session.commit()
@@ -116,4 +117,4 @@ def _hardware(session: Session, slugs: list[str]) -> list[HardwareProfile]:
     for index, slug in enumerate(slugs):
         if slug not in found:
             raise InvalidFieldError(f"#/allowed_hardware/{index}", f"No hardware profile {slug!r}.")
-    return [found[slug] for slug in dict.fromkeys(slugs)]
+    return sorted(found.values(), key=lambda profile: profile.slug)  # as the relationship loads them

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.exc import StatementError
+from sqlalchemy.exc import IntegrityError, StatementError
 
-from service.models import HardwarePrice
+from service.models import Budget, HardwarePrice, Organization
 from tests.builders import hardware_profile
 
 
@@ -45,4 +46,24 @@ def test_sums_in_sql_are_exact(session, hardware):
 def test_an_amount_with_more_than_six_decimal_places_is_refused(session, hardware):
     session.add(HardwarePrice(hardware_id=hardware.id, price_per_hour=Decimal("0.0000001"), currency="USD"))
     with pytest.raises(StatementError, match="more than 6 decimal places"):
+        session.commit()
+
+
+def test_the_database_refuses_a_budget_committed_beyond_its_amount(session):
+    # The safety net under the service's own check: a plan committed concurrently with an amount cut
+    # cannot leave the books overspent.
+    organization = Organization(slug="acme", name="Acme")
+    budget = Budget(
+        organization=organization,
+        name="b",
+        amount=Decimal("100"),
+        currency="USD",
+        committed=Decimal("60"),
+        period_start=datetime(2026, 1, 1, tzinfo=UTC),
+        period_end=datetime(2027, 1, 1, tzinfo=UTC),
+    )
+    session.add(budget)
+    session.commit()
+    budget.amount = Decimal("59.99")
+    with pytest.raises(IntegrityError, match="committed_within_amount"):
         session.commit()
