@@ -118,6 +118,21 @@ class Organization(Base):
     __mapper_args__ = {"version_id_col": version}
 
 
+# What describes a device, besides its slug and its peaks (one column per precision): the built-in catalog
+# and custom profiles set these the same way.
+HARDWARE_FIGURES = (
+    "name",
+    "vendor",
+    "memory_bytes",
+    "memory_bandwidth_bytes_per_second",
+    "interconnect_bandwidth_bytes_per_second",
+    "interconnect",
+    "tdp_watts",
+    "source",
+    "note",
+)
+
+
 class HardwareProfile(Base):
     """An accelerator: dense peak FLOP/s per precision, memory, bandwidths. Prices live in HardwarePrice."""
 

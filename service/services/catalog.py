@@ -9,20 +9,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.catalog import PRECISIONS, HardwareSpec, builtin_hardware
-from service.models import HardwarePrice, HardwareProfile, utcnow
+from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, utcnow
 from service.services.locks import hold_setup_lock
-
-_SPEC_FIELDS = (
-    "name",
-    "vendor",
-    "memory_bytes",
-    "memory_bandwidth_bytes_per_second",
-    "interconnect_bandwidth_bytes_per_second",
-    "interconnect",
-    "tdp_watts",
-    "source",
-    "note",
-)
 
 
 @dataclass
@@ -37,7 +25,7 @@ class CatalogLoad:
 
 
 def _columns(spec: HardwareSpec) -> dict[str, object]:
-    columns: dict[str, object] = {name: getattr(spec, name) for name in _SPEC_FIELDS}
+    columns: dict[str, object] = {name: getattr(spec, name) for name in HARDWARE_FIGURES}
     columns.update({f"peak_flops_{p}": spec.peak_flops.get(p) for p in PRECISIONS})
     return columns
 

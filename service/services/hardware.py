@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from service.catalog import PRECISIONS
-from service.models import HardwarePrice, HardwareProfile, budget_hardware, utcnow
+from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, budget_hardware, utcnow
 from service.services.errors import ConflictError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
@@ -101,21 +101,8 @@ def _refuse_built_in(profile: HardwareProfile, action: str) -> None:
         )
 
 
-_SPEC_FIELDS = (
-    "name",
-    "vendor",
-    "memory_bytes",
-    "memory_bandwidth_bytes_per_second",
-    "interconnect_bandwidth_bytes_per_second",
-    "interconnect",
-    "tdp_watts",
-    "source",
-    "note",
-)
-
-
 def _apply(profile: HardwareProfile, fields: Mapping[str, Any], *, replace: bool) -> None:
-    for name in _SPEC_FIELDS:
+    for name in HARDWARE_FIGURES:
         if name in fields or replace:
             setattr(profile, name, fields.get(name))
     if "peak_flops" in fields or replace:
