@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 from decimal import Decimal
 
 import marshmallow as ma
@@ -577,6 +578,18 @@ class FrontierSchema(ma.Schema):
 ISO_DATE_PATTERN = r"^\d{4}(-\d{2}(-\d{2})?)?$"
 
 
+def _is_reduced_iso_date(text: str) -> None:
+    """An ISO 8601 calendar date, possibly of reduced precision (2026, 2026-09, 2026-09-15), that exists."""
+    error = ma.ValidationError("Must be an ISO 8601 date that exists: YYYY, YYYY-MM or YYYY-MM-DD.")
+    if not re.fullmatch(ISO_DATE_PATTERN, text):
+        raise error
+    padded = {4: "-01-01", 7: "-01", 10: ""}[len(text)]
+    try:
+        date.fromisoformat(text + padded)
+    except ValueError:
+        raise error from None
+
+
 class HardwareSchema(StrictSchema):
     """A hardware profile. Writes: POST (all required fields), PUT (the whole profile), PATCH (some)."""
 
@@ -621,9 +634,7 @@ class HardwareSchema(StrictSchema):
     currency = CurrencyField(allow_none=True)
     price_as_of = ma.fields.String(
         allow_none=True,
-        validate=validate.Regexp(
-            ISO_DATE_PATTERN, error="Must be an ISO 8601 date: YYYY, YYYY-MM or YYYY-MM-DD."
-        ),
+        validate=_is_reduced_iso_date,
         metadata={"description": "When the price was quoted (ISO 8601, year or month precision allowed)."},
     )
     price_source = Text(allow_none=True, validate=validate.Length(max=500))
@@ -636,8 +647,9 @@ class HardwareSchema(StrictSchema):
     def _price_has_a_currency(self, data, **kwargs):
         if data.get("price_per_hour") is not None and data.get("currency") is None:
             raise ma.ValidationError("Required with price_per_hour.", "currency")
-        if data.get("price_per_hour") is None and any(data.get(f) for f in ("price_as_of", "price_source")):
-            raise ma.ValidationError("Required with price_as_of or price_source.", "price_per_hour")
+        described = [f for f in ("currency", "price_as_of", "price_source") if data.get(f) is not None]
+        if data.get("price_per_hour") is None and described:
+            raise ma.ValidationError(f"Required with {described[0]}.", "price_per_hour")
 
 
 class HardwarePageSchema(PageSchema):
@@ -645,9 +657,7 @@ class HardwarePageSchema(PageSchema):
 
 
 class HardwareQuerySchema(ListQuerySchema):
-    vendor = ma.fields.String(
-        validate=validate.Length(min=1, max=100), metadata={"description": "e.g. NVIDIA"}
-    )
+    vendor = Text(validate=validate.Length(min=1, max=100), metadata={"description": "e.g. NVIDIA"})
     precision = ma.fields.String(
         validate=validate.OneOf(PRECISIONS), metadata={"description": "Only profiles with a peak at it."}
     )

@@ -51,7 +51,8 @@ def create_budget(session: Session, fields: Mapping[str, Any]) -> Budget:
     ).first()
     if organization is None:
         raise InvalidFieldError("#/organization", f"No organization {fields['organization_slug']!r}.")
-    budget = Budget(organization=organization, committed=Decimal(0))
+    now = utcnow()
+    budget = Budget(organization=organization, committed=Decimal(0), created_at=now, updated_at=now)
     _apply(session, budget, fields, replace=True)
     session.add(budget)
     session.commit()
@@ -75,6 +76,8 @@ def update_budget(
             committed=str(budget.committed),
         )
     _apply(session, budget, fields, replace=replace)
+    if session.is_modified(budget):  # an update that changes nothing keeps the version (and the ETag)
+        budget.updated_at = utcnow()
     try:
         session.commit()
     except IntegrityError:
@@ -107,7 +110,6 @@ def _apply(session: Session, budget: Budget, fields: Mapping[str, Any], *, repla
         budget.allowed_hardware = _hardware(session, fields.get("allowed_hardware_slugs") or [])
     if budget.period_end <= budget.period_start:
         raise InvalidFieldError("#/period_end", "Must be after period_start.")
-    budget.updated_at = utcnow()
 
 
 def _hardware(session: Session, slugs: list[str]) -> list[HardwareProfile]:

@@ -48,7 +48,8 @@ def list_prices(session: Session, slug: str, *, limit: int, after: Cursor | None
 
 def create_hardware(session: Session, fields: Mapping[str, Any]) -> HardwareProfile:
     """A custom profile, with its first price when one is given. One transaction: all of it or nothing."""
-    profile = HardwareProfile(slug=fields["slug"], built_in=False)
+    now = utcnow()
+    profile = HardwareProfile(slug=fields["slug"], built_in=False, created_at=now, updated_at=now)
     _apply(profile, fields, replace=True)
     session.add(profile)
     _add_price_if_changed(profile, fields)
@@ -74,6 +75,8 @@ def update_hardware(
     _refuse_built_in(profile, "changed")
     _apply(profile, fields, replace=replace)
     _add_price_if_changed(profile, fields)
+    if session.is_modified(profile):  # an update that changes nothing keeps the version (and the ETag)
+        profile.updated_at = utcnow()
     session.commit()
     return profile
 
@@ -109,22 +112,31 @@ def _apply(profile: HardwareProfile, fields: Mapping[str, Any], *, replace: bool
         peaks = fields.get("peak_flops") or {}
         for precision in PRECISIONS:
             setattr(profile, f"peak_flops_{precision}", peaks.get(precision))
-    profile.updated_at = utcnow()
 
 
 def _add_price_if_changed(profile: HardwareProfile, fields: Mapping[str, Any]) -> None:
+    """Add a price row when the price, its currency, its date or its source changes.
+
+    Restating the current price and currency keeps the date and source not given with it; a new price
+    has only the date and source given with it.
+    """
     if fields.get("price_per_hour") is None:
         return
     current = profile.current_price
-    offered = (fields["price_per_hour"], fields["currency"], fields.get("price_as_of"))
-    if current is not None and (current.price_per_hour, current.currency, current.as_of) == offered:
+    same_price = current is not None and (current.price_per_hour, current.currency) == (
+        fields["price_per_hour"],
+        fields["currency"],
+    )
+    as_of = fields.get("price_as_of", current.as_of if same_price else None)
+    source = fields.get("price_source", current.source if same_price else None)
+    if same_price and (current.as_of, current.source) == (as_of, source):
         return
     profile.prices.append(
         HardwarePrice(
             price_per_hour=fields["price_per_hour"],
             currency=fields["currency"],
-            as_of=fields.get("price_as_of"),
-            source=fields.get("price_source"),
+            as_of=as_of,
+            source=source,
             effective_at=utcnow(),
         )
     )

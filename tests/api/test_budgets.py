@@ -208,3 +208,12 @@ def test_a_budget_with_commitments_cannot_be_deleted_and_an_empty_one_can(client
     assert edit(client, "DELETE", budget_id, etag=etag).status_code == 204
     assert session.scalars(select(Budget)).all() == []
     assert_problem(client.get(f"/v1/budgets/{budget_id}"), 404)
+
+
+def test_an_update_that_changes_nothing_keeps_the_etag(client, organization):
+    created = create(client)
+    budget_id = created.get_json()["id"]
+    unchanged = edit(client, "PATCH", budget_id, {"name": "Q1 pretraining"}, etag=created.headers["ETag"])
+    assert unchanged.status_code == 200
+    assert unchanged.headers["ETag"] == created.headers["ETag"]
+    assert unchanged.get_json()["updated_at"] == created.get_json()["updated_at"]
