@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 FLASK := $(BIN)/flask --app service
+# A development admin key so that a newcomer's first curl works; set your own (and keep it secret) anywhere
+# that is not your laptop.
+PLANNER_ADMIN_KEY ?= cpk_localdev_insecure-development-admin-key
+export PLANNER_ADMIN_KEY
 
 .PHONY: install run test lint format openapi migrate clean
 
@@ -18,6 +22,8 @@ install: $(STAMP)
 
 ## Serve the API on 127.0.0.1:$PORT (default 8000), on $DATABASE_URL (default: SQLite under var/).
 run: install migrate
+	@echo 'Serving on http://$${HOST:-127.0.0.1}:$${PORT:-8000}; call it with:'
+	@echo '  curl -H "Authorization: Bearer $(PLANNER_ADMIN_KEY)" localhost:$${PORT:-8000}/v1/organizations'
 	$(BIN)/gunicorn -c gunicorn.conf.py
 
 ## Apply migrations and load built-in data; both are idempotent.

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from flask import Flask
+from sqlalchemy.exc import SQLAlchemyError
 
-from service import cli, request_context
+from service import auth, cli, request_context
 from service.api import init_api
 from service.config import Config
-from service.db import Database, create_db_engine
+from service.db import Database, create_db_engine, get_db
 from service.logs import configure_logging
+from service.services import audit, keys
 from service.services.health import expected_head
 
 
@@ -31,6 +34,22 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
 
     Database(create_db_engine(config)).init_app(app)
     request_context.init_app(app)
+    auth.init_app(app)  # after the request id is set, before any body is looked at
+    audit.install()
     init_api(app)
     cli.init_app(app)
+    if config.admin_key:
+        _bootstrap_admin_key(app, config.admin_key)
     return app
+
+
+def _bootstrap_admin_key(app: Flask, key: str) -> None:
+    """PLANNER_ADMIN_KEY names an admin key that must exist (hashed); `flask setup` makes sure of it too.
+    A database that is not migrated yet is left alone: /readyz reports it."""
+    try:
+        with get_db(app).sessionmaker() as session:
+            keys.ensure_bootstrap_admin_key(audit.act_as(session, "bootstrap"), key)
+    except SQLAlchemyError as error:
+        logging.getLogger(__name__).warning(
+            "admin key not bootstrapped", extra={"error_type": type(error).__name__}
+        )

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import click
 from alembic import command
-from flask import Flask
+from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 
 from service import migrate
 from service.db import get_db
+from service.services import audit, keys
 from service.services.catalog import load_builtin_hardware
+from service.services.errors import InvalidFieldError
 
 db_cli = AppGroup("db", help="Database schema (Alembic migrations).")
 
@@ -59,15 +61,40 @@ def setup() -> None:
     migrate.upgrade(database.engine)
     click.echo("database migrated to head")
     with database.sessionmaker() as session:
-        load = load_builtin_hardware(session)
+        load = load_builtin_hardware(audit.act_as(session, "setup"))
     click.echo(
         f"built-in hardware: {len(load.created)} created, {len(load.updated)} updated, "
         f"{len(load.repriced)} repriced, {len(load.unchanged)} unchanged"
     )
     if load.skipped:
         click.echo(f"left alone (custom profiles use these slugs): {', '.join(load.skipped)}", err=True)
+    admin_key = current_app.extensions["planner.config"].admin_key
+    if admin_key:
+        with database.sessionmaker() as session:
+            record = keys.ensure_bootstrap_admin_key(audit.act_as(session, "setup"), admin_key)
+        click.echo(f"admin key {record.key_id} (PLANNER_ADMIN_KEY) is in place")
+
+
+keys_cli = AppGroup("keys", help="API keys.")
+
+
+@keys_cli.command("create")
+@click.option("--role", type=click.Choice(keys.ROLES), required=True)
+@click.option("--organization", help="Organization slug (not for admin keys).")
+@click.option("--name", required=True)
+def keys_create(role: str, organization: str | None, name: str) -> None:
+    """Issue a key and print it: the only time the full key is shown."""
+    with get_db().sessionmaker() as session:
+        try:
+            issued = keys.create_key(
+                audit.act_as(session, "cli"), {"role": role, "organization": organization, "name": name}
+            )
+        except InvalidFieldError as error:
+            raise click.UsageError(error.detail) from None
+    click.echo(issued.key)
 
 
 def init_app(app: Flask) -> None:
     app.cli.add_command(db_cli)
     app.cli.add_command(setup)
+    app.cli.add_command(keys_cli)

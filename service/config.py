@@ -45,6 +45,8 @@ class Config:
     threads: int = 4
     migrations_dir: Path = field(default=PROJECT_ROOT / "migrations")
     testing: bool = False
+    # Never logged or shown: repr=False keeps it out of any printed Config.
+    admin_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -60,6 +62,7 @@ class Config:
             db_pool_size=_int(env, "DB_POOL_SIZE", default.db_pool_size, minimum=1),
             web_concurrency=_int(env, "WEB_CONCURRENCY", default.web_concurrency, minimum=1),
             threads=_int(env, "THREADS", default.threads, minimum=1),
+            admin_key=env.get("PLANNER_ADMIN_KEY") or None,
         )
 
     def with_overrides(self, overrides: Mapping[str, object]) -> Config:

@@ -97,7 +97,12 @@ def get_session(*, read_only: bool | None = None) -> Session:
         if read_only is None:
             read_only = flask.request.method in _READ_METHODS
         database = get_db()
-        flask.g.db_session = (database.read_sessionmaker if read_only else database.sessionmaker)()
+        session = (database.read_sessionmaker if read_only else database.sessionmaker)()
+        principal = flask.g.get("principal")
+        session.info.update(
+            actor=principal.key_id if principal else "anonymous", request_id=flask.g.get("request_id")
+        )
+        flask.g.db_session = session
     return flask.g.db_session
 
 

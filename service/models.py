@@ -302,3 +302,53 @@ class Budget(Base):
     def utilization(self) -> float:
         """Share of the amount committed (0 for an empty budget)."""
         return float(self.committed / self.amount) if self.amount else 0.0
+
+
+class ApiKey(Base):
+    """An API key: its public id, a SHA-256 of its secret (never the secret), its role and organisation."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (
+        CheckConstraint("role IN ('admin', 'planner', 'finance', 'viewer')", name="role_known"),
+        CheckConstraint(
+            "(role = 'admin' AND organization_id IS NULL) "
+            "OR (role <> 'admin' AND organization_id IS NOT NULL)",
+            name="admins_have_no_organization",
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    key_id: Mapped[str] = mapped_column(String(32), unique=True)
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    organization_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("organizations.id", ondelete="RESTRICT"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    organization: Mapped[Organization | None] = relationship()
+
+    @property
+    def organization_slug(self) -> str | None:
+        return self.organization.slug if self.organization else None
+
+
+class AuditEntry(Base):
+    """One mutation: who (key id, never a secret), in which organisation, what, to which object, when."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_organization_id_created_at", "organization_id", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(64))
+    organization_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    action: Mapped[str] = mapped_column(String(64))
+    object_type: Mapped[str] = mapped_column(String(64))
+    object_id: Mapped[str] = mapped_column(String(100))
+    request_id: Mapped[str | None] = mapped_column(String(128))
+    fields: Mapped[list[str]] = mapped_column(JSON, default=list)

@@ -27,6 +27,7 @@ from service.core.units import (
     MIN_FLOPS,
     PF_DAY_FLOPS,
 )
+from service.services.keys import ROLES as KEY_ROLES
 from service.services.pagination import DEFAULT_LIMIT, MAX_LIMIT, Cursor
 
 SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])$"
@@ -757,3 +758,56 @@ NAMED_VARIANTS = {
     "HardwarePatch": HARDWARE_PATCH,
     "BudgetPatch": BUDGET_PATCH,
 }
+
+
+# --- API keys and the audit log -----------------------------------------------------------------------------
+
+
+class ApiKeySchema(StrictSchema):
+    id = ma.fields.UUID(dump_only=True)
+    key_id = ma.fields.String(dump_only=True, metadata={"description": "The public part of the key."})
+    name = Text(required=True, validate=validate.Length(min=1, max=200), metadata={"example": "ci pipeline"})
+    role = ma.fields.String(required=True, validate=validate.OneOf(KEY_ROLES))
+    organization = ma.fields.String(
+        attribute="organization_slug",
+        allow_none=True,
+        validate=validate.Regexp(SLUG_PATTERN, error="Must be an organization slug."),
+        metadata={"description": "Required for planner, finance and viewer keys; absent for admin keys."},
+    )
+    expires_at = ma.fields.AwareDateTime(allow_none=True)
+    created_at = ma.fields.AwareDateTime(dump_only=True)
+    revoked_at = ma.fields.AwareDateTime(dump_only=True, allow_none=True)
+    last_used_at = ma.fields.AwareDateTime(
+        dump_only=True, allow_none=True, metadata={"description": "To the minute."}
+    )
+
+
+class IssuedKeySchema(ApiKeySchema):
+    key = ma.fields.String(
+        dump_only=True,
+        metadata={
+            "description": "The full key, cpk_<key_id>_<secret>. Shown this once; only a hash is kept."
+        },
+    )
+
+
+class ApiKeyPageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(ApiKeySchema), required=True)
+
+
+class AuditEntrySchema(ma.Schema):
+    id = ma.fields.UUID()
+    created_at = ma.fields.AwareDateTime()
+    actor = ma.fields.String(metadata={"description": "Key id of the caller (never a secret), or system."})
+    organization_id = ma.fields.UUID(allow_none=True)
+    action = ma.fields.String(metadata={"example": "budget.update"})
+    object_type = ma.fields.String()
+    object_id = ma.fields.String()
+    request_id = ma.fields.String(allow_none=True)
+    fields = ma.fields.List(
+        ma.fields.String(), metadata={"description": "Names of the fields set or changed."}
+    )
+
+
+class AuditPageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(AuditEntrySchema), required=True)

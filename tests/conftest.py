@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.orm import sessionmaker
 
 from service import create_app, migrate
 from service.config import Config
 from service.db import create_db_engine, get_db, normalise_url
+from service.models import Organization
+from service.services import keys
 
 # In CI, property tests and the fuzzer draw the same examples every run: a red build is then reproducible, and
 # never the luck of the draw. Locally they explore anew each run.
@@ -87,6 +89,28 @@ def app(database_url, session_factory):
 
 
 @pytest.fixture
+def issue_key(session):
+    """Issues a real API key (in the test's transaction): issue_key("finance", "acme") -> the full key."""
+
+    def issue(role: str, organization: str | None = None) -> str:
+        if (
+            organization is not None
+            and session.scalar(select(Organization).where(Organization.slug == organization)) is None
+        ):
+            session.add(Organization(slug=organization, name=organization.title()))
+            session.commit()
+        return keys.create_key(
+            session, {"role": role, "organization": organization, "name": f"test {role}"}
+        ).key
+
+    return issue
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
 def make_app():
     """Builds apps on a database of the test's choosing, and closes their connections afterwards."""
     apps = []
@@ -101,8 +125,11 @@ def make_app():
 
 
 @pytest.fixture
-def client(app):
-    return app.test_client()
+def client(app, issue_key):
+    """A client calling as an admin; tests about roles pass their own Authorization header."""
+    client = app.test_client()
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {issue_key('admin')}"
+    return client
 
 
 @pytest.fixture(params=BACKENDS)

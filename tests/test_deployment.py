@@ -28,7 +28,8 @@ def makefile_target(target: str) -> tuple[list[str], list[str]]:
 def test_make_run_sets_up_the_database_then_serves_with_the_gunicorn_config():
     prerequisites, recipe = makefile_target("run")
     assert prerequisites == ["install", "migrate"]
-    assert recipe == ["$(BIN)/" + " ".join(SERVE_COMMAND)]
+    assert recipe[-1] == "$(BIN)/" + " ".join(SERVE_COMMAND)
+    assert "Authorization: Bearer $(PLANNER_ADMIN_KEY)" in " ".join(recipe[:-1])  # tells how to call it
     _, setup = makefile_target("migrate")
     assert setup == ["$(FLASK) " + " ".join(SETUP_COMMAND[3:])]
     assert re.search(

@@ -11,8 +11,9 @@ from swagger_ui_bundle import swagger_ui_path
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from service import http_status
-from service.api import budgets, hardware, health, laws, organizations, planning
+from service.api import budgets, hardware, health, keys, laws, organizations, planning
 from service.api.base import SlugConverter
+from service.auth import SECURITY_SCHEME
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
 from service.schemas import (
     NAMED_VARIANTS,
@@ -35,6 +36,9 @@ OPENAPI_SETTINGS = {
     # Served by this app from the swagger-ui-bundle package: the docs page works with no internet access.
     "OPENAPI_SWAGGER_UI_URL": "/docs/static/",
     "API_SPEC_OPTIONS": {
+        # Every operation needs a key unless it says otherwise (the probes do).
+        "security": [{"bearerAuth": []}],
+        "components": {"securitySchemes": {"bearerAuth": SECURITY_SCHEME}},
         "info": {
             "description": (
                 "Plan the training of large language models: from a compute budget to model size, "
@@ -114,4 +118,5 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(laws.blp)
     api.register_blueprint(hardware.blp)
     api.register_blueprint(budgets.blp)
+    api.register_blueprint(keys.blp)
     return api

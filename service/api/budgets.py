@@ -12,6 +12,7 @@ from service.api.base import (
     if_match,
     page_response,
 )
+from service.auth import READERS, requires, scope
 from service.db import get_session
 from service.schemas import BUDGET_PATCH, BudgetPageSchema, BudgetQuerySchema, BudgetSchema
 from service.services import budgets
@@ -20,33 +21,39 @@ blp = Blueprint("budgets", __name__, url_prefix="/v1/budgets", description="Orga
 
 
 @blp.get("")
+@requires(*READERS)
 @blp.arguments(BudgetQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, BudgetPageSchema, headers=LINK_HEADER)
 def list_budgets(limit, cursor, organization=None):
     """Budgets, newest first; filter by `organization`."""
-    page = budgets.list_budgets(get_session(), organization=organization, limit=limit, after=cursor)
+    page = budgets.list_budgets(
+        get_session(), scope=scope(), organization=organization, limit=limit, after=cursor
+    )
     return page_response(page, limit)
 
 
 @blp.post("")
+@requires("finance")
 @blp.arguments(BudgetSchema)
 @blp.response(201, BudgetSchema, headers={**LOCATION_HEADER, **ETAG_HEADER})
 def create_budget(body):
     """Create a budget for an organisation."""
-    budget = budgets.create_budget(get_session(), body)
+    budget = budgets.create_budget(get_session(), body, scope=scope())
     return budget, {"Location": f"/v1/budgets/{budget.id}", **etag_header(budget)}
 
 
 @blp.get("/<uuid:budget_id>")
+@requires(*READERS)
 @blp.response(200, BudgetSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
 def get_budget(budget_id):
     """One budget with what is committed and what remains."""
-    budget = budgets.get_budget(get_session(), budget_id)
+    budget = budgets.get_budget(get_session(), budget_id, scope=scope())
     return budget, etag_header(budget)
 
 
 @blp.put("/<uuid:budget_id>")
+@requires("finance")
 @blp.arguments(BudgetSchema)
 @blp.response(200, BudgetSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -54,11 +61,14 @@ def get_budget(budget_id):
 @conditional_write(blp)
 def replace_budget(body, budget_id):
     """Replace a budget (its organisation cannot change)."""
-    budget = budgets.update_budget(get_session(), budget_id, body, if_match=if_match(), replace=True)
+    budget = budgets.update_budget(
+        get_session(), budget_id, body, scope=scope(), if_match=if_match(), replace=True
+    )
     return budget, etag_header(budget)
 
 
 @blp.patch("/<uuid:budget_id>")
+@requires("finance")
 @blp.arguments(BUDGET_PATCH)
 @blp.response(200, BudgetSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -66,15 +76,18 @@ def replace_budget(body, budget_id):
 @conditional_write(blp)
 def update_budget(body, budget_id):
     """Change some fields of a budget; the amount cannot drop below what is committed."""
-    budget = budgets.update_budget(get_session(), budget_id, body, if_match=if_match(), replace=False)
+    budget = budgets.update_budget(
+        get_session(), budget_id, body, scope=scope(), if_match=if_match(), replace=False
+    )
     return budget, etag_header(budget)
 
 
 @blp.delete("/<uuid:budget_id>")
+@requires("finance")
 @blp.response(204)
 @blp.alt_response(404, response="NOT_FOUND")
 @blp.alt_response(409, response="CONFLICT")
 @conditional_write(blp)
 def delete_budget(budget_id):
     """Delete a budget with nothing committed."""
-    budgets.delete_budget(get_session(), budget_id, if_match=if_match())
+    budgets.delete_budget(get_session(), budget_id, scope=scope(), if_match=if_match())

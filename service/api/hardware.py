@@ -12,6 +12,7 @@ from service.api.base import (
     if_match,
     page_response,
 )
+from service.auth import READERS, requires
 from service.db import get_session
 from service.schemas import (
     HARDWARE_PATCH,
@@ -30,6 +31,7 @@ blp = Blueprint(
 
 
 @blp.get("")
+@requires(*READERS)
 @blp.arguments(HardwareQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, HardwarePageSchema, headers=LINK_HEADER)
 def list_hardware(limit, cursor, vendor=None, precision=None):
@@ -41,6 +43,7 @@ def list_hardware(limit, cursor, vendor=None, precision=None):
 
 
 @blp.post("")
+@requires()
 @blp.arguments(HardwareSchema)
 @blp.response(201, HardwareSchema, headers={**LOCATION_HEADER, **ETAG_HEADER})
 @blp.alt_response(409, response="CONFLICT")
@@ -51,6 +54,7 @@ def create_hardware(body):
 
 
 @blp.get("/<slug:slug>")
+@requires(*READERS)
 @blp.response(200, HardwareSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
 def get_hardware(slug):
@@ -60,6 +64,7 @@ def get_hardware(slug):
 
 
 @blp.put("/<slug:slug>")
+@requires()
 @blp.arguments(HARDWARE_REPLACE)
 @blp.response(200, HardwareSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -72,6 +77,7 @@ def replace_hardware(body, slug):
 
 
 @blp.patch("/<slug:slug>")
+@requires()
 @blp.arguments(HARDWARE_PATCH)
 @blp.response(200, HardwareSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -84,6 +90,7 @@ def update_hardware(body, slug):
 
 
 @blp.delete("/<slug:slug>")
+@requires()
 @blp.response(204)
 @blp.alt_response(404, response="NOT_FOUND")
 @blp.alt_response(409, response="CONFLICT")
@@ -94,6 +101,7 @@ def delete_hardware(slug):
 
 
 @blp.get("/<slug:slug>/prices")
+@requires(*READERS)
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, HardwarePricePageSchema, headers=LINK_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")

@@ -14,6 +14,7 @@ blp = Blueprint("health", __name__, description="Probes for load balancers and o
 
 
 @blp.get("/healthz")
+@blp.doc(security=[])
 @blp.response(200, HealthSchema)
 def healthz():
     """The process is alive (no dependency is checked)."""
@@ -21,6 +22,7 @@ def healthz():
 
 
 @blp.get("/readyz")
+@blp.doc(security=[])
 @blp.response(200, ReadinessSchema)
 @blp.alt_response(503, response="SERVICE_UNAVAILABLE")
 def readyz():

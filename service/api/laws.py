@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from service.api.base import Blueprint
+from service.auth import READERS, requires
 from service.schemas import (
     FrontierQuerySchema,
     FrontierSchema,
@@ -17,6 +18,7 @@ blp = Blueprint("scaling-laws", __name__, url_prefix="/v1/scaling-laws", descrip
 
 
 @blp.get("")
+@requires(*READERS)
 @blp.response(200, LawPageSchema)
 def list_laws():
     """All scaling laws: coefficients, source and the range each was fitted on."""
@@ -24,6 +26,7 @@ def list_laws():
 
 
 @blp.get("/<slug:slug>")
+@requires(*READERS)
 @blp.response(200, LawSchema)
 @blp.alt_response(404, response="NOT_FOUND")
 def get_law(slug):
@@ -32,6 +35,7 @@ def get_law(slug):
 
 
 @blp.get("/<slug:slug>/isoflop")
+@requires(*READERS)
 @blp.arguments(IsoflopQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, IsoflopSchema)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -43,6 +47,7 @@ def isoflop(slug, flops, points, span):
 
 
 @blp.get("/<slug:slug>/frontier")
+@requires(*READERS)
 @blp.arguments(FrontierQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, FrontierSchema)
 @blp.alt_response(404, response="NOT_FOUND")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from service.api.base import ETAG_HEADER, LINK_HEADER, LOCATION_HEADER, Blueprint, page_response
+from service.auth import READERS, requires, scope
 from service.db import get_session
 from service.schemas import ListQuerySchema, OrganizationPageSchema, OrganizationSchema
 from service.services import organizations
@@ -9,28 +10,31 @@ blp = Blueprint("organizations", __name__, url_prefix="/v1/organizations", descr
 
 
 @blp.get("")
+@requires(*READERS)
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, OrganizationPageSchema, headers=LINK_HEADER)
 def list_organizations(limit, cursor):
-    """List organisations, newest first."""
-    page = organizations.list_organizations(get_session(), limit=limit, after=cursor)
+    """List organisations, newest first (an organisation's key sees its own)."""
+    page = organizations.list_organizations(get_session(), scope=scope(), limit=limit, after=cursor)
     return page_response(page, limit)
 
 
 @blp.post("")
+@requires()
 @blp.arguments(OrganizationSchema)
 @blp.response(201, OrganizationSchema, headers=LOCATION_HEADER)
 @blp.alt_response(409, response="CONFLICT")
 def create_organization(body):
-    """Create an organisation."""
+    """Create an organisation (admins)."""
     organization = organizations.create_organization(get_session(), **body)
     return organization, {"Location": f"/v1/organizations/{organization.slug}"}
 
 
 @blp.get("/<slug:slug>")
+@requires(*READERS)
 @blp.response(200, OrganizationSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
 def get_organization(slug):
     """One organisation by slug."""
-    organization = organizations.get_organization(get_session(), slug)
+    organization = organizations.get_organization(get_session(), slug, scope=scope())
     return organization, {"ETag": f'"{organization.version}"'}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from service.api.base import Blueprint
+from service.auth import READERS, requires
 from service.db import get_session
 from service.schemas import AllocationRequestSchema, AllocationSchema, EstimateRequestSchema, EstimateSchema
 from service.services import planning
@@ -11,6 +12,7 @@ blp = Blueprint("planning", __name__, url_prefix="/v1", description="Allocate co
 
 
 @blp.post("/allocations")
+@requires(*READERS)
 @blp.arguments(AllocationRequestSchema)
 @blp.response(200, AllocationSchema)
 def create_allocation(request):
@@ -25,6 +27,7 @@ def create_allocation(request):
 
 
 @blp.post("/estimates")
+@requires(*READERS)
 @blp.arguments(EstimateRequestSchema)
 @blp.response(200, EstimateSchema)
 def create_estimate(request):

@@ -31,25 +31,33 @@ def _loaded():
     return (selectinload(Budget.organization), selectinload(Budget.allowed_hardware))
 
 
-def list_budgets(session: Session, *, organization: str | None, limit: int, after: Cursor | None) -> Page:
+# `scope` below: the organisation whose budgets the caller may see, or None for all. Budgets of other
+# organisations behave as if they did not exist.
+
+
+def list_budgets(
+    session: Session, *, scope: uuid.UUID | None, organization: str | None, limit: int, after: Cursor | None
+) -> Page:
     stmt = select(Budget).options(*_loaded())
+    if scope is not None:
+        stmt = stmt.where(Budget.organization_id == scope)
     if organization is not None:
         stmt = stmt.join(Budget.organization).where(Organization.slug == organization)
     return paginate(session, stmt, Budget, limit, after)
 
 
-def get_budget(session: Session, budget_id: uuid.UUID) -> Budget:
+def get_budget(session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | None) -> Budget:
     budget = session.scalars(select(Budget).where(Budget.id == budget_id).options(*_loaded())).first()
-    if budget is None:
+    if budget is None or (scope is not None and budget.organization_id != scope):
         raise NotFoundError(f"No budget {budget_id}.")
     return budget
 
 
-def create_budget(session: Session, fields: Mapping[str, Any]) -> Budget:
+def create_budget(session: Session, fields: Mapping[str, Any], *, scope: uuid.UUID | None) -> Budget:
     organization = session.scalars(
         select(Organization).where(Organization.slug == fields["organization_slug"])
     ).first()
-    if organization is None:
+    if organization is None or (scope is not None and organization.id != scope):
         raise InvalidFieldError("#/organization", f"No organization {fields['organization_slug']!r}.")
     now = utcnow()
     budget = Budget(organization=organization, committed=Decimal(0), created_at=now, updated_at=now)
@@ -60,11 +68,17 @@ def create_budget(session: Session, fields: Mapping[str, Any]) -> Budget:
 
 
 def update_budget(
-    session: Session, budget_id: uuid.UUID, fields: Mapping[str, Any], *, if_match: str | None, replace: bool
+    session: Session,
+    budget_id: uuid.UUID,
+    fields: Mapping[str, Any],
+    *,
+    scope: uuid.UUID | None,
+    if_match: str | None,
+    replace: bool,
 ) -> Budget:
     """PATCH (`replace=False`) or PUT (`replace=True`). The organisation never changes; the amount never
     drops below what is committed, and the currency is fixed once anything is."""
-    budget = get_budget(session, budget_id)
+    budget = get_budget(session, budget_id, scope=scope)
     require_version(if_match, budget.version)
     if fields.get("organization_slug", budget.organization_slug) != budget.organization_slug:
         raise InvalidFieldError("#/organization", "A budget cannot move to another organization.")
@@ -89,8 +103,10 @@ def update_budget(
     return budget
 
 
-def delete_budget(session: Session, budget_id: uuid.UUID, *, if_match: str | None) -> None:
-    budget = get_budget(session, budget_id)
+def delete_budget(
+    session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | None, if_match: str | None
+) -> None:
+    budget = get_budget(session, budget_id, scope=scope)
     require_version(if_match, budget.version)
     if budget.committed:
         raise ConflictError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -24,12 +26,18 @@ def create_organization(session: Session, *, slug: str, name: str) -> Organizati
     return organization
 
 
-def get_organization(session: Session, slug: str) -> Organization:
+def get_organization(session: Session, slug: str, *, scope: uuid.UUID | None) -> Organization:
+    """`scope`: the organisation the caller may see (None: all). Others look as if they did not exist."""
     organization = session.scalar(select(Organization).where(Organization.slug == slug))
-    if organization is None:
+    if organization is None or (scope is not None and organization.id != scope):
         raise NotFoundError(f"No organization with slug {slug!r}.")
     return organization
 
 
-def list_organizations(session: Session, *, limit: int, after: Cursor | None) -> Page:
-    return paginate(session, select(Organization), Organization, limit, after)
+def list_organizations(
+    session: Session, *, scope: uuid.UUID | None, limit: int, after: Cursor | None
+) -> Page:
+    stmt = select(Organization)
+    if scope is not None:
+        stmt = stmt.where(Organization.id == scope)
+    return paginate(session, stmt, Organization, limit, after)

@@ -11,6 +11,7 @@ import pytest
 from service.logs import JsonFormatter
 from tests.problems import assert_problem
 
+WELL_FORMED_KEY = "cpk_abcd1234_" + "s" * 43
 VALID_ORGANIZATION = {"slug": "acme-research", "name": "Acme Research"}
 
 
@@ -46,7 +47,7 @@ def test_a_wrong_method_or_path_wins_over_a_wrong_content_type(client):
 
 def test_an_unreachable_database_is_a_503_problem_with_retry_after(make_app):
     client = make_app("postgresql+psycopg://nobody@127.0.0.1:1/nothing?connect_timeout=2").test_client()
-    response = client.get("/v1/organizations")
+    response = client.get("/v1/organizations", headers={"Authorization": f"Bearer {WELL_FORMED_KEY}"})
     assert_problem(response, 503)
     assert response.headers["Retry-After"] == "1"
 

@@ -18,6 +18,8 @@ from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
+ADMIN_KEY = "cpk_e2eadmin_" + "e2e-secret-" * 4
+AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 def free_port() -> int:
@@ -29,7 +31,13 @@ def free_port() -> int:
 @pytest.fixture
 def server(empty_database_url, tmp_path):
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": empty_database_url, "PORT": str(port), "WEB_CONCURRENCY": "2"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": empty_database_url,
+        "PORT": str(port),
+        "WEB_CONCURRENCY": "2",
+        "PLANNER_ADMIN_KEY": ADMIN_KEY,
+    }
     subprocess.run(
         [BIN / SETUP_COMMAND[0], *SETUP_COMMAND[1:]], cwd=ROOT, env=env, check=True, capture_output=True
     )
@@ -65,11 +73,18 @@ def test_the_server_serves_probes_resources_and_problems(server):
     assert requests.get(f"{base}/healthz", timeout=5).json() == {"status": "ok"}
     assert requests.get(f"{base}/readyz", timeout=5).status_code == 200
 
-    created = requests.post(f"{base}/v1/organizations", json={"slug": "acme", "name": "Acme"}, timeout=5)
+    assert requests.get(f"{base}/v1/organizations", timeout=5).status_code == 401
+    created = requests.post(
+        f"{base}/v1/organizations", json={"slug": "acme", "name": "Acme"}, headers=AUTH, timeout=5
+    )
     assert created.status_code == 201
-    assert requests.get(f"{base}{created.headers['Location']}", timeout=5).json() == created.json()
+    assert (
+        requests.get(f"{base}{created.headers['Location']}", headers=AUTH, timeout=5).json() == created.json()
+    )
 
-    missing = requests.get(f"{base}/v1/organizations/nobody", headers={"X-Request-ID": "e2e-1"}, timeout=5)
+    missing = requests.get(
+        f"{base}/v1/organizations/nobody", headers={"X-Request-ID": "e2e-1", **AUTH}, timeout=5
+    )
     assert missing.status_code == 404
     assert missing.headers["Content-Type"] == "application/problem+json"
     assert missing.json()["request_id"] == "e2e-1"
@@ -79,7 +94,10 @@ def test_the_server_refuses_an_oversized_body_with_a_413_problem(server):
     base, _, _ = server
     body = b'{"slug": "big", "name": "' + b"x" * (2 * 1024 * 1024) + b'"}'
     response = requests.post(
-        f"{base}/v1/organizations", data=body, headers={"Content-Type": "application/json"}, timeout=10
+        f"{base}/v1/organizations",
+        data=body,
+        headers={"Content-Type": "application/json", **AUTH},
+        timeout=10,
     )
     assert response.status_code == 413
     assert response.headers["Content-Type"] == "application/problem+json"
@@ -96,7 +114,10 @@ def test_the_server_refuses_an_oversized_chunked_body_with_a_413_problem(server)
         yield b'"}'
 
     response = requests.post(
-        f"{base}/v1/organizations", data=chunks(), headers={"Content-Type": "application/json"}, timeout=10
+        f"{base}/v1/organizations",
+        data=chunks(),
+        headers={"Content-Type": "application/json", **AUTH},
+        timeout=10,
     )
     assert response.status_code == 413
     assert response.headers["Content-Type"] == "application/problem+json"

@@ -1,0 +1,91 @@
+"""Who may call what: bearer API keys, roles, and each organisation seeing only its own objects.
+
+Every /v1 request must carry `Authorization: Bearer <key>` (never a query parameter). The probes, the
+OpenAPI document and the docs page are open. A view declares the roles it admits with `@requires(...)`;
+admins are admitted everywhere. Services receive a `Scope`: the organisation whose objects the caller may
+see, or None for an admin, who sees all.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from functools import wraps
+
+import flask
+from werkzeug.datastructures import WWWAuthenticate
+from werkzeug.exceptions import Forbidden, Unauthorized
+
+from service.db import get_db
+from service.services import keys
+from service.services.keys import Principal
+
+OPEN_PREFIXES = ("/healthz", "/readyz", "/openapi.json", "/docs")
+SECURITY_SCHEME = {"type": "http", "scheme": "bearer", "description": "An API key: cpk_<id>_<secret>."}
+READERS = ("planner", "finance", "viewer")
+
+
+def _unauthorized(detail: str, error: str | None = None) -> Unauthorized:
+    parameters = {"realm": "compute-planner", **({"error": error} if error else {})}
+    return Unauthorized(detail, www_authenticate=WWWAuthenticate("Bearer", parameters))
+
+
+def _authenticate() -> None:
+    if flask.request.path.startswith(OPEN_PREFIXES) or not flask.request.path.startswith("/v1/"):
+        return
+    if any(
+        name.lower() in ("api_key", "apikey", "key", "access_token", "token") for name in flask.request.args
+    ):
+        raise _unauthorized(
+            "Send the API key in the Authorization header, never in the URL.", "invalid_request"
+        )
+    header = flask.request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    if not header:
+        raise _unauthorized("Send an API key: Authorization: Bearer <key>.")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise _unauthorized("Use the Bearer scheme: Authorization: Bearer <key>.", "invalid_request")
+    database = get_db()
+    with database.read_sessionmaker() as session:
+        found = keys.authenticate(session, key.strip())
+    if found is None:
+        raise _unauthorized(
+            "The API key is not valid (malformed, unknown, revoked or expired).", "invalid_token"
+        )
+    principal, stale = found
+    if stale:
+        with database.sessionmaker() as session:
+            keys.touch(session, principal.key_id)
+    flask.g.principal = principal
+
+
+def current_principal() -> Principal:
+    return flask.g.principal
+
+
+def scope() -> uuid.UUID | None:
+    """The organisation the caller may see, or None for an admin (everything)."""
+    principal = current_principal()
+    return None if principal.is_admin else principal.organization_id
+
+
+def requires(*roles: str) -> Callable:
+    """Admit callers with one of `roles` (admins always)."""
+
+    def decorate(view: Callable) -> Callable:
+        @wraps(view)
+        def guarded(*args, **kwargs):
+            principal = current_principal()
+            if not principal.is_admin and principal.role not in roles:
+                allowed = ", ".join(("admin", *roles))
+                raise Forbidden(f"A {principal.role} key may not do this (allowed: {allowed}).")
+            return view(*args, **kwargs)
+
+        guarded.__planner_roles__ = ("admin", *roles)
+        return guarded
+
+    return decorate
+
+
+def init_app(app: flask.Flask) -> None:
+    app.before_request(_authenticate)

@@ -1,0 +1,97 @@
+"""The audit log: every change to an audited object, written in the same transaction as the change.
+
+A `before_flush` hook sees every insert, update and delete, so no use case can forget to record one. Who
+acted comes from `session.info` (set per request from the caller's key id; "system" otherwise). Entries
+hold names of changed fields, never values, so no secret can reach the log.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import event, inspect, select
+from sqlalchemy.orm import Session
+
+from service.models import ApiKey, AuditEntry, Budget, HardwarePrice, HardwareProfile, Organization
+from service.services.pagination import Cursor, Page, paginate
+
+_AUDITED = {
+    Organization: "organization",
+    HardwareProfile: "hardware",
+    HardwarePrice: "hardware_price",
+    Budget: "budget",
+    ApiKey: "api_key",
+}
+_NOT_WORTH_LISTING = {"updated_at", "version"}
+
+
+def act_as(session: Session, actor: str, request_id: str | None = None) -> Session:
+    session.info["actor"] = actor
+    session.info["request_id"] = request_id
+    return session
+
+
+def _organization_of(obj) -> uuid.UUID | None:
+    if isinstance(obj, Organization):
+        return obj.id
+    organization = getattr(obj, "organization", None)  # set before flush even where the id is not yet
+    if organization is not None:
+        if organization.id is None:
+            organization.id = uuid.uuid4()
+        return organization.id
+    return getattr(obj, "organization_id", None)
+
+
+def _object_id(obj) -> str:
+    return getattr(obj, "slug", None) or getattr(obj, "key_id", None) or str(obj.id)
+
+
+def _changed_fields(obj) -> list[str]:
+    state = inspect(obj)
+    return sorted(
+        attr.key
+        for attr in state.attrs
+        if attr.key not in _NOT_WORTH_LISTING
+        and attr.history.has_changes()
+        and attr.key in state.mapper.columns
+    )
+
+
+def _record(session: Session, flush_context, instances) -> None:
+    entries = []
+    for action, objects in (("create", session.new), ("update", session.dirty), ("delete", session.deleted)):
+        for obj in objects:
+            kind = _AUDITED.get(type(obj))
+            if kind is None or (
+                action == "update" and not session.is_modified(obj, include_collections=False)
+            ):
+                continue
+            if action == "create" and obj.id is None:
+                obj.id = uuid.uuid4()  # the entry names the object; its id must exist now
+            entries.append(
+                AuditEntry(
+                    actor=session.info.get("actor", "system"),
+                    organization_id=_organization_of(obj),
+                    action=f"{kind}.{action}",
+                    object_type=kind,
+                    object_id=_object_id(obj),
+                    request_id=session.info.get("request_id"),
+                    fields=[] if action == "delete" else _changed_fields(obj),
+                )
+            )
+    session.add_all(entries)
+
+
+def install() -> None:
+    """Hook the audit log into every session (idempotent)."""
+    if not event.contains(Session, "before_flush", _record):
+        event.listen(Session, "before_flush", _record)
+
+
+def list_entries(
+    session: Session, *, organization_id: uuid.UUID | None, limit: int, after: Cursor | None
+) -> Page:
+    stmt = select(AuditEntry)
+    if organization_id is not None:
+        stmt = stmt.where(AuditEntry.organization_id == organization_id)
+    return paginate(session, stmt, AuditEntry, limit, after)
