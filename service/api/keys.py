@@ -18,9 +18,7 @@ blp = Blueprint("keys", __name__, url_prefix="/v1", description="API keys and th
 def create_key(body):
     """Issue a key. The response's `key` is the only time the full key is shown."""
     issued = keys.create_key(get_session(), {**body, "organization": body.pop("organization_slug", None)})
-    return {**IssuedKeySchema().dump(issued.record), "key": issued.key}, {
-        "Location": f"/v1/keys/{issued.record.id}"
-    }
+    return issued, {"Location": f"/v1/keys/{issued.id}"}
 
 
 @blp.get("/keys")

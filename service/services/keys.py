@@ -79,14 +79,12 @@ def touch(session: Session, key_id: str, now: datetime | None = None) -> None:
     session.commit()
 
 
-@dataclass(frozen=True)
-class IssuedKey:
-    record: ApiKey
-    key: str  # the full key: returned once, never stored
+def create_key(session: Session, fields: Mapping[str, Any]) -> ApiKey:
+    """A new key. Admin keys belong to no organisation; every other role to exactly one.
 
-
-def create_key(session: Session, fields: Mapping[str, Any]) -> IssuedKey:
-    """A new key. Admin keys belong to no organisation; every other role to exactly one."""
+    The returned record carries the full key in `key`, an attribute that is not a column: it exists for
+    the one response that shows it, and is never stored.
+    """
     role = fields["role"]
     organization = None
     if role == "admin":
@@ -110,7 +108,8 @@ def create_key(session: Session, fields: Mapping[str, Any]) -> IssuedKey:
     )
     session.add(record)
     session.commit()
-    return IssuedKey(record, f"{PREFIX}_{key_id}_{secret}")
+    record.key = f"{PREFIX}_{key_id}_{secret}"
+    return record
 
 
 def ensure_bootstrap_admin_key(session: Session, key: str) -> ApiKey:

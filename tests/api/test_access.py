@@ -1,0 +1,356 @@
+"""Who may do what: every endpoint x role x own/other organisation, and the keys themselves."""
+
+from __future__ import annotations
+
+import io
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select, text, update
+
+from service import create_app
+from service.config import Config
+from service.db import get_db
+from service.logs import JsonFormatter
+from service.models import ApiKey, AuditEntry
+from service.services.catalog import load_builtin_hardware
+from tests.conftest import bearer
+from tests.problems import assert_problem
+
+ROLES = ("admin", "planner", "finance", "viewer")
+BUDGET = {
+    "name": "b",
+    "amount": "1000.00",
+    "currency": "USD",
+    "period_start": "2026-01-01T00:00:00Z",
+    "period_end": "2027-01-01T00:00:00Z",
+}
+HARDWARE = {
+    "name": "Custom",
+    "vendor": "Us",
+    "peak_flops": {"bf16": 1e15},
+    "memory_bytes": 10**10,
+    "memory_bandwidth_bytes_per_second": 10**12,
+    "source": "lab",
+}
+
+
+@pytest.fixture
+def world(client, session, issue_key):
+    """Two organisations with a budget each, a custom profile, and a key per role in `acme`."""
+    load_builtin_hardware(session)
+    keys = {role: issue_key(role, None if role == "admin" else "acme") for role in ROLES}
+    issue_key("viewer", "globex")  # creates the other organisation
+    budgets = {}
+    for organization in ("acme", "globex"):
+        response = client.post("/v1/budgets", json={**BUDGET, "organization": organization})
+        budgets[organization] = response.get_json()["id"]
+    assert client.post("/v1/hardware", json={**HARDWARE, "slug": "custom-gpu"}).status_code == 201
+    revocable = client.post("/v1/keys", json={"name": "spare", "role": "viewer", "organization": "acme"})
+    return {"keys": keys, "budgets": budgets, "spare_key": revocable.get_json()["id"]}
+
+
+# (method, path, body, {role: status for an object of the caller's own organisation},
+#  {role: status for another organisation's object}); "*" stands for every role.
+OWN, OTHER = "acme", "globex"
+MATRIX = [
+    ("GET", "/v1/organizations", None, {"*": 200}, None),
+    ("POST", "/v1/organizations", {"slug": "new-org", "name": "N"}, {"admin": 201, "*": 403}, None),
+    ("GET", "/v1/organizations/{org}", None, {"*": 200}, {"admin": 200, "*": 404}),
+    ("GET", "/v1/hardware", None, {"*": 200}, None),
+    ("GET", "/v1/hardware/h100-sxm", None, {"*": 200}, None),
+    ("GET", "/v1/hardware/h100-sxm/prices", None, {"*": 200}, None),
+    ("POST", "/v1/hardware", {**HARDWARE, "slug": "more-gpu"}, {"admin": 201, "*": 403}, None),
+    ("PUT", "/v1/hardware/custom-gpu", HARDWARE, {"admin": 200, "*": 403}, None),
+    ("PATCH", "/v1/hardware/custom-gpu", {"name": "x"}, {"admin": 200, "*": 403}, None),
+    ("DELETE", "/v1/hardware/custom-gpu", None, {"admin": 204, "*": 403}, None),
+    ("GET", "/v1/scaling-laws", None, {"*": 200}, None),
+    ("GET", "/v1/scaling-laws/epoch-2024", None, {"*": 200}, None),
+    ("GET", "/v1/scaling-laws/epoch-2024/isoflop?flops=1e21", None, {"*": 200}, None),
+    ("GET", "/v1/scaling-laws/epoch-2024/frontier?min_flops=1e20&max_flops=1e22", None, {"*": 200}, None),
+    ("POST", "/v1/allocations", {"flops": 1e22}, {"*": 200}, None),
+    (
+        "POST",
+        "/v1/estimates",
+        {"params": 1e9, "tokens": 2e10, "hardware": "h100-sxm", "accelerators": 8},
+        {"*": 200},
+        None,
+    ),
+    ("GET", "/v1/budgets", None, {"*": 200}, None),
+    (
+        "POST",
+        "/v1/budgets",
+        {**BUDGET, "organization": "{org}"},
+        {"admin": 201, "finance": 201, "*": 403},
+        {"admin": 201, "finance": 422, "*": 403},
+    ),
+    ("GET", "/v1/budgets/{budget}", None, {"*": 200}, {"admin": 200, "*": 404}),
+    (
+        "PUT",
+        "/v1/budgets/{budget}",
+        {**BUDGET, "organization": "{org}"},
+        {"admin": 200, "finance": 200, "*": 403},
+        {"admin": 200, "finance": 404, "*": 403},
+    ),
+    (
+        "PATCH",
+        "/v1/budgets/{budget}",
+        {"name": "renamed"},
+        {"admin": 200, "finance": 200, "*": 403},
+        {"admin": 200, "finance": 404, "*": 403},
+    ),
+    (
+        "DELETE",
+        "/v1/budgets/{budget}",
+        None,
+        {"admin": 204, "finance": 204, "*": 403},
+        {"admin": 204, "finance": 404, "*": 403},
+    ),
+    (
+        "POST",
+        "/v1/keys",
+        {"name": "k", "role": "viewer", "organization": "acme"},
+        {"admin": 201, "*": 403},
+        None,
+    ),
+    ("GET", "/v1/keys", None, {"admin": 200, "*": 403}, None),
+    ("DELETE", "/v1/keys/{spare_key}", None, {"admin": 204, "*": 403}, None),
+    ("GET", "/v1/audit", None, {"admin": 200, "*": 403}, None),
+]
+CASES = [
+    pytest.param(
+        method,
+        path,
+        body,
+        role,
+        organization,
+        expected[role] if role in expected else expected["*"],
+        id=f"{method} {path} {role} {'own' if organization == OWN else 'other'}",
+    )
+    for method, path, body, own, other in MATRIX
+    for organization, expected in ((OWN, own), (OTHER, other))
+    if expected is not None
+    for role in ROLES
+]
+
+
+def fill(template, world, organization):
+    if isinstance(template, dict):
+        return {key: fill(value, world, organization) for key, value in template.items()}
+    if not isinstance(template, str):
+        return template
+    return template.format(
+        org=organization, budget=world["budgets"][organization], spare_key=world["spare_key"]
+    )
+
+
+@pytest.mark.parametrize(("method", "path", "body", "role", "organization", "expected"), CASES)
+def test_every_endpoint_answers_each_role_as_the_matrix_says(
+    client, world, method, path, body, role, organization, expected
+):
+    headers = bearer(world["keys"][role])
+    if method in ("PUT", "PATCH", "DELETE"):
+        headers["If-Match"] = "*"
+    response = client.open(
+        fill(path, world, organization), method=method, json=fill(body, world, organization), headers=headers
+    )
+    assert response.status_code == expected, response.get_json()
+
+
+def as_documented(path: str) -> str:
+    """The matrix's concrete path in the OpenAPI description's terms."""
+    path = path.split("?", maxsplit=1)[0]
+    for concrete, parameter in {
+        "{org}": "{slug}",
+        "{budget}": "{budget_id}",
+        "{spare_key}": "{key_uuid}",
+        "h100-sxm": "{slug}",
+        "custom-gpu": "{slug}",
+        "epoch-2024": "{slug}",
+    }.items():
+        path = path.replace(concrete, parameter)
+    return path
+
+
+def test_the_matrix_covers_every_operation_in_the_openapi_description(client):
+    spec = client.get("/openapi.json").get_json()
+    documented = {
+        (method.upper(), path)
+        for path, item in spec["paths"].items()
+        for method in item
+        if method != "parameters" and path.startswith("/v1/")
+    }
+    covered = {(method, as_documented(path)) for method, path, *_ in MATRIX}
+    assert documented <= covered, documented - covered
+
+
+def test_every_operation_but_the_probes_declares_a_security_requirement(client):
+    spec = client.get("/openapi.json").get_json()
+    assert spec["security"] == [{"bearerAuth": []}]
+    assert spec["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            if path in ("/healthz", "/readyz"):
+                assert operation["security"] == [], path
+            else:
+                assert "security" not in operation or operation["security"], (method, path)
+
+
+def test_lists_only_hold_the_callers_organisation(client, world):
+    viewer = bearer(world["keys"]["viewer"])
+    budgets = client.get("/v1/budgets", headers=viewer).get_json()["items"]
+    assert {b["organization"] for b in budgets} == {"acme"}
+    assert client.get("/v1/budgets?organization=globex", headers=viewer).get_json()["items"] == []
+    organizations = client.get("/v1/organizations", headers=viewer).get_json()["items"]
+    assert [o["slug"] for o in organizations] == ["acme"]
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Basic dXNlcjpwYXNz",
+        "Bearer not-a-key",
+        "Bearer cpk_abcd",
+        "Bearer cpk_zzzz_" + "x" * 43,
+    ],
+)
+def test_missing_or_malformed_keys_are_401_with_a_challenge(client, authorization):
+    headers = {"Authorization": authorization} if authorization is not None else {}
+    client.environ_base.pop("HTTP_AUTHORIZATION", None)
+    response = client.get("/v1/budgets", headers=headers)
+    assert_problem(response, 401)
+    assert response.headers["WWW-Authenticate"].startswith("Bearer realm=")
+
+
+def test_a_truncated_or_altered_key_is_401(client, issue_key):
+    key = issue_key("viewer", "acme")
+    for broken in (key[:-1], key + "x", key[:-5] + "AAAAA"):
+        assert_problem(client.get("/v1/budgets", headers=bearer(broken)), 401)
+    assert client.get("/v1/budgets", headers=bearer(key)).status_code == 200
+
+
+def test_a_revoked_key_stops_working_at_once(client, session, issue_key):
+    key = issue_key("viewer", "acme")
+    key_id = key.split("_")[1]
+    record = session.scalars(select(ApiKey).where(ApiKey.key_id == key_id)).one()
+    assert client.delete(f"/v1/keys/{record.id}").status_code == 204
+    assert_problem(client.get("/v1/budgets", headers=bearer(key)), 401)
+
+
+def test_an_expired_key_is_401(client, session, issue_key):
+    key = issue_key("viewer", "acme")
+    session.execute(
+        update(ApiKey)
+        .where(ApiKey.key_id == key.split("_")[1])
+        .values(expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    )
+    session.commit()
+    assert_problem(client.get("/v1/budgets", headers=bearer(key)), 401)
+
+
+def test_a_key_in_the_query_string_is_refused_even_when_valid(client, issue_key):
+    key = issue_key("admin")
+    client.environ_base.pop("HTTP_AUTHORIZATION", None)
+    assert_problem(client.get(f"/v1/budgets?api_key={key}"), 401)
+    assert_problem(client.get(f"/v1/budgets?access_token={key}", headers=bearer(key)), 401)
+
+
+def test_role_escalation_is_refused(client, issue_key):
+    planner = bearer(issue_key("planner", "acme"))
+    assert_problem(client.post("/v1/keys", json={"name": "x", "role": "admin"}, headers=planner), 403)
+    viewer = bearer(issue_key("viewer", "acme"))
+    budget = {**BUDGET, "organization": "acme"}
+    assert_problem(client.post("/v1/budgets", json=budget, headers=viewer), 403)
+
+
+def test_a_key_is_shown_once_and_only_its_hash_is_stored(client, session, app):
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logging.getLogger("service").addHandler(handler)
+    try:
+        client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"})
+        created = client.post("/v1/keys", json={"name": "ci", "role": "planner", "organization": "acme"})
+        assert created.status_code == 201
+        key = created.get_json()["key"]
+        secret = key.split("_", 2)[2]
+        listed = client.get("/v1/keys").get_data(as_text=True)
+        assert client.get("/v1/budgets", headers=bearer(key)).status_code == 200
+    finally:
+        logging.getLogger("service").removeHandler(handler)
+    assert secret not in listed
+    assert secret not in stream.getvalue()
+    dumped = " ".join(
+        str(row)
+        for table in ("api_keys", "audit_log")
+        for row in session.execute(text(f"SELECT * FROM {table}"))
+    )
+    assert secret not in dumped
+    record = session.scalars(select(ApiKey).where(ApiKey.key_id == key.split("_")[1])).one()
+    assert record.last_used_at is not None
+
+
+def test_a_key_for_an_organisation_role_needs_an_organisation_and_an_admin_key_none(client):
+    client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"})
+    missing = client.post("/v1/keys", json={"name": "x", "role": "viewer"})
+    assert assert_problem(missing, 422)["errors"][0]["pointer"] == "#/organization"
+    admin_with_org = client.post("/v1/keys", json={"name": "x", "role": "admin", "organization": "acme"})
+    assert assert_problem(admin_with_org, 422)["errors"][0]["pointer"] == "#/organization"
+    bad_role = client.post("/v1/keys", json={"name": "x", "role": "root"})
+    assert assert_problem(bad_role, 422)["errors"][0]["pointer"] == "#/role"
+
+
+def test_mutations_are_audited_with_who_what_and_the_request_id(client, session, issue_key):
+    finance = issue_key("finance", "acme")
+    response = client.post(
+        "/v1/budgets",
+        json={**BUDGET, "organization": "acme"},
+        headers={**bearer(finance), "X-Request-ID": "aud-1"},
+    )
+    assert response.status_code == 201
+    entry = session.scalars(select(AuditEntry).where(AuditEntry.action == "budget.create")).one()
+    assert entry.actor == finance.split("_")[1]
+    assert entry.request_id == "aud-1"
+    assert entry.object_id == response.get_json()["id"]
+    assert "amount" in entry.fields
+    assert entry.organization_id is not None
+    listed = client.get("/v1/audit").get_json()["items"]
+    assert any(item["request_id"] == "aud-1" for item in listed)
+
+
+def test_the_admin_key_from_the_environment_is_bootstrapped_idempotently(make_app, empty_database_url):
+    admin_key = "cpk_bootstrap1_" + "b" * 40
+    setup = make_app(empty_database_url).test_cli_runner().invoke(args=["setup"])
+    assert setup.exit_code == 0, setup.output
+    for _ in range(2):
+        app = create_app(Config(database_url=empty_database_url, testing=True, admin_key=admin_key))
+        try:
+            response = app.test_client().get("/v1/organizations", headers=bearer(admin_key))
+            assert response.status_code == 200
+            with get_db(app).sessionmaker() as session:
+                assert (
+                    session.scalars(select(ApiKey).where(ApiKey.key_id == "bootstrap1")).one().role == "admin"
+                )
+        finally:
+            get_db(app).engine.dispose()
+
+
+def test_the_cli_issues_keys(app, session):
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["keys", "create", "--role", "admin", "--name", "ops"])
+    assert result.exit_code == 0, result.output
+    key = result.output.strip()
+    assert key.startswith("cpk_")
+    assert app.test_client().get("/v1/keys", headers=bearer(key)).status_code == 200
+    refused = runner.invoke(
+        args=["keys", "create", "--role", "viewer", "--name", "x", "--organization", "nope"]
+    )
+    assert refused.exit_code != 0
+    assert "No organization" in refused.output
