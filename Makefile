@@ -22,8 +22,8 @@ install: $(STAMP)
 
 ## Serve the API on 127.0.0.1:$PORT (default 8000), on $DATABASE_URL (default: SQLite under var/).
 run: install migrate
-	@echo 'Serving on http://$${HOST:-127.0.0.1}:$${PORT:-8000}; call it with:'
-	@echo '  curl -H "Authorization: Bearer $(PLANNER_ADMIN_KEY)" localhost:$${PORT:-8000}/v1/organizations'
+	@echo "Serving on http://$${HOST:-127.0.0.1}:$${PORT:-8000}; call it with:"
+	@echo "  curl -H 'Authorization: Bearer $(PLANNER_ADMIN_KEY)' localhost:$${PORT:-8000}/v1/organizations"
 	$(BIN)/gunicorn -c gunicorn.conf.py
 
 ## Apply migrations and load built-in data; both are idempotent.
