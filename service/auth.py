@@ -8,11 +8,13 @@ see, or None for an admin, who sees all.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from functools import wraps
 
 import flask
+from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Forbidden, Unauthorized
 
@@ -20,9 +22,13 @@ from service.db import get_db
 from service.services import keys
 from service.services.keys import Principal
 
-OPEN_PREFIXES = ("/healthz", "/readyz", "/openapi.json", "/docs")
+# Everything else needs a key, including paths that match no route (no hint of what exists).
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
+OPEN_PREFIXES = ("/docs/static/",)
 SECURITY_SCHEME = {"type": "http", "scheme": "bearer", "description": "An API key: cpk_<id>_<secret>."}
 READERS = ("planner", "finance", "viewer")
+
+log = logging.getLogger(__name__)
 
 
 def _unauthorized(detail: str, error: str | None = None) -> Unauthorized:
@@ -31,7 +37,8 @@ def _unauthorized(detail: str, error: str | None = None) -> Unauthorized:
 
 
 def _authenticate() -> None:
-    if flask.request.path.startswith(OPEN_PREFIXES) or not flask.request.path.startswith("/v1/"):
+    path = flask.request.path
+    if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
         return
     if any(
         name.lower() in ("api_key", "apikey", "key", "access_token", "token") for name in flask.request.args
@@ -54,9 +61,26 @@ def _authenticate() -> None:
         )
     principal, stale = found
     if stale:
-        with database.sessionmaker() as session:
-            keys.touch(session, principal.key_id)
+        flask.g.touch_key = principal.key_id
     flask.g.principal = principal
+
+
+def _touch_after_response(response: flask.Response) -> flask.Response:
+    """Record last_used_at once the response is on its way: bookkeeping never delays or fails a request
+    (on SQLite the write may wait for the lock)."""
+    key_id = flask.g.pop("touch_key", None)
+    if key_id is not None:
+        database = get_db()
+
+        def touch() -> None:
+            try:
+                with database.sessionmaker() as session:
+                    keys.touch(session, key_id)
+            except SQLAlchemyError as error:
+                log.warning("last_used_at not recorded", extra={"error_type": type(error).__name__})
+
+        response.call_on_close(touch)
+    return response
 
 
 def current_principal() -> Principal:
@@ -81,7 +105,6 @@ def requires(*roles: str) -> Callable:
                 raise Forbidden(f"A {principal.role} key may not do this (allowed: {allowed}).")
             return view(*args, **kwargs)
 
-        guarded.__planner_roles__ = ("admin", *roles)
         return guarded
 
     return decorate
@@ -89,3 +112,4 @@ def requires(*roles: str) -> Callable:
 
 def init_app(app: flask.Flask) -> None:
     app.before_request(_authenticate)
+    app.after_request(_touch_after_response)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import UTC, date
 from decimal import Decimal
 
 import marshmallow as ma
@@ -60,6 +60,20 @@ class Text(ma.fields.String):
         extra = kwargs.pop("validate", None)
         validators = [no_control_codes, _no_lone_surrogates, *([extra] if callable(extra) else extra or [])]
         super().__init__(validate=validators, **kwargs)
+
+
+class UtcDateTime(ma.fields.AwareDateTime):
+    """An ISO 8601 time with an offset, loaded as UTC; years 1970-9998, so that no conversion overflows."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        moment = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            moment = moment.astimezone(UTC)
+        except OverflowError:
+            raise ma.ValidationError("Must be between the years 1970 and 9998.") from None
+        if not 1970 <= moment.year <= 9998:
+            raise ma.ValidationError("Must be between the years 1970 and 9998.")
+        return moment
 
 
 class CursorField(ma.fields.String):
@@ -698,12 +712,10 @@ class BudgetSchema(StrictSchema):
     )
     amount = MoneyField(allow_zero=True, required=True, metadata={"example": "2500000.00"})
     currency = CurrencyField(required=True)
-    period_start = ma.fields.AwareDateTime(
+    period_start = UtcDateTime(
         required=True, metadata={"description": "Start of the period (inclusive), ISO 8601 with offset."}
     )
-    period_end = ma.fields.AwareDateTime(
-        required=True, metadata={"description": "End of the period (exclusive)."}
-    )
+    period_end = UtcDateTime(required=True, metadata={"description": "End of the period (exclusive)."})
     max_flops = positive_float(MAX_FLOPS, "Optional cap on committed training FLOPs.", allow_none=True)
     max_accelerator_hours = positive_float(
         1e15, "Optional cap on committed accelerator-hours.", allow_none=True
@@ -774,7 +786,7 @@ class ApiKeySchema(StrictSchema):
         validate=validate.Regexp(SLUG_PATTERN, error="Must be an organization slug."),
         metadata={"description": "Required for planner, finance and viewer keys; absent for admin keys."},
     )
-    expires_at = ma.fields.AwareDateTime(allow_none=True)
+    expires_at = UtcDateTime(allow_none=True, metadata={"description": "When the key stops working."})
     created_at = ma.fields.AwareDateTime(dump_only=True)
     revoked_at = ma.fields.AwareDateTime(dump_only=True, allow_none=True)
     last_used_at = ma.fields.AwareDateTime(

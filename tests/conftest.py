@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from flask.testing import FlaskClient
 from hypothesis import settings
 from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.orm import sessionmaker
@@ -79,9 +80,19 @@ def session(session_factory):
         yield session
 
 
+class BufferedClient(FlaskClient):
+    """Reads and closes every response at once, as a real server does, so that work the app defers to
+    the response's close (recording a key's last use) runs inside the test that caused it."""
+
+    def open(self, *args, **kwargs):
+        kwargs.setdefault("buffered", True)
+        return super().open(*args, **kwargs)
+
+
 @pytest.fixture
 def app(database_url, session_factory):
     app = create_app(Config(database_url=database_url, testing=True))
+    app.test_client_class = BufferedClient
     database = get_db(app)
     database.sessionmaker = database.read_sessionmaker = session_factory
     yield app
@@ -100,7 +111,7 @@ def issue_key(session):
             session.add(Organization(slug=organization, name=organization.title()))
             session.commit()
         return keys.create_key(
-            session, {"role": role, "organization": organization, "name": f"test {role}"}
+            session, {"role": role, "organization_slug": organization, "name": f"test {role}"}
         ).key
 
     return issue
@@ -117,6 +128,7 @@ def make_app():
 
     def make(database_url: str):
         apps.append(create_app(Config(database_url=database_url, testing=True)))
+        apps[-1].test_client_class = BufferedClient
         return apps[-1]
 
     yield make

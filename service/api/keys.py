@@ -17,8 +17,9 @@ blp = Blueprint("keys", __name__, url_prefix="/v1", description="API keys and th
 @blp.response(201, IssuedKeySchema, headers=LOCATION_HEADER)
 def create_key(body):
     """Issue a key. The response's `key` is the only time the full key is shown."""
-    issued = keys.create_key(get_session(), {**body, "organization": body.pop("organization_slug", None)})
-    return issued, {"Location": f"/v1/keys/{issued.id}"}
+    issued = keys.create_key(get_session(), body)
+    # The only copy of the secret: no cache may keep it.
+    return issued, {"Location": f"/v1/keys/{issued.id}", "Cache-Control": "no-store"}
 
 
 @blp.get("/keys")

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from service.api.base import ETAG_HEADER, LINK_HEADER, LOCATION_HEADER, Blueprint, page_response
+from service.api.base import ETAG_HEADER, LINK_HEADER, LOCATION_HEADER, Blueprint, etag_header, page_response
 from service.auth import READERS, requires, scope
 from service.db import get_session
 from service.schemas import ListQuerySchema, OrganizationPageSchema, OrganizationSchema
@@ -37,4 +37,4 @@ def create_organization(body):
 def get_organization(slug):
     """One organisation by slug."""
     organization = organizations.get_organization(get_session(), slug, scope=scope())
-    return organization, {"ETag": f'"{organization.version}"'}
+    return organization, etag_header(organization)

@@ -43,17 +43,21 @@ def _organization_of(obj) -> uuid.UUID | None:
 
 
 def _object_id(obj) -> str:
+    if isinstance(obj, HardwarePrice):  # a price is an event in its profile's history: name the profile
+        return obj.hardware.slug if obj.hardware is not None else str(obj.hardware_id)
     return getattr(obj, "slug", None) or getattr(obj, "key_id", None) or str(obj.id)
 
 
 def _changed_fields(obj) -> list[str]:
     state = inspect(obj)
+    # Columns and relationships (e.g. a budget's allowed hardware), by name only.
     return sorted(
         attr.key
         for attr in state.attrs
         if attr.key not in _NOT_WORTH_LISTING
         and attr.history.has_changes()
-        and attr.key in state.mapper.columns
+        and (attr.key in state.mapper.columns or attr.key in state.mapper.relationships)
+        and not (isinstance(obj, HardwarePrice) and attr.key == "hardware")
     )
 
 

@@ -47,8 +47,11 @@ def list_budgets(
 
 
 def get_budget(session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | None) -> Budget:
-    budget = session.scalars(select(Budget).where(Budget.id == budget_id).options(*_loaded())).first()
-    if budget is None or (scope is not None and budget.organization_id != scope):
+    stmt = select(Budget).where(Budget.id == budget_id).options(*_loaded())
+    if scope is not None:
+        stmt = stmt.where(Budget.organization_id == scope)
+    budget = session.scalars(stmt).first()
+    if budget is None:
         raise NotFoundError(f"No budget {budget_id}.")
     return budget
 
@@ -63,7 +66,7 @@ def create_budget(session: Session, fields: Mapping[str, Any], *, scope: uuid.UU
     budget = Budget(organization=organization, committed=Decimal(0), created_at=now, updated_at=now)
     _apply(session, budget, fields, replace=True)
     session.add(budget)
-    session.commit()
+    _commit(session)
     return budget
 
 
@@ -92,15 +95,24 @@ def update_budget(
     _apply(session, budget, fields, replace=replace)
     if session.is_modified(budget):  # an update that changes nothing keeps the version (and the ETag)
         budget.updated_at = utcnow()
+    _commit(session)
+    return budget
+
+
+def _commit(session: Session) -> None:
+    """Commit, turning what a concurrent request made impossible into a 409 that says what."""
     try:
         session.commit()
-    except IntegrityError:
-        # A plan was committed between our check and our write; the CHECK constraint kept the books right.
+    except IntegrityError as error:
         session.rollback()
-        raise ConflictError(
-            "The amount cannot drop below what is committed (it changed meanwhile)."
-        ) from None
-    return budget
+        if "committed_within_amount" in str(error.orig):
+            # A plan was committed between our check and our write; the CHECK constraint kept the books.
+            raise ConflictError(
+                "The amount cannot drop below what is committed (it changed meanwhile)."
+            ) from None
+        if "hardware" in str(error.orig):
+            raise ConflictError("A hardware profile named in allowed_hardware was just deleted.") from None
+        raise
 
 
 def delete_budget(
@@ -117,15 +129,18 @@ def delete_budget(
 
 
 def _apply(session: Session, budget: Budget, fields: Mapping[str, Any], *, replace: bool) -> None:
+    start = fields.get("period_start") if "period_start" in fields or replace else budget.period_start
+    end = fields.get("period_end") if "period_end" in fields or replace else budget.period_end
+    if end <= start:  # checked before any change, so that no half-changed row is ever flushed
+        raise InvalidFieldError("#/period_end", "Must be after period_start.")
     for name in _PLAIN_FIELDS:
         if name in fields or replace:
             setattr(budget, name, fields.get(name))
     if "labels" in fields or replace:
         budget.labels = dict(fields.get("labels") or {})
     if "allowed_hardware_slugs" in fields or replace:
-        budget.allowed_hardware = _hardware(session, fields.get("allowed_hardware_slugs") or [])
-    if budget.period_end <= budget.period_start:
-        raise InvalidFieldError("#/period_end", "Must be after period_start.")
+        with session.no_autoflush:
+            budget.allowed_hardware = _hardware(session, fields.get("allowed_hardware_slugs") or [])
 
 
 def _hardware(session: Session, slugs: list[str]) -> list[HardwareProfile]:

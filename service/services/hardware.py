@@ -93,7 +93,11 @@ def delete_hardware(session: Session, slug: str, *, if_match: str | None) -> Non
             f"{budgets} budget(s) allow {slug!r}; remove it from them first.", budgets=budgets
         )
     session.delete(profile)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError:  # a budget started to allow it since we counted
+        session.rollback()
+        raise ConflictError(f"A budget now allows {slug!r}; remove it from the budget first.") from None
 
 
 def _refuse_built_in(profile: HardwareProfile, action: str) -> None:

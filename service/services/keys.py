@@ -13,10 +13,10 @@ import secrets
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
@@ -74,8 +74,14 @@ def authenticate(session: Session, key: str, now: datetime | None = None) -> tup
 
 
 def touch(session: Session, key_id: str, now: datetime | None = None) -> None:
-    """Record that a key was used (at most once per LAST_USED_RESOLUTION seconds, by the caller's choice)."""
-    session.execute(update(ApiKey).where(ApiKey.key_id == key_id).values(last_used_at=now or utcnow()))
+    """Record that a key was used, unless another request already did within LAST_USED_RESOLUTION."""
+    now = now or utcnow()
+    threshold = now - timedelta(seconds=LAST_USED_RESOLUTION)
+    session.execute(
+        update(ApiKey)
+        .where(ApiKey.key_id == key_id, or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at < threshold))
+        .values(last_used_at=now)
+    )
     session.commit()
 
 
@@ -86,12 +92,14 @@ def create_key(session: Session, fields: Mapping[str, Any]) -> ApiKey:
     the one response that shows it, and is never stored.
     """
     role = fields["role"]
+    if fields.get("expires_at") is not None and fields["expires_at"] <= utcnow():
+        raise InvalidFieldError("#/expires_at", "Must be in the future: the key would never work.")
     organization = None
     if role == "admin":
-        if fields.get("organization"):
+        if fields.get("organization_slug"):
             raise InvalidFieldError("#/organization", "Admin keys belong to no organization; leave it out.")
     else:
-        slug = fields.get("organization")
+        slug = fields.get("organization_slug")
         if not slug:
             raise InvalidFieldError("#/organization", f"Required for a {role} key.")
         organization = session.scalars(select(Organization).where(Organization.slug == slug)).first()
@@ -113,7 +121,11 @@ def create_key(session: Session, fields: Mapping[str, Any]) -> ApiKey:
 
 
 def ensure_bootstrap_admin_key(session: Session, key: str) -> ApiKey:
-    """Make the admin key `key` (PLANNER_ADMIN_KEY) exist, stored hashed; idempotent across restarts."""
+    """Make the admin key `key` (PLANNER_ADMIN_KEY) exist, stored hashed; idempotent across restarts.
+
+    Only ever inserts: a bootstrap key that an admin revoked (or let expire) stays revoked, whatever the
+    environment says at the next start.
+    """
     parsed = parse(key)
     if parsed is None:
         raise ValueError(
@@ -121,11 +133,14 @@ def ensure_bootstrap_admin_key(session: Session, key: str) -> ApiKey:
         )
     key_id, secret = parsed
     record = session.scalars(select(ApiKey).where(ApiKey.key_id == key_id)).first()
-    if record is None:
-        record = ApiKey(key_id=key_id, name="bootstrap admin (PLANNER_ADMIN_KEY)", role="admin")
-        session.add(record)
-    record.secret_hash = digest(secret)
-    record.role, record.organization, record.revoked_at, record.expires_at = "admin", None, None, None
+    if record is not None:
+        if not hmac.compare_digest(record.secret_hash, digest(secret)):
+            raise ValueError(f"PLANNER_ADMIN_KEY: key {key_id} exists with another secret; choose another id")
+        return record
+    record = ApiKey(
+        key_id=key_id, secret_hash=digest(secret), name="bootstrap admin (PLANNER_ADMIN_KEY)", role="admin"
+    )
+    session.add(record)
     try:
         session.commit()
     except IntegrityError:  # another process bootstrapped the same key at the same moment

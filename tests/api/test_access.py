@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -354,3 +355,83 @@ def test_the_cli_issues_keys(app, session):
     )
     assert refused.exit_code != 0
     assert "No organization" in refused.output
+
+
+def test_a_revoked_bootstrap_key_stays_revoked_when_the_service_restarts(make_app, empty_database_url):
+    admin_key = "cpk_bootstrap2_" + "c" * 40
+    assert make_app(empty_database_url).test_cli_runner().invoke(args=["setup"]).exit_code == 0
+    first = create_app(Config(database_url=empty_database_url, testing=True, admin_key=admin_key))
+    try:
+        with get_db(first).sessionmaker() as session:
+            record = session.scalars(select(ApiKey).where(ApiKey.key_id == "bootstrap2")).one()
+            record.revoked_at = datetime.now(UTC)
+            session.commit()
+    finally:
+        get_db(first).engine.dispose()
+    again = create_app(Config(database_url=empty_database_url, testing=True, admin_key=admin_key))
+    try:
+        assert_problem(again.test_client().get("/v1/keys", headers=bearer(admin_key)), 401)
+    finally:
+        get_db(again).engine.dispose()
+
+
+def test_every_route_but_the_open_ones_needs_a_key(app):
+    client = app.test_client()
+    open_paths = {"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/static/<path:filename>"}
+    for rule in app.url_map.iter_rules():
+        if rule.rule in open_paths or rule.rule.startswith("/static"):
+            continue
+        path = rule.rule.replace("<slug:slug>", "ab")
+        path = path.replace("<uuid:budget_id>", str(uuid.uuid4())).replace(
+            "<uuid:key_uuid>", str(uuid.uuid4())
+        )
+        assert "<" not in path, f"teach this test the arguments of {rule.rule}"
+        method = sorted(rule.methods - {"HEAD", "OPTIONS"})[0]
+        assert client.open(path, method=method).status_code == 401, (method, rule.rule)
+    assert client.get("/no-such-page").status_code == 401  # nothing about what exists leaks out
+    assert client.get("/docsanything").status_code == 401
+
+
+def test_another_organisations_slug_answers_exactly_like_a_missing_one(client, world):
+    finance = bearer(world["keys"]["finance"])
+    theirs = client.post("/v1/budgets", json={**BUDGET, "organization": "globex"}, headers=finance)
+    nobodys = client.post("/v1/budgets", json={**BUDGET, "organization": "nobody"}, headers=finance)
+    their_errors = assert_problem(theirs, 422)["errors"]
+    assert their_errors == [{"pointer": "#/organization", "detail": "No organization 'globex'."}]
+    assert assert_problem(nobodys, 422)["errors"] == [
+        {"pointer": "#/organization", "detail": "No organization 'nobody'."}
+    ]
+    hidden = client.get(f"/v1/budgets/{world['budgets']['globex']}", headers=finance)
+    missing = client.get(f"/v1/budgets/{uuid.uuid4()}", headers=finance)
+    assert assert_problem(hidden, 404)["title"] == assert_problem(missing, 404)["title"]
+
+
+def test_a_new_key_is_never_cached_and_cannot_be_born_expired(client):
+    client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"})
+    issued = client.post("/v1/keys", json={"name": "k", "role": "viewer", "organization": "acme"})
+    assert issued.headers["Cache-Control"] == "no-store"
+    past = client.post("/v1/keys", json={"name": "k", "role": "admin", "expires_at": "2020-01-01T00:00:00Z"})
+    assert assert_problem(past, 422)["errors"][0]["pointer"] == "#/expires_at"
+    overflowing = client.post(
+        "/v1/keys", json={"name": "k", "role": "admin", "expires_at": "9999-12-31T23:00:00-05:00"}
+    )
+    assert assert_problem(overflowing, 422)["errors"][0]["pointer"] == "#/expires_at"
+
+
+def test_updates_are_audited_with_the_names_of_what_changed(client, session, world):
+    budget_id = world["budgets"]["acme"]
+    changed = client.patch(
+        f"/v1/budgets/{budget_id}", json={"allowed_hardware": ["h100-sxm"]}, headers={"If-Match": "*"}
+    )
+    assert changed.status_code == 200
+    entry = session.scalars(
+        select(AuditEntry).where(AuditEntry.action == "budget.update", AuditEntry.object_id == budget_id)
+    ).one()
+    assert entry.fields == ["allowed_hardware"]
+    client.patch(
+        "/v1/hardware/custom-gpu",
+        json={"price_per_hour": "1.00", "currency": "USD"},
+        headers={"If-Match": "*"},
+    )
+    price = session.scalars(select(AuditEntry).where(AuditEntry.action == "hardware_price.create")).all()
+    assert "custom-gpu" in [entry.object_id for entry in price]

@@ -171,8 +171,13 @@ def test_a_budget_cannot_move_to_another_organization(client, organization):
 
 
 def commit(session, budget_id, amount: str) -> None:
-    """Stand-in for the plan ledger (issue 6): commit money against the budget."""
-    session.execute(update(Budget).where(Budget.id == uuid.UUID(budget_id)).values(committed=Decimal(amount)))
+    """Stand-in for the plan ledger (issue 6): commit money against the budget, as the ledger must, in
+    one conditional UPDATE that also moves the version (so stale ETags stop matching)."""
+    session.execute(
+        update(Budget)
+        .where(Budget.id == uuid.UUID(budget_id))
+        .values(committed=Decimal(amount), version=Budget.version + 1)
+    )
     session.commit()
 
 
@@ -217,3 +222,27 @@ def test_an_update_that_changes_nothing_keeps_the_etag(client, organization):
     assert unchanged.status_code == 200
     assert unchanged.headers["ETag"] == created.headers["ETag"]
     assert unchanged.get_json()["updated_at"] == created.get_json()["updated_at"]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"period_end": "9999-12-31T23:00:00-05:00"}, {"period_start": "0001-01-01T00:00:00+05:00"}],
+)
+def test_times_that_overflow_in_utc_are_422_problems(client, organization, overrides):
+    response = client.post("/v1/budgets", json=budget_body(**overrides))
+    assert [e["pointer"] for e in assert_problem(response, 422)["errors"]] == [f"#/{next(iter(overrides))}"]
+
+
+def test_moving_one_end_of_the_period_past_the_other_is_a_422_even_with_other_changes(
+    client, session, organization
+):
+    load_builtin_hardware(session)
+    created = create(client)
+    response = edit(
+        client,
+        "PATCH",
+        created.get_json()["id"],
+        {"period_start": "2028-01-01T00:00:00Z", "allowed_hardware": ["h100-sxm"]},
+        etag=created.headers["ETag"],
+    )
+    assert assert_problem(response, 422)["errors"][0]["pointer"] == "#/period_end"

@@ -130,9 +130,9 @@ def service_log():
 
 
 def test_an_unexpected_exception_is_a_500_problem_without_internals_and_is_logged_with_its_id(
-    failing_app, service_log
+    failing_app, client, service_log
 ):
-    response = failing_app.test_client().get("/explode", headers={"X-Request-ID": "req-123"})
+    response = client.get("/explode", headers={"X-Request-ID": "req-123"})
     body = assert_problem(response, 500)
     text = response.get_data(as_text=True)
     assert "secret internal detail" not in text
