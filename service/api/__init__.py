@@ -85,9 +85,17 @@ def _check_body() -> None:
 
 
 def _conditional_get(response: flask.Response) -> flask.Response:
-    # If-None-Match on a GET that carries an ETag: 304 Not Modified when the client's copy is current.
-    if flask.request.method in ("GET", "HEAD") and response.status_code == 200 and "ETag" in response.headers:
-        return response.make_conditional(flask.request)
+    """If-None-Match on a GET of a resource with an ETag: 304 when the client's copy is current (weak
+    comparison, RFC 9110 §13.1.2). If-Match is only for writes here (see services/preconditions.py)."""
+    if flask.request.method not in ("GET", "HEAD") or response.status_code != 200:
+        return response
+    tag, _ = response.get_etag()
+    if tag and flask.request.if_none_match.contains_weak(tag):
+        not_modified = flask.current_app.response_class(status=304)
+        for header in ("ETag", "X-Request-ID", "Cache-Control"):
+            if header in response.headers:
+                not_modified.headers[header] = response.headers[header]
+        return not_modified
     return response
 
 
