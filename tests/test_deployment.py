@@ -70,6 +70,11 @@ def test_the_compose_database_url_is_a_psycopg_url_to_the_compose_postgres(compo
         )
 
 
+def test_the_compose_setup_and_app_are_given_the_admin_key_from_the_environment(compose):
+    for service in ("migrate", "app"):
+        assert compose[service]["environment"]["PLANNER_ADMIN_KEY"].startswith("${PLANNER_ADMIN_KEY:?")
+
+
 def test_the_dockerfile_copies_what_the_server_needs_and_serves_with_the_same_command():
     lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
     assert 'CMD ["' + '", "'.join(SERVE_COMMAND) + '"]' in lines
