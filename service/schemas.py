@@ -39,6 +39,19 @@ class StrictSchema(ma.Schema):
     class Meta:
         unknown = ma.RAISE
 
+    @ma.pre_load
+    def _refuse_read_only(self, data, **kwargs):
+        # A field the service sets (id, created_at, committed, ...) is not unknown: say what it is.
+        if isinstance(data, dict):
+            read_only = {
+                field.data_key or name: ["Read-only: set by the service, not by requests."]
+                for name, field in self.dump_fields.items()
+                if field.dump_only and (field.data_key or name) in data
+            }
+            if read_only:
+                raise ma.ValidationError(read_only)
+        return data
+
 
 def _no_lone_surrogates(text: str) -> None:
     # "\ud800" is a valid JSON escape but not encodable text; kept out of the pattern, which JSON Schema

@@ -123,6 +123,13 @@ def test_bad_budgets_are_422_problems_pointing_at_the_field(
     assert session.scalars(select(Budget)).all() == []
 
 
+def test_read_only_fields_are_named_as_such_not_as_unknown(client, organization):
+    body = assert_problem(client.post("/v1/budgets", json=budget_body(committed="5.00")), 422)
+    assert body["errors"] == [
+        {"pointer": "#/committed", "detail": "Read-only: set by the service, not by requests."}
+    ]
+
+
 def test_a_missing_required_field_is_named(client, organization):
     body = budget_body()
     del body["currency"]
