@@ -10,6 +10,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.config import Config
+from service.services.audit import act_as
 
 EXTENSION_KEY = "planner.db"
 
@@ -99,10 +100,8 @@ def get_session(*, read_only: bool | None = None) -> Session:
         database = get_db()
         session = (database.read_sessionmaker if read_only else database.sessionmaker)()
         principal = flask.g.get("principal")
-        session.info.update(
-            actor=principal.key_id if principal else "anonymous", request_id=flask.g.get("request_id")
-        )
-        flask.g.db_session = session
+        actor = principal.key_id if principal else "anonymous"
+        flask.g.db_session = act_as(session, actor, flask.g.get("request_id"))
     return flask.g.db_session
 
 

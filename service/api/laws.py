@@ -41,9 +41,7 @@ def get_law(slug):
 @blp.alt_response(404, response="NOT_FOUND")
 def isoflop(slug, flops, points, span):
     """Loss against model size at a fixed budget (an IsoFLOP profile), for charts."""
-    law, curve = planning.isoflop(slug, flops, points, span)
-    optimal = curve[len(curve) // 2]
-    return {"law": law.slug, "flops": flops, "optimal": optimal, "points": curve}
+    return planning.isoflop(slug, flops, points, span)
 
 
 @blp.get("/<slug:slug>/frontier")
@@ -53,5 +51,4 @@ def isoflop(slug, flops, points, span):
 @blp.alt_response(404, response="NOT_FOUND")
 def frontier(slug, min_flops, max_flops, points):
     """The compute-optimal model size, tokens and loss over a range of budgets, for charts."""
-    law, points_ = planning.frontier(slug, min_flops, max_flops, points)
-    return {"law": law.slug, "points": points_}
+    return planning.frontier(slug, min_flops, max_flops, points)

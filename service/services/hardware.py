@@ -14,6 +14,7 @@ from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, bud
 from service.services.errors import ConflictError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
+from service.services.writes import commit_new
 
 PRICE_FIELDS = ("price_per_hour", "currency", "price_as_of", "price_source")
 
@@ -53,13 +54,7 @@ def create_hardware(session: Session, fields: Mapping[str, Any]) -> HardwareProf
     _apply(profile, fields, replace=True)
     session.add(profile)
     _add_price_if_changed(profile, fields)
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        if session.scalar(select(HardwareProfile.id).where(HardwareProfile.slug == fields["slug"])):
-            raise ConflictError(f"A hardware profile with slug {fields['slug']!r} already exists.") from None
-        raise
+    commit_new(session, HardwareProfile, fields["slug"], "A hardware profile")
     return profile
 
 

@@ -5,24 +5,18 @@ from __future__ import annotations
 import uuid
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.models import Organization
-from service.services.errors import ConflictError, NotFoundError
+from service.services.errors import NotFoundError
 from service.services.pagination import Cursor, Page, paginate
+from service.services.writes import commit_new
 
 
 def create_organization(session: Session, *, slug: str, name: str) -> Organization:
     organization = Organization(slug=slug, name=name)
     session.add(organization)
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        if session.scalar(select(Organization.id).where(Organization.slug == slug)) is not None:
-            raise ConflictError(f"An organization with slug {slug!r} already exists.") from None
-        raise
+    commit_new(session, Organization, slug, "An organization")
     return organization
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -147,22 +147,22 @@ def make_estimate(session: Session, request: Mapping[str, Any]) -> plan.Estimate
         raise _field_error(error, ESTIMATE_FIELDS) from error
 
 
-def isoflop(
-    slug: str, flops: float, points: int, span: float
-) -> tuple[plan.NamedLaw, list[allocate.Allocation]]:
+def isoflop(slug: str, flops: float, points: int, span: float) -> dict[str, Any]:
+    """The IsoFLOP curve and its optimum, which the curve has at its centre by construction."""
     law = get_published_law(slug)
-    try:
-        return law, allocate.isoflop_curve(law.law, flops, points, span)
-    except InvalidInput as error:
-        # The curve leaves the sizes the engine answers for: the budget (or the span around it) is too large.
-        raise InvalidFieldError(None, str(error), parameter="flops") from error
+    # Refused when the curve leaves the sizes the engine answers for: the budget (or span) is too large.
+    curve = _curve("flops", lambda: allocate.isoflop_curve(law.law, flops, points, span))
+    return {"law": law.slug, "flops": flops, "optimal": curve[len(curve) // 2], "points": curve}
 
 
-def frontier(
-    slug: str, min_flops: float, max_flops: float, points: int
-) -> tuple[plan.NamedLaw, list[allocate.Allocation]]:
+def frontier(slug: str, min_flops: float, max_flops: float, points: int) -> dict[str, Any]:
     law = get_published_law(slug)
+    curve = _curve("max_flops", lambda: allocate.frontier(law.law, min_flops, max_flops, points))
+    return {"law": law.slug, "points": curve}
+
+
+def _curve(parameter: str, build: Callable[[], list[allocate.Allocation]]) -> list[allocate.Allocation]:
     try:
-        return law, allocate.frontier(law.law, min_flops, max_flops, points)
+        return build()
     except InvalidInput as error:
-        raise InvalidFieldError(None, str(error), parameter="max_flops") from error
+        raise InvalidFieldError(None, str(error), parameter=parameter) from error

@@ -343,7 +343,7 @@ def test_the_admin_key_from_the_environment_is_bootstrapped_idempotently(make_ap
             get_db(app).engine.dispose()
 
 
-def test_the_cli_issues_keys(app, session):
+def test_the_cli_issues_keys(app):
     runner = app.test_cli_runner()
     result = runner.invoke(args=["keys", "create", "--role", "admin", "--name", "ops"])
     assert result.exit_code == 0, result.output
