@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    UniqueConstraint,
     Uuid,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -261,6 +262,13 @@ class Budget(Base):
             "max_accelerator_hours IS NULL OR max_accelerator_hours > 0",
             name="max_accelerator_hours_positive",
         ),
+        # The ledger's conditional UPDATE refuses a commit past a cap; these keep a concurrent edit of the
+        # cap from slipping under what is already committed.
+        CheckConstraint("max_flops IS NULL OR committed_flops <= max_flops", name="committed_flops_within_cap"),
+        CheckConstraint(
+            "max_accelerator_hours IS NULL OR committed_accelerator_hours <= max_accelerator_hours",
+            name="committed_hours_within_cap",
+        ),
         Index("ix_budgets_organization_id_created_at", "organization_id", "created_at"),
     )
 
@@ -270,6 +278,8 @@ class Budget(Base):
     amount: Mapped[Decimal] = mapped_column(Money)
     currency: Mapped[str] = mapped_column(String(3))
     committed: Mapped[Decimal] = mapped_column(Money, default=Decimal(0))
+    committed_flops: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    committed_accelerator_hours: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     period_start: Mapped[datetime] = mapped_column(UTCDateTime)
     period_end: Mapped[datetime] = mapped_column(UTCDateTime)
     max_flops: Mapped[float | None] = mapped_column(Float)
@@ -302,6 +312,122 @@ class Budget(Base):
     def utilization(self) -> float:
         """Share of the amount committed (0 for an empty budget)."""
         return float(self.committed / self.amount) if self.amount else 0.0
+
+
+PLAN_STATUSES = ("draft", "committed", "cancelled")
+
+
+class Plan(Base):
+    """A training plan: its inputs, a snapshot of what it used, its outputs. Immutable but for its status.
+
+    `inputs` are the allocation request as validated; `snapshot` the hardware (figures and the price in
+    force), the law's coefficients and the engine version; `result` the allocation document. Evaluating the
+    inputs against the snapshot gives the result again. The scalar columns repeat figures of the result for
+    filters, reports and the budget ledger.
+    """
+
+    __tablename__ = "plans"
+    __table_args__ = (
+        CheckConstraint("status IN ('draft', 'committed', 'cancelled')", name="status_known"),
+        CheckConstraint("cost IS NULL OR cost >= 0", name="cost_not_negative"),
+        # Keyset pagination newest first: (created_at, id) within an organisation, a budget, or overall.
+        Index("ix_plans_created_at_id", "created_at", "id"),
+        Index("ix_plans_organization_id_created_at_id", "organization_id", "created_at", "id"),
+        Index("ix_plans_budget_id_created_at_id", "budget_id", "created_at", "id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
+    budget_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("budgets.id", ondelete="RESTRICT"))
+    hardware_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("hardware_profiles.id", ondelete="RESTRICT"), index=True
+    )
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("plans.id", ondelete="RESTRICT"))
+    name: Mapped[str | None] = mapped_column(String(200))
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(16), default="draft")
+    start_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    inputs: Mapped[dict] = mapped_column(JSON)
+    snapshot: Mapped[dict] = mapped_column(JSON)
+    result: Mapped[dict] = mapped_column(JSON)
+    method: Mapped[str] = mapped_column(String(32))
+    params: Mapped[float] = mapped_column(Float)
+    tokens: Mapped[float] = mapped_column(Float)
+    flops: Mapped[float] = mapped_column(Float)
+    predicted_loss: Mapped[float | None] = mapped_column(Float)
+    accelerators: Mapped[int] = mapped_column(Integer)
+    days: Mapped[float] = mapped_column(Float)
+    accelerator_hours: Mapped[float] = mapped_column(Float)
+    cost: Mapped[Decimal | None] = mapped_column(Money)
+    currency: Mapped[str | None] = mapped_column(String(3))
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    committed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    version: Mapped[int] = mapped_column(Integer)
+
+    organization: Mapped[Organization] = relationship()
+    hardware: Mapped[HardwareProfile | None] = relationship()
+
+    __mapper_args__ = {"version_id_col": version}
+
+    @property
+    def organization_slug(self) -> str:
+        return self.organization.slug
+
+    @property
+    def hardware_slug(self) -> str | None:
+        return self.snapshot["hardware"].get("slug")
+
+
+LEDGER_ENTRIES = ("commit", "release")
+
+
+class LedgerEntry(Base):
+    """One movement on a budget: a plan's cost reserved (commit) or given back (release, negative).
+
+    The sums of `amount`, `flops` and `accelerator_hours` over a budget's entries equal its committed
+    figures: each entry is written in the transaction that moves them.
+    """
+
+    __tablename__ = "budget_ledger"
+    __table_args__ = (
+        CheckConstraint("entry IN ('commit', 'release')", name="entry_known"),
+        Index("ix_budget_ledger_budget_id_created_at_id", "budget_id", "created_at", "id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    budget_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("budgets.id", ondelete="RESTRICT"))
+    plan_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("plans.id", ondelete="RESTRICT"), index=True)
+    entry: Mapped[str] = mapped_column(String(16))
+    amount: Mapped[Decimal] = mapped_column(Money)
+    currency: Mapped[str] = mapped_column(String(3))
+    flops: Mapped[float] = mapped_column(Float)
+    accelerator_hours: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(String(64))
+    request_id: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class IdempotencyRecord(Base):
+    """The first successful response to a request sent with an Idempotency-Key, replayed to its retries.
+
+    Keys belong to the caller (`principal` is the API key id) and expire; `fingerprint` is a hash of the
+    method, path and canonical body, so that a key reused for another request is refused.
+    """
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("principal", "key", name="uq_idempotency_keys_principal_key"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    principal: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(String(255))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    body: Mapped[str | None] = mapped_column(Text)
+    headers: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
 class ApiKey(Base):
