@@ -264,7 +264,9 @@ class Budget(Base):
         ),
         # The ledger's conditional UPDATE refuses a commit past a cap; these keep a concurrent edit of the
         # cap from slipping under what is already committed.
-        CheckConstraint("max_flops IS NULL OR committed_flops <= max_flops", name="committed_flops_within_cap"),
+        CheckConstraint(
+            "max_flops IS NULL OR committed_flops <= max_flops", name="committed_flops_within_cap"
+        ),
         CheckConstraint(
             "max_accelerator_hours IS NULL OR committed_accelerator_hours <= max_accelerator_hours",
             name="committed_hours_within_cap",
@@ -347,6 +349,7 @@ class Plan(Base):
     labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(16), default="draft")
     start_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    end_at: Mapped[datetime] = mapped_column(UTCDateTime)
     inputs: Mapped[dict] = mapped_column(JSON)
     snapshot: Mapped[dict] = mapped_column(JSON)
     result: Mapped[dict] = mapped_column(JSON)

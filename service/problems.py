@@ -21,6 +21,8 @@ from service.request_context import current_request_id
 from service.services.errors import (
     ConflictError,
     InvalidFieldError,
+    InvalidHeaderError,
+    KeyReusedError,
     NotFoundError,
     PreconditionFailedError,
     PreconditionRequiredError,
@@ -37,7 +39,9 @@ _LOCATION_KEYS = {"json": "pointer", "query": "parameter", "headers": "header", 
 _SERVICE_ERROR_STATUS: dict[type[ServiceError], int] = {
     NotFoundError: 404,
     ConflictError: 409,
+    InvalidHeaderError: 400,
     InvalidFieldError: 422,
+    KeyReusedError: 422,
     PreconditionRequiredError: 428,
     PreconditionFailedError: 412,
 }
@@ -146,7 +150,13 @@ def _handle_service_error(error: ServiceError) -> flask.Response:
     if isinstance(error, InvalidFieldError):
         errors = [{**error.where, "detail": error.detail}]
         return problem_response(status, "The request is not valid; see errors.", errors=errors)
-    return problem_response(status, error.detail, **error.extensions)
+    return problem_response(status, error.detail, headers=error.headers, **error.extensions)
+
+
+def _handle_invalid_document(error: ma.ValidationError) -> flask.Response:
+    # A body validated by a use case rather than by webargs (a plan revision merged into its parent's).
+    errors = validation_errors({"json": error.messages})
+    return problem_response(422, "The request is not valid; see errors.", errors=errors)
 
 
 def _handle_core_refusal(error: InvalidInput) -> flask.Response:
@@ -177,6 +187,7 @@ def register_error_handlers(app: flask.Flask) -> None:
     for cls in _SERVICE_ERROR_STATUS:
         app.register_error_handler(cls, _handle_service_error)
     app.register_error_handler(InvalidInput, _handle_core_refusal)
+    app.register_error_handler(ma.ValidationError, _handle_invalid_document)
     app.register_error_handler(OperationalError, _handle_database_unavailable)
     app.register_error_handler(StaleDataError, _handle_concurrent_update)
     app.register_error_handler(Exception, _handle_unexpected)

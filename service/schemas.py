@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import re
+import uuid
 from datetime import UTC, date
 from decimal import Decimal
 
@@ -243,6 +245,9 @@ class SlugOrObject(ma.fields.Field):
             return self.schema_class().load(value)
         raise ma.ValidationError("Must be a slug or an object.")
 
+    def _serialize(self, value, attr, obj, **kwargs):
+        return value if value is None or isinstance(value, str) else self.schema_class().dump(value)
+
 
 def slug_or_object_to_property(self, field, **kwargs) -> dict:
     """apispec attribute function: document a SlugOrObject as oneOf a slug string and the inline schema."""
@@ -390,9 +395,12 @@ class AllocationRequestSchema(ClusterFieldsSchema):
         MAX_TOKENS * 1e3, "Lifetime inference tokens: inference-aware allocation (with target_loss)."
     )
 
+    def _budgets_given(self, data) -> list[str]:
+        return [name for name in BUDGET_FIELDS if name in data]
+
     @ma.validates_schema
     def _one_budget_of_each_kind(self, data, **kwargs):
-        given = [name for name in BUDGET_FIELDS if name in data]
+        given = self._budgets_given(data)
         if not given:
             raise ma.ValidationError(
                 "Give a budget: flops, pf_days, target_loss, cost, accelerator_hours or days.", "_schema"
@@ -710,6 +718,20 @@ class HardwarePricePageSchema(PageSchema):
 LABEL_KEY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
 
 
+def labels_field(description: str, example: dict[str, str]) -> ma.fields.Dict:
+    """Free key/value pairs (at most 50) on budgets and plans: lowercase keys, short texts."""
+    return ma.fields.Dict(
+        keys=ma.fields.String(
+            validate=validate.Regexp(
+                LABEL_KEY_PATTERN, error="Must be 1-63 of a-z, 0-9, _ . - (starting a-z0-9)."
+            )
+        ),
+        values=Text(validate=validate.Length(max=200)),
+        validate=validate.Length(max=50),
+        metadata={"description": description, "example": example},
+    )
+
+
 class BudgetSchema(StrictSchema):
     """A budget. Writes: POST (all required fields), PUT (the whole budget), PATCH (some fields)."""
 
@@ -739,19 +761,7 @@ class BudgetSchema(StrictSchema):
         validate=validate.Length(max=100),
         metadata={"description": "Hardware slugs plans may use; empty or absent: any."},
     )
-    labels = ma.fields.Dict(
-        keys=ma.fields.String(
-            validate=validate.Regexp(
-                LABEL_KEY_PATTERN, error="Must be 1-63 of a-z, 0-9, _ . - (starting a-z0-9)."
-            )
-        ),
-        values=Text(validate=validate.Length(max=200)),
-        validate=validate.Length(max=50),
-        metadata={
-            "description": "Free key/value pairs, e.g. cost centres.",
-            "example": {"cost_center": "ml-42"},
-        },
-    )
+    labels = labels_field("Free key/value pairs, e.g. cost centres.", {"cost_center": "ml-42"})
     committed = MoneyField(dump_only=True, metadata={"description": "Committed by plans."})
     remaining = MoneyField(dump_only=True)
     utilization = ma.fields.Float(dump_only=True, metadata={"description": "committed / amount"})
@@ -836,3 +846,256 @@ class AuditEntrySchema(ma.Schema):
 
 class AuditPageSchema(PageSchema):
     items = ma.fields.List(ma.fields.Nested(AuditEntrySchema), required=True)
+
+
+# --- Plans --------------------------------------------------------------------------------------------------
+
+PLAN_STATUSES = ("draft", "committed", "cancelled")
+
+
+class PlanInputsSchema(AllocationRequestSchema):
+    """What a plan evaluates: an allocation request, or `params` and `tokens` of a model already chosen.
+
+    Plans always name their cluster (`hardware` and `accelerators`): a plan says how long and at what cost.
+    """
+
+    params = positive_float(MAX_PARAMS, "Model parameters, for a model already chosen (with tokens).")
+    tokens = positive_float(MAX_TOKENS, "Training tokens, for a model already chosen (with params).")
+    hardware = SlugOrObject(
+        InlineHardwareSchema,
+        "Slug of a hardware profile (GET /v1/hardware), e.g. h100-sxm.",
+        required=True,
+        metadata={"example": "h100-sxm"},
+    )
+    accelerators = ma.fields.Integer(
+        strict=True, required=True, validate=validate.Range(1, MAX_ACCELERATORS), metadata={"example": 1024}
+    )
+
+    # Replaces the allocation request's check (same name): a fixed model needs no budget.
+    @ma.validates_schema
+    def _one_budget_of_each_kind(self, data, **kwargs):
+        fixed = [name for name in ("params", "tokens") if name in data]
+        if not fixed:
+            super()._one_budget_of_each_kind(data, **kwargs)
+            return
+        if len(fixed) == 1:
+            missing = "tokens" if fixed == ["params"] else "params"
+            raise ma.ValidationError(f"Required with {fixed[0]}.", missing)
+        for name in (*BUDGET_FIELDS, "tokens_per_param", "unique_tokens", "inference_tokens"):
+            if name in data:
+                raise ma.ValidationError("A plan for a given params and tokens allocates nothing.", name)
+
+
+class PlanRequestSchema(PlanInputsSchema):
+    """POST /v1/plans: the inputs, and where the plan belongs."""
+
+    organization = ma.fields.String(
+        required=True,
+        validate=validate.Regexp(SLUG_PATTERN, error="Must be an organization slug."),
+        metadata={"description": "Slug of the organisation the plan belongs to.", "example": "acme"},
+    )
+    budget_id = ma.fields.UUID(
+        metadata={"description": "The budget the plan is charged to when committed (same organisation)."}
+    )
+    budget = ma.fields.String(
+        validate=validate.OneOf(["remaining"]),
+        metadata={"description": '"remaining": the budget\'s remaining amount is the money budget (cost).'},
+    )
+    name = Text(validate=validate.Length(min=1, max=200), metadata={"example": "7B on 1T tokens"})
+    labels = labels_field(
+        "Free key/value pairs to find plans by (GET /v1/plans?label=team:alpha).", {"team": "alpha"}
+    )
+    start_at = UtcDateTime(
+        metadata={
+            "description": "When the run is to start (default: now); a budget admits runs that start and "
+            "end within its period."
+        }
+    )
+
+    def _budgets_given(self, data) -> list[str]:
+        # "budget": "remaining" is a money budget (cost), whose amount the budget supplies.
+        return super()._budgets_given(data) + (["budget"] if "budget" in data else [])
+
+    @ma.validates_schema
+    def _remaining_needs_a_budget(self, data, **kwargs):
+        if "budget" not in data:
+            return
+        if "budget_id" not in data:
+            raise ma.ValidationError("Required with budget.", "budget_id")
+        if "cost" in data:
+            raise ma.ValidationError('Give cost or "budget": "remaining", not both.', "cost")
+        if "params" in data:
+            raise ma.ValidationError("A plan for a given params and tokens allocates nothing.", "budget")
+
+
+def _revision_fields() -> dict[str, ma.fields.Field]:
+    """Every request field, optional and nullable: null removes an input of the parent."""
+    fields = {}
+    for name, field in PlanRequestSchema().fields.items():
+        optional = copy.copy(field)
+        optional.required = False
+        optional.allow_none = True
+        fields[name] = optional
+    return fields
+
+
+PlanRevisionSchema = StrictSchema.from_dict(_revision_fields(), name="PlanRevisionSchema")
+PlanRevisionSchema.__doc__ = (
+    "Changes to a plan's request, as a JSON merge patch (RFC 7396): a member replaces the parent's, "
+    "null removes it."
+)
+
+
+class StoredDocument(ma.fields.Nested):
+    """A document stored already serialised (a plan's result): shown as stored, documented by its schema."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return value
+
+
+class PlanSchema(ma.Schema):
+    """A plan: the record an organisation acts on. Immutable but for its status."""
+
+    id = ma.fields.UUID()
+    organization = ma.fields.String(attribute="organization_slug")
+    budget_id = ma.fields.UUID(allow_none=True)
+    parent_id = ma.fields.UUID(allow_none=True, metadata={"description": "The plan this one revises."})
+    name = ma.fields.String(allow_none=True)
+    labels = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.String())
+    status = ma.fields.String(metadata={"enum": list(PLAN_STATUSES)})
+    hardware = ma.fields.String(
+        attribute="hardware_slug", allow_none=True, metadata={"description": "Null for inline hardware."}
+    )
+    method = ma.fields.String(
+        metadata={
+            "description": "fixed (params and tokens given), fixed-ratio, compute-optimal, "
+            "data-constrained or inference-aware"
+        }
+    )
+    params = ma.fields.Float()
+    tokens = ma.fields.Float()
+    flops = ma.fields.Float()
+    predicted_loss = ma.fields.Float(allow_none=True)
+    accelerators = ma.fields.Integer()
+    days = ma.fields.Float(metadata={"description": "Wall-clock training time."})
+    accelerator_hours = ma.fields.Float()
+    cost = MoneyField(dump_only=True, allow_none=True)
+    currency = ma.fields.String(allow_none=True)
+    start_at = ma.fields.AwareDateTime()
+    end_at = ma.fields.AwareDateTime()
+    inputs = ma.fields.Dict(metadata={"description": "The request evaluated (PlanInputs), as stored."})
+    snapshot = ma.fields.Dict(
+        metadata={"description": "What the evaluation used: hardware figures and price, law, engine version."}
+    )
+    result = StoredDocument(AllocationSchema, metadata={"description": "All outputs, as evaluated."})
+    created_by = ma.fields.String(metadata={"description": "Key id of the creator."})
+    created_at = ma.fields.AwareDateTime()
+    committed_at = ma.fields.AwareDateTime(allow_none=True)
+    cancelled_at = ma.fields.AwareDateTime(allow_none=True)
+
+
+class PlanPageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(PlanSchema), required=True)
+
+
+class LabelFilterField(ma.fields.String):
+    """`key:value`, loaded as a (key, value) pair."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        key, colon, wanted = text.partition(":")
+        if not colon or not re.fullmatch(LABEL_KEY_PATTERN, key) or len(wanted) > 200:
+            raise ma.ValidationError("Must be key:value, e.g. team:alpha.")
+        return key, wanted
+
+
+class PlanQuerySchema(ListQuerySchema):
+    organization = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
+    budget_id = ma.fields.UUID()
+    hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
+    status = ma.fields.String(validate=validate.OneOf(PLAN_STATUSES))
+    label = LabelFilterField(metadata={"description": "key:value; only plans with this label."})
+    created_from = UtcDateTime(metadata={"description": "Created at or after (inclusive)."})
+    created_to = UtcDateTime(metadata={"description": "Created before (exclusive)."})
+
+    @ma.validates_schema
+    def _window_is_ordered(self, data, **kwargs):
+        if {"created_from", "created_to"} <= set(data) and data["created_to"] <= data["created_from"]:
+            raise ma.ValidationError("Must be after created_from.", "created_to")
+
+
+MAX_COMPARED = 10
+
+
+class PlanIdsField(ma.fields.String):
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        parts = [part.strip() for part in text.split(",")]
+        try:
+            ids = [uuid.UUID(part) for part in parts]
+        except ValueError:
+            raise ma.ValidationError("Must be plan ids separated by commas.") from None
+        if not 2 <= len(ids) <= MAX_COMPARED:
+            raise ma.ValidationError(f"Give 2 to {MAX_COMPARED} plan ids.")
+        if len(set(ids)) != len(ids):
+            raise ma.ValidationError("Each plan once.")
+        return ids
+
+
+class CompareQuerySchema(StrictSchema):
+    ids = PlanIdsField(required=True, metadata={"description": "2 to 10 plan ids, comma-separated."})
+
+
+class ComparedPlanSchema(ma.Schema):
+    id = ma.fields.UUID()
+    name = ma.fields.String(allow_none=True)
+    status = ma.fields.String()
+    hardware = ma.fields.String(attribute="hardware_slug", allow_none=True)
+    accelerators = ma.fields.Integer()
+    method = ma.fields.String()
+    params = ma.fields.Float()
+    tokens = ma.fields.Float()
+    flops = ma.fields.Float()
+    predicted_loss = ma.fields.Float(allow_none=True)
+    days = ma.fields.Float()
+    accelerator_hours = ma.fields.Float()
+    cost = MoneyField(dump_only=True, allow_none=True)
+    currency = ma.fields.String(allow_none=True)
+
+
+class DifferenceSchema(ma.Schema):
+    field = ma.fields.String(metadata={"description": "An input or output that differs, e.g. accelerators."})
+    values = ma.fields.List(
+        ma.fields.Raw(allow_none=True), metadata={"description": "One per plan, in order."}
+    )
+    relative = ma.fields.List(
+        ma.fields.Float(allow_none=True),
+        allow_none=True,
+        metadata={"description": "Numbers only: each value divided by the first plan's."},
+    )
+
+
+class ComparisonSchema(ma.Schema):
+    plans = ma.fields.List(ma.fields.Nested(ComparedPlanSchema))
+    differences = ma.fields.List(ma.fields.Nested(DifferenceSchema))
+
+
+class LedgerEntrySchema(ma.Schema):
+    id = ma.fields.UUID()
+    budget_id = ma.fields.UUID()
+    plan_id = ma.fields.UUID()
+    entry = ma.fields.String(metadata={"description": "commit (reserves) or release (gives back)"})
+    amount = MoneyField(
+        dump_only=True,
+        metadata={"description": "Signed: negative for a release.", "pattern": r"^-?\d{1,12}(\.\d{1,6})?$"},
+    )
+    currency = ma.fields.String()
+    flops = ma.fields.Float()
+    accelerator_hours = ma.fields.Float()
+    actor = ma.fields.String(metadata={"description": "Key id of the caller."})
+    request_id = ma.fields.String(allow_none=True)
+    created_at = ma.fields.AwareDateTime()
+
+
+class LedgerPageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(LedgerEntrySchema), required=True)

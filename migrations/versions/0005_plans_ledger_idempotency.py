@@ -46,6 +46,7 @@ def upgrade() -> None:
     sa.Column('labels', sa.JSON(), nullable=False),
     sa.Column('status', sa.String(length=16), nullable=False),
     sa.Column('start_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('end_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('inputs', sa.JSON(), nullable=False),
     sa.Column('snapshot', sa.JSON(), nullable=False),
     sa.Column('result', sa.JSON(), nullable=False),

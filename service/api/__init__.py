@@ -11,7 +11,7 @@ from swagger_ui_bundle import swagger_ui_path
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from service import http_status
-from service.api import budgets, hardware, health, keys, laws, organizations, planning
+from service.api import budgets, hardware, health, keys, laws, organizations, planning, plans
 from service.api.base import SlugConverter
 from service.auth import SECURITY_SCHEME
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
@@ -126,5 +126,6 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(laws.blp)
     api.register_blueprint(hardware.blp)
     api.register_blueprint(budgets.blp)
+    api.register_blueprint(plans.blp)
     api.register_blueprint(keys.blp)
     return api

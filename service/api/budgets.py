@@ -14,8 +14,15 @@ from service.api.base import (
 )
 from service.auth import READERS, requires, scope
 from service.db import get_session
-from service.schemas import BUDGET_PATCH, BudgetPageSchema, BudgetQuerySchema, BudgetSchema
-from service.services import budgets
+from service.schemas import (
+    BUDGET_PATCH,
+    BudgetPageSchema,
+    BudgetQuerySchema,
+    BudgetSchema,
+    LedgerPageSchema,
+    ListQuerySchema,
+)
+from service.services import budgets, plans
 
 blp = Blueprint("budgets", __name__, url_prefix="/v1/budgets", description="Organisations' budgets")
 
@@ -91,3 +98,15 @@ def update_budget(body, budget_id):
 def delete_budget(budget_id):
     """Delete a budget with nothing committed."""
     budgets.delete_budget(get_session(), budget_id, scope=scope(), if_match=if_match())
+
+
+@blp.get("/<uuid:budget_id>/ledger")
+@requires(*READERS)
+@blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
+@blp.response(200, LedgerPageSchema, headers=LINK_HEADER)
+@blp.alt_response(404, response="NOT_FOUND")
+def list_ledger(limit, cursor, budget_id):
+    """The budget's ledger, newest first: each plan's commit (its cost reserved) and release (given back).
+    The amounts sum to the budget's `committed`."""
+    page = plans.list_ledger(get_session(), budget_id, scope=scope(), limit=limit, after=cursor)
+    return page_response(page, limit)

@@ -301,6 +301,33 @@ def plan(
     )
 
 
+def fixed(
+    params: float,
+    tokens: float,
+    on: Cluster,
+    *,
+    law: NamedLaw | None = None,
+    price_per_hour: Decimal | None = None,
+    currency: str | None = None,
+) -> Plan:
+    """A plan for a model already chosen: nothing to allocate, only the run to estimate (and, with a law,
+    the loss to predict)."""
+    run = estimate(params, tokens, on, price_per_hour=price_per_hour, currency=currency, law=law)
+    allocation = allocate.Allocation(
+        params=params, tokens=tokens, flops=run.runtime.flops, predicted_loss=run.predicted_loss
+    )
+    return Plan(
+        method="fixed",
+        allocation=allocation,
+        limits=[],
+        law=law,
+        inference=None,
+        estimate=run,
+        hyperparameters=hyperparameters_for(allocation.flops),
+        caveats=list(run.caveats),
+    )
+
+
 def _law_for(
     budget: Budget,
     tokens_per_param: float | None,

@@ -12,7 +12,7 @@ import uuid
 from sqlalchemy import event, inspect, select
 from sqlalchemy.orm import Session
 
-from service.models import ApiKey, AuditEntry, Budget, HardwarePrice, HardwareProfile, Organization
+from service.models import ApiKey, AuditEntry, Budget, HardwarePrice, HardwareProfile, Organization, Plan
 from service.services.pagination import Cursor, Page, paginate
 
 _AUDITED = {
@@ -21,6 +21,7 @@ _AUDITED = {
     HardwarePrice: "hardware_price",
     Budget: "budget",
     ApiKey: "api_key",
+    Plan: "plan",
 }
 _NOT_WORTH_LISTING = {"updated_at", "version"}
 
@@ -84,6 +85,27 @@ def _record(session: Session, flush_context, instances) -> None:
                 )
             )
     session.add_all(entries)
+
+
+def record(
+    session: Session,
+    action: str,
+    obj,
+    fields: list[str],
+) -> None:
+    """Log a change made with a Core UPDATE (which the flush hook does not see), e.g. a plan's commit."""
+    kind = _AUDITED[type(obj)]
+    session.add(
+        AuditEntry(
+            actor=session.info.get("actor", "system"),
+            organization_id=_organization_of(obj),
+            action=f"{kind}.{action}",
+            object_type=kind,
+            object_id=_object_id(obj),
+            request_id=session.info.get("request_id"),
+            fields=sorted(fields),
+        )
+    )
 
 
 def install() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 class ServiceError(Exception):
     """Base of the errors a use case reports to its caller."""
 
+    headers: dict[str, str] = {}
+
     def __init__(self, detail: str, **extensions: object):
         super().__init__(detail)
         self.detail = detail
@@ -20,6 +22,16 @@ class ConflictError(ServiceError):
     """The request is valid but clashes with the current state (a duplicate, a resource in use)."""
 
 
+class InProgressError(ConflictError):
+    """A request with the same Idempotency-Key is being processed right now: retry shortly."""
+
+    headers = {"Retry-After": "1"}
+
+
+class KeyReusedError(ServiceError):
+    """An Idempotency-Key came back with another request (another body, path or method)."""
+
+
 class InvalidFieldError(ServiceError):
     """A request field is valid on its own but not in context (an unknown slug, an impossible target).
 
@@ -27,9 +39,21 @@ class InvalidFieldError(ServiceError):
     for the query string.
     """
 
-    def __init__(self, pointer: str | None, detail: str, *, parameter: str | None = None):
+    def __init__(
+        self, pointer: str | None, detail: str, *, parameter: str | None = None, header: str | None = None
+    ):
         super().__init__(detail)
-        self.where = {"parameter": parameter} if parameter else {"pointer": pointer or "#"}
+        if header:
+            self.where = {"header": header}
+        else:
+            self.where = {"parameter": parameter} if parameter else {"pointer": pointer or "#"}
+
+
+class InvalidHeaderError(InvalidFieldError):
+    """A request header the operation reads is malformed (a 400: the request itself is not understood)."""
+
+    def __init__(self, header: str, detail: str):
+        super().__init__(None, detail, header=header)
 
 
 class PreconditionRequiredError(ServiceError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from sqlalchemy import Connection, text
 
 # Arbitrary, fixed: every process that sets up the database takes the same advisory lock.
@@ -16,3 +18,15 @@ def hold_setup_lock(connection: Connection) -> None:
     """
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SETUP_LOCK_KEY})
+
+
+def try_transaction_lock(connection: Connection, name: str) -> bool:
+    """Take a lock named `name` until the transaction ends, without waiting: False if another holds it.
+
+    PostgreSQL: a transaction-scoped advisory lock on a 64-bit hash of the name. SQLite: always True, since
+    a writing transaction there already holds the database's write lock (BEGIN IMMEDIATE).
+    """
+    if connection.dialect.name != "postgresql":
+        return True
+    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+    return bool(connection.scalar(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": key}))

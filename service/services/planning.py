@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from service.core import allocate, plan
 from service.core.cluster import ModelShape
@@ -56,7 +56,10 @@ def resolve_law(reference: str | Mapping[str, float]) -> plan.NamedLaw:
             known = ", ".join(sorted(PUBLISHED_LAWS))
             raise InvalidFieldError("#/law", f"No scaling law {reference!r}; known: {known}.")
         return plan.published(reference)
-    return plan.NamedLaw(ScalingLaw(**reference), name="inline law")
+    try:
+        return plan.NamedLaw(ScalingLaw(**reference), name="inline law")
+    except InvalidInput as error:
+        raise _field_error(error, frozenset({"law"})) from error
 
 
 def get_published_law(slug: str) -> plan.NamedLaw:
@@ -70,12 +73,26 @@ def list_laws() -> list[plan.NamedLaw]:
 
 
 def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> plan.Hardware:
-    if isinstance(reference, str):
-        profile = session.scalars(select(HardwareProfile).where(HardwareProfile.slug == reference)).first()
-        if profile is None:
-            raise InvalidFieldError(
-                "#/hardware", f"No hardware profile {reference!r} (see GET /v1/hardware)."
-            )
+    return hardware_of(find_hardware_profile(session, reference), reference)
+
+
+def find_hardware_profile(session: Session, reference: str | Mapping[str, Any]) -> HardwareProfile | None:
+    """The stored profile a slug names (None for inline hardware)."""
+    if not isinstance(reference, str):
+        return None
+    profile = session.scalars(
+        select(HardwareProfile)
+        .where(HardwareProfile.slug == reference)
+        .options(selectinload(HardwareProfile.prices))
+    ).first()
+    if profile is None:
+        raise InvalidFieldError("#/hardware", f"No hardware profile {reference!r} (see GET /v1/hardware).")
+    return profile
+
+
+def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, Any]) -> plan.Hardware:
+    """The engine's view of a stored profile (with the price in force now), or of inline hardware."""
+    if profile is not None:
         price = profile.current_price
         return plan.Hardware(
             name=profile.name,
@@ -94,8 +111,8 @@ def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> pl
     )
 
 
-def _cluster(session: Session, request: Mapping[str, Any]) -> plan.Cluster | None:
-    if request.get("hardware") is None:
+def _cluster(request: Mapping[str, Any], hardware: plan.Hardware | None) -> plan.Cluster | None:
+    if hardware is None:
         return None
     shape = request.get("shape")
     options = {
@@ -104,7 +121,7 @@ def _cluster(session: Session, request: Mapping[str, Any]) -> plan.Cluster | Non
         if name in request
     }
     return plan.Cluster(
-        hardware=resolve_hardware(session, request["hardware"]),
+        hardware=hardware,
         accelerators=request["accelerators"],
         shape=ModelShape(**shape) if shape else None,
         **options,
@@ -113,7 +130,26 @@ def _cluster(session: Session, request: Mapping[str, Any]) -> plan.Cluster | Non
 
 def make_allocation(session: Session, request: Mapping[str, Any]) -> plan.Plan:
     """Allocate the request's budget (validated by AllocationRequestSchema); nothing is stored."""
+    hardware = resolve_hardware(session, request["hardware"]) if request.get("hardware") else None
+    law = resolve_law(request["law"]) if "law" in request else None
+    return allocate_on(request, hardware, law)
+
+
+def allocate_on(
+    request: Mapping[str, Any], hardware: plan.Hardware | None, law: plan.NamedLaw | None
+) -> plan.Plan:
+    """The allocation of a request whose hardware and law are resolved already (from the database, or from
+    a stored plan's snapshot)."""
     try:
+        if "params" in request:  # a plan for a model already chosen
+            return plan.fixed(
+                request["params"],
+                request["tokens"],
+                _cluster(request, hardware),
+                law=law,
+                price_per_hour=request.get("price_per_hour"),
+                currency=request.get("currency"),
+            )
         budget = plan.Budget(
             **{name: request.get(name) for name in ("flops", "pf_days", "target_loss", "cost", "currency")},
             accelerator_hours=request.get("accelerator_hours"),
@@ -123,13 +159,13 @@ def make_allocation(session: Session, request: Mapping[str, Any]) -> plan.Plan:
         return plan.plan(
             budget,
             tokens_per_param=request.get("tokens_per_param"),
-            law=resolve_law(request["law"]) if "law" in request else None,
+            law=law,
             unique_tokens=request.get("unique_tokens"),
             inference_tokens=request.get("inference_tokens"),
-            on=_cluster(session, request),
+            on=_cluster(request, hardware),
         )
     except InvalidInput as error:
-        raise _field_error(error, ALLOCATION_FIELDS) from error
+        raise _field_error(error, ALLOCATION_FIELDS | {"params", "tokens"}) from error
 
 
 def make_estimate(session: Session, request: Mapping[str, Any]) -> plan.Estimate:
@@ -138,7 +174,7 @@ def make_estimate(session: Session, request: Mapping[str, Any]) -> plan.Estimate
         return plan.estimate(
             request["params"],
             request["tokens"],
-            _cluster(session, request),
+            _cluster(request, resolve_hardware(session, request["hardware"])),
             price_per_hour=request.get("price_per_hour"),
             currency=request.get("currency"),
             law=resolve_law(request["law"]) if "law" in request else None,

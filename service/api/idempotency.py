@@ -1,0 +1,97 @@
+"""The Idempotency-Key header on the requests that create plans or move them through their lifecycle."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+import flask
+
+from service.auth import current_principal
+from service.db import get_session
+from service.models import utcnow
+from service.services import idempotency
+from service.services.errors import InvalidHeaderError
+
+HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+_KEPT_HEADERS = ("Location", "ETag", "Content-Type")
+
+IDEMPOTENCY_KEY_PARAMETER = {
+    "in": "header",
+    "name": HEADER,
+    "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY_LENGTH},
+    "description": (
+        "A unique value (e.g. a UUID) that makes retries safe: a retry with the same key and body gets the "
+        f"first response again (with `{REPLAYED_HEADER}: true`); the same key with another body is a 422; "
+        "a retry while the first is still running is a 409. Keys are scoped to your API key and expire after "
+        "24 hours. Failed requests are not remembered: their retry is evaluated afresh."
+    ),
+}
+
+
+def idempotent(blueprint) -> Callable:
+    """Run the view as one transaction and commit it; with an Idempotency-Key, together with its response.
+
+    Goes above `@blp.arguments` and `@blp.response`: a replay answers before the body is parsed, and the
+    response stored is the one the view's decorators made.
+    """
+
+    def decorate(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapper(*args, **kwargs):
+            session = get_session()
+            key = _key()
+            if key is None:
+                response = view(*args, **kwargs)
+                session.commit()
+                return response
+            principal = current_principal().key_id
+            request = flask.request
+            fingerprint = idempotency.fingerprint(request.method, request.path, request.get_data(cache=True))
+            stored = idempotency.claim(session, principal, key, fingerprint, utcnow())
+            if stored is not None:
+                session.rollback()
+                return _replay(stored)
+            response = view(*args, **kwargs)
+            idempotency.complete(
+                session,
+                principal,
+                key,
+                idempotency.StoredResponse(
+                    response.status_code,
+                    response.get_data(as_text=True),
+                    {name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers},
+                ),
+            )
+            session.commit()
+            return response
+
+        wrapper = blueprint.doc(parameters=[IDEMPOTENCY_KEY_PARAMETER])(wrapper)
+        wrapper = blueprint.alt_response(400, response="BAD_REQUEST")(wrapper)
+        wrapper = blueprint.alt_response(409, response="CONFLICT")(wrapper)
+        return blueprint.alt_response(422, response="UNPROCESSABLE_CONTENT")(wrapper)
+
+    return decorate
+
+
+def _key() -> str | None:
+    raw = flask.request.headers.get(HEADER)
+    if raw is None:
+        return None
+    # The draft sends the key as a structured-field string ("..."); plain tokens are common too.
+    key = raw[1:-1] if len(raw) >= 2 and raw[0] == raw[-1] == '"' else raw
+    if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH or not all(33 <= ord(c) <= 126 for c in key):
+        raise InvalidHeaderError(
+            HEADER, f"Must be 1 to {idempotency.MAX_KEY_LENGTH} visible ASCII characters, e.g. a UUID."
+        )
+    return key
+
+
+def _replay(stored: idempotency.StoredResponse) -> flask.Response:
+    response = flask.current_app.response_class(stored.body, status=stored.status_code)
+    for name, value in stored.headers.items():
+        response.headers[name] = value
+    response.headers[REPLAYED_HEADER] = "true"
+    return response

@@ -1,0 +1,118 @@
+"""Idempotency keys (IETF httpapi draft "The Idempotency-Key HTTP Header Field").
+
+A request sent with a key is processed once; its successful response is stored with the key, in the same
+transaction as what the request wrote, and replayed to every retry. The key belongs to the caller (the API
+key id), expires after `KEY_LIFETIME`, and is bound to the request it first came with by a fingerprint of
+its method, path and canonical body.
+
+Failures are not stored: a request refused as invalid or conflicting leaves nothing behind, and its retry
+is evaluated afresh (a body that was invalid stays invalid; a commit refused for want of budget may pass
+once the budget allows it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from service.models import IdempotencyRecord
+from service.services import locks
+from service.services.errors import InProgressError, KeyReusedError
+
+KEY_LIFETIME = timedelta(hours=24)
+MAX_KEY_LENGTH = 255
+_PURGE_BATCH = 100
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    status_code: int
+    body: str
+    headers: dict[str, str]
+
+
+def fingerprint(method: str, path: str, body: bytes) -> str:
+    """Hash of the request; the body canonically (key order and whitespace do not matter) when it is JSON."""
+    try:
+        canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+    except (ValueError, RecursionError):
+        canonical = body
+    return hashlib.sha256(b"\0".join((method.encode(), path.encode(), canonical))).hexdigest()
+
+
+def claim(
+    session: Session, principal: str, key: str, request_fingerprint: str, now: datetime
+) -> StoredResponse | None:
+    """Take `key` for this request, or return the response to replay.
+
+    Raises InProgressError while another request holds the key, KeyReusedError for another request's key.
+    The claim is a row inserted in the caller's transaction: it becomes visible only with what the request
+    writes, and vanishes with it on rollback.
+    """
+    if not locks.try_transaction_lock(session.connection(), f"idempotency:{principal}:{key}"):
+        raise _in_progress()
+    _purge_expired(session, now)
+    record = session.scalars(
+        select(IdempotencyRecord).where(
+            IdempotencyRecord.principal == principal,
+            IdempotencyRecord.key == key,
+            IdempotencyRecord.expires_at > now,
+        )
+    ).first()
+    if record is not None:
+        if record.fingerprint != request_fingerprint:
+            raise KeyReusedError(
+                "This Idempotency-Key was used for a different request (another body or path); "
+                "use a new key for a new request."
+            )
+        if record.status_code is None:  # only visible if a transaction committed a claim unfinished
+            raise _in_progress()
+        return StoredResponse(record.status_code, record.body or "", dict(record.headers))
+    insert = (postgresql if session.get_bind().dialect.name == "postgresql" else sqlite).insert
+    claimed = session.execute(
+        insert(IdempotencyRecord)
+        .values(
+            principal=principal,
+            key=key,
+            fingerprint=request_fingerprint,
+            headers={},
+            created_at=now,
+            expires_at=now + KEY_LIFETIME,
+        )
+        .on_conflict_do_nothing(index_elements=["principal", "key"])
+        .returning(IdempotencyRecord.id)
+    ).first()
+    if claimed is None:  # a concurrent request took the key between our lookup and our insert
+        raise _in_progress()
+    return None
+
+
+def complete(session: Session, principal: str, key: str, response: StoredResponse) -> None:
+    """Store the response with the claimed key (in the transaction that wrote what the request did)."""
+    session.execute(
+        update(IdempotencyRecord)
+        .where(IdempotencyRecord.principal == principal, IdempotencyRecord.key == key)
+        .values(status_code=response.status_code, body=response.body, headers=response.headers)
+    )
+
+
+def _purge_expired(session: Session, now: datetime) -> None:
+    """Delete a few expired keys: the table stays small without a separate job. Rows another transaction
+    is deleting are skipped (PostgreSQL), never waited for."""
+    expired = (
+        select(IdempotencyRecord.id)
+        .where(IdempotencyRecord.expires_at <= now)
+        .limit(_PURGE_BATCH)
+        .with_for_update(skip_locked=True)
+    )
+    session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.id.in_(expired.scalar_subquery())))
+
+
+def _in_progress() -> InProgressError:
+    return InProgressError("A request with this Idempotency-Key is in progress; retry after it finishes.")
