@@ -1014,7 +1014,12 @@ class PlanQuerySchema(ListQuerySchema):
     budget_id = ma.fields.UUID()
     hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
     status = ma.fields.String(validate=validate.OneOf(PLAN_STATUSES))
-    label = LabelFilterField(metadata={"description": "key:value; only plans with this label."})
+    label = LabelFilterField(
+        metadata={
+            "description": "key:value; only plans with this label.",
+            "pattern": LABEL_KEY_PATTERN.removesuffix("$") + ":.{0,200}$",
+        }
+    )
     created_from = UtcDateTime(metadata={"description": "Created at or after (inclusive)."})
     created_to = UtcDateTime(metadata={"description": "Created before (exclusive)."})
 

@@ -21,7 +21,7 @@ IDEMPOTENCY_KEY_PARAMETER = {
     "in": "header",
     "name": HEADER,
     "required": False,
-    "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY_LENGTH},
+    "schema": {"type": "string", "pattern": f"^[!-~]{{1,{idempotency.MAX_KEY_LENGTH}}}$"},
     "description": (
         "A unique value (e.g. a UUID) that makes retries safe: a retry with the same key and body gets the "
         f"first response again (with `{REPLAYED_HEADER}: true`); the same key with another body is a 422; "
@@ -81,7 +81,7 @@ def _key() -> str | None:
     if raw is None:
         return None
     # The draft sends the key as a structured-field string ("..."); plain tokens are common too.
-    key = raw[1:-1] if len(raw) >= 2 and raw[0] == raw[-1] == '"' else raw
+    key = raw[1:-1] if len(raw) > 2 and raw[0] == raw[-1] == '"' else raw
     if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH or not all(33 <= ord(c) <= 126 for c in key):
         raise InvalidHeaderError(
             HEADER, f"Must be 1 to {idempotency.MAX_KEY_LENGTH} visible ASCII characters, e.g. a UUID."

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
-from service.models import Budget, HardwareProfile, Organization, utcnow
+from service.models import Budget, HardwareProfile, Organization, Plan, utcnow
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
@@ -92,6 +92,12 @@ def update_budget(
             f"The amount cannot drop below the {budget.committed} {budget.currency} already committed.",
             committed=str(budget.committed),
         )
+    for cap, committed in (
+        ("max_flops", budget.committed_flops),
+        ("max_accelerator_hours", budget.committed_accelerator_hours),
+    ):
+        if fields.get(cap) is not None and fields[cap] < committed:
+            raise ConflictError(f"{cap} cannot drop below the {committed:.6g} already committed.", limit=cap)
     _apply(session, budget, fields, replace=replace)
     if session.is_modified(budget):  # an update that changes nothing keeps the version (and the ETag)
         budget.updated_at = utcnow()
@@ -110,6 +116,8 @@ def _commit(session: Session) -> None:
             raise ConflictError(
                 "The amount cannot drop below what is committed (it changed meanwhile)."
             ) from None
+        if "within_cap" in str(error.orig):
+            raise ConflictError("A cap cannot drop below what is committed (it changed meanwhile).") from None
         if "hardware" in str(error.orig):
             raise ConflictError("A hardware profile named in allowed_hardware was just deleted.") from None
         raise
@@ -124,8 +132,17 @@ def delete_budget(
         raise ConflictError(
             f"{budget.committed} {budget.currency} is committed to plans; cancel them before deleting it."
         )
+    plans = session.scalar(select(func.count()).select_from(Plan).where(Plan.budget_id == budget.id))
+    if plans:
+        raise ConflictError(
+            f"{plans} plan(s) are charged to this budget; it is kept with their history.", plans=plans
+        )
     session.delete(budget)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError:  # a plan was charged to it since we counted
+        session.rollback()
+        raise ConflictError("A plan was just charged to this budget; it is kept with its history.") from None
 
 
 def _apply(session: Session, budget: Budget, fields: Mapping[str, Any], *, replace: bool) -> None:

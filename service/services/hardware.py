@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from service.catalog import PRECISIONS
-from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, budget_hardware, utcnow
+from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, Plan, budget_hardware, utcnow
 from service.services.errors import ConflictError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
@@ -87,12 +87,15 @@ def delete_hardware(session: Session, slug: str, *, if_match: str | None) -> Non
         raise ConflictError(
             f"{budgets} budget(s) allow {slug!r}; remove it from them first.", budgets=budgets
         )
+    plans = session.scalar(select(func.count()).select_from(Plan).where(Plan.hardware_id == profile.id))
+    if plans:
+        raise ConflictError(f"{plans} plan(s) use {slug!r}; it is kept with their history.", plans=plans)
     session.delete(profile)
     try:
         session.commit()
-    except IntegrityError:  # a budget started to allow it since we counted
+    except IntegrityError:  # a budget or a plan started to use it since we counted
         session.rollback()
-        raise ConflictError(f"A budget now allows {slug!r}; remove it from the budget first.") from None
+        raise ConflictError(f"A budget or a plan now uses {slug!r}; it cannot be deleted.") from None
 
 
 def _refuse_built_in(profile: HardwareProfile, action: str) -> None:

@@ -35,7 +35,7 @@ from service.models import (
     budget_hardware,
     utcnow,
 )
-from service.schemas import AllocationSchema, PlanInputsSchema, PlanRequestSchema
+from service.schemas import AllocationSchema, PlanInputsSchema, PlanRequestSchema, format_money
 from service.services import audit, planning
 from service.services.budgets import get_budget
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
@@ -64,7 +64,7 @@ def snapshot(
             "name": hardware.name,
             "peak_flops": dict(hardware.peak_flops),
             "memory_bytes": hardware.memory_bytes,
-            "price_per_hour": None if hardware.price_per_hour is None else str(hardware.price_per_hour),
+            "price_per_hour": None if hardware.price_per_hour is None else format_money(hardware.price_per_hour),
             "currency": hardware.currency,
             "price_effective_at": None if price_effective_at is None else price_effective_at.isoformat(),
         },

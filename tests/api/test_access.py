@@ -27,6 +27,13 @@ BUDGET = {
     "period_start": "2026-01-01T00:00:00Z",
     "period_end": "2027-01-01T00:00:00Z",
 }
+PLAN = {
+    "params": 1e8,
+    "tokens": 2e9,
+    "hardware": "h100-sxm",
+    "accelerators": 8,
+    "start_at": "2026-06-01T00:00:00Z",
+}
 HARDWARE = {
     "name": "Custom",
     "vendor": "Us",
@@ -43,13 +50,21 @@ def world(client, session, issue_key):
     load_builtin_hardware(session)
     keys = {role: issue_key(role, None if role == "admin" else "acme") for role in ROLES}
     issue_key("viewer", "globex")  # creates the other organisation
-    budgets = {}
+    budgets, plans = {}, {}
     for organization in ("acme", "globex"):
         response = client.post("/v1/budgets", json={**BUDGET, "organization": organization})
         budgets[organization] = response.get_json()["id"]
+        # Plans are charged to a budget of their own: a budget with plans is never deleted.
+        charged = client.post("/v1/budgets", json={**BUDGET, "organization": organization}).get_json()["id"]
+        plans[organization] = [
+            client.post(
+                "/v1/plans", json={**PLAN, "organization": organization, "budget_id": charged}
+            ).get_json()["id"]
+            for _ in range(2)
+        ]
     assert client.post("/v1/hardware", json={**HARDWARE, "slug": "custom-gpu"}).status_code == 201
     revocable = client.post("/v1/keys", json={"name": "spare", "role": "viewer", "organization": "acme"})
-    return {"keys": keys, "budgets": budgets, "spare_key": revocable.get_json()["id"]}
+    return {"keys": keys, "budgets": budgets, "plans": plans, "spare_key": revocable.get_json()["id"]}
 
 
 # (method, path, body, {role: status for an object of the caller's own organisation},
@@ -118,6 +133,38 @@ MATRIX = [
     ("GET", "/v1/keys", None, {"admin": 200, "*": 403}, None),
     ("DELETE", "/v1/keys/{spare_key}", None, {"admin": 204, "*": 403}, None),
     ("GET", "/v1/audit", None, {"admin": 200, "*": 403}, None),
+    ("GET", "/v1/budgets/{budget}/ledger", None, {"*": 200}, {"admin": 200, "*": 404}),
+    ("GET", "/v1/plans", None, {"*": 200}, None),
+    (
+        "POST",
+        "/v1/plans",
+        {**PLAN, "organization": "{org}"},
+        {"admin": 201, "planner": 201, "*": 403},
+        {"admin": 201, "planner": 422, "*": 403},
+    ),
+    ("GET", "/v1/plans/{plan}", None, {"*": 200}, {"admin": 200, "*": 404}),
+    ("GET", "/v1/plans/compare?ids={plan},{plan2}", None, {"*": 200}, {"admin": 200, "*": 404}),
+    (
+        "POST",
+        "/v1/plans/{plan}/commit",
+        None,
+        {"admin": 200, "planner": 200, "finance": 200, "*": 403},
+        {"admin": 200, "planner": 404, "finance": 404, "*": 403},
+    ),
+    (
+        "POST",
+        "/v1/plans/{plan}/cancel",
+        None,
+        {"admin": 200, "planner": 200, "finance": 200, "*": 403},
+        {"admin": 200, "planner": 404, "finance": 404, "*": 403},
+    ),
+    (
+        "POST",
+        "/v1/plans/{plan}/revise",
+        {"accelerators": 16},
+        {"admin": 201, "planner": 201, "*": 403},
+        {"admin": 201, "planner": 404, "*": 403},
+    ),
 ]
 CASES = [
     pytest.param(
@@ -141,8 +188,13 @@ def fill(template, world, organization):
         return {key: fill(value, world, organization) for key, value in template.items()}
     if not isinstance(template, str):
         return template
+    plan, plan2 = world["plans"][organization]
     return template.format(
-        org=organization, budget=world["budgets"][organization], spare_key=world["spare_key"]
+        org=organization,
+        budget=world["budgets"][organization],
+        plan=plan,
+        plan2=plan2,
+        spare_key=world["spare_key"],
     )
 
 
@@ -165,6 +217,7 @@ def as_documented(path: str) -> str:
     for concrete, parameter in {
         "{org}": "{slug}",
         "{budget}": "{budget_id}",
+        "{plan}": "{plan_id}",
         "{spare_key}": "{key_uuid}",
         "h100-sxm": "{slug}",
         "custom-gpu": "{slug}",
@@ -382,9 +435,8 @@ def test_every_route_but_the_open_ones_needs_a_key(app):
         if rule.rule in open_paths or rule.rule.startswith("/static"):
             continue
         path = rule.rule.replace("<slug:slug>", "ab")
-        path = path.replace("<uuid:budget_id>", str(uuid.uuid4())).replace(
-            "<uuid:key_uuid>", str(uuid.uuid4())
-        )
+        for argument in ("budget_id", "key_uuid", "plan_id"):
+            path = path.replace(f"<uuid:{argument}>", str(uuid.uuid4()))
         assert "<" not in path, f"teach this test the arguments of {rule.rule}"
         method = sorted(rule.methods - {"HEAD", "OPTIONS"})[0]
         assert client.open(path, method=method).status_code == 401, (method, rule.rule)

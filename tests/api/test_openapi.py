@@ -32,6 +32,12 @@ CROSS_FIELD_RULES = {
     "POST /v1/keys",
     "PUT /v1/budgets/{budget_id}",
     "PATCH /v1/budgets/{budget_id}",
+    # Plans: allocation rules as above, an organisation, budget and hardware that must exist; a revision is
+    # only valid merged into its parent's request.
+    "POST /v1/plans",
+    "POST /v1/plans/{plan_id}/revise",
+    "GET /v1/plans/compare",  # the plans must exist
+    "GET /v1/plans",  # times within 1970-9998, which OpenAPI's date-time cannot bound
 }
 CHECKED_IN = Path(__file__).resolve().parents[2] / "openapi.yaml"
 
