@@ -73,38 +73,25 @@ def _record(session: Session, flush_context, instances) -> None:
                 continue
             if action == "create" and obj.id is None:
                 obj.id = uuid.uuid4()  # the entry names the object; its id must exist now
-            entries.append(
-                AuditEntry(
-                    actor=session.info.get("actor", "system"),
-                    organization_id=_organization_of(obj),
-                    action=f"{kind}.{action}",
-                    object_type=kind,
-                    object_id=_object_id(obj),
-                    request_id=session.info.get("request_id"),
-                    fields=[] if action == "delete" else _changed_fields(obj),
-                )
-            )
+            entries.append(_entry(session, action, obj, [] if action == "delete" else _changed_fields(obj)))
     session.add_all(entries)
 
 
-def record(
-    session: Session,
-    action: str,
-    obj,
-    fields: list[str],
-) -> None:
+def record(session: Session, action: str, obj, fields: list[str]) -> None:
     """Log a change made with a Core UPDATE (which the flush hook does not see), e.g. a plan's commit."""
+    session.add(_entry(session, action, obj, sorted(fields)))
+
+
+def _entry(session: Session, action: str, obj, fields: list[str]) -> AuditEntry:
     kind = _AUDITED[type(obj)]
-    session.add(
-        AuditEntry(
-            actor=session.info.get("actor", "system"),
-            organization_id=_organization_of(obj),
-            action=f"{kind}.{action}",
-            object_type=kind,
-            object_id=_object_id(obj),
-            request_id=session.info.get("request_id"),
-            fields=sorted(fields),
-        )
+    return AuditEntry(
+        actor=session.info.get("actor", "system"),
+        organization_id=_organization_of(obj),
+        action=f"{kind}.{action}",
+        object_type=kind,
+        object_id=_object_id(obj),
+        request_id=session.info.get("request_id"),
+        fields=fields,
     )
 
 

@@ -64,7 +64,7 @@ def snapshot(
             "name": hardware.name,
             "peak_flops": dict(hardware.peak_flops),
             "memory_bytes": hardware.memory_bytes,
-            "price_per_hour": None if hardware.price_per_hour is None else format_money(hardware.price_per_hour),
+            "price_per_hour": _money(hardware.price_per_hour),
             "currency": hardware.currency,
             "price_effective_at": None if price_effective_at is None else price_effective_at.isoformat(),
         },
@@ -79,6 +79,10 @@ def snapshot(
             "fitted_range": None if law.fitted_range is None else vars(law.fitted_range).copy(),
         },
     }
+
+
+def _money(amount: Decimal | None) -> str | None:
+    return None if amount is None else format_money(amount)
 
 
 def _hardware_from(snap: Mapping[str, Any]) -> engine.Hardware:
@@ -323,7 +327,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _json(value: Any) -> Any:
-    return str(value) if isinstance(value, Decimal) else value
+    return _money(value) if isinstance(value, Decimal) else value
 
 
 def _relative(values: list[Any]) -> list[float | None] | None:
