@@ -6,10 +6,12 @@ import click
 from alembic import command
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
+from sqlalchemy import select
 
 from service import migrate
 from service.db import get_db
-from service.services import audit, keys
+from service.models import Plan
+from service.services import audit, keys, plans
 from service.services.catalog import load_builtin_hardware
 from service.services.errors import InvalidFieldError
 
@@ -94,7 +96,26 @@ def keys_create(role: str, organization: str | None, name: str) -> None:
     click.echo(issued.key)
 
 
+plans_cli = AppGroup("plans", help="Stored plans.")
+
+
+@plans_cli.command("verify")
+def plans_verify() -> None:
+    """Re-evaluate every stored plan from its inputs and snapshot; fail if any result differs (e.g. after an
+    engine upgrade, whose plans keep the engine version that made them)."""
+    checked, differing = 0, []
+    with get_db().read_sessionmaker() as session:
+        for plan in session.scalars(select(Plan).execution_options(yield_per=500)):
+            checked += 1
+            if plans.reevaluate(plan) != plan.result:
+                differing.append(f"{plan.id} (engine {plan.snapshot['engine_version']})")
+    click.echo(f"{checked} plans re-evaluated, {len(differing)} differ")
+    if differing:
+        raise click.ClickException("differing plans: " + ", ".join(differing[:20]))
+
+
 def init_app(app: Flask) -> None:
     app.cli.add_command(db_cli)
     app.cli.add_command(setup)
     app.cli.add_command(keys_cli)
+    app.cli.add_command(plans_cli)

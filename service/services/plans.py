@@ -41,6 +41,7 @@ from service.services.budgets import get_budget
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 
+LAST_YEAR = 9998  # as for any time the API accepts
 _INPUTS = PlanInputsSchema()
 _REQUEST = PlanRequestSchema()
 _RESULT = AllocationSchema()
@@ -149,6 +150,7 @@ def create_plan(
 
     now = utcnow()
     start_at = request.get("start_at") or now
+    end_at = _end_of_run(start_at, run.runtime.seconds)
     inputs = _INPUTS.dump(loaded)
     plan = Plan(
         organization=organization,
@@ -159,7 +161,7 @@ def create_plan(
         labels=dict(request.get("labels") or {}),
         status="draft",
         start_at=start_at,
-        end_at=start_at + timedelta(seconds=run.runtime.seconds),
+        end_at=end_at,
         inputs=inputs,
         snapshot=snapshot(hardware, price.effective_at if price else None, outcome.law),
         result=_RESULT.dump(outcome),
@@ -179,6 +181,20 @@ def create_plan(
     session.add(plan)
     session.flush()
     return plan
+
+
+def _end_of_run(start_at: datetime, seconds: float) -> datetime:
+    try:
+        end_at = start_at + timedelta(seconds=seconds)
+    except OverflowError:
+        end_at = None
+    if end_at is None or end_at.year > LAST_YEAR:
+        raise InvalidFieldError(
+            "#/accelerators",
+            f"The run would take {seconds / 86400:.3g} days and end after the year {LAST_YEAR}; "
+            "plan it on more accelerators.",
+        )
+    return end_at
 
 
 def _budget_for(session: Session, budget_id: uuid.UUID, organization: Organization) -> Budget:

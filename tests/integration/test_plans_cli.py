@@ -1,0 +1,41 @@
+"""`flask plans verify`: every stored plan re-evaluated from its inputs and snapshot."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import update
+
+from service.models import Plan
+
+INLINE_PLAN = {
+    "organization": "acme",
+    "pf_days": 100,
+    "law": "chinchilla-2022",
+    "hardware": {
+        "peak_flops": {"bf16": 1e15},
+        "memory_bytes": 8e10,
+        "price_per_hour": "2.00",
+        "currency": "USD",
+    },
+    "accelerators": 64,
+}
+
+
+def test_verify_passes_for_stored_plans_and_names_one_whose_result_was_altered(app, client, session):
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    ids = [client.post("/v1/plans", json=INLINE_PLAN).get_json()["id"] for _ in range(2)]
+    runner = app.test_cli_runner()
+
+    verified = runner.invoke(args=["plans", "verify"])
+    assert verified.exit_code == 0, verified.output
+    assert "2 plans re-evaluated, 0 differ" in verified.output
+
+    altered = client.get(f"/v1/plans/{ids[0]}").get_json()["result"]
+    altered["params"] *= 1.01
+    session.execute(update(Plan).where(Plan.id == uuid.UUID(ids[0])).values(result=altered))
+    session.commit()
+    refused = runner.invoke(args=["plans", "verify"])
+    assert refused.exit_code == 1
+    assert "2 plans re-evaluated, 1 differ" in refused.output
+    assert ids[0] in refused.output and ids[1] not in refused.output
