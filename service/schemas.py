@@ -929,9 +929,15 @@ class PlanRequestSchema(PlanInputsSchema):
 
 
 def _revision_fields() -> dict[str, ma.fields.Field]:
-    """Every request field, optional and nullable: null removes an input of the parent."""
+    """Every request field, optional and nullable: null removes an input of the parent. Members that are
+    objects (labels, shape, inline hardware or law) merge into the parent's, so only the merged request is
+    validated for them."""
     fields = {}
     for name, field in PlanRequestSchema().fields.items():
+        if isinstance(field, ma.fields.Dict | ma.fields.Nested | SlugOrObject):
+            description = "Merged into the parent's (a slug or a member replaces; null removes a member)."
+            fields[name] = ma.fields.Raw(allow_none=True, metadata={"description": description})
+            continue
         optional = copy.copy(field)
         optional.required = False
         optional.allow_none = True

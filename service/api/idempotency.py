@@ -31,6 +31,15 @@ IDEMPOTENCY_KEY_PARAMETER = {
 }
 
 
+REPLAYED_HEADER_DOC = {
+    REPLAYED_HEADER: {
+        "description": "`true` when this is the stored response to an earlier request with the same "
+        "Idempotency-Key.",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+
+
 def idempotent(blueprint) -> Callable:
     """Run the view as one transaction and commit it; with an Idempotency-Key, together with its response.
 

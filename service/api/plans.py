@@ -5,7 +5,7 @@ from __future__ import annotations
 import flask
 
 from service.api.base import ETAG_HEADER, LINK_HEADER, LOCATION_HEADER, Blueprint, etag_header, page_response
-from service.api.idempotency import idempotent
+from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
 from service.db import get_session
 from service.schemas import (
@@ -21,7 +21,8 @@ from service.services import plans
 
 blp = Blueprint("plans", __name__, url_prefix="/v1/plans", description="Plans and their lifecycle")
 
-CREATED_HEADERS = {**LOCATION_HEADER, **ETAG_HEADER}
+CREATED_HEADERS = {**LOCATION_HEADER, **ETAG_HEADER, **REPLAYED_HEADER_DOC}
+TRANSITION_HEADERS = {**ETAG_HEADER, **REPLAYED_HEADER_DOC}
 
 
 def _created(plan) -> tuple:
@@ -79,7 +80,7 @@ def get_plan(plan_id):
 @blp.post("/<uuid:plan_id>/commit")
 @requires("planner", "finance")
 @idempotent(blp)
-@blp.response(200, PlanSchema, headers=ETAG_HEADER)
+@blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
 @blp.alt_response(404, response="NOT_FOUND")
 def commit_plan(plan_id):
     """Commit a draft: reserve its cost, FLOPs and accelerator-hours on its budget (a ledger entry).
@@ -94,7 +95,7 @@ def commit_plan(plan_id):
 @blp.post("/<uuid:plan_id>/cancel")
 @requires("planner", "finance")
 @idempotent(blp)
-@blp.response(200, PlanSchema, headers=ETAG_HEADER)
+@blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
 @blp.alt_response(404, response="NOT_FOUND")
 def cancel_plan(plan_id):
     """Cancel a draft or a committed plan; a committed plan's reservation returns to its budget."""

@@ -57,14 +57,10 @@ def claim(
     """
     if not locks.try_transaction_lock(session.connection(), f"idempotency:{principal}:{key}"):
         raise _in_progress()
+    mine = (IdempotencyRecord.principal == principal, IdempotencyRecord.key == key)
+    session.execute(delete(IdempotencyRecord).where(*mine, IdempotencyRecord.expires_at <= now))
     _purge_expired(session, now)
-    record = session.scalars(
-        select(IdempotencyRecord).where(
-            IdempotencyRecord.principal == principal,
-            IdempotencyRecord.key == key,
-            IdempotencyRecord.expires_at > now,
-        )
-    ).first()
+    record = session.scalars(select(IdempotencyRecord).where(*mine)).first()
     if record is not None:
         if record.fingerprint != request_fingerprint:
             raise KeyReusedError(

@@ -143,6 +143,10 @@ def create_plan(
     hardware = planning.hardware_of(profile, loaded["hardware"])
     price = profile.current_price if profile is not None else None
     law = planning.resolve_law(loaded["law"]) if "law" in loaded else None
+    if budget is not None and "price_per_hour" not in loaded:
+        # Before allocating: with "remaining", a mismatch would otherwise surface at `currency`, which the
+        # budget, not the caller, supplied.
+        _check_currency(hardware.currency, budget)
     outcome = planning.allocate_on(loaded, hardware, law)
     run = outcome.estimate
     if budget is not None:
@@ -216,10 +220,14 @@ def _check_chargeable(run: engine.Estimate, budget: Budget) -> None:
             f"{run.cluster.hardware.name} has no price, so the plan has no cost to charge to a budget; "
             "give price_per_hour and currency.",
         )
-    if run.currency != budget.currency:
+    _check_currency(run.currency, budget)
+
+
+def _check_currency(currency: str | None, budget: Budget) -> None:
+    if currency is not None and currency != budget.currency:
         raise InvalidFieldError(
             "#/budget_id",
-            f"The plan costs {run.currency} and the budget is in {budget.currency}; amounts in different "
+            f"The plan costs {currency} and the budget is in {budget.currency}; amounts in different "
             "currencies are never mixed (give price_per_hour in the budget's currency).",
         )
 
@@ -243,14 +251,23 @@ def revise_plan(
     }
     if changes.get("organization", parent.organization_slug) != parent.organization_slug:
         raise InvalidFieldError("#/organization", "A revision belongs to its parent's organization.")
-    for name, value in changes.items():
-        if value is None:
-            request.pop(name, None)
-        else:
-            request[name] = value
-    if "budget" in changes and changes["budget"] is not None:
+    request = merge_patch(request, changes)
+    if changes.get("budget") is not None:
         request.pop("cost", None)  # "remaining" replaces the parent's money budget
     return create_plan(session, _REQUEST.load(request), scope=scope, parent=parent)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 JSON merge patch: objects merge member by member, null removes, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return patch
+    merged = dict(target) if isinstance(target, Mapping) else {}
+    for name, value in patch.items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = merge_patch(merged.get(name), value)
+    return merged
 
 
 # --- Reading ----------------------------------------------------------------------------------------------
