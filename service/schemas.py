@@ -764,6 +764,8 @@ class BudgetSchema(StrictSchema):
     labels = labels_field("Free key/value pairs, e.g. cost centres.", {"cost_center": "ml-42"})
     committed = MoneyField(dump_only=True, metadata={"description": "Committed by plans."})
     remaining = MoneyField(dump_only=True)
+    committed_flops = ma.fields.Float(dump_only=True, metadata={"description": "Training FLOPs committed."})
+    committed_accelerator_hours = ma.fields.Float(dump_only=True)
     utilization = ma.fields.Float(dump_only=True, metadata={"description": "committed / amount"})
     created_at = ma.fields.AwareDateTime(dump_only=True)
     updated_at = ma.fields.AwareDateTime(dump_only=True)

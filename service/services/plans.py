@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Select, exists, literal, or_, select, update
+from sqlalchemy import Select, case, exists, literal, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from service.core import plan as engine
@@ -41,6 +41,7 @@ from service.services.budgets import get_budget
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 
+FLOAT_SLACK = 1e-9  # relative: sums of floats committed and released again need not return to exactly 0
 LAST_YEAR = 9998  # as for any time the API accepts
 _INPUTS = PlanInputsSchema()
 _REQUEST = PlanRequestSchema()
@@ -487,8 +488,8 @@ def cancel_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
             .where(Budget.id == plan.budget_id)
             .values(
                 committed=Budget.committed - cost,
-                committed_flops=Budget.committed_flops - plan.flops,
-                committed_accelerator_hours=Budget.committed_accelerator_hours - plan.accelerator_hours,
+                committed_flops=_less(Budget.committed_flops, plan.flops),
+                committed_accelerator_hours=_less(Budget.committed_accelerator_hours, plan.accelerator_hours),
                 version=Budget.version + 1,
                 updated_at=now,
             )
@@ -500,6 +501,11 @@ def cancel_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
     session.flush()
     session.refresh(plan)
     return plan
+
+
+def _less(committed, amount: float):
+    """committed - amount, as SQL; what is left of rounding when the last plan goes is 0, not -1e-14."""
+    return case((committed - amount <= amount * FLOAT_SLACK, 0.0), else_=committed - amount)
 
 
 def _move(session: Session, plan: Plan, from_status: str, **values: Any) -> None:

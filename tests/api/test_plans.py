@@ -581,6 +581,17 @@ def test_cancelling_a_committed_plan_releases_it_and_the_ledger_balances(client,
     assert sum(e.accelerator_hours for e in entries) == row.committed_accelerator_hours == 100.0
 
 
+def test_when_every_plan_is_released_the_committed_flops_and_hours_are_exactly_zero(client, world):
+    budget = make_budget(client, amount="100000.00")
+    plans = [create_plan(client, budget_id=budget["id"], tokens=tokens) for tokens in (2e10, 4.0001e10, 6e10)]
+    for plan in plans:
+        assert transition(client, plan["id"], "commit").status_code == 200
+    for plan in plans:
+        assert transition(client, plan["id"], "cancel").status_code == 200
+    read = client.get(f"/v1/budgets/{budget['id']}").get_json()
+    assert (read["committed"], read["committed_flops"], read["committed_accelerator_hours"]) == ("0.00", 0, 0)
+
+
 def test_cancelling_a_draft_writes_no_ledger_row(client, session, world):
     budget = make_budget(client)
     plan = create_plan(client, budget_id=budget["id"])

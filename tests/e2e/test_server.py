@@ -3,69 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 import requests
 
-from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND
+from tests.e2e.conftest import AUTH
 
 pytestmark = pytest.mark.e2e
-BIN = Path(sys.executable).parent
-ADMIN_KEY = "cpk_e2eadmin_" + "e2e-secret-" * 4
-AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def server(empty_database_url, tmp_path):
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": empty_database_url,
-        "PORT": str(port),
-        "WEB_CONCURRENCY": "2",
-        "PLANNER_ADMIN_KEY": ADMIN_KEY,
-    }
-    subprocess.run(
-        [BIN / SETUP_COMMAND[0], *SETUP_COMMAND[1:]], cwd=ROOT, env=env, check=True, capture_output=True
-    )
-    log_path = tmp_path / "server.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [BIN / SERVE_COMMAND[0], *SERVE_COMMAND[1:]], cwd=ROOT, env=env, stderr=log
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            wait_until_up(base, process, log_path)
-            yield base, process, log_path
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-
-
-def wait_until_up(base: str, process: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            requests.get(f"{base}/healthz", timeout=1)
-            return
-        except requests.ConnectionError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"gunicorn did not start: {log_path.read_text()}")
-            time.sleep(0.2)
 
 
 def test_the_server_serves_probes_resources_and_problems(server):
