@@ -332,17 +332,19 @@ class Plan(Base):
     __table_args__ = (
         CheckConstraint("status IN ('draft', 'committed', 'cancelled')", name="status_known"),
         CheckConstraint("cost IS NULL OR cost >= 0", name="cost_not_negative"),
-        # Keyset pagination newest first: (created_at, id) within an organisation, a budget, or overall.
+        # Keyset pagination newest first: (created_at, id) overall, or within an organisation, a budget or
+        # a hardware profile.
         Index("ix_plans_created_at_id", "created_at", "id"),
         Index("ix_plans_organization_id_created_at_id", "organization_id", "created_at", "id"),
         Index("ix_plans_budget_id_created_at_id", "budget_id", "created_at", "id"),
+        Index("ix_plans_hardware_id_created_at_id", "hardware_id", "created_at", "id"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
     budget_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("budgets.id", ondelete="RESTRICT"))
     hardware_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("hardware_profiles.id", ondelete="RESTRICT"), index=True
+        ForeignKey("hardware_profiles.id", ondelete="RESTRICT")
     )
     parent_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("plans.id", ondelete="RESTRICT"))
     name: Mapped[str | None] = mapped_column(String(200))

@@ -76,7 +76,7 @@ def upgrade() -> None:
     with op.batch_alter_table('plans', schema=None) as batch_op:
         batch_op.create_index('ix_plans_budget_id_created_at_id', ['budget_id', 'created_at', 'id'], unique=False)
         batch_op.create_index('ix_plans_created_at_id', ['created_at', 'id'], unique=False)
-        batch_op.create_index(batch_op.f('ix_plans_hardware_id'), ['hardware_id'], unique=False)
+        batch_op.create_index('ix_plans_hardware_id_created_at_id', ['hardware_id', 'created_at', 'id'], unique=False)
         batch_op.create_index('ix_plans_organization_id_created_at_id', ['organization_id', 'created_at', 'id'], unique=False)
 
     op.create_table('budget_ledger',
@@ -127,7 +127,7 @@ def downgrade() -> None:
     op.drop_table('budget_ledger')
     with op.batch_alter_table('plans', schema=None) as batch_op:
         batch_op.drop_index('ix_plans_organization_id_created_at_id')
-        batch_op.drop_index(batch_op.f('ix_plans_hardware_id'))
+        batch_op.drop_index('ix_plans_hardware_id_created_at_id')
         batch_op.drop_index('ix_plans_created_at_id')
         batch_op.drop_index('ix_plans_budget_id_created_at_id')
 

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Select, case, exists, literal, or_, select, update
+from sqlalchemy import Select, case, exists, false, literal, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from service.core import plan as engine
@@ -303,22 +303,26 @@ def list_plans(
     session: Session, where: PlanFilter, *, scope: uuid.UUID | None, limit: int, after: Cursor | None
 ) -> Page:
     """Newest first, a page at a time (keyset on created_at, id: as cheap deep down as on top)."""
-    return paginate(session, _filtered(select(Plan).options(*_loaded()), where, scope), Plan, limit, after)
+    return paginate(
+        session, _filtered(session, select(Plan).options(*_loaded()), where, scope), Plan, limit, after
+    )
 
 
-def _filtered(stmt: Select, where: PlanFilter, scope: uuid.UUID | None) -> Select:
+def _filtered(session: Session, stmt: Select, where: PlanFilter, scope: uuid.UUID | None) -> Select:
+    # Slugs become ids first: `organization_id = :id` lets the databases seek the (organization_id,
+    # created_at, id) index, where `IN (SELECT ...)` made them walk every organisation's plans.
     if scope is not None:
         stmt = stmt.where(Plan.organization_id == scope)
     if where.organization is not None:
-        stmt = stmt.where(
-            Plan.organization_id.in_(select(Organization.id).where(Organization.slug == where.organization))
+        organization_id = session.scalar(
+            select(Organization.id).where(Organization.slug == where.organization)
         )
+        stmt = stmt.where(Plan.organization_id == organization_id)  # NULL for an unknown slug: no rows
     if where.budget_id is not None:
         stmt = stmt.where(Plan.budget_id == where.budget_id)
     if where.hardware is not None:
-        stmt = stmt.where(
-            Plan.hardware_id.in_(select(HardwareProfile.id).where(HardwareProfile.slug == where.hardware))
-        )
+        hardware_id = session.scalar(select(HardwareProfile.id).where(HardwareProfile.slug == where.hardware))
+        stmt = stmt.where(Plan.hardware_id == hardware_id if hardware_id else false())
     if where.status is not None:
         stmt = stmt.where(Plan.status == where.status)
     if where.label is not None:
