@@ -382,7 +382,7 @@ class Plan(Base):
 
     @property
     def hardware_slug(self) -> str | None:
-        return self.snapshot["hardware"].get("slug")
+        return self.hardware.slug if self.hardware else None  # slugs never change
 
 
 LEDGER_ENTRIES = ("commit", "release")

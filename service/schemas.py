@@ -961,8 +961,8 @@ class StoredDocument(ma.fields.Nested):
         return value
 
 
-class PlanSchema(ma.Schema):
-    """A plan: the record an organisation acts on. Immutable but for its status."""
+class PlanSummarySchema(ma.Schema):
+    """A plan's figures and status, as lists show it; GET /v1/plans/{id} adds its documents."""
 
     id = ma.fields.UUID()
     organization = ma.fields.String(attribute="organization_slug")
@@ -991,19 +991,24 @@ class PlanSchema(ma.Schema):
     currency = ma.fields.String(allow_none=True)
     start_at = ma.fields.AwareDateTime()
     end_at = ma.fields.AwareDateTime()
-    inputs = ma.fields.Dict(metadata={"description": "The request evaluated (PlanInputs), as stored."})
-    snapshot = ma.fields.Dict(
-        metadata={"description": "What the evaluation used: hardware figures and price, law, engine version."}
-    )
-    result = StoredDocument(AllocationSchema, metadata={"description": "All outputs, as evaluated."})
     created_by = ma.fields.String(metadata={"description": "Key id of the creator."})
     created_at = ma.fields.AwareDateTime()
     committed_at = ma.fields.AwareDateTime(allow_none=True)
     cancelled_at = ma.fields.AwareDateTime(allow_none=True)
 
 
+class PlanSchema(PlanSummarySchema):
+    """A plan: the record an organisation acts on. Immutable but for its status."""
+
+    inputs = ma.fields.Dict(metadata={"description": "The request evaluated (PlanInputs), as stored."})
+    snapshot = ma.fields.Dict(
+        metadata={"description": "What the evaluation used: hardware figures and price, law, engine version."}
+    )
+    result = StoredDocument(AllocationSchema, metadata={"description": "All outputs, as evaluated."})
+
+
 class PlanPageSchema(PageSchema):
-    items = ma.fields.List(ma.fields.Nested(PlanSchema), required=True)
+    items = ma.fields.List(ma.fields.Nested(PlanSummarySchema), required=True)
 
 
 class LabelFilterField(ma.fields.String):

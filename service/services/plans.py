@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Select, case, exists, false, literal, or_, select, update
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, defer, selectinload
 
 from service.core import plan as engine
 from service.core.laws import FittedRange, ScalingLaw
@@ -275,7 +275,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _loaded():
-    return (selectinload(Plan.organization),)
+    return (selectinload(Plan.organization), selectinload(Plan.hardware))
 
 
 def get_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None) -> Plan:
@@ -303,9 +303,11 @@ def list_plans(
     session: Session, where: PlanFilter, *, scope: uuid.UUID | None, limit: int, after: Cursor | None
 ) -> Page:
     """Newest first, a page at a time (keyset on created_at, id: as cheap deep down as on top)."""
-    return paginate(
-        session, _filtered(session, select(Plan).options(*_loaded()), where, scope), Plan, limit, after
+    # Lists show summaries: the documents (several KiB a plan) stay in the database.
+    summaries = select(Plan).options(
+        *_loaded(), *(defer(document) for document in (Plan.inputs, Plan.snapshot, Plan.result))
     )
+    return paginate(session, _filtered(session, summaries, where, scope), Plan, limit, after)
 
 
 def _filtered(session: Session, stmt: Select, where: PlanFilter, scope: uuid.UUID | None) -> Select:

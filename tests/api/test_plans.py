@@ -999,6 +999,15 @@ def test_plans_are_listed_newest_first(client, world):
     assert "Link" not in response.headers
 
 
+def test_lists_show_summaries_and_a_plan_read_alone_has_its_documents(client, world):
+    created = create_plan(client, hardware=INLINE_HARDWARE)
+    (item,) = client.get("/v1/plans").get_json()["items"]
+    documents = {"inputs", "snapshot", "result"}
+    assert item == {name: value for name, value in created.items() if name not in documents}
+    assert item["hardware"] is None
+    assert documents <= set(client.get(f"/v1/plans/{created['id']}").get_json())
+
+
 def test_plans_are_filtered_by_organization_budget_hardware_status_and_label(client, world):
     add_gpu(client, "other-gpu")
     budget = make_budget(client)
