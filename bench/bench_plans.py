@@ -1,0 +1,813 @@
+"""Speed of persisted plans (issue 6): POST /v1/plans against GET /healthz, and GET /v1/plans at depth.
+
+On each backend (SQLite file, PostgreSQL scratch database) this sets the service up and serves it the way
+the e2e tests do (`flask setup`, then gunicorn with the repository's config), then:
+
+1. throughput: `--clients` threads, each with its own keep-alive `requests.Session`, call GET /healthz,
+   then POST /v1/plans (persisted, with a budget_id), then POST /v1/plans with a fresh Idempotency-Key each
+   (as orchestration systems send them), each for `--duration` seconds after a warm-up: requests/s, p50/p99
+   latency, every non-2xx status, and the share of the CPU that other work on the machine took meanwhile.
+   Client and server share the machine's cores, so the client's own cost is in the figures.
+2. history: plans are bulk-loaded straight into the database (COPY on PostgreSQL, one executemany
+   transaction on SQLite; every row a copy of a real plan created through the API, with its own id, time and
+   organisation) until there are `--plans`, spread round-robin over `--organizations` organisations.
+3. pages: GET /v1/plans?limit=100 first, 10 000 plans deep and as deep as the history goes (cursor of the
+   plan just above, found with one OFFSET query), overall and with ?organization=; timed through HTTP, as
+   the service call in process (list_plans: SQL + ORM) and as the bare page query on the driver; medians of
+   `--repeat` runs. As a check, the same page written by hand as a row-value keyset, (created_at, id) <
+   (:t, :id), with the organisation's id resolved first: the form the service adopted when this benchmark
+   showed its first, OR-form keyset growing with depth; the two columns should agree. EXPLAIN shows how
+   each database serves them.
+
+    .venv/bin/python -m bench.bench_plans [--duration 10] [--clients 8] [--plans 1000000]
+        [--backends sqlite,postgresql] [--postgres-url postgresql://postgres@127.0.0.1:5432/postgres]
+
+Not a test: nothing asserts on time. Any non-2xx answer is counted and reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import requests
+from sqlalchemy import Engine, bindparam, create_engine, event, func, select, text, tuple_
+from sqlalchemy.orm import Session
+
+from bench.machine import describe
+from service.config import Config
+from service.db import READ_ONLY, create_db_engine, normalise_url
+from service.models import Organization, Plan
+from service.services import plans
+from service.services.pagination import Cursor
+from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND
+
+BIN = Path(sys.executable).parent
+ADMIN_KEY = "cpk_benchadmin_" + "bench-secret-" * 4
+AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
+PAGE = 100
+DEEP = 10_000
+WARMUP = 2  # seconds of load before measuring
+PLANS = Plan.__table__
+
+# --- Databases and the server -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scratch_database(backend: str, postgres_url: str, directory: Path) -> Iterator[str]:
+    """A brand-new empty database: a SQLite file, or a PostgreSQL database dropped afterwards."""
+    if backend == "sqlite":
+        yield f"sqlite:///{directory / 'bench.db'}"
+        return
+    admin_url = normalise_url(postgres_url)
+    name = f"bench_plans_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield admin_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Server:
+    base: str
+    pid: int  # the gunicorn master's
+    log: Path
+
+    def worker_boots(self) -> int:
+        """Workers booted so far: gunicorn.conf.py recycles each after max_requests (2000 + jitter)."""
+        return self.log.read_text().count("Booting worker")
+
+
+@contextlib.contextmanager
+def serving(database_url: str, workers: int, threads: int, log_path: Path) -> Iterator[Server]:
+    """`flask setup` then gunicorn, as tests/e2e/test_server.py starts them (gunicorn also reads
+    GUNICORN_CMD_ARGS from the environment, e.g. "--max-requests 0" to see the cost of recycling)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "PORT": str(port),
+        "WEB_CONCURRENCY": str(workers),
+        "THREADS": str(threads),
+        "PLANNER_ADMIN_KEY": ADMIN_KEY,
+    }
+    subprocess.run(
+        [BIN / SETUP_COMMAND[0], *SETUP_COMMAND[1:]], cwd=ROOT, env=env, check=True, capture_output=True
+    )
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [BIN / SERVE_COMMAND[0], *SERVE_COMMAND[1:]], cwd=ROOT, env=env, stderr=log
+        )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    requests.get(f"{base}/healthz", timeout=1)
+                    break
+                except requests.ConnectionError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"gunicorn did not start: {log_path.read_text()}") from None
+                    time.sleep(0.2)
+            yield Server(base, process.pid, log_path)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def call(method: str, url: str, expect: int, **kwargs) -> requests.Response:
+    response = requests.request(method, url, headers=AUTH, timeout=30, **kwargs)
+    if response.status_code != expect:
+        raise RuntimeError(f"{method} {url}: {response.status_code} {response.text[:500]}")
+    return response
+
+
+@dataclass(frozen=True)
+class Fixture:
+    organization: str
+    others: list[str]
+    budget_id: str
+    plan_id: str
+    body: dict
+
+
+def prepare(base: str, organizations: int) -> Fixture:
+    """The bench organisation with a budget, and the other organisations sharing the history."""
+    slugs = ["bench"] + [f"other-{n}" for n in range(1, organizations)]
+    for slug in slugs:
+        call("POST", f"{base}/v1/organizations", 201, json={"slug": slug, "name": slug.title()})
+    now = datetime.now(UTC)
+    budget = call(
+        "POST",
+        f"{base}/v1/budgets",
+        201,
+        json={
+            "organization": "bench",
+            "name": "Pretraining",
+            "amount": "900000000000.00",
+            "currency": "USD",
+            "period_start": (now - timedelta(days=1)).isoformat(),
+            "period_end": (now + timedelta(days=3650)).isoformat(),
+            "allowed_hardware": ["h100-sxm"],
+            "labels": {"cost_center": "ml-42"},
+        },
+    ).json()
+    body = {
+        "organization": "bench",
+        "pf_days": 6000,
+        "hardware": "h100-sxm",
+        "accelerators": 1024,
+        "law": "chinchilla-2022",
+        "budget_id": budget["id"],
+        "name": "6000 PF-days on 1024 H100",
+        "labels": {"team": "alpha"},
+    }
+    plan = call("POST", f"{base}/v1/plans", 201, json=body).json()
+    return Fixture("bench", slugs[1:], budget["id"], plan["id"], body)
+
+
+# --- Throughput -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Throughput:
+    name: str
+    seconds: float
+    latencies: list[float] = field(default_factory=list)
+    statuses: Counter = field(default_factory=Counter)
+    sample_error: str | None = None
+    cpu: CpuUse | None = None
+    worker_boots: int = 0  # gunicorn workers booted meanwhile (recycled ones replaced)
+
+    @property
+    def per_second(self) -> float:
+        return len(self.latencies) / self.seconds
+
+    @property
+    def errors(self) -> int:
+        return sum(count for status, count in self.statuses.items() if not 200 <= status < 300)
+
+    @property
+    def server_ms_per_request(self) -> float | None:
+        """Server CPU per request: what the server can sustain, whether or not the client kept up."""
+        return None if self.cpu is None else self.cpu.server / self.per_second * 1e3
+
+    def quantile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def hammer(
+    name: str,
+    send: Callable[[requests.Session], requests.Response],
+    *,
+    clients: int,
+    duration: float,
+    warmup: float,
+    server: Server,
+) -> Throughput:
+    """`clients` threads call `send` in a loop; requests that finish within the last `duration` seconds
+    count (the first `warmup` seconds warm connections and workers up)."""
+    start = time.perf_counter()
+    measure_from, end = start + warmup, start + warmup + duration
+    result = Throughput(name, duration)
+    lock = threading.Lock()
+
+    def client() -> None:
+        latencies, statuses, sample = [], Counter(), None
+        with requests.Session() as session:
+            session.headers.update(AUTH)
+            while (began := time.perf_counter()) < end:
+                try:
+                    response = send(session)
+                    status = response.status_code
+                    if not 200 <= status < 300 and sample is None:
+                        sample = f"{status} {response.text[:300]}"
+                except requests.RequestException as exc:
+                    status, sample = 0, sample or repr(exc)
+                finished = time.perf_counter()
+                if measure_from <= finished <= end:
+                    statuses[status] += 1
+                    if 200 <= status < 300:
+                        latencies.append(finished - began)
+        with lock:
+            result.latencies += latencies
+            result.statuses.update(statuses)
+            result.sample_error = result.sample_error or sample
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    time.sleep(max(0.0, measure_from - time.perf_counter()))
+    meter, boots = CpuMeter(server.pid), server.worker_boots()
+    for thread in threads:
+        thread.join()
+    result.cpu, result.worker_boots = meter.stop(), server.worker_boots() - boots
+    return result
+
+
+@dataclass(frozen=True)
+class CpuUse:
+    """Cores busy on average over a load: this process (the client), the server (gunicorn's master and
+    workers, recycled ones included through the master's reaped-children times, and PostgreSQL), and the
+    share of the machine that other work took meanwhile (figures taken under such load are not comparable)."""
+
+    client: float
+    server: float
+    elsewhere: float
+
+
+class CpuMeter:
+    """CPU time from /proc, from construction until `stop()` (Linux only: None elsewhere)."""
+
+    def __init__(self, master: int):
+        self.master = master
+        self.start = self._sample()
+
+    def stop(self) -> CpuUse | None:
+        end = self._sample()
+        if self.start is None or end is None:
+            return None
+        (busy0, client0, server0, t0), (busy1, client1, server1, t1) = self.start, end
+        tick_seconds = os.sysconf("SC_CLK_TCK") * (t1 - t0)
+        client, server = (client1 - client0) / tick_seconds, (server1 - server0) / tick_seconds
+        elsewhere = (busy1 - busy0) / tick_seconds - client - server
+        return CpuUse(client, server, max(0.0, elsewhere) / (os.cpu_count() or 1))
+
+    def _sample(self) -> tuple[int, int, int, float] | None:
+        try:
+            busy = sum(int(v) for i, v in enumerate(Path("/proc/stat").read_text().split()[1:9]) if i != 3)
+        except OSError:
+            return None
+        processes: dict[int, tuple[int, str, int]] = {}  # pid: (ppid, name, utime+stime+cutime+cstime)
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                text_ = stat.read_text()
+                name = text_[text_.index("(") + 1 : text_.rindex(")")]
+                fields = text_[text_.rindex(")") + 2 :].split()
+                processes[int(stat.parent.name)] = (int(fields[1]), name, sum(map(int, fields[11:15])))
+        server = {self.master}
+        for _ in range(3):  # the master's children, and theirs
+            server |= {pid for pid, (ppid, _, _) in processes.items() if ppid in server}
+        server |= {pid for pid, (_, name, _) in processes.items() if name == "postgres"}
+        client = processes.get(os.getpid(), (0, "", 0))[2]
+        return busy, client, sum(processes[pid][2] for pid in server if pid in processes), time.perf_counter()
+
+
+def throughput(server: Server, fixture: Fixture, clients: int, duration: float) -> list[Throughput]:
+    base, body = server.base, fixture.body
+    loads: list[tuple[str, Callable[[requests.Session], requests.Response]]] = [
+        ("GET /healthz", lambda s: s.get(f"{base}/healthz", timeout=30)),
+        ("POST /v1/plans", lambda s: s.post(f"{base}/v1/plans", json=body, timeout=30)),
+        (
+            "POST /v1/plans + Idempotency-Key",
+            lambda s: s.post(
+                f"{base}/v1/plans", json=body, headers={"Idempotency-Key": str(uuid.uuid4())}, timeout=30
+            ),
+        ),
+    ]
+    return [
+        hammer(name, send, clients=clients, duration=duration, warmup=WARMUP, server=server)
+        for name, send in loads
+    ]
+
+
+# --- Bulk-loading the history -----------------------------------------------------------------------------
+
+# Varied per row; every other column is the template plan's stored value.
+VARIED = ("id", "organization_id", "budget_id", "created_at")
+
+
+def fill_history(
+    engine: Engine, fixture: Fixture, total: int, span: timedelta = timedelta(days=730)
+) -> tuple[int, float]:
+    """Insert copies of the fixture's plan, older than every plan so far, until there are `total`.
+
+    Row i (0 = newest) is created `span * (i + 1) / missing` before the oldest plan, belongs to organisation
+    i mod n (the bench organisation first, with its budget_id; the others with none). Returns the
+    number of rows inserted and the seconds it took.
+    """
+    with engine.connect() as connection:
+        existing = connection.scalar(select(func.count()).select_from(PLANS))
+        oldest = connection.scalar(select(func.min(PLANS.c.created_at)))
+        slugs = [fixture.organization, *fixture.others]
+        ids = dict(connection.execute(select(Organization.slug, Organization.id)).all())
+    missing = total - existing
+    if missing <= 0:
+        return 0, 0.0
+    organizations = [ids[slug] for slug in slugs]
+    budget = uuid.UUID(fixture.budget_id)
+    step = span / missing
+
+    def rows() -> Iterator[tuple[uuid.UUID, uuid.UUID, uuid.UUID | None, datetime]]:
+        for i in range(missing):
+            n = i % len(organizations)
+            yield uuid.uuid4(), organizations[n], budget if n == 0 else None, oldest - step * (i + 1)
+
+    started = time.perf_counter()
+    if engine.dialect.name == "postgresql":
+        _copy_postgresql(engine, uuid.UUID(fixture.plan_id), rows())
+    else:
+        _insert_sqlite(engine, uuid.UUID(fixture.plan_id), rows())
+    return missing, time.perf_counter() - started
+
+
+def _copy_postgresql(engine: Engine, template: uuid.UUID, rows: Iterator[tuple], batch: int = 20_000) -> None:
+    """COPY FROM STDIN in text format: the template's own COPY line with the varied columns replaced."""
+    columns = [column.name for column in PLANS.columns]
+    names = ", ".join(columns)
+    positions = [columns.index(name) for name in VARIED]
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        line = io.BytesIO()
+        with cursor.copy(f"COPY (SELECT {names} FROM plans WHERE id = '{template}') TO STDOUT") as copy:
+            for data in copy:
+                line.write(bytes(data))
+        fields = line.getvalue().decode().rstrip("\n").split("\t")
+        with cursor.copy(f"COPY plans ({names}) FROM STDIN") as copy:
+            chunk: list[str] = []
+            for values in rows:
+                for position, value in zip(positions, values, strict=True):
+                    fields[position] = r"\N" if value is None else str(value)
+                chunk.append("\t".join(fields))
+                if len(chunk) == batch:
+                    copy.write("\n".join(chunk) + "\n")
+                    chunk.clear()
+            if chunk:
+                copy.write("\n".join(chunk) + "\n")
+        raw.commit()
+        # What autovacuum would soon do after a bulk load: statistics for the planner, a visibility map.
+        raw.driver_connection.autocommit = True
+        try:
+            cursor.execute("VACUUM (ANALYZE) plans")
+        finally:
+            raw.driver_connection.autocommit = False
+    finally:
+        raw.close()
+
+
+SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"
+
+
+def _sqlite_value(value: object) -> object:
+    if isinstance(value, uuid.UUID):
+        return value.hex
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime(SQLITE_TIME)
+    return value
+
+
+def _insert_sqlite(engine: Engine, template: uuid.UUID, rows: Iterator[tuple]) -> None:
+    """executemany in one transaction, on the driver: the template's stored values, varied columns replaced
+    in the same stored form (Uuid: 32 hex digits; UTC times: 'YYYY-MM-DD HH:MM:SS.ffffff'). No ANALYZE
+    afterwards: the service never runs one on SQLite."""
+    columns = [column.name for column in PLANS.columns]
+    names = ", ".join(columns)
+    positions = [columns.index(name) for name in VARIED]
+    raw = engine.raw_connection()
+    try:
+        driver = raw.driver_connection
+        stored = list(driver.execute(f"SELECT {names} FROM plans WHERE id = ?", (template.hex,)).fetchone())
+        assert stored[0] == template.hex, "SQLite stores a Uuid as 32 hex digits"
+
+        created_at = stored[columns.index("created_at")]
+        assert datetime.strptime(created_at, SQLITE_TIME), f"SQLite stores times as {SQLITE_TIME}"
+
+        def stored_rows() -> Iterator[tuple]:
+            values = list(stored)
+            for varied in rows:
+                for position, value in zip(positions, varied, strict=True):
+                    values[position] = _sqlite_value(value)
+                yield tuple(values)
+
+        driver.execute("PRAGMA cache_size = -262144")  # 256 MiB: the random-uuid primary key stays cached
+        driver.execute("BEGIN IMMEDIATE")
+        driver.executemany(
+            f"INSERT INTO plans ({names}) VALUES ({', '.join('?' * len(columns))})",
+            stored_rows(),
+        )
+        driver.execute("COMMIT")
+        driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        raw.close()
+
+
+# --- Pages ------------------------------------------------------------------------------------------------
+
+Statement = tuple[str, object]  # SQL and parameters, as the driver receives them
+
+
+@dataclass
+class PageTiming:
+    name: str
+    depth: int
+    http: float
+    service: float
+    sql: float
+    row_value_sql: float
+    statement: Statement
+    row_value_statement: Statement
+
+
+def cursor_at(engine: Engine, depth: int, organization_id: uuid.UUID | None) -> Cursor | None:
+    """The cursor of the `depth`-th newest plan (one OFFSET query): the next page starts just below it."""
+    if depth == 0:
+        return None
+    stmt = select(PLANS.c.created_at, PLANS.c.id)
+    if organization_id is not None:
+        stmt = stmt.where(PLANS.c.organization_id == organization_id)
+    stmt = stmt.order_by(PLANS.c.created_at.desc(), PLANS.c.id.desc()).offset(depth - 1).limit(1)
+    with engine.connect() as connection:
+        created_at, id_ = connection.execute(stmt).one()
+    return Cursor(created_at, id_)
+
+
+def median_seconds(function: Callable[[], object], repeat: int) -> float:
+    """Median of `repeat` timed runs after one warm-up run (3 runs only when one takes over a second)."""
+    started = time.perf_counter()
+    function()  # warm: caches, prepared statements, pages in memory
+    if time.perf_counter() - started > 1:
+        repeat = min(repeat, 3)
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def caught_statement(engine: Engine, function: Callable[[], object]) -> Statement:
+    """The query on `plans` that `function` sends, caught on its way to the driver."""
+    caught: list[Statement] = []
+
+    def catch(_conn, _cursor, statement, parameters, _context, _executemany):
+        caught.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", catch)
+    try:
+        function()
+    finally:
+        event.remove(engine, "before_cursor_execute", catch)
+    return next(s for s in caught if "FROM plans" in s[0])
+
+
+def bare_seconds(engine: Engine, statement: Statement, repeat: int) -> float:
+    """Median time to execute `statement` and fetch its rows on the driver alone: no SQLAlchemy, no ORM,
+    and JSON columns left as text (psycopg would otherwise parse them)."""
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        if engine.dialect.name == "postgresql":
+            from psycopg.types.string import TextLoader  # noqa: PLC0415 -- only with PostgreSQL
+
+            for name in ("json", "jsonb"):
+                cursor.adapters.register_loader(name, TextLoader)
+
+        def run() -> None:
+            cursor.execute(*statement)
+            assert len(cursor.fetchall()) == PAGE + 1
+            raw.rollback()
+
+        return median_seconds(run, repeat)
+    finally:
+        raw.close()
+
+
+def row_value_select(organization_id: uuid.UUID | None, after: Cursor | None):
+    """Not the service's query: the same page with the organisation's id resolved first and the keyset as a
+    row-value comparison, (created_at, id) < (:created_at, :id), which both databases can seek an index on."""
+    stmt = select(PLANS)
+    if organization_id is not None:
+        stmt = stmt.where(PLANS.c.organization_id == organization_id)
+    if after is not None:
+        stmt = stmt.where(
+            tuple_(PLANS.c.created_at, PLANS.c.id)
+            < tuple_(
+                bindparam("after_created_at", after.created_at, type_=PLANS.c.created_at.type),
+                bindparam("after_id", after.id, type_=PLANS.c.id.type),
+            )
+        )
+    return stmt.order_by(PLANS.c.created_at.desc(), PLANS.c.id.desc()).limit(PAGE + 1)
+
+
+def time_page(
+    base: str, engine: Engine, name: str, *, depth: int, organization: str | None, repeat: int
+) -> PageTiming:
+    organization_id = organization_id_of(engine, organization)
+    after = cursor_at(engine, depth, organization_id)
+    query: dict[str, object] = {"limit": PAGE}
+    if organization:
+        query["organization"] = organization
+    if after:
+        query["cursor"] = after.encode()
+
+    with requests.Session() as session:
+        session.headers.update(AUTH)
+
+        def get() -> requests.Response:  # the whole body is read; parsing it is the client's business
+            response = session.get(f"{base}/v1/plans", params=query, timeout=120)
+            if response.status_code != 200:
+                raise RuntimeError(f"GET /v1/plans {query}: {response.status_code} {response.text[:300]}")
+            return response
+
+        if len(get().json()["items"]) != PAGE:
+            raise RuntimeError(f"GET /v1/plans {query}: a short page")
+        http = median_seconds(get, repeat)
+
+    where = plans.PlanFilter(organization=organization)
+
+    reader = engine.execution_options(**READ_ONLY)  # as the service reads for a GET (SQLite: BEGIN DEFERRED)
+
+    def service_call() -> None:
+        with Session(reader) as session:
+            page = plans.list_plans(session, where, scope=None, limit=PAGE, after=after)
+            assert len(page.items) == PAGE
+
+    statement = caught_statement(engine, service_call)
+    service = median_seconds(service_call, repeat)
+    sql = bare_seconds(engine, statement, repeat)
+
+    alternative = row_value_select(organization_id, after)
+
+    def run_alternative() -> None:
+        with reader.connect() as connection:
+            assert len(connection.execute(alternative).all()) == PAGE + 1
+
+    row_value_statement = caught_statement(engine, run_alternative)
+    row_value_sql = bare_seconds(engine, row_value_statement, repeat)
+    return PageTiming(name, depth, http, service, sql, row_value_sql, statement, row_value_statement)
+
+
+def organization_id_of(engine: Engine, slug: str | None) -> uuid.UUID | None:
+    if slug is None:
+        return None
+    with engine.connect() as connection:
+        return connection.scalar(select(Organization.id).where(Organization.slug == slug))
+
+
+def explain(engine: Engine, statement: Statement) -> str:
+    sql, parameters = statement
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        if engine.dialect.name == "postgresql":
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, parameters)
+            lines = [row[0] for row in cursor.fetchall()]
+        else:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, parameters)
+            lines = [row[-1] for row in cursor.fetchall()]
+        raw.rollback()
+        return "\n".join(lines)
+    finally:
+        raw.close()
+
+
+def pages(base: str, engine: Engine, fixture: Fixture, repeat: int) -> tuple[list[PageTiming], list[str]]:
+    """First page, 10 000 deep and as deep as the history goes, overall and within the bench organisation;
+    EXPLAIN of the deep pages (the service's query, and the row-value form at the deepest)."""
+    organization_id = organization_id_of(engine, fixture.organization)
+    with engine.connect() as connection:
+        total = connection.scalar(select(func.count()).select_from(PLANS))
+        in_organization = connection.scalar(
+            select(func.count()).select_from(PLANS).where(PLANS.c.organization_id == organization_id)
+        )
+    timings, explained = [], []
+    for organization, count in ((None, total), (fixture.organization, in_organization)):
+        label = "GET /v1/plans?limit=100" + (f"&organization={organization}" if organization else "")
+        depths = [0, DEEP, count - DEEP] if count >= 2 * DEEP + PAGE else [0, count // 2]
+        for depth in depths:
+            timing = time_page(base, engine, label, depth=depth, organization=organization, repeat=repeat)
+            timings.append(timing)
+            print(
+                f"  {label:<48} depth {depth:>9,}: HTTP {ms(timing.http)}, service {ms(timing.service)}, "
+                f"SQL {ms(timing.sql)}, row-value SQL {ms(timing.row_value_sql)}",
+                flush=True,
+            )
+            if depth:
+                explained.append(f"{label}, {depth:,} deep:\n{explain(engine, timing.statement)}")
+        explained.append(
+            f"row-value form of {label}, {depths[-1]:,} deep:\n{explain(engine, timing.row_value_statement)}"
+        )
+    return timings, explained
+
+
+# --- Reporting --------------------------------------------------------------------------------------------
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def cpu_note(load: Throughput) -> str:
+    if load.cpu is None:
+        return "CPU n/a"
+    return (
+        f"server CPU {load.server_ms_per_request:.2f} ms/request; cores busy: client {load.cpu.client:.2f}, "
+        f"server {load.cpu.server:.2f}, elsewhere {load.cpu.elsewhere:.0%} of the machine"
+    )
+
+
+@dataclass
+class BackendResult:
+    backend: str
+    load: list[Throughput]
+    loaded: int
+    load_seconds: float
+    database_bytes: int
+    pages: list[PageTiming]
+    explained: list[str]
+
+
+def database_size(engine: Engine) -> int:
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            return connection.scalar(text("SELECT pg_database_size(current_database())"))
+    path = Path(engine.url.database)
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+def run_backend(backend: str, args: argparse.Namespace) -> BackendResult:
+    print(f"\n== {backend} ==", flush=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-plans-") as directory,
+        scratch_database(backend, args.postgres_url, Path(directory)) as database_url,
+        serving(database_url, args.workers, args.threads, Path(directory) / "server.log") as server,
+    ):
+        fixture = prepare(server.base, args.organizations)
+        load = throughput(server, fixture, args.clients, args.duration)
+        for result in load:
+            print(
+                f"  {result.name:<34} {result.per_second:8.1f} req/s  p50 {ms(result.quantile(0.5))}"
+                f"  p99 {ms(result.quantile(0.99))}  non-2xx {result.errors}  "
+                f"workers booted {result.worker_boots}  {cpu_note(result)}",
+                flush=True,
+            )
+            if result.errors:
+                print(f"    statuses {dict(result.statuses)}; e.g. {result.sample_error}", flush=True)
+        if not args.plans:
+            return BackendResult(backend, load, 0, 0.0, 0, [], [])
+        engine = create_db_engine(Config(database_url=database_url))
+        try:
+            loaded, seconds = fill_history(engine, fixture, args.plans)
+            size = database_size(engine)
+            print(
+                f"  loaded {loaded:,} plans in {seconds:.0f} s ({loaded / max(seconds, 1e-9):,.0f}/s); "
+                f"database {size / 2**30:.2f} GiB",
+                flush=True,
+            )
+            timings, explained = pages(server.base, engine, fixture, args.repeat)
+        finally:
+            engine.dispose()
+        for text_ in explained:
+            print(f"  EXPLAIN {text_}".replace("\n", "\n    "), flush=True)
+    return BackendResult(backend, load, loaded, seconds, size, timings, explained)
+
+
+def report(results: list[BackendResult], args: argparse.Namespace) -> None:
+    print(f"\nmachine: {describe()}")
+    print(
+        f"server: gunicorn gthread, {args.workers} workers x {args.threads} threads; client: {args.clients} "
+        f"threads in one process on the same cores; {args.duration:g} s per load after {WARMUP} s of warm-up"
+    )
+    print(
+        "\n| backend | request | req/s | p50 | p99 | non-2xx | vs /healthz | server CPU per request | "
+        "cores busy: client, server | workers booted | other work |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for result in results:
+        healthz = result.load[0].per_second
+        for load in result.load:
+            cpu = (
+                ("n/a",) * 3
+                if load.cpu is None
+                else (
+                    ms(load.server_ms_per_request / 1e3),
+                    f"{load.cpu.client:.2f}, {load.cpu.server:.2f}",
+                    f"{load.cpu.elsewhere:.0%}",
+                )
+            )
+            print(
+                f"| {result.backend} | {load.name} | {load.per_second:.0f} | {ms(load.quantile(0.5))} | "
+                f"{ms(load.quantile(0.99))} | {load.errors} | {load.per_second / healthz:.2f} | {cpu[0]} | "
+                f"{cpu[1]} | {load.worker_boots} | {cpu[2]} |"
+            )
+    if not args.plans:
+        return
+    print(
+        f"\n| backend | page (median of {args.repeat}) | depth | HTTP | service call | SQL on the driver | "
+        "same, row-value keyset |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for result in results:
+        for timing in result.pages:
+            print(
+                f"| {result.backend} | {timing.name} | {timing.depth:,} | {ms(timing.http)} | "
+                f"{ms(timing.service)} | {ms(timing.sql)} | {ms(timing.row_value_sql)} |"
+            )
+    print()
+    for result in results:
+        print(
+            f"{result.backend}: history of {args.plans:,} plans ({result.loaded:,} bulk-loaded in "
+            f"{result.load_seconds:.0f} s), database {result.database_bytes / 2**30:.2f} GiB"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=10, help="seconds per throughput load")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent client threads")
+    parser.add_argument(
+        "--plans", type=int, default=1_000_000, help="size of the plan history (0: throughput only)"
+    )
+    parser.add_argument("--organizations", type=int, default=10, help="organisations sharing the history")
+    parser.add_argument("--repeat", type=int, default=7, help="timed runs per page (median)")
+    parser.add_argument("--workers", type=int, default=2, help="WEB_CONCURRENCY")
+    parser.add_argument("--threads", type=int, default=4, help="THREADS per worker")
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    args = parser.parse_args()
+    print(f"machine: {describe()}", flush=True)
+    print(f"load average before: {load_average()}", flush=True)
+    results = [run_backend(backend, args) for backend in args.backends.split(",")]
+    report(results, args)
+    print(f"load average after: {load_average()}")
+
+
+def load_average() -> str:
+    """Other work on a shared machine shows here: figures taken under load are not comparable."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()
