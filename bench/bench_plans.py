@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import io
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,16 +45,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import requests
-from sqlalchemy import Engine, bindparam, create_engine, event, func, select, text, tuple_
+from sqlalchemy import Engine, bindparam, event, func, select, text, tuple_
 from sqlalchemy.orm import Session
 
 from bench.machine import describe
 from service.config import Config
-from service.db import READ_ONLY, create_db_engine, normalise_url
+from service.db import READ_ONLY, create_db_engine
 from service.models import Organization, Plan
 from service.services import plans
 from service.services.pagination import Cursor
-from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND
+from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND, free_port, scratch_postgres_database
 
 BIN = Path(sys.executable).parent
 ADMIN_KEY = "cpk_benchadmin_" + "bench-secret-" * 4
@@ -74,23 +73,8 @@ def scratch_database(backend: str, postgres_url: str, directory: Path) -> Iterat
     if backend == "sqlite":
         yield f"sqlite:///{directory / 'bench.db'}"
         return
-    admin_url = normalise_url(postgres_url)
-    name = f"bench_plans_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin_url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    with scratch_postgres_database(postgres_url, "bench_plans") as url:
+        yield url
 
 
 @dataclass(frozen=True)

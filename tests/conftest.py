@@ -8,14 +8,13 @@ never see each other's rows; the code under test commits to a SAVEPOINT inside i
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
 from hypothesis import settings
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import sessionmaker
 
 from service import create_app, migrate
@@ -23,6 +22,7 @@ from service.config import Config
 from service.db import create_db_engine, get_db, normalise_url
 from service.models import Organization
 from service.services import keys
+from tests.commands import scratch_postgres_database
 
 # In CI, property tests and the fuzzer draw the same examples every run: a red build is then reproducible, and
 # never the luck of the draw. Locally they explore anew each run.
@@ -150,14 +150,5 @@ def empty_database_url(request, tmp_path) -> Iterator[str]:
     if request.param == "sqlite":
         yield _sqlite_url(tmp_path)
         return
-    admin_url = normalise_url(POSTGRES_URL)
-    name = f"{admin_url.database}_scratch_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin_url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_postgres_database(POSTGRES_URL, f"{normalise_url(POSTGRES_URL).database}_scratch") as url:
+        yield url

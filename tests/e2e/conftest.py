@@ -9,7 +9,6 @@ fixtures of the same name.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,17 +17,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND
+from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND, free_port
 
 BIN = Path(sys.executable).parent
 ADMIN_KEY = "cpk_e2eadmin_" + "e2e-secret-" * 4
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
