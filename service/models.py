@@ -237,6 +237,11 @@ class HardwarePrice(Base):
     hardware: Mapped[HardwareProfile] = relationship(back_populates="prices")
 
 
+# FLOP and hour caps are sums of floats: 100 plans of h hours each add up to a hair more than 100·h. A cap
+# admits that much rounding (relative), here and in the ledger's conditional UPDATE.
+CAP_SLACK = 1.000000001
+
+
 budget_hardware = Table(
     "budget_hardware",
     Base.metadata,
@@ -265,10 +270,12 @@ class Budget(Base):
         # The ledger's conditional UPDATE refuses a commit past a cap; these keep a concurrent edit of the
         # cap from slipping under what is already committed.
         CheckConstraint(
-            "max_flops IS NULL OR committed_flops <= max_flops", name="committed_flops_within_cap"
+            f"max_flops IS NULL OR committed_flops <= max_flops * {CAP_SLACK}",
+            name="committed_flops_within_cap",
         ),
         CheckConstraint(
-            "max_accelerator_hours IS NULL OR committed_accelerator_hours <= max_accelerator_hours",
+            "max_accelerator_hours IS NULL "
+            f"OR committed_accelerator_hours <= max_accelerator_hours * {CAP_SLACK}",
             name="committed_hours_within_cap",
         ),
         Index("ix_budgets_organization_id_created_at", "organization_id", "created_at"),

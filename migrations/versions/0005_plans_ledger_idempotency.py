@@ -104,11 +104,12 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('committed_flops', sa.Float(), server_default='0', nullable=False))
         batch_op.add_column(sa.Column('committed_accelerator_hours', sa.Float(), server_default='0', nullable=False))
         batch_op.create_check_constraint(
-            op.f('ck_budgets_committed_flops_within_cap'), 'max_flops IS NULL OR committed_flops <= max_flops'
+            op.f('ck_budgets_committed_flops_within_cap'),
+            'max_flops IS NULL OR committed_flops <= max_flops * 1.000000001',
         )
         batch_op.create_check_constraint(
             op.f('ck_budgets_committed_hours_within_cap'),
-            'max_accelerator_hours IS NULL OR committed_accelerator_hours <= max_accelerator_hours',
+            'max_accelerator_hours IS NULL OR committed_accelerator_hours <= max_accelerator_hours * 1.000000001',
         )
 
 

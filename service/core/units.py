@@ -75,11 +75,12 @@ def cost_of_accelerator_hours(accelerator_hours: float, price_per_hour: Decimal)
     if hours < 0:
         raise v.InvalidInput("accelerator_hours", "must not be negative")
     cost = hours * _money("price_per_hour", price_per_hour, allow_zero=True)
-    if cost >= MAX_MONEY:
+    # Checked before rounding (quantize overflows on huge amounts) and after (999999999999.996 rounds up).
+    if cost >= MAX_MONEY or (cost := cost.quantize(CENT, ROUND_HALF_UP)) >= MAX_MONEY:
         raise v.InvalidInput(
             "run", f"would cost {cost:.3e}, beyond the {MAX_MONEY:.0e} any amount of money may reach"
         )
-    return cost.quantize(CENT, ROUND_HALF_UP)
+    return cost
 
 
 def flops_for_deadline(days: float, accelerators: int, peak_flops_per_second: float, mfu: float) -> float:

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
-from service.models import Budget, HardwareProfile, Organization, Plan, utcnow
+from service.models import CAP_SLACK, Budget, HardwareProfile, Organization, Plan, utcnow
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
@@ -96,7 +96,7 @@ def update_budget(
         ("max_flops", budget.committed_flops),
         ("max_accelerator_hours", budget.committed_accelerator_hours),
     ):
-        if fields.get(cap) is not None and fields[cap] < committed:
+        if fields.get(cap) is not None and fields[cap] * CAP_SLACK < committed:
             raise ConflictError(f"{cap} cannot drop below the {committed:.6g} already committed.", limit=cap)
     _apply(session, budget, fields, replace=replace)
     if session.is_modified(budget):  # an update that changes nothing keeps the version (and the ETag)

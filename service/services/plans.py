@@ -17,15 +17,18 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from sqlalchemy import Select, case, exists, false, literal, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
 
 from service.core import plan as engine
 from service.core.laws import FittedRange, ScalingLaw
+from service.core.units import CENT
 from service.models import (
+    CAP_SLACK,
     Budget,
     HardwareProfile,
     LedgerEntry,
@@ -136,9 +139,12 @@ def create_plan(
     budget = _budget_for(session, request.get("budget_id"), organization) if "budget_id" in request else None
     loaded = {name: value for name, value in request.items() if name in INPUT_FIELDS}
     if request.get("budget") == "remaining":
-        if budget.remaining <= 0:
+        # Down to the cent: plans cost whole cents (rounded half-up), so a money budget of 0.005 more than a
+        # cent could buy a plan the budget cannot hold.
+        remaining = budget.remaining.quantize(CENT, ROUND_DOWN)
+        if remaining <= 0:
             raise ConflictError(f"Budget {budget.id} has nothing remaining.", limit="amount")
-        loaded.update(cost=budget.remaining, currency=budget.currency)
+        loaded.update(cost=remaining, currency=budget.currency)
 
     profile = planning.find_hardware_profile(session, loaded["hardware"])
     hardware = planning.hardware_of(profile, loaded["hardware"])
@@ -184,7 +190,10 @@ def create_plan(
         created_at=now,
     )
     session.add(plan)
-    session.flush()
+    try:
+        session.flush()
+    except IntegrityError:  # its budget or hardware profile was deleted since we read it
+        raise ConflictError("The plan's budget or hardware profile was just deleted.") from None
     return plan
 
 
@@ -394,6 +403,10 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
         )
     now = utcnow()
     _move(session, plan, "draft", status="committed", committed_at=now)
+    # PostgreSQL: lock the budget row before the conditional UPDATE, so that the UPDATE's own snapshot sees
+    # the budget's allowed hardware as of any edit it waited for (a re-check after a lock wait would see
+    # other tables as they were when the statement began). SQLite serialises writers anyway.
+    session.execute(select(Budget.id).where(Budget.id == plan.budget_id).with_for_update())
     cost = literal(plan.cost, Money())
     reserved = session.execute(
         update(Budget)
@@ -422,10 +435,11 @@ def _admits(plan: Plan, cost) -> list:
     return [
         Budget.currency == plan.currency,
         Budget.committed + cost <= Budget.amount,
-        or_(Budget.max_flops.is_(None), Budget.committed_flops + plan.flops <= Budget.max_flops),
+        or_(Budget.max_flops.is_(None), Budget.committed_flops + plan.flops <= Budget.max_flops * CAP_SLACK),
         or_(
             Budget.max_accelerator_hours.is_(None),
-            Budget.committed_accelerator_hours + plan.accelerator_hours <= Budget.max_accelerator_hours,
+            Budget.committed_accelerator_hours + plan.accelerator_hours
+            <= Budget.max_accelerator_hours * CAP_SLACK,
         ),
         Budget.period_start <= plan.start_at,
         Budget.period_end >= plan.end_at,
@@ -464,7 +478,7 @@ def _refusal(session: Session, plan: Plan) -> ConflictError:  # noqa: PLR0911 --
             requested=str(plan.cost),
             remaining=str(budget.remaining),
         )
-    if budget.max_flops is not None and budget.committed_flops + plan.flops > budget.max_flops:
+    if budget.max_flops is not None and budget.committed_flops + plan.flops > budget.max_flops * CAP_SLACK:
         return ConflictError(
             f"The plan needs {plan.flops:.4g} FLOPs and the budget's cap leaves "
             f"{budget.max_flops - budget.committed_flops:.4g}.",
@@ -472,7 +486,8 @@ def _refusal(session: Session, plan: Plan) -> ConflictError:  # noqa: PLR0911 --
         )
     if (
         budget.max_accelerator_hours is not None
-        and budget.committed_accelerator_hours + plan.accelerator_hours > budget.max_accelerator_hours
+        and budget.committed_accelerator_hours + plan.accelerator_hours
+        > budget.max_accelerator_hours * CAP_SLACK
     ):
         return ConflictError(
             f"The plan needs {plan.accelerator_hours:.6g} accelerator-hours and the budget's cap leaves "

@@ -592,6 +592,30 @@ def test_when_every_plan_is_released_the_committed_flops_and_hours_are_exactly_z
     assert (read["committed"], read["committed_flops"], read["committed_accelerator_hours"]) == ("0.00", 0, 0)
 
 
+def test_a_cap_admits_plans_whose_hours_add_up_to_it_but_for_float_rounding(client, world):
+    first = create_plan(client, tokens=5.9e10)
+    hours = first["accelerator_hours"]
+    count, total = 0, 0.0
+    while total <= count * hours:  # the first count at which adding up overshoots count x hours
+        count, total = count + 1, total + hours
+    assert count < 50
+    budget = make_budget(client, amount="100000.00", max_accelerator_hours=count * hours)
+    plans = [create_plan(client, budget_id=budget["id"], tokens=5.9e10) for _ in range(count)]
+    for plan in plans:
+        assert transition(client, plan["id"], "commit").status_code == 200
+    one_more = create_plan(client, budget_id=budget["id"], tokens=5.9e10)
+    refused = transition(client, one_more["id"], "commit")
+    assert assert_problem(refused, 409)["limit"] == "max_accelerator_hours"
+
+
+def test_remaining_is_taken_down_to_the_cent_so_the_plan_fits_its_budget(client, world):
+    budget = make_budget(client, amount="1000.005")
+    plan = post_plan(client, allocation_body(budget_id=budget["id"], budget="remaining"))
+    assert plan.status_code == 201, plan.get_json()
+    assert plan.get_json()["cost"] == "1000.00"
+    assert transition(client, plan.get_json()["id"], "commit").status_code == 200
+
+
 def test_cancelling_a_draft_writes_no_ledger_row(client, session, world):
     budget = make_budget(client)
     plan = create_plan(client, budget_id=budget["id"])

@@ -77,3 +77,8 @@ def test_deepseek_v3_gpu_hours_at_2_dollars_cost_5_576_million():
 def test_a_cost_beyond_a_trillion_is_refused_rather_than_overflowing_decimal_arithmetic():
     with pytest.raises(InvalidInput, match=r"^run: would cost"):
         units.cost_of_accelerator_hours(1e30, Decimal("2.50"))
+
+
+def test_a_cost_that_rounds_up_to_the_money_limit_is_refused():
+    with pytest.raises(InvalidInput, match="beyond"):
+        units.cost_of_accelerator_hours(200, Decimal("4999999999.99998"))  # 999999999999.996 -> 1e12
