@@ -1,0 +1,204 @@
+"""Fitting L(N, D) = E + A/N^alpha + B/D^beta to training runs (Hoffmann et al. 2022, App. D.2, as
+corrected by Besiroglu et al. 2024).
+
+In log space, with A = e^a, B = e^b, E = e^e, the predicted log-loss is
+LSE(a - alpha·log N, b - beta·log D, e), and the objective is the Huber loss (delta = 1e-3) of its residuals
+against log L, summed over runs: summed, not averaged, since averaging shrinks the objective n-fold and
+stops L-BFGS early (the flaw Besiroglu et al. found in the original fit).
+
+The procedure starts L-BFGS from every point of a grid (alpha, beta in {0, 0.5, ..., 2}, e in {-1, -0.5,
+..., 1}, a, b in {0, 5, ..., 25}: 4 500 starts) and keeps the best end point. All starts are optimised
+together: one vectorised objective-and-gradient evaluation serves every start, and each start keeps its own
+L-BFGS memory, step length and convergence test, so the result is that of 4 500 independent runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+HUBER_DELTA = 1e-3
+MEMORY = 10  # L-BFGS correction pairs kept per start
+MAX_ITERATIONS = 1000
+GRADIENT_TOLERANCE = 1e-5  # on the largest gradient component (scipy L-BFGS-B's pgtol)
+RELATIVE_DECREASE = 2.220446049250313e-09  # scipy L-BFGS-B's ftol: stop when a step gains less
+ARMIJO = 1e-4
+MAX_HALVINGS = 40
+
+
+def default_grid() -> np.ndarray:
+    """The 4 500 starts, as rows (a, b, e, alpha, beta)."""
+    alphas = betas = np.arange(0.0, 2.01, 0.5)
+    es = np.arange(-1.0, 1.01, 0.5)
+    abs_ = np.arange(0.0, 25.01, 5.0)
+    return np.array(list(itertools.product(abs_, abs_, es, alphas, betas)))
+
+
+@dataclass(frozen=True)
+class Solution:
+    """The best end point of a multi-start fit, in log parameters (a, b, e, alpha, beta)."""
+
+    theta: np.ndarray
+    objective: float
+    converged: bool
+    iterations: int
+    starts: int
+
+
+def objective_and_gradient(
+    theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray, log_loss: np.ndarray, delta: float = HUBER_DELTA
+) -> tuple[np.ndarray, np.ndarray]:
+    """Summed Huber loss of the log-loss residuals, and its gradient, for each row of `theta` (S x 5).
+
+    Returns (S,) objectives and (S, 5) gradients; every start is evaluated on every run at once. The three
+    terms of the log-sum-exp are exponentiated without the usual max-shift (a third less work); rows where a
+    term overflows are computed again with it.
+    """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        f, g = _huber_terms(theta, log_n, log_d, log_loss, delta, shifted=False)
+    bad = ~(np.isfinite(f) & np.isfinite(g).all(axis=1))
+    if bad.any():
+        f[bad], g[bad] = _huber_terms(theta[bad], log_n, log_d, log_loss, delta, shifted=True)
+    return f, g
+
+
+def _huber_terms(theta, log_n, log_d, log_loss, delta, *, shifted: bool):
+    a, b, e, alpha, beta = (theta[:, k : k + 1] for k in range(5))
+    n_exponent, d_exponent = a - alpha * log_n, b - beta * log_d
+    shift = np.maximum(np.maximum(n_exponent, d_exponent), e) if shifted else 0.0
+    n_term = np.exp(n_exponent - shift)  # A/N^alpha, B/D^beta and E, each divided by e^shift
+    d_term = np.exp(d_exponent - shift)
+    e_term = np.exp(e - shift)
+    total = n_term + d_term + e_term
+    residual = np.log(total) + shift - log_loss
+    slope = np.clip(residual, -delta, delta)  # d huber / d residual
+    huber = slope * (residual - 0.5 * slope)  # 0.5·r² inside ±delta, delta·(|r| - delta/2) outside
+    share = slope / total  # d huber / d term: each term's weight in the log-sum-exp is term / total
+    g_n, g_d = share * n_term, share * d_term
+    g_e = (share * e_term).sum(axis=1)
+    gradient = np.column_stack((g_n.sum(axis=1), g_d.sum(axis=1), g_e, -(g_n @ log_n), -(g_d @ log_d)))
+    return huber.sum(axis=1), gradient
+
+
+def minimise(
+    log_n: np.ndarray,
+    log_d: np.ndarray,
+    log_loss: np.ndarray,
+    starts: np.ndarray | None = None,
+    *,
+    delta: float = HUBER_DELTA,
+    max_iterations: int = MAX_ITERATIONS,
+) -> Solution:
+    """L-BFGS from every start (rows of `starts`, default the 4 500-point grid); the best end point.
+
+    A start stops when its gradient is below GRADIENT_TOLERANCE, when an iteration lowers its objective by
+    less than RELATIVE_DECREASE, or when no step along its search direction lowers it.
+    """
+
+    def evaluate(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return objective_and_gradient(theta, log_n, log_d, log_loss, delta)
+
+    x = np.array(default_grid() if starts is None else starts, dtype=float)
+    count = x.shape[0]
+    f, g = evaluate(x)
+    memory = _Memory(count)
+    active = np.abs(g).max(axis=1) > GRADIENT_TOLERANCE
+    stalled = np.zeros(count, dtype=bool)
+    iterations = 0
+    while active.any() and iterations < max_iterations:
+        iterations += 1
+        idx = np.flatnonzero(active)
+        direction = -memory.apply_inverse_hessian(idx, g[idx])
+        slope = (direction * g[idx]).sum(axis=1)
+        uphill = slope >= 0  # a curvature estimate gone bad: steepest descent for that start
+        direction[uphill] = -g[idx][uphill]
+        slope[uphill] = -(g[idx][uphill] ** 2).sum(axis=1)
+        new_x, new_f, new_g, moved = _backtrack(x[idx], f[idx], slope, direction, evaluate)
+        memory.remember(idx[moved], new_x[moved] - x[idx][moved], new_g[moved] - g[idx][moved])
+        decrease = f[idx] - new_f
+        x[idx[moved]], f[idx[moved]], g[idx[moved]] = new_x[moved], new_f[moved], new_g[moved]
+        flat = moved & (decrease <= RELATIVE_DECREASE * np.maximum(np.abs(f[idx]), 1.0))
+        stalled[idx[~moved]] = True
+        finished = ~moved | flat | (np.abs(g[idx]).max(axis=1) <= GRADIENT_TOLERANCE)
+        active[idx[finished]] = False
+    best = int(np.argmin(np.where(np.isfinite(f), f, np.inf)))
+    converged = not active[best] and (
+        np.abs(g[best]).max() <= GRADIENT_TOLERANCE or not stalled[best] or f[best] == 0.0
+    )
+    return Solution(
+        theta=x[best].copy(),
+        objective=float(f[best]),
+        converged=bool(converged),
+        iterations=iterations,
+        starts=count,
+    )
+
+
+def _backtrack(x, f, slope, direction, evaluate):
+    """Armijo backtracking for each start at once: halve each start's step until its objective falls enough.
+
+    Returns the new points, objectives, gradients, and which starts found a step that lowers the objective.
+    """
+    step = np.ones(x.shape[0])
+    new_x, new_f, new_g = x.copy(), f.copy(), np.zeros_like(x)
+    accepted = np.zeros(x.shape[0], dtype=bool)
+    pending = np.arange(x.shape[0])
+    for _ in range(MAX_HALVINGS):
+        trial = x[pending] + step[pending, None] * direction[pending]
+        trial_f, trial_g = evaluate(trial)
+        ok = np.isfinite(trial_f) & (trial_f <= f[pending] + ARMIJO * step[pending] * slope[pending])
+        done = pending[ok]
+        new_x[done], new_f[done], new_g[done] = trial[ok], trial_f[ok], trial_g[ok]
+        accepted[done] = True
+        pending = pending[~ok]
+        if pending.size == 0:
+            break
+        step[pending] *= 0.5
+    moved = accepted & (new_f < f)
+    return new_x, new_f, new_g, moved
+
+
+class _Memory:
+    """Each start's last MEMORY correction pairs (s, y), in a ring buffer of its own."""
+
+    def __init__(self, count: int):
+        self.s = np.zeros((MEMORY, count, 5))
+        self.y = np.zeros((MEMORY, count, 5))
+        self.rho = np.zeros((MEMORY, count))
+        self.head = np.zeros(count, dtype=int)  # where each start writes its next pair
+        self.stored = np.zeros(count, dtype=int)
+
+    def remember(self, idx: np.ndarray, s: np.ndarray, y: np.ndarray) -> None:
+        sy = (s * y).sum(axis=1)
+        keep = sy > 1e-12 * np.sqrt((s * s).sum(axis=1) * (y * y).sum(axis=1))  # curvature condition
+        idx, s, y, sy = idx[keep], s[keep], y[keep], sy[keep]
+        slot = self.head[idx] % MEMORY
+        self.s[slot, idx], self.y[slot, idx], self.rho[slot, idx] = s, y, 1.0 / sy
+        self.head[idx] += 1
+        self.stored[idx] = np.minimum(self.stored[idx] + 1, MEMORY)
+
+    def apply_inverse_hessian(self, idx: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+        """H·g by the two-loop recursion (Nocedal & Wright, Algorithm 7.4), each start with its own pairs."""
+        stored = self.stored[idx]
+        q = gradient.copy()
+        alphas = np.zeros((MEMORY, idx.size))
+        for age in range(MEMORY):  # newest first
+            slot = (self.head[idx] - 1 - age) % MEMORY
+            valid = age < stored
+            s, y, rho = self.s[slot, idx], self.y[slot, idx], self.rho[slot, idx]
+            alphas[age] = np.where(valid, rho * (s * q).sum(axis=1), 0.0)
+            q -= alphas[age][:, None] * y
+        newest = (self.head[idx] - 1) % MEMORY
+        s, y = self.s[newest, idx], self.y[newest, idx]
+        yy = (y * y).sum(axis=1)
+        gamma = np.where((stored > 0) & (yy > 0), (s * y).sum(axis=1) / np.where(yy > 0, yy, 1.0), 1.0)
+        r = gamma[:, None] * q
+        for age in reversed(range(MEMORY)):
+            slot = (self.head[idx] - 1 - age) % MEMORY
+            valid = age < stored
+            s, y, rho = self.s[slot, idx], self.y[slot, idx], self.rho[slot, idx]
+            beta = np.where(valid, rho * (y * r).sum(axis=1), 0.0)
+            r += np.where(valid, alphas[age] - beta, 0.0)[:, None] * s
+        return r

@@ -1,0 +1,92 @@
+"""Fitting a law to runs: the objective's gradient, and recovering known coefficients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.core import fit
+
+TRUE = {"E": 1.82, "A": 480.0, "B": 2100.0, "alpha": 0.35, "beta": 0.37}
+
+
+def synthetic_runs(noise: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A small sweep, 6 model sizes by 6 token counts, with multiplicative noise on the loss."""
+    sizes = np.geomspace(5e7, 5e9, 6)
+    tokens = np.geomspace(1e9, 2e11, 6)
+    n, d = (grid.ravel() for grid in np.meshgrid(sizes, tokens))
+    loss = TRUE["E"] + TRUE["A"] / n ** TRUE["alpha"] + TRUE["B"] / d ** TRUE["beta"]
+    loss *= np.exp(np.random.default_rng(seed).normal(0.0, noise, loss.size))
+    return np.log(n), np.log(d), np.log(loss)
+
+
+def as_law(theta: np.ndarray) -> dict[str, float]:
+    a, b, e, alpha, beta = theta
+    return {"E": np.exp(e), "A": np.exp(a), "B": np.exp(b), "alpha": alpha, "beta": beta}
+
+
+def test_the_gradient_is_the_derivative_of_the_objective():
+    log_n, log_d, log_loss = synthetic_runs(noise=0.01)
+    # Points on both sides of the Huber threshold, and one whose terms overflow without the max-shift.
+    theta = np.array([[6.0, 7.5, 0.6, 0.35, 0.37], [3.0, 9.0, -0.5, 0.8, 0.2], [800.0, 5.0, 0.1, 0.1, 0.3]])
+    _, gradient = fit.objective_and_gradient(theta, log_n, log_d, log_loss)
+    step = 1e-6
+    for k in range(5):
+        shift = np.zeros(5)
+        shift[k] = step
+        up, _ = fit.objective_and_gradient(theta + shift, log_n, log_d, log_loss)
+        down, _ = fit.objective_and_gradient(theta - shift, log_n, log_d, log_loss)
+        np.testing.assert_allclose(gradient[:, k], (up - down) / (2 * step), rtol=1e-5, atol=1e-9)
+
+
+def test_the_objective_is_the_summed_huber_loss_of_log_residuals():
+    log_n, log_d, log_loss = synthetic_runs(noise=0.0)
+    exact = np.array([[np.log(TRUE["A"]), np.log(TRUE["B"]), np.log(TRUE["E"]), TRUE["alpha"], TRUE["beta"]]])
+    assert fit.objective_and_gradient(exact, log_n, log_d, log_loss)[0][0] == pytest.approx(0.0, abs=1e-20)
+    off = exact + np.array([0.0, 0.0, 0.01, 0.0, 0.0])  # E 1% higher
+    value, _ = fit.objective_and_gradient(off, log_n, log_d, log_loss)
+    residual = (
+        np.log(
+            np.exp(
+                np.logaddexp(
+                    np.logaddexp(off[0, 0] - off[0, 3] * log_n, off[0, 1] - off[0, 4] * log_d), off[0, 2]
+                )
+            )
+        )
+        - log_loss
+    )
+    delta = fit.HUBER_DELTA
+    expected = np.where(np.abs(residual) <= delta, 0.5 * residual**2, delta * (np.abs(residual) - delta / 2))
+    assert value[0] == pytest.approx(expected.sum(), rel=1e-12)
+
+
+def test_the_grid_has_4500_starts_spanning_the_published_ranges():
+    grid = fit.default_grid()
+    assert grid.shape == (4500, 5)
+    assert {tuple(np.unique(grid[:, k])) for k in (3, 4)} == {(0.0, 0.5, 1.0, 1.5, 2.0)}
+    assert tuple(np.unique(grid[:, 2])) == (-1.0, -0.5, 0.0, 0.5, 1.0)
+    assert tuple(np.unique(grid[:, 0])) == tuple(np.unique(grid[:, 1])) == (0.0, 5.0, 10.0, 15.0, 20.0, 25.0)
+
+
+def test_noiseless_runs_give_back_the_law_that_made_them():
+    solution = fit.minimise(*synthetic_runs(noise=0.0))
+    assert solution.converged
+    for name, value in as_law(solution.theta).items():
+        assert value == pytest.approx(TRUE[name], rel=1e-3), name
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_noisy_runs_give_back_the_law_within_its_noise(seed):
+    solution = fit.minimise(*synthetic_runs(noise=0.005, seed=seed))
+    law = as_law(solution.theta)
+    assert law["E"] == pytest.approx(TRUE["E"], rel=0.05)
+    assert law["alpha"] == pytest.approx(TRUE["alpha"], abs=0.05)
+    assert law["beta"] == pytest.approx(TRUE["beta"], abs=0.05)
+
+
+def test_the_best_start_wins_over_a_worse_single_start():
+    runs = synthetic_runs(noise=0.0)
+    poor = fit.minimise(*runs, starts=np.array([[0.0, 0.0, -1.0, 2.0, 2.0]]), max_iterations=5)
+    best = fit.minimise(*runs)
+    assert best.objective < poor.objective
+    assert best.starts == 4500
