@@ -65,21 +65,31 @@ def objective_and_gradient(
 
 
 def _huber_terms(theta, log_n, log_d, log_loss, delta, *, shifted: bool):
+    # In place where it can be: this is where a fit spends its time (S x runs arrays, ~3 per iteration).
     a, b, e, alpha, beta = (theta[:, k : k + 1] for k in range(5))
-    n_exponent, d_exponent = a - alpha * log_n, b - beta * log_d
-    shift = np.maximum(np.maximum(n_exponent, d_exponent), e) if shifted else 0.0
-    n_term = np.exp(n_exponent - shift)  # A/N^alpha, B/D^beta and E, each divided by e^shift
-    d_term = np.exp(d_exponent - shift)
+    n_term = np.subtract(a, alpha * log_n)  # exponents first, then the terms A/N^alpha, B/D^beta and E
+    d_term = np.subtract(b, beta * log_d)
+    shift = np.maximum(np.maximum(n_term, d_term), e) if shifted else 0.0  # terms divided by e^shift
+    if shifted:
+        n_term -= shift
+        d_term -= shift
+    np.exp(n_term, out=n_term)
+    np.exp(d_term, out=d_term)
     e_term = np.exp(e - shift)
-    total = n_term + d_term + e_term
-    residual = np.log(total) + shift - log_loss
+    total = n_term + d_term
+    total += e_term
+    residual = np.log(total)
+    residual += shift
+    residual -= log_loss
     slope = np.clip(residual, -delta, delta)  # d huber / d residual
-    huber = slope * (residual - 0.5 * slope)  # 0.5·r² inside ±delta, delta·(|r| - delta/2) outside
-    share = slope / total  # d huber / d term: each term's weight in the log-sum-exp is term / total
-    g_n, g_d = share * n_term, share * d_term
-    g_e = (share * e_term).sum(axis=1)
+    residual -= 0.5 * slope
+    residual *= slope  # huber: 0.5·r² inside ±delta, delta·(|r| - delta/2) outside
+    share = np.divide(slope, total, out=slope)  # d huber / d term: a term's weight is term / total
+    g_n = np.multiply(n_term, share, out=n_term)
+    g_d = np.multiply(d_term, share, out=d_term)
+    g_e = (share * e_term).sum(axis=1) if shifted else e_term[:, 0] * share.sum(axis=1)
     gradient = np.column_stack((g_n.sum(axis=1), g_d.sum(axis=1), g_e, -(g_n @ log_n), -(g_d @ log_d)))
-    return huber.sum(axis=1), gradient
+    return residual.sum(axis=1), gradient
 
 
 def minimise(
@@ -164,9 +174,9 @@ class _Memory:
     """Each start's last MEMORY correction pairs (s, y), in a ring buffer of its own."""
 
     def __init__(self, count: int):
-        self.s = np.zeros((MEMORY, count, 5))
-        self.y = np.zeros((MEMORY, count, 5))
-        self.rho = np.zeros((MEMORY, count))
+        self.s = np.zeros((count, MEMORY, 5))
+        self.y = np.zeros((count, MEMORY, 5))
+        self.rho = np.zeros((count, MEMORY))
         self.head = np.zeros(count, dtype=int)  # where each start writes its next pair
         self.stored = np.zeros(count, dtype=int)
 
@@ -175,30 +185,26 @@ class _Memory:
         keep = sy > 1e-12 * np.sqrt((s * s).sum(axis=1) * (y * y).sum(axis=1))  # curvature condition
         idx, s, y, sy = idx[keep], s[keep], y[keep], sy[keep]
         slot = self.head[idx] % MEMORY
-        self.s[slot, idx], self.y[slot, idx], self.rho[slot, idx] = s, y, 1.0 / sy
+        self.s[idx, slot], self.y[idx, slot], self.rho[idx, slot] = s, y, 1.0 / sy
         self.head[idx] += 1
         self.stored[idx] = np.minimum(self.stored[idx] + 1, MEMORY)
 
     def apply_inverse_hessian(self, idx: np.ndarray, gradient: np.ndarray) -> np.ndarray:
         """H·g by the two-loop recursion (Nocedal & Wright, Algorithm 7.4), each start with its own pairs."""
-        stored = self.stored[idx]
+        ages = (self.head[idx, None] - 1 - np.arange(MEMORY)) % MEMORY  # slots, newest first
+        s = np.take_along_axis(self.s[idx], ages[:, :, None], axis=1)
+        y = np.take_along_axis(self.y[idx], ages[:, :, None], axis=1)
+        rho = np.take_along_axis(self.rho[idx], ages, axis=1) * (np.arange(MEMORY) < self.stored[idx, None])
         q = gradient.copy()
-        alphas = np.zeros((MEMORY, idx.size))
-        for age in range(MEMORY):  # newest first
-            slot = (self.head[idx] - 1 - age) % MEMORY
-            valid = age < stored
-            s, y, rho = self.s[slot, idx], self.y[slot, idx], self.rho[slot, idx]
-            alphas[age] = np.where(valid, rho * (s * q).sum(axis=1), 0.0)
-            q -= alphas[age][:, None] * y
-        newest = (self.head[idx] - 1) % MEMORY
-        s, y = self.s[newest, idx], self.y[newest, idx]
-        yy = (y * y).sum(axis=1)
-        gamma = np.where((stored > 0) & (yy > 0), (s * y).sum(axis=1) / np.where(yy > 0, yy, 1.0), 1.0)
+        alphas = np.zeros((idx.size, MEMORY))
+        for age in range(MEMORY):
+            alphas[:, age] = rho[:, age] * (s[:, age] * q).sum(axis=1)
+            q -= alphas[:, age, None] * y[:, age]
+        yy = (y[:, 0] ** 2).sum(axis=1)
+        usable = (self.stored[idx] > 0) & (yy > 0)
+        gamma = np.where(usable, (s[:, 0] * y[:, 0]).sum(axis=1) / np.where(yy > 0, yy, 1.0), 1.0)
         r = gamma[:, None] * q
         for age in reversed(range(MEMORY)):
-            slot = (self.head[idx] - 1 - age) % MEMORY
-            valid = age < stored
-            s, y, rho = self.s[slot, idx], self.y[slot, idx], self.rho[slot, idx]
-            beta = np.where(valid, rho * (y * r).sum(axis=1), 0.0)
-            r += np.where(valid, alphas[age] - beta, 0.0)[:, None] * s
+            beta = rho[:, age] * (y[:, age] * r).sum(axis=1)
+            r += (alphas[:, age] - beta)[:, None] * s[:, age]
         return r

@@ -1,0 +1,110 @@
+"""Fitting a scaling law (issue 7): accuracy on the Chinchilla data, and speed against scipy.
+
+Reads the 245 points of Chinchilla's Figure 4 as extracted by Besiroglu et al. 2024 from ../shared/data (not
+copied into this repository), drops the 5 highest losses as they did, and fits with service.core.fit: the
+summed Huber objective from the 4 500-start grid, all starts at once. Prints the fit beside the published
+point estimates and 95% intervals, then times the same procedure done start by start with scipy's L-BFGS-B
+and finite-difference gradients, over the same grid, in the same run.
+
+    .venv/bin/python -m bench.bench_fit [--data PATH] [--scipy-starts 4500]
+
+Not a test: nothing asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+
+from bench.machine import describe
+from service.core import fit
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "chinchilla_fig4_epoch_svg_extracted.csv"
+# Besiroglu et al. 2024 (arXiv 2404.10102): their fit and 95% bootstrap intervals
+# (../shared/reference/science.md).
+PUBLISHED = {
+    "E": (1.8172, 1.769, 1.871),
+    "A": (482.01, 285, 744),
+    "B": (2085.43, 1042, 5810),
+    "alpha": (0.3478, 0.317, 0.373),
+    "beta": (0.3658, 0.331, 0.415),
+}
+
+
+def load(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    params = np.array([float(row["Model Size"]) for row in rows])
+    flops = np.array([float(row["Training FLOP"]) for row in rows])
+    loss = np.array([float(row["loss"]) for row in rows])
+    kept = np.argsort(loss)[:-5]  # as Besiroglu et al.: the 5 highest losses are dropped
+    params, flops, loss = params[kept], flops[kept], loss[kept]
+    return np.log(params), np.log(flops / (6 * params)), np.log(loss)
+
+
+def as_law(theta: np.ndarray) -> dict[str, float]:
+    a, b, e, alpha, beta = theta
+    return {"E": float(np.exp(e)), "A": float(np.exp(a)), "B": float(np.exp(b)), "alpha": alpha, "beta": beta}
+
+
+def scipy_fit(log_n, log_d, log_loss, starts: np.ndarray) -> tuple[np.ndarray, float]:
+    """The procedure as usually written: one scipy L-BFGS-B run per start, gradients by finite differences."""
+
+    def objective(theta: np.ndarray) -> float:
+        return float(fit.objective_and_gradient(theta[None, :], log_n, log_d, log_loss)[0][0])
+
+    best_theta, best_value = None, np.inf
+    for start in starts:
+        result = minimize(objective, start, method="L-BFGS-B")
+        if result.fun < best_value:
+            best_theta, best_value = result.x, result.fun
+    return best_theta, best_value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--scipy-starts", type=int, default=4500, help="grid starts for the scipy baseline")
+    args = parser.parse_args()
+    log_n, log_d, log_loss = load(args.data)
+    print(describe())
+    print(f"data: {args.data.name}, {log_n.size} runs after dropping the 5 highest losses")
+
+    timings = []
+    for _ in range(3):
+        started = time.perf_counter()
+        solution = fit.minimise(log_n, log_d, log_loss)
+        timings.append(time.perf_counter() - started)
+    ours = min(timings)
+    law = as_law(solution.theta)
+    print(
+        f"service.core.fit: {solution.starts} starts, {solution.iterations} iterations, "
+        f"objective {solution.objective:.6g}, converged {solution.converged}; best of 3: {ours:.2f} s"
+    )
+    print("| coefficient | fitted | published | published 95% interval | inside |")
+    print("|---|---:|---:|---|---|")
+    for name, (point, low, high) in PUBLISHED.items():
+        value = law[name]
+        inside = "yes" if low <= value <= high else "NO"
+        print(f"| {name} | {value:.4g} | {point:.4g} | ({low:g}, {high:g}) | {inside} |")
+
+    starts = fit.default_grid()[: args.scipy_starts]
+    started = time.perf_counter()
+    theta, value = scipy_fit(log_n, log_d, log_loss, starts)
+    baseline = time.perf_counter() - started
+    scale = len(fit.default_grid()) / len(starts)
+    print(
+        f"scipy L-BFGS-B, finite-difference gradients, {len(starts)} starts one by one: {baseline:.1f} s"
+        + (f" (x{scale:.1f} for the whole grid: {baseline * scale:.1f} s)" if scale != 1 else "")
+        + f"; objective {value:.6g}; E={as_law(theta)['E']:.4f} alpha={theta[3]:.4f} beta={theta[4]:.4f}"
+    )
+    print(f"ratio, scipy over service.core.fit: {baseline * scale / ours:.0f}x")
+
+
+if __name__ == "__main__":
+    main()
