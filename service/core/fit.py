@@ -15,9 +15,14 @@ L-BFGS memory, step length and convergence test, so the result is that of 4 500 
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from service.core import validation as v
+from service.core.laws import FittedRange, ScalingLaw
 
 HUBER_DELTA = 1e-3
 MEMORY = 10  # L-BFGS correction pairs kept per start
@@ -208,3 +213,94 @@ class _Memory:
             beta = rho[:, age] * (y[:, age] * r).sum(axis=1)
             r += (alphas[:, age] - beta)[:, None] * s[:, age]
         return r
+
+
+# --- A law from runs ------------------------------------------------------------------------------------
+
+MIN_RUNS = 5
+MIN_MODEL_SIZES = 3
+MAX_RUNS = 100_000
+TOKENS_PER_PARAM_BUDGETS = (1e20, 1e22, 1e24)  # where a fitted law's implied ratio D/N is reported
+
+
+@dataclass(frozen=True)
+class LawFit:
+    """A fitted law and how well it fits: what POST /v1/scaling-laws stores and reports."""
+
+    law: ScalingLaw
+    fitted_range: FittedRange
+    objective: float
+    converged: bool
+    runs: int
+    rmse_log_loss: float  # root mean square of log(L_predicted) - log(L_observed)
+    max_abs_log_residual: float
+    tokens_per_param: dict[float, float]  # at each of TOKENS_PER_PARAM_BUDGETS
+
+
+def fit_law(params: Sequence[float], tokens: Sequence[float], losses: Sequence[float]) -> LawFit:
+    """Fit L = E + A/N^alpha + B/D^beta to runs (N, D, L); InvalidInput says why runs cannot be fitted."""
+    n, d, loss = _checked_runs(params, tokens, losses)
+    solution = minimise(np.log(n), np.log(d), np.log(loss))
+    a, b, e, alpha, beta = solution.theta
+    try:
+        law = ScalingLaw(E=math.exp(e), A=math.exp(a), B=math.exp(b), alpha=float(alpha), beta=float(beta))
+    except (v.InvalidInput, OverflowError) as error:
+        raise v.InvalidInput(
+            "runs",
+            f"the fit gives a law outside what the engine accepts ({error}); more varied runs may help",
+        ) from None
+    predicted = np.log(law.E + law.A / n**law.alpha + law.B / d**law.beta)
+    residual = predicted - np.log(loss)
+    flops = 6 * n * d
+    return LawFit(
+        law=law,
+        fitted_range=FittedRange(
+            min_params=float(n.min()),
+            max_params=float(n.max()),
+            min_tokens=float(d.min()),
+            max_tokens=float(d.max()),
+            min_flops=float(flops.min()),
+            max_flops=float(flops.max()),
+        ),
+        objective=solution.objective,
+        converged=solution.converged,
+        runs=int(n.size),
+        rmse_log_loss=float(np.sqrt(np.mean(residual**2))),
+        max_abs_log_residual=float(np.abs(residual).max()),
+        tokens_per_param={
+            budget: law.optimal_tokens(budget) / law.optimal_params(budget)
+            for budget in TOKENS_PER_PARAM_BUDGETS
+        },
+    )
+
+
+def _checked_runs(params, tokens, losses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if not len(params) == len(tokens) == len(losses):
+        raise v.InvalidInput("runs", "params, tokens and losses must have one value per run")
+    if len(params) > MAX_RUNS:
+        raise v.InvalidInput("runs", f"at most {MAX_RUNS} runs can be fitted at once")
+    n, d, loss = (np.asarray(values, dtype=float) for values in (params, tokens, losses))
+    for name, values in (("params", n), ("tokens", d), ("loss", loss)):
+        bad = ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            raise v.InvalidInput(
+                "runs", f"run {int(np.argmax(bad))}: {name} must be a positive finite number"
+            )
+    if n.size < MIN_RUNS:
+        raise v.InvalidInput("runs", f"give at least {MIN_RUNS} runs (got {n.size})")
+    if np.unique(n).size < MIN_MODEL_SIZES:
+        raise v.InvalidInput(
+            "runs", f"give runs of at least {MIN_MODEL_SIZES} model sizes: the exponents need them"
+        )
+    if np.unique(np.column_stack((n, d)), axis=0).shape[0] < MIN_RUNS:
+        raise v.InvalidInput(
+            "runs", f"give at least {MIN_RUNS} distinct (params, tokens) points, not repeats"
+        )
+    # The loss must fall with scale: bigger runs (by compute) that do no better leave nothing to fit.
+    flops = n * d
+    flat = np.ptp(loss) == 0
+    if flat or (np.ptp(flops) > 0 and np.corrcoef(np.log(flops), np.log(loss))[0, 1] >= 0):
+        raise v.InvalidInput(
+            "runs", "the losses do not decrease with scale (params x tokens); check the runs"
+        )
+    return n, d, loss

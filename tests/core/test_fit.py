@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from service.core import fit
+from service.core.validation import InvalidInput
 
 TRUE = {"E": 1.82, "A": 480.0, "B": 2100.0, "alpha": 0.35, "beta": 0.37}
 
@@ -90,3 +91,46 @@ def test_the_best_start_wins_over_a_worse_single_start():
     best = fit.minimise(*runs)
     assert best.objective < poor.objective
     assert best.starts == 4500
+
+
+def runs_of(noise: float = 0.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    log_n, log_d, log_loss = synthetic_runs(noise, seed)
+    return np.exp(log_n), np.exp(log_d), np.exp(log_loss)
+
+
+def test_a_law_fitted_to_runs_reports_its_range_residuals_and_ratios():
+    n, d, loss = runs_of(noise=0.002, seed=4)
+    result = fit.fit_law(n, d, loss)
+    assert result.runs == 36
+    assert result.converged
+    assert result.law.E == pytest.approx(TRUE["E"], rel=0.05)
+    assert (result.fitted_range.min_params, result.fitted_range.max_params) == (n.min(), n.max())
+    assert result.fitted_range.max_flops == pytest.approx(6 * (n * d).max())
+    assert 0 < result.rmse_log_loss < 0.01
+    assert result.max_abs_log_residual >= result.rmse_log_loss
+    for budget, ratio in result.tokens_per_param.items():
+        assert ratio == pytest.approx(result.law.optimal_tokens(budget) / result.law.optimal_params(budget))
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda n, d, loss: (n[:4], d[:4], loss[:4]), "at least 5 runs"),
+        (lambda n, d, loss: (np.full_like(n, 1e9), d, loss), "3 model sizes"),
+        (
+            lambda n, d, loss: (n, d, np.where(np.arange(n.size) == 3, np.nan, loss)),
+            "loss must be a positive",
+        ),
+        (lambda n, d, loss: (n, -d, loss), "tokens must be a positive"),
+        (
+            lambda n, d, loss: (np.r_[n[:3], n[:3]], np.r_[d[:3], d[:3]], np.r_[loss[:3], loss[:3]]),
+            "distinct",
+        ),
+        (lambda n, d, loss: (n, d, 1.0 / loss), "do not decrease"),
+        (lambda n, d, loss: (n, d, np.full_like(loss, 2.5)), "do not decrease"),
+        (lambda n, d, loss: (n, d[:-1], loss), "one value per run"),
+    ],
+)
+def test_runs_that_cannot_be_fitted_are_refused_with_the_reason(change, reason):
+    with pytest.raises(InvalidInput, match=reason):
+        fit.fit_law(*change(*runs_of()))
