@@ -41,7 +41,8 @@ REPLAYED_HEADER_DOC = {
 
 
 def idempotent(blueprint) -> Callable:
-    """Run the view as one transaction and commit it; with an Idempotency-Key, together with its response.
+    """Run the view as one transaction, committed by the idempotency service together with the response
+    when the request came with an Idempotency-Key.
 
     Goes above `@blp.arguments` and `@blp.response`: a replay answers before the body is parsed, and the
     response stored is the one the view's decorators made.
@@ -52,29 +53,23 @@ def idempotent(blueprint) -> Callable:
         def wrapper(*args, **kwargs):
             session = get_session()
             key = _key()
-            if key is None:
-                response = view(*args, **kwargs)
-                session.commit()
-                return response
             principal = current_principal().key_id
-            request = flask.request
-            fingerprint = idempotency.fingerprint(request.method, request.path, request.get_data(cache=True))
-            stored = idempotency.claim(session, principal, key, fingerprint, utcnow())
-            if stored is not None:
-                session.rollback()
-                return _replay(stored)
+            if key is not None:
+                request = flask.request
+                fingerprint = idempotency.fingerprint(
+                    request.method, request.path, request.get_data(cache=True)
+                )
+                stored = idempotency.claim(session, principal, key, fingerprint, utcnow())
+                if stored is not None:
+                    return _replay(stored)
             response = view(*args, **kwargs)
-            idempotency.complete(
+            kept = {name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers}
+            idempotency.finish(
                 session,
-                principal,
-                key,
-                idempotency.StoredResponse(
-                    response.status_code,
-                    response.get_data(as_text=True),
-                    {name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers},
-                ),
+                idempotency.StoredResponse(response.status_code, response.get_data(as_text=True), kept),
+                principal=principal,
+                key=key,
             )
-            session.commit()
             return response
 
         wrapper = blueprint.doc(parameters=[IDEMPOTENCY_KEY_PARAMETER])(wrapper)

@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from service.models import CAP_SLACK, Budget, HardwareProfile, Organization, Plan, utcnow
+from service.services import organizations
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
@@ -57,11 +58,7 @@ def get_budget(session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | Non
 
 
 def create_budget(session: Session, fields: Mapping[str, Any], *, scope: uuid.UUID | None) -> Budget:
-    organization = session.scalars(
-        select(Organization).where(Organization.slug == fields["organization_slug"])
-    ).first()
-    if organization is None or (scope is not None and organization.id != scope):
-        raise InvalidFieldError("#/organization", f"No organization {fields['organization_slug']!r}.")
+    organization = organizations.named_in_body(session, fields["organization_slug"], scope=scope)
     now = utcnow()
     budget = Budget(organization=organization, committed=Decimal(0), created_at=now, updated_at=now)
     _apply(session, budget, fields, replace=True)

@@ -69,7 +69,9 @@ def claim(
             )
         if record.status_code is None:  # only visible if a transaction committed a claim unfinished
             raise _in_progress()
-        return StoredResponse(record.status_code, record.body or "", dict(record.headers))
+        replay = StoredResponse(record.status_code, record.body or "", dict(record.headers))
+        session.rollback()  # the request writes nothing: its response is the stored one
+        return replay
     insert = (postgresql if session.get_bind().dialect.name == "postgresql" else sqlite).insert
     claimed = session.execute(
         insert(IdempotencyRecord)
@@ -89,13 +91,15 @@ def claim(
     return None
 
 
-def complete(session: Session, principal: str, key: str, response: StoredResponse) -> None:
-    """Store the response with the claimed key (in the transaction that wrote what the request did)."""
-    session.execute(
-        update(IdempotencyRecord)
-        .where(IdempotencyRecord.principal == principal, IdempotencyRecord.key == key)
-        .values(status_code=response.status_code, body=response.body, headers=response.headers)
-    )
+def finish(session: Session, response: StoredResponse, *, principal: str, key: str | None) -> None:
+    """Commit the request's transaction; with a claimed `key`, its response is stored in the same commit."""
+    if key is not None:
+        session.execute(
+            update(IdempotencyRecord)
+            .where(IdempotencyRecord.principal == principal, IdempotencyRecord.key == key)
+            .values(status_code=response.status_code, body=response.body, headers=response.headers)
+        )
+    session.commit()
 
 
 def _purge_expired(session: Session, now: datetime) -> None:

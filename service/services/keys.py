@@ -20,7 +20,8 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
-from service.models import ApiKey, Organization, utcnow
+from service.models import ApiKey, utcnow
+from service.services import organizations
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 
@@ -102,9 +103,7 @@ def create_key(session: Session, fields: Mapping[str, Any]) -> ApiKey:
         slug = fields.get("organization_slug")
         if not slug:
             raise InvalidFieldError("#/organization", f"Required for a {role} key.")
-        organization = session.scalars(select(Organization).where(Organization.slug == slug)).first()
-        if organization is None:
-            raise InvalidFieldError("#/organization", f"No organization {slug!r}.")
+        organization = organizations.named_in_body(session, slug, scope=None)
     key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
     record = ApiKey(
         key_id=key_id,

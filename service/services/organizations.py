@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.models import Organization
-from service.services.errors import NotFoundError
+from service.services.errors import InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.writes import commit_new
 
@@ -26,6 +26,14 @@ def get_organization(session: Session, slug: str, *, scope: uuid.UUID | None) ->
     if organization is None or (scope is not None and organization.id != scope):
         raise NotFoundError(f"No organization with slug {slug!r}.")
     return organization
+
+
+def named_in_body(session: Session, slug: str, *, scope: uuid.UUID | None) -> Organization:
+    """The organisation a request body names (a 422 at #/organization when it is not one the caller sees)."""
+    try:
+        return get_organization(session, slug, scope=scope)
+    except NotFoundError:
+        raise InvalidFieldError("#/organization", f"No organization {slug!r}.") from None
 
 
 def list_organizations(

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from service.core import allocate, plan
 from service.core.cluster import ModelShape
@@ -14,6 +13,7 @@ from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
 from service.models import HardwareProfile
 from service.services.errors import InvalidFieldError, NotFoundError
+from service.services.hardware import get_hardware
 
 # Core arguments that are not request fields, and the request field responsible for them.
 _ARGUMENT_FIELDS = {
@@ -80,14 +80,12 @@ def find_hardware_profile(session: Session, reference: str | Mapping[str, Any]) 
     """The stored profile a slug names (None for inline hardware)."""
     if not isinstance(reference, str):
         return None
-    profile = session.scalars(
-        select(HardwareProfile)
-        .where(HardwareProfile.slug == reference)
-        .options(selectinload(HardwareProfile.prices))
-    ).first()
-    if profile is None:
-        raise InvalidFieldError("#/hardware", f"No hardware profile {reference!r} (see GET /v1/hardware).")
-    return profile
+    try:
+        return get_hardware(session, reference)
+    except NotFoundError:
+        raise InvalidFieldError(
+            "#/hardware", f"No hardware profile {reference!r} (see GET /v1/hardware)."
+        ) from None
 
 
 def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, Any]) -> plan.Hardware:

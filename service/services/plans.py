@@ -6,8 +6,8 @@ and its `result` (the allocation document of POST /v1/allocations). `evaluate(in
 result again, whatever has changed in the catalog since. The stored documents use the API's schemas: they
 are what the API shows.
 
-Use cases here flush but do not commit: the HTTP layer commits each request as one transaction, together
-with the record of its Idempotency-Key (service/api/idempotency.py).
+Use cases here flush but do not commit: each request is one transaction, which `idempotency.finish` commits
+together with the record of its Idempotency-Key (see service/api/idempotency.py).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from service.models import (
     utcnow,
 )
 from service.schemas import AllocationSchema, PlanInputsSchema, PlanRequestSchema, format_money
-from service.services import audit, planning
+from service.services import audit, organizations, planning
 from service.services.budgets import get_budget
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
@@ -131,12 +131,8 @@ def create_plan(
     session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None, parent: Plan | None = None
 ) -> Plan:
     """Evaluate a request (validated by PlanRequestSchema) and store it as a draft."""
-    organization = session.scalars(
-        select(Organization).where(Organization.slug == request["organization"])
-    ).first()
-    if organization is None or (scope is not None and organization.id != scope):
-        raise InvalidFieldError("#/organization", f"No organization {request['organization']!r}.")
-    budget = _budget_for(session, request.get("budget_id"), organization) if "budget_id" in request else None
+    organization = organizations.named_in_body(session, request["organization"], scope=scope)
+    budget = _budget_for(session, request["budget_id"], organization) if "budget_id" in request else None
     loaded = {name: value for name, value in request.items() if name in INPUT_FIELDS}
     if request.get("budget") == "remaining":
         # Down to the cent: plans cost whole cents (rounded half-up), so a money budget of 0.005 more than a
@@ -212,14 +208,12 @@ def _end_of_run(start_at: datetime, seconds: float) -> datetime:
 
 
 def _budget_for(session: Session, budget_id: uuid.UUID, organization: Organization) -> Budget:
-    budget = session.scalars(
-        select(Budget).where(Budget.id == budget_id, Budget.organization_id == organization.id)
-    ).first()
-    if budget is None:
+    try:
+        return get_budget(session, budget_id, scope=organization.id)
+    except NotFoundError:
         raise InvalidFieldError(
             "#/budget_id", f"No budget {budget_id} in organization {organization.slug!r}."
-        )
-    return budget
+        ) from None
 
 
 def _check_chargeable(run: engine.Estimate, budget: Budget) -> None:
