@@ -31,6 +31,7 @@ GRADIENT_TOLERANCE = 1e-5  # on the largest gradient component (scipy L-BFGS-B's
 RELATIVE_DECREASE = 2.220446049250313e-09  # scipy L-BFGS-B's ftol: stop when a step gains less
 ARMIJO = 1e-4
 MAX_HALVINGS = 40
+CHUNK_ELEMENTS = 4_000_000  # rows x runs evaluated at once: ~30 MB per temporary array
 
 
 def default_grid() -> np.ndarray:
@@ -50,26 +51,56 @@ class Solution:
     converged: bool
     iterations: int
     starts: int
+    ends: _Ends  # every start's end point: the bootstrap restarts from the best few
 
 
 def objective_and_gradient(
-    theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray, log_loss: np.ndarray, delta: float = HUBER_DELTA
+    theta: np.ndarray,
+    log_n: np.ndarray,
+    log_d: np.ndarray,
+    log_loss: np.ndarray,
+    *,
+    delta: float = HUBER_DELTA,
+    weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Summed Huber loss of the log-loss residuals, and its gradient, for each row of `theta` (S x 5).
 
-    Returns (S,) objectives and (S, 5) gradients; every start is evaluated on every run at once. The three
-    terms of the log-sum-exp are exponentiated without the usual max-shift (a third less work); rows where a
-    term overflows are computed again with it.
+    Returns (S,) objectives and (S, 5) gradients; every start is evaluated on every run at once (in chunks
+    of rows when that would take too much memory). `weights` (S x runs) counts each run that many times, as a
+    bootstrap resample does. The three terms of the log-sum-exp are exponentiated without the usual max-shift
+    (a third less work); rows where a term overflows are computed again with it.
     """
+    rows = max(1, CHUNK_ELEMENTS // max(1, log_n.size))
+    if theta.shape[0] > rows:
+        parts = [
+            objective_and_gradient(
+                theta[start : start + rows],
+                log_n,
+                log_d,
+                log_loss,
+                delta=delta,
+                weights=None if weights is None else weights[start : start + rows],
+            )
+            for start in range(0, theta.shape[0], rows)
+        ]
+        return np.concatenate([f for f, _ in parts]), np.concatenate([g for _, g in parts])
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        f, g = _huber_terms(theta, log_n, log_d, log_loss, delta, shifted=False)
+        f, g = _huber_terms(theta, log_n, log_d, log_loss, delta, weights=weights, shifted=False)
     bad = ~(np.isfinite(f) & np.isfinite(g).all(axis=1))
     if bad.any():
-        f[bad], g[bad] = _huber_terms(theta[bad], log_n, log_d, log_loss, delta, shifted=True)
+        f[bad], g[bad] = _huber_terms(
+            theta[bad],
+            log_n,
+            log_d,
+            log_loss,
+            delta,
+            weights=None if weights is None else weights[bad],
+            shifted=True,
+        )
     return f, g
 
 
-def _huber_terms(theta, log_n, log_d, log_loss, delta, *, shifted: bool):
+def _huber_terms(theta, log_n, log_d, log_loss, delta, *, weights, shifted: bool):
     # In place where it can be: this is where a fit spends its time (S x runs arrays, ~3 per iteration).
     a, b, e, alpha, beta = (theta[:, k : k + 1] for k in range(5))
     n_term = np.subtract(a, alpha * log_n)  # exponents first, then the terms A/N^alpha, B/D^beta and E
@@ -89,6 +120,9 @@ def _huber_terms(theta, log_n, log_d, log_loss, delta, *, shifted: bool):
     slope = np.clip(residual, -delta, delta)  # d huber / d residual
     residual -= 0.5 * slope
     residual *= slope  # huber: 0.5·r² inside ±delta, delta·(|r| - delta/2) outside
+    if weights is not None:
+        residual *= weights
+        slope *= weights
     share = np.divide(slope, total, out=slope)  # d huber / d term: a term's weight is term / total
     g_n = np.multiply(n_term, share, out=n_term)
     g_d = np.multiply(d_term, share, out=d_term)
@@ -106,18 +140,45 @@ def minimise(
     delta: float = HUBER_DELTA,
     max_iterations: int = MAX_ITERATIONS,
 ) -> Solution:
-    """L-BFGS from every start (rows of `starts`, default the 4 500-point grid); the best end point.
+    """L-BFGS from every start (rows of `starts`, default the 4 500-point grid); the best end point."""
+    x = np.array(default_grid() if starts is None else starts, dtype=float)
+
+    def evaluate(rows, theta):
+        return objective_and_gradient(theta, log_n, log_d, log_loss, delta=delta)
+
+    ends = _descend(evaluate, x, max_iterations)
+    best = int(np.argmin(ends.f))
+    return Solution(
+        theta=ends.x[best].copy(),
+        objective=float(ends.f[best]),
+        converged=bool(ends.converged[best]),
+        iterations=ends.iterations,
+        starts=x.shape[0],
+        ends=ends,
+    )
+
+
+@dataclass(frozen=True)
+class _Ends:
+    """Where each start's descent ended: point, objective (inf if not finite) and whether it converged."""
+
+    x: np.ndarray
+    f: np.ndarray
+    converged: np.ndarray
+    iterations: int
+
+
+def _descend(evaluate, x: np.ndarray, max_iterations: int, *, floor: float = 1.0) -> _Ends:
+    """L-BFGS from each row of `x` at once; `evaluate(rows, theta)` gives objectives and gradients of those
+    rows (rows index the starts, so that each start can have an objective of its own).
 
     A start stops when its gradient is below GRADIENT_TOLERANCE, when an iteration lowers its objective by
-    less than RELATIVE_DECREASE, or when no step along its search direction lowers it.
+    less than RELATIVE_DECREASE times max(|objective|, `floor`), or when no step along its search direction
+    lowers it. The floor of 1 is scipy's; with objectives of about 1e-3 it stops a descent that starts near
+    an optimum after a few steps, which is why the bootstrap uses none.
     """
-
-    def evaluate(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return objective_and_gradient(theta, log_n, log_d, log_loss, delta)
-
-    x = np.array(default_grid() if starts is None else starts, dtype=float)
     count = x.shape[0]
-    f, g = evaluate(x)
+    f, g = evaluate(np.arange(count), x)
     memory = _Memory(count)
     active = np.abs(g).max(axis=1) > GRADIENT_TOLERANCE
     stalled = np.zeros(count, dtype=bool)
@@ -130,28 +191,20 @@ def minimise(
         uphill = slope >= 0  # a curvature estimate gone bad: steepest descent for that start
         direction[uphill] = -g[idx][uphill]
         slope[uphill] = -(g[idx][uphill] ** 2).sum(axis=1)
-        new_x, new_f, new_g, moved = _backtrack(x[idx], f[idx], slope, direction, evaluate)
+        new_x, new_f, new_g, moved = _backtrack(idx, x[idx], f[idx], slope, direction, evaluate)
         memory.remember(idx[moved], new_x[moved] - x[idx][moved], new_g[moved] - g[idx][moved])
         decrease = f[idx] - new_f
         x[idx[moved]], f[idx[moved]], g[idx[moved]] = new_x[moved], new_f[moved], new_g[moved]
-        flat = moved & (decrease <= RELATIVE_DECREASE * np.maximum(np.abs(f[idx]), 1.0))
+        flat = moved & (decrease <= RELATIVE_DECREASE * np.maximum(np.abs(f[idx]), floor))
         stalled[idx[~moved]] = True
         finished = ~moved | flat | (np.abs(g[idx]).max(axis=1) <= GRADIENT_TOLERANCE)
         active[idx[finished]] = False
-    best = int(np.argmin(np.where(np.isfinite(f), f, np.inf)))
-    converged = not active[best] and (
-        np.abs(g[best]).max() <= GRADIENT_TOLERANCE or not stalled[best] or f[best] == 0.0
-    )
-    return Solution(
-        theta=x[best].copy(),
-        objective=float(f[best]),
-        converged=bool(converged),
-        iterations=iterations,
-        starts=count,
-    )
+    small_gradient = np.abs(g).max(axis=1) <= GRADIENT_TOLERANCE
+    converged = ~active & (small_gradient | ~stalled | (f == 0.0))
+    return _Ends(x=x, f=np.where(np.isfinite(f), f, np.inf), converged=converged, iterations=iterations)
 
 
-def _backtrack(x, f, slope, direction, evaluate):
+def _backtrack(rows, x, f, slope, direction, evaluate):  # noqa: PLR0917 -- one call site
     """Armijo backtracking for each start at once: halve each start's step until its objective falls enough.
 
     Returns the new points, objectives, gradients, and which starts found a step that lowers the objective.
@@ -162,7 +215,7 @@ def _backtrack(x, f, slope, direction, evaluate):
     pending = np.arange(x.shape[0])
     for _ in range(MAX_HALVINGS):
         trial = x[pending] + step[pending, None] * direction[pending]
-        trial_f, trial_g = evaluate(trial)
+        trial_f, trial_g = evaluate(rows[pending], trial)
         ok = np.isfinite(trial_f) & (trial_f <= f[pending] + ARMIJO * step[pending] * slope[pending])
         done = pending[ok]
         new_x[done], new_f[done], new_g[done] = trial[ok], trial_f[ok], trial_g[ok]
@@ -235,20 +288,29 @@ class LawFit:
     rmse_log_loss: float  # root mean square of log(L_predicted) - log(L_observed)
     max_abs_log_residual: float
     tokens_per_param: dict[float, float]  # at each of TOKENS_PER_PARAM_BUDGETS
+    bootstrap: Bootstrap | None = None
 
 
-def fit_law(params: Sequence[float], tokens: Sequence[float], losses: Sequence[float]) -> LawFit:
-    """Fit L = E + A/N^alpha + B/D^beta to runs (N, D, L); InvalidInput says why runs cannot be fitted."""
+def fit_law(
+    params: Sequence[float],
+    tokens: Sequence[float],
+    losses: Sequence[float],
+    *,
+    bootstrap_samples: int = 0,
+    seed: int = 0,
+) -> LawFit:
+    """Fit L = E + A/N^alpha + B/D^beta to runs (N, D, L); InvalidInput says why runs cannot be fitted.
+
+    With `bootstrap_samples`, also fit that many resamples of the runs (drawn with `seed`) for intervals.
+    """
     n, d, loss = _checked_runs(params, tokens, losses)
-    solution = minimise(np.log(n), np.log(d), np.log(loss))
-    a, b, e, alpha, beta = solution.theta
-    try:
-        law = ScalingLaw(E=math.exp(e), A=math.exp(a), B=math.exp(b), alpha=float(alpha), beta=float(beta))
-    except (v.InvalidInput, OverflowError) as error:
+    log_n, log_d, log_loss = np.log(n), np.log(d), np.log(loss)
+    solution = minimise(log_n, log_d, log_loss)
+    law = _law_of(solution.theta)
+    if law is None:
         raise v.InvalidInput(
-            "runs",
-            f"the fit gives a law outside what the engine accepts ({error}); more varied runs may help",
-        ) from None
+            "runs", "the fit gives a law outside what the engine accepts; more varied runs may help"
+        )
     predicted = np.log(law.E + law.A / n**law.alpha + law.B / d**law.beta)
     residual = predicted - np.log(loss)
     flops = 6 * n * d
@@ -271,7 +333,94 @@ def fit_law(params: Sequence[float], tokens: Sequence[float], losses: Sequence[f
             budget: law.optimal_tokens(budget) / law.optimal_params(budget)
             for budget in TOKENS_PER_PARAM_BUDGETS
         },
+        bootstrap=bootstrap(log_n, log_d, log_loss, solution, bootstrap_samples, seed)
+        if bootstrap_samples
+        else None,
     )
+
+
+def _law_of(theta: np.ndarray) -> ScalingLaw | None:
+    """The law of a fit's log parameters, or None when it is outside what the engine accepts."""
+    a, b, e, alpha, beta = theta
+    try:
+        return ScalingLaw(E=math.exp(e), A=math.exp(a), B=math.exp(b), alpha=float(alpha), beta=float(beta))
+    except (v.InvalidInput, OverflowError):
+        return None
+
+
+# --- Uncertainty ----------------------------------------------------------------------------------------
+
+BOOTSTRAP_RESTARTS = 4  # a resample is fitted from the full fit's best few distinct end points
+CONFIDENCE = 0.95
+COEFFICIENTS = ("E", "A", "B", "alpha", "beta", "a", "b")  # each gets an interval
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """Fits of `samples` resamples of the runs (drawn with replacement, with `seed`) and the percentile
+    intervals of the coefficients over them (Efron & Tibshirani 1993, §13.3)."""
+
+    samples: int
+    seed: int
+    laws: tuple[ScalingLaw, ...]  # one per resample whose fit converged to a law the engine accepts
+    intervals: dict[str, tuple[float, float]]  # CONFIDENCE percentile interval of each of COEFFICIENTS
+
+    @property
+    def unusable(self) -> int:
+        """Resamples whose fit did not converge or gave a law outside what the engine accepts."""
+        return self.samples - len(self.laws)
+
+
+def bootstrap(  # noqa: PLR0917 -- the runs and the fit they came from, then what to draw
+    log_n: np.ndarray, log_d: np.ndarray, log_loss: np.ndarray, solution: Solution, samples: int, seed: int
+) -> Bootstrap:
+    """Refit `samples` resamples of the runs, each from the best BOOTSTRAP_RESTARTS distinct end points of
+    the full fit rather than the whole grid: a resample moves the optimum a little, not to another basin,
+    and this makes 1 000 resamples cost about one full fit.
+
+    A resample is a count per run (multinomial), used as weights of the summed Huber loss; resamples are
+    drawn and fitted in chunks, so memory stays bounded for 100 000 runs.
+    """
+    rng = np.random.default_rng(seed)
+    starts = _distinct_best(solution.ends, BOOTSTRAP_RESTARTS)
+    per_chunk = max(1, CHUNK_ELEMENTS // (log_n.size * starts.shape[0]))
+    laws: list[ScalingLaw] = []
+    for first in range(0, samples, per_chunk):
+        count = min(per_chunk, samples - first)
+        weights = rng.multinomial(log_n.size, np.full(log_n.size, 1.0 / log_n.size), size=count)
+        weights = np.repeat(weights.astype(float), starts.shape[0], axis=0)
+
+        def evaluate(rows, theta, weights=weights):
+            return objective_and_gradient(theta, log_n, log_d, log_loss, weights=weights[rows])
+
+        ends = _descend(evaluate, np.tile(starts, (count, 1)), MAX_ITERATIONS, floor=0.0)
+        best = np.argmin(ends.f.reshape(count, -1), axis=1) + np.arange(count) * starts.shape[0]
+        for row in best[ends.converged[best]]:
+            law = _law_of(ends.x[row])
+            if law is not None:
+                laws.append(law)
+    if len(laws) < 2:
+        raise v.InvalidInput("bootstrap", "no two resamples of these runs could be fitted; add runs")
+    tail = 100 * (1 - CONFIDENCE) / 2
+    intervals = {}
+    for name in COEFFICIENTS:
+        values = np.array([getattr(law, name) for law in laws])
+        low, high = np.percentile(values, [tail, 100 - tail])
+        intervals[name] = (float(low), float(high))
+    return Bootstrap(samples=samples, seed=seed, laws=tuple(laws), intervals=intervals)
+
+
+def _distinct_best(ends: _Ends, count: int) -> np.ndarray:
+    """The `count` lowest end points that differ from each other (many starts end at the same optimum)."""
+    chosen: list[np.ndarray] = []
+    for row in np.argsort(ends.f):
+        if not np.isfinite(ends.f[row]):
+            break
+        if all(np.abs(ends.x[row] - other).max() > 1e-3 for other in chosen):
+            chosen.append(ends.x[row])
+            if len(chosen) == count:
+                break
+    return np.array(chosen)
 
 
 def _checked_runs(params, tokens, losses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -134,3 +134,60 @@ def test_a_law_fitted_to_runs_reports_its_range_residuals_and_ratios():
 def test_runs_that_cannot_be_fitted_are_refused_with_the_reason(change, reason):
     with pytest.raises(InvalidInput, match=reason):
         fit.fit_law(*change(*runs_of()))
+
+
+# --- Bootstrap ------------------------------------------------------------------------------------------
+
+
+def test_weights_count_runs_as_if_they_were_repeated():
+    log_n, log_d, log_loss = synthetic_runs(noise=0.01)
+    counts = np.random.default_rng(7).multinomial(log_n.size, np.full(log_n.size, 1 / log_n.size))
+    theta = np.array([[6.0, 7.5, 0.6, 0.35, 0.37], [3.0, 9.0, -0.5, 0.8, 0.2]])
+    weighted = fit.objective_and_gradient(theta, log_n, log_d, log_loss, weights=np.tile(counts, (2, 1)))
+    repeated = fit.objective_and_gradient(
+        theta, *(np.repeat(values, counts) for values in (log_n, log_d, log_loss))
+    )
+    for got, expected in zip(weighted, repeated, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_rows_are_evaluated_in_chunks_with_the_same_result(monkeypatch):
+    runs = synthetic_runs(noise=0.01)
+    theta = fit.default_grid()[::50]
+    whole = fit.objective_and_gradient(theta, *runs)
+    monkeypatch.setattr(fit, "CHUNK_ELEMENTS", 7 * runs[0].size)  # 7 rows at a time
+    chunked = fit.objective_and_gradient(theta, *runs)
+    for got, expected in zip(chunked, whole, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-18)  # BLAS may sum in another order
+
+
+def test_bootstrap_intervals_cover_the_true_law_and_widen_with_noise():
+    widths = []
+    for noise in (0.002, 0.01):
+        n, d, loss = runs_of(noise=noise, seed=11)
+        result = fit.fit_law(n, d, loss, bootstrap_samples=200, seed=3)
+        assert result.bootstrap.samples == 200
+        assert result.bootstrap.unusable <= 10
+        true_law = fit.ScalingLaw(**TRUE)
+        for name, (low, high) in result.bootstrap.intervals.items():
+            assert low < getattr(result.law, name) < high, name  # the point fit lies inside its interval
+            if name in TRUE or name in {"a", "b"}:
+                assert low <= getattr(true_law, name) <= high, name
+        widths.append(result.bootstrap.intervals["alpha"][1] - result.bootstrap.intervals["alpha"][0])
+    # 5x the noise: intervals of order 5x as wide; a bootstrap whose refits stopped at their start would
+    # give intervals of almost no width at any noise.
+    assert widths[1] > 2.5 * widths[0] > 0
+
+
+def test_the_bootstrap_is_reproducible_from_its_seed():
+    n, d, loss = runs_of(noise=0.01, seed=2)
+    first, again, other = (
+        fit.fit_law(n, d, loss, bootstrap_samples=20, seed=seed).bootstrap for seed in (1, 1, 2)
+    )
+    assert first.laws == again.laws
+    assert first.intervals == again.intervals
+    assert first.laws != other.laws
+
+
+def test_without_a_bootstrap_there_are_no_intervals():
+    assert fit.fit_law(*runs_of(noise=0.01)).bootstrap is None
