@@ -7,13 +7,16 @@ their sources live there. Inputs are resolved values (a hardware profile, a law)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+
+import numpy as np
 
 from service.core import allocate, cluster, units
 from service.core import validation as v
 from service.core import warnings as caveats
+from service.core.fit import CONFIDENCE
 from service.core.hyper import Hyperparameters, hyperparameters_for
 from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw
 
@@ -79,6 +82,49 @@ class NamedLaw:
     source: str | None = None
     fitted_range: FittedRange | None = None
     note: str | None = None
+    samples: tuple[ScalingLaw, ...] = ()  # bootstrap fits of a fitted law: plans with it get intervals
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """Percentile intervals of an allocation over a law's bootstrap fits: the same budget allocated with each
+    fit. None where the plan fixes the figure (a fixed model's params and tokens)."""
+
+    confidence: float
+    samples: int  # bootstrap fits that allocated the budget (a fit can refuse it, e.g. a target under its E)
+    params: tuple[float, float] | None
+    tokens: tuple[float, float] | None
+    predicted_loss: tuple[float, float]
+
+
+def _intervals_over(
+    samples: Sequence[ScalingLaw],
+    outcome: Callable[[ScalingLaw], allocate.Allocation],
+    *,
+    fixed: bool = False,
+) -> Intervals | None:
+    """The intervals of what `outcome` gives for each bootstrap fit (None without fits that allocate)."""
+    allocations = []
+    for sample in samples:
+        try:
+            allocations.append(outcome(sample))
+        except v.InvalidInput:
+            continue
+    if len(allocations) < 2:
+        return None
+    tail = 100 * (1 - CONFIDENCE) / 2
+
+    def interval(name: str) -> tuple[float, float]:
+        low, high = np.percentile([getattr(item, name) for item in allocations], [tail, 100 - tail])
+        return float(low), float(high)
+
+    return Intervals(
+        confidence=CONFIDENCE,
+        samples=len(allocations),
+        params=None if fixed else interval("params"),
+        tokens=None if fixed else interval("tokens"),
+        predicted_loss=interval("predicted_loss"),
+    )
 
 
 def published(slug: str) -> NamedLaw:
@@ -224,6 +270,7 @@ class Plan:
     estimate: Estimate | None
     hyperparameters: Hyperparameters
     caveats: list[caveats.Caveat] = field(default_factory=list)
+    intervals: Intervals | None = None
 
     @property
     def pf_days(self) -> float:
@@ -249,32 +296,36 @@ def plan(
     law = _law_for(budget, tokens_per_param, law, unique_tokens, inference_tokens)
     notes: list[caveats.Caveat] = []
     limits: list[Limit] = []
-    inference = None
-    if budget.target_loss is not None and inference_tokens is not None:
-        result = allocate.inference_aware(budget.target_loss, inference_tokens, law.law)
-        allocation, method = result.allocation, "inference-aware"
-        inference = InferenceSummary(
-            inference_tokens=result.inference_tokens,
-            lifetime_flops=result.lifetime_flops,
-            compute_optimal=result.compute_optimal,
-            compute_optimal_lifetime_flops=result.compute_optimal_lifetime_flops,
-            fraction_saved=result.fraction_saved,
-        )
-    elif budget.target_loss is not None:
-        allocation, method = allocate.for_target_loss(budget.target_loss, law.law), "compute-optimal"
-    else:
+    flops = None
+    if budget.target_loss is None:
         limits = _limits(budget, on)
         flops = min(limit.flops for limit in limits)
         notes += _binding_caveat(limits)
-        if unique_tokens is not None:
-            allocation, method = allocate.data_constrained(flops, unique_tokens, law.law), "data-constrained"
-            notes += _repetition_caveats(allocation)
-        elif law is not None:
-            allocation, method = allocate.compute_optimal(flops, law.law), "compute-optimal"
-        else:
-            ratio = allocate.DEFAULT_TOKENS_PER_PARAM if tokens_per_param is None else tokens_per_param
-            allocation, method = allocate.fixed_ratio(flops, ratio), "fixed-ratio"
 
+    def allocate_with(rule: ScalingLaw | None) -> tuple[allocate.Allocation, str, InferenceSummary | None]:
+        if budget.target_loss is not None and inference_tokens is not None:
+            result = allocate.inference_aware(budget.target_loss, inference_tokens, rule)
+            summary = InferenceSummary(
+                inference_tokens=result.inference_tokens,
+                lifetime_flops=result.lifetime_flops,
+                compute_optimal=result.compute_optimal,
+                compute_optimal_lifetime_flops=result.compute_optimal_lifetime_flops,
+                fraction_saved=result.fraction_saved,
+            )
+            return result.allocation, "inference-aware", summary
+        if budget.target_loss is not None:
+            return allocate.for_target_loss(budget.target_loss, rule), "compute-optimal", None
+        if unique_tokens is not None:
+            return allocate.data_constrained(flops, unique_tokens, rule), "data-constrained", None
+        if rule is not None:
+            return allocate.compute_optimal(flops, rule), "compute-optimal", None
+        ratio = allocate.DEFAULT_TOKENS_PER_PARAM if tokens_per_param is None else tokens_per_param
+        return allocate.fixed_ratio(flops, ratio), "fixed-ratio", None
+
+    allocation, method, inference = allocate_with(None if law is None else law.law)
+    if method == "data-constrained":
+        notes += _repetition_caveats(allocation)
+    spread = None if law is None else _intervals_over(law.samples, lambda rule: allocate_with(rule)[0])
     if law is not None and law.fitted_range is not None:
         notes += caveats.extrapolation(
             law.fitted_range, allocation.params, allocation.tokens, allocation.flops, law.slug or "the law"
@@ -298,6 +349,7 @@ def plan(
         estimate=run,
         hyperparameters=hyperparameters_for(allocation.flops),
         caveats=notes,
+        intervals=spread,
     )
 
 
@@ -325,6 +377,13 @@ def fixed(
         estimate=run,
         hyperparameters=hyperparameters_for(allocation.flops),
         caveats=list(run.caveats),
+        intervals=None
+        if law is None
+        else _intervals_over(
+            law.samples,
+            lambda rule: allocate.Allocation(params, tokens, run.runtime.flops, rule.loss(params, tokens)),
+            fixed=True,
+        ),
     )
 
 

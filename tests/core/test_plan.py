@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -196,3 +197,50 @@ def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(flops, days, mfu, u
     numbers += [limit.flops for limit in result.limits]
     assert all(math.isfinite(number) and number > 0 for number in numbers), numbers
     assert run.cost.is_finite()
+
+
+# --- Intervals from a law's bootstrap fits ----------------------------------------------------------------
+
+CENTRE = plan.published("chinchilla-2022").law
+
+
+def spread_law(count: int = 41) -> plan.NamedLaw:
+    """A fitted law with bootstrap fits whose exponents spread evenly around its own."""
+    samples = tuple(
+        plan.ScalingLaw(E=CENTRE.E, A=CENTRE.A, B=CENTRE.B, alpha=CENTRE.alpha + shift, beta=CENTRE.beta)
+        for shift in [0.002 * (k - count // 2) for k in range(count)]
+    )
+    return plan.NamedLaw(CENTRE, slug="ours", samples=samples)
+
+
+def test_a_law_with_bootstrap_fits_gives_intervals_around_the_allocation():
+    result = plan.plan(plan.Budget(flops=1e23), law=spread_law())
+    spread = result.intervals
+    assert spread.confidence == 0.95
+    assert spread.samples == 41
+    for name in ("params", "tokens", "predicted_loss"):
+        low, high = getattr(spread, name)
+        assert low < getattr(result.allocation, name) < high, name
+    # The bounds are the 2.5th and 97.5th percentiles of the allocations under each fit.
+    sizes = [plan.allocate.compute_optimal(1e23, sample).params for sample in spread_law().samples]
+    assert spread.params == pytest.approx(tuple(np.percentile(sizes, [2.5, 97.5])), rel=1e-12)
+
+
+def test_laws_without_bootstrap_fits_give_no_intervals():
+    assert plan.plan(plan.Budget(flops=1e23), law=plan.published("chinchilla-2022")).intervals is None
+    assert plan.plan(plan.Budget(flops=1e23)).intervals is None
+
+
+def test_a_fixed_model_gets_an_interval_for_its_loss_only():
+    result = plan.fixed(7e9, 1.4e11, cluster(), law=spread_law())
+    assert result.intervals.params is None
+    assert result.intervals.tokens is None
+    low, high = result.intervals.predicted_loss
+    assert low < result.allocation.predicted_loss < high
+
+
+def test_fits_that_cannot_reach_a_target_are_left_out_of_its_interval():
+    law = spread_law()
+    samples = (*law.samples, plan.ScalingLaw(E=2.5, A=CENTRE.A, B=CENTRE.B, alpha=0.34, beta=0.28))
+    result = plan.plan(plan.Budget(target_loss=2.2), law=plan.NamedLaw(CENTRE, samples=samples))
+    assert result.intervals.samples == 41  # the fit with E = 2.5 cannot reach 2.2
