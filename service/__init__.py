@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from flask import Flask
 from sqlalchemy.exc import SQLAlchemyError
 
-from service import auth, cli, request_context
+from service import auth, cli, jobs, request_context
 from service.api import init_api
 from service.config import Config
 from service.db import Database, create_db_engine, get_db
@@ -27,6 +27,8 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     app.config.update(
         MAX_CONTENT_LENGTH=config.max_content_length,
         TESTING=config.testing,
+        MAX_FIT_UPLOAD_LENGTH=config.max_fit_upload_length,
+        FIT_JOBS_IN_PROCESS=config.fit_jobs_in_process,
     )
     app.json.sort_keys = False  # problem members in RFC order; bodies in schema order
     app.extensions["planner.config"] = config
@@ -37,6 +39,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     auth.init_app(app)  # after the request id is set, before any body is looked at
     audit.install()
     init_api(app)
+    jobs.init_app(app)
     cli.init_app(app)
     if config.admin_key:
         _bootstrap_admin_key(app, config.admin_key)

@@ -32,6 +32,17 @@ def _int(environ: Mapping[str, str], name: str, default: int, minimum: int = 0) 
     return value
 
 
+def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (environ.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name} must be true or false, got {environ[name]!r}")
+
+
 @dataclass(frozen=True)
 class Config:
     database_url: str = DEFAULT_DATABASE_URL
@@ -39,6 +50,8 @@ class Config:
     port: int = 8000
     log_level: str = "INFO"
     max_content_length: int = 1024 * 1024
+    max_fit_upload_length: int = 16 * 1024 * 1024  # runs for POST /v1/scaling-laws: 100 000 take ~6 MB
+    fit_jobs_in_process: bool = True
     sqlite_busy_timeout_ms: int = 5000
     db_pool_size: int = 5
     web_concurrency: int = 2
@@ -58,6 +71,10 @@ class Config:
             port=_int(env, "PORT", default.port, minimum=1),
             log_level=(env.get("LOG_LEVEL") or default.log_level).upper(),
             max_content_length=_int(env, "MAX_CONTENT_LENGTH", default.max_content_length, minimum=1),
+            max_fit_upload_length=_int(
+                env, "MAX_FIT_UPLOAD_LENGTH", default.max_fit_upload_length, minimum=1
+            ),
+            fit_jobs_in_process=_bool(env, "FIT_JOBS_IN_PROCESS", default.fit_jobs_in_process),
             sqlite_busy_timeout_ms=_int(env, "SQLITE_BUSY_TIMEOUT_MS", default.sqlite_busy_timeout_ms),
             db_pool_size=_int(env, "DB_POOL_SIZE", default.db_pool_size, minimum=1),
             web_concurrency=_int(env, "WEB_CONCURRENCY", default.web_concurrency, minimum=1),

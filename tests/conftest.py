@@ -91,7 +91,9 @@ class BufferedClient(FlaskClient):
 
 @pytest.fixture
 def app(database_url, session_factory):
-    app = create_app(Config(database_url=database_url, testing=True))
+    # No background runner: it would share the test's connection from another thread. Tests run fit jobs
+    # with service.jobs.run_pending.
+    app = create_app(Config(database_url=database_url, testing=True, fit_jobs_in_process=False))
     app.test_client_class = BufferedClient
     database = get_db(app)
     database.sessionmaker = database.read_sessionmaker = session_factory

@@ -18,6 +18,7 @@ from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error
 from service.schemas import (
     NAMED_VARIANTS,
     SLUG_PATTERN,
+    FitRequestSchema,
     InlineHardwareSchema,
     InlineLawSchema,
     MoneyField,
@@ -49,6 +50,8 @@ OPENAPI_SETTINGS = {
 }
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# Operations that take training runs: bodies up to MAX_FIT_UPLOAD_LENGTH, as JSON or a multipart CSV upload.
+UPLOAD_ENDPOINTS = frozenset({"scaling-laws.fit_law"})
 
 
 class PlannerApi(Api):
@@ -80,8 +83,15 @@ def _check_body() -> None:
     if chunked and len(request.get_data(cache=True)) >= (request.max_content_length or float("inf")):
         # Werkzeug stops reading a chunked body at the limit without saying so; it would parse as bad JSON.
         raise RequestEntityTooLarge()
-    if (request.content_length or chunked) and not request.is_json:
-        raise UnsupportedMediaType("Send the request body as application/json.")
+    uploads = request.endpoint in UPLOAD_ENDPOINTS
+    if uploads:
+        request.max_content_length = flask.current_app.config["MAX_FIT_UPLOAD_LENGTH"]
+    if (request.content_length or chunked) and not (
+        request.is_json or (uploads and request.mimetype == "multipart/form-data")
+    ):
+        raise UnsupportedMediaType(
+            "Send the request body as application/json" + (" or multipart/form-data." if uploads else ".")
+        )
 
 
 def _conditional_get(response: flask.Response) -> flask.Response:
@@ -114,6 +124,7 @@ def init_api(app: flask.Flask) -> Api:
     api.spec.to_dict = lambda: http_status.normalise_spec(raw_to_dict())
     api.spec.components.schema("InlineHardware", schema=InlineHardwareSchema)
     api.spec.components.schema("InlineLaw", schema=InlineLawSchema)
+    api.spec.components.schema("FitRequest", schema=FitRequestSchema)
     for name, schema in NAMED_VARIANTS.items():
         api.spec.components.schema(name, schema=schema)
     api.ma_plugin.converter.add_attribute_function(slug_or_object_to_property)
@@ -124,6 +135,7 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(organizations.blp)
     api.register_blueprint(planning.blp)
     api.register_blueprint(laws.blp)
+    api.register_blueprint(laws.jobs_blp)
     api.register_blueprint(hardware.blp)
     api.register_blueprint(budgets.blp)
     api.register_blueprint(plans.blp)

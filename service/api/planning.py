@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from service.api.base import Blueprint
-from service.auth import READERS, requires
+from service.auth import READERS, requires, scope
 from service.db import get_session
 from service.schemas import AllocationRequestSchema, AllocationSchema, EstimateRequestSchema, EstimateSchema
 from service.services import planning
@@ -23,7 +23,7 @@ def create_allocation(request):
     `tokens_per_param` (default 20) or a `law`; `unique_tokens` makes it data-constrained and
     `inference_tokens` (with `target_loss`) inference-aware.
     """
-    return planning.make_allocation(get_session(read_only=True), request)
+    return planning.make_allocation(get_session(read_only=True), request, scope=scope())
 
 
 @blp.post("/estimates")
@@ -32,4 +32,4 @@ def create_allocation(request):
 @blp.response(200, EstimateSchema)
 def create_estimate(request):
     """Time, accelerator-hours, cost and memory of training `params` on `tokens` on a cluster."""
-    return planning.make_estimate(get_session(read_only=True), request)
+    return planning.make_estimate(get_session(read_only=True), request, scope=scope())

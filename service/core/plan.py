@@ -20,7 +20,7 @@ from service.core.fit import CONFIDENCE
 from service.core.hyper import Hyperparameters, hyperparameters_for
 from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw
 
-ENGINE_VERSION = "1.0.0"
+ENGINE_VERSION = "1.1.0"  # 1.1: allocations with a bootstrapped law carry intervals
 DEFAULT_MFU = 0.4
 DEFAULT_PRECISION = "bf16"
 # Past this many epochs a repeated token is worth less than a tenth of a fresh one: the marginal value of

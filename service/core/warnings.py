@@ -13,6 +13,8 @@ REPETITION_WITHOUT_GAIN = "repetition_without_gain"
 DOES_NOT_FIT_MEMORY = "does_not_fit_memory"
 BINDING_LIMIT = "binding_limit"
 UNUSUAL_MFU = "unusual_mfu"
+NOT_CONVERGED = "not_converged"  # of a fitted law
+UNSTABLE_BOOTSTRAP = "unstable_bootstrap"  # of a fitted law
 
 # Muennighoff et al. 2023: up to about 4 epochs, repeated tokens are worth nearly as much as fresh ones.
 MAX_WORTHWHILE_EPOCHS = 4.0

@@ -12,7 +12,17 @@ import uuid
 from sqlalchemy import event, inspect, select
 from sqlalchemy.orm import Session
 
-from service.models import ApiKey, AuditEntry, Budget, HardwarePrice, HardwareProfile, Organization, Plan
+from service.models import (
+    ApiKey,
+    AuditEntry,
+    Budget,
+    FitJob,
+    FittedLaw,
+    HardwarePrice,
+    HardwareProfile,
+    Organization,
+    Plan,
+)
 from service.services.pagination import Cursor, Page, paginate
 
 _AUDITED = {
@@ -22,6 +32,8 @@ _AUDITED = {
     Budget: "budget",
     ApiKey: "api_key",
     Plan: "plan",
+    FittedLaw: "scaling_law",
+    FitJob: "fit_job",
 }
 _NOT_WORTH_LISTING = {"updated_at", "version"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -11,7 +12,8 @@ from service.core import allocate, plan
 from service.core.cluster import ModelShape
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
-from service.models import HardwareProfile
+from service.models import FittedLaw, HardwareProfile
+from service.services import laws
 from service.services.errors import InvalidFieldError, NotFoundError
 from service.services.hardware import get_hardware
 
@@ -50,26 +52,38 @@ def _field_error(error: InvalidInput, request_fields: frozenset[str]) -> Invalid
     return InvalidFieldError(pointer, detail if pointer != "#" else f"{error.argument}: {error.message}.")
 
 
-def resolve_law(reference: str | Mapping[str, float]) -> plan.NamedLaw:
+def resolve_law(
+    session: Session, reference: str | Mapping[str, float], *, scope: uuid.UUID | None
+) -> plan.NamedLaw:
+    """The law a request names: published, fitted by the organisation `scope` (None: any), or inline."""
+    return named_law(find_fitted_law(session, reference, scope=scope), reference)
+
+
+def find_fitted_law(
+    session: Session, reference: str | Mapping[str, float], *, scope: uuid.UUID | None
+) -> FittedLaw | None:
+    """The stored law a slug names (None for published and inline laws)."""
+    if not isinstance(reference, str) or reference in PUBLISHED_LAWS:
+        return None
+    found = laws.find_fitted_law(session, reference, scope=scope)
+    if found is None:
+        known = ", ".join(sorted(PUBLISHED_LAWS))
+        raise InvalidFieldError(
+            "#/law", f"No scaling law {reference!r}: neither published ({known}) nor fitted by you."
+        )
+    return found
+
+
+def named_law(fitted: FittedLaw | None, reference: str | Mapping[str, float]) -> plan.NamedLaw:
+    """The engine's view of a fitted law (with its bootstrap fits), a published one, or an inline one."""
+    if fitted is not None:
+        return laws.named_law(fitted)
     if isinstance(reference, str):
-        if reference not in PUBLISHED_LAWS:
-            known = ", ".join(sorted(PUBLISHED_LAWS))
-            raise InvalidFieldError("#/law", f"No scaling law {reference!r}; known: {known}.")
         return plan.published(reference)
     try:
         return plan.NamedLaw(ScalingLaw(**reference), name="inline law")
     except InvalidInput as error:
         raise _field_error(error, frozenset({"law"})) from error
-
-
-def get_published_law(slug: str) -> plan.NamedLaw:
-    if slug not in PUBLISHED_LAWS:
-        raise NotFoundError(f"No scaling law {slug!r}.")
-    return plan.published(slug)
-
-
-def list_laws() -> list[plan.NamedLaw]:
-    return [plan.published(slug) for slug in PUBLISHED_LAWS]
 
 
 def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> plan.Hardware:
@@ -126,10 +140,10 @@ def _cluster(request: Mapping[str, Any], hardware: plan.Hardware | None) -> plan
     )
 
 
-def make_allocation(session: Session, request: Mapping[str, Any]) -> plan.Plan:
+def make_allocation(session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None) -> plan.Plan:
     """Allocate the request's budget (validated by AllocationRequestSchema); nothing is stored."""
     hardware = resolve_hardware(session, request["hardware"]) if request.get("hardware") else None
-    law = resolve_law(request["law"]) if "law" in request else None
+    law = resolve_law(session, request["law"], scope=scope) if "law" in request else None
     return allocate_on(request, hardware, law)
 
 
@@ -166,7 +180,7 @@ def allocate_on(
         raise _field_error(error, ALLOCATION_FIELDS | {"params", "tokens"}) from error
 
 
-def make_estimate(session: Session, request: Mapping[str, Any]) -> plan.Estimate:
+def make_estimate(session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None) -> plan.Estimate:
     """Time, cost and memory of training `params` on `tokens` on the request's cluster."""
     try:
         return plan.estimate(
@@ -175,22 +189,20 @@ def make_estimate(session: Session, request: Mapping[str, Any]) -> plan.Estimate
             _cluster(request, resolve_hardware(session, request["hardware"])),
             price_per_hour=request.get("price_per_hour"),
             currency=request.get("currency"),
-            law=resolve_law(request["law"]) if "law" in request else None,
+            law=resolve_law(session, request["law"], scope=scope) if "law" in request else None,
         )
     except InvalidInput as error:
         raise _field_error(error, ESTIMATE_FIELDS) from error
 
 
-def isoflop(slug: str, flops: float, points: int, span: float) -> dict[str, Any]:
+def isoflop(law: plan.NamedLaw, flops: float, points: int, span: float) -> dict[str, Any]:
     """The IsoFLOP curve and its optimum, which the curve has at its centre by construction."""
-    law = get_published_law(slug)
     # Refused when the curve leaves the sizes the engine answers for: the budget (or span) is too large.
     curve = _curve("flops", lambda: allocate.isoflop_curve(law.law, flops, points, span))
     return {"law": law.slug, "flops": flops, "optimal": curve[len(curve) // 2], "points": curve}
 
 
-def frontier(slug: str, min_flops: float, max_flops: float, points: int) -> dict[str, Any]:
-    law = get_published_law(slug)
+def frontier(law: plan.NamedLaw, min_flops: float, max_flops: float, points: int) -> dict[str, Any]:
     curve = _curve("max_flops", lambda: allocate.frontier(law.law, min_flops, max_flops, points))
     return {"law": law.slug, "points": curve}
 

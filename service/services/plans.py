@@ -39,7 +39,7 @@ from service.models import (
     utcnow,
 )
 from service.schemas import AllocationSchema, PlanInputsSchema, PlanRequestSchema, format_money
-from service.services import audit, organizations, planning
+from service.services import audit, laws, organizations, planning
 from service.services.budgets import get_budget
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
@@ -103,7 +103,7 @@ def _hardware_from(snap: Mapping[str, Any]) -> engine.Hardware:
     )
 
 
-def _law_from(snap: Mapping[str, Any]) -> engine.NamedLaw | None:
+def _law_from(snap: Mapping[str, Any], samples: tuple[ScalingLaw, ...]) -> engine.NamedLaw | None:
     law = snap["law"]
     if law is None:
         return None
@@ -115,12 +115,16 @@ def _law_from(snap: Mapping[str, Any]) -> engine.NamedLaw | None:
         source=law["source"],
         fitted_range=None if fitted is None else FittedRange(**fitted),
         note=law["note"],
+        samples=samples,
     )
 
 
-def evaluate(inputs: Mapping[str, Any], snap: Mapping[str, Any]) -> dict:
-    """The result document of `inputs` (as stored) evaluated against `snap`: pure, and what a plan holds."""
-    outcome = planning.allocate_on(_INPUTS.load(inputs), _hardware_from(snap), _law_from(snap))
+def evaluate(
+    inputs: Mapping[str, Any], snap: Mapping[str, Any], samples: tuple[ScalingLaw, ...] = ()
+) -> dict:
+    """The result document of `inputs` (as stored) evaluated against `snap` and the bootstrap fits of its
+    law (`samples`, kept with the fitted law the plan points at): pure, and what a plan holds."""
+    outcome = planning.allocate_on(_INPUTS.load(inputs), _hardware_from(snap), _law_from(snap, samples))
     return _RESULT.dump(outcome)
 
 
@@ -145,7 +149,10 @@ def create_plan(
     profile = planning.find_hardware_profile(session, loaded["hardware"])
     hardware = planning.hardware_of(profile, loaded["hardware"])
     price = profile.current_price if profile is not None else None
-    law = planning.resolve_law(loaded["law"]) if "law" in loaded else None
+    fitted = (
+        planning.find_fitted_law(session, loaded["law"], scope=organization.id) if "law" in loaded else None
+    )
+    law = planning.named_law(fitted, loaded["law"]) if "law" in loaded else None
     if budget is not None and "price_per_hour" not in loaded:
         # Before allocating: with "remaining", a mismatch would otherwise surface at `currency`, which the
         # budget, not the caller, supplied.
@@ -163,6 +170,7 @@ def create_plan(
         organization=organization,
         budget_id=None if budget is None else budget.id,
         hardware=profile,
+        law=fitted,
         parent_id=None if parent is None else parent.id,
         name=request.get("name"),
         labels=dict(request.get("labels") or {}),
@@ -566,4 +574,4 @@ def list_ledger(
 
 def reevaluate(plan: Plan) -> dict:
     """The plan's result computed again from its inputs and snapshot (equal to `plan.result`)."""
-    return evaluate(plan.inputs, plan.snapshot)
+    return evaluate(plan.inputs, plan.snapshot, laws.bootstrap_laws(plan.law))

@@ -1,0 +1,230 @@
+"""Background fit jobs, kept in the database so that any process can run them and none is lost.
+
+A runner claims a job with a conditional UPDATE (queued, or running with its lease run out because its
+runner died), which raises the job's `attempt`. While it fits, a heartbeat extends the lease; when done, it
+stores the law and marks the job in one transaction, only if the job still carries its attempt. A job
+interrupted MAX_ATTEMPTS times fails with that reason.
+
+Each app process runs a runner thread, started when a job is submitted (or polled after its lease ran out)
+and ended when there has been no work for a while; `flask --app service jobs work` runs one in the
+foreground, for hosts dedicated to fitting.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import flask
+from sqlalchemy import and_, or_, select, update
+
+from service.db import Database, get_db
+from service.models import FitJob, utcnow
+from service.services import audit, laws
+from service.services.errors import InvalidFieldError
+
+log = logging.getLogger(__name__)
+
+LEASE = timedelta(minutes=2)
+HEARTBEAT_SECONDS = 30.0
+MAX_ATTEMPTS = 3
+IDLE_SECONDS = 60.0  # a runner thread with nothing to do for this long ends
+EXTENSION_KEY = "fit_job_runner"
+
+
+def _claimable(now):
+    return or_(
+        FitJob.status == "queued",
+        and_(FitJob.status == "running", FitJob.lease_expires_at < now),
+    )
+
+
+def claim_next(database: Database) -> tuple[uuid.UUID, int] | None:
+    """Claim the oldest claimable job: its id and the attempt this runner holds, or None."""
+    with database.sessionmaker() as session:
+        now = utcnow()
+        candidates = session.scalars(
+            select(FitJob.id).where(_claimable(now)).order_by(FitJob.created_at).limit(10)
+        ).all()
+        for job_id in candidates:
+            claimed = session.execute(
+                update(FitJob)
+                .where(FitJob.id == job_id, _claimable(now))
+                .values(
+                    status="running",
+                    attempt=FitJob.attempt + 1,
+                    started_at=now,
+                    lease_expires_at=now + LEASE,
+                )
+                .returning(FitJob.attempt)
+            ).scalar()
+            if claimed is not None:
+                session.commit()
+                return job_id, claimed
+        session.rollback()
+    return None
+
+
+def run_job(database: Database, job_id: uuid.UUID, attempt: int) -> None:
+    """Fit a claimed job and record the outcome, unless another runner has claimed it since."""
+    with database.sessionmaker() as session:
+        job = session.get(FitJob, job_id)
+        request, actor = job.request, job.created_by
+    if attempt > MAX_ATTEMPTS:
+        _finish(database, job_id, attempt, error=_interrupted())
+        return
+    try:
+        with _heartbeat(database, job_id, attempt):
+            columns = laws.fit_columns(request)
+    except InvalidFieldError as error:
+        _finish(database, job_id, attempt, error=_problem(error))
+        return
+    except Exception:
+        log.exception("fit job %s failed", job_id)
+        _finish(database, job_id, attempt, error=_internal())
+        return
+    _finish(database, job_id, attempt, columns=columns, actor=actor)
+
+
+def _finish(
+    database: Database,
+    job_id: uuid.UUID,
+    attempt: int,
+    *,
+    error: dict | None = None,
+    columns: dict | None = None,
+    actor: str = "system",
+) -> None:
+    with database.sessionmaker() as session:
+        audit.act_as(session, actor)
+        job = session.get(FitJob, job_id)
+        law = None
+        if columns is not None:
+            law = laws.store_law(session, job.organization_id, job.slug, job.request, columns, actor=actor)
+            if law is None:
+                error = {
+                    "title": "Conflict",
+                    "status": 409,
+                    "detail": f"A scaling law with slug {job.slug!r} was stored while this job ran.",
+                }
+            else:
+                session.flush()
+        finished = session.execute(
+            update(FitJob)
+            .where(FitJob.id == job_id, FitJob.attempt == attempt, FitJob.status == "running")
+            .values(
+                status="failed" if error else "succeeded",
+                error=error,
+                law_id=None if law is None else law.id,
+                finished_at=utcnow(),
+                lease_expires_at=None,
+            )
+        ).rowcount
+        if finished:
+            session.commit()
+        else:  # another runner holds a later attempt: its outcome, not ours
+            session.rollback()
+
+
+@contextmanager
+def _heartbeat(database: Database, job_id: uuid.UUID, attempt: int) -> Iterator[None]:
+    """Extend the job's lease every HEARTBEAT_SECONDS while the block runs."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_SECONDS):
+            with database.sessionmaker() as session:
+                session.execute(
+                    update(FitJob)
+                    .where(FitJob.id == job_id, FitJob.attempt == attempt, FitJob.status == "running")
+                    .values(lease_expires_at=utcnow() + LEASE)
+                )
+                session.commit()
+
+    thread = threading.Thread(target=beat, name=f"fit-job-heartbeat-{job_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _problem(error: InvalidFieldError) -> dict:
+    return {
+        "title": "Unprocessable Content",
+        "status": 422,
+        "detail": error.detail,
+        "errors": [{"detail": error.detail, **error.where}],
+    }
+
+
+def _interrupted() -> dict:
+    return {
+        "title": "Interrupted",
+        "status": 500,
+        "detail": f"The fit was interrupted {MAX_ATTEMPTS} times (its process stopped); submit it again.",
+    }
+
+
+def _internal() -> dict:
+    return {"title": "Internal Server Error", "status": 500, "detail": "The fit failed unexpectedly."}
+
+
+def run_pending(database: Database) -> int:
+    """Run claimable jobs until there are none; how many were run."""
+    count = 0
+    while (claimed := claim_next(database)) is not None:
+        run_job(database, *claimed)
+        count += 1
+    return count
+
+
+class Runner:
+    """A process's background runner: a thread that runs jobs while there are any."""
+
+    def __init__(self, database: Database):
+        self.database = database
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def wake(self) -> None:
+        with self._lock:
+            self._wake.set()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="fit-job-runner", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                run_pending(self.database)
+            except Exception:  # the database is away, say: try again when woken
+                log.exception("fit job runner")
+            if self._wake.wait(IDLE_SECONDS):
+                continue
+            with self._lock:
+                if not self._wake.is_set():  # not woken between the wait and the lock: end
+                    self._thread = None
+                    return
+
+
+def init_app(app: flask.Flask) -> None:
+    app.extensions[EXTENSION_KEY] = Runner(get_db(app)) if app.config["FIT_JOBS_IN_PROCESS"] else None
+
+
+def wake_runner() -> None:
+    """Have this process's runner look for jobs once the request's transaction has committed."""
+    runner = flask.current_app.extensions.get(EXTENSION_KEY)
+    if runner is not None:
+
+        @flask.after_this_request
+        def _wake(response):
+            runner.wake()
+            return response

@@ -1,0 +1,348 @@
+"""Scaling laws: the published sets, and laws fitted to an organisation's own training runs.
+
+A fit small enough to answer at once is stored in the request's transaction. A larger one (or one the
+caller asks to run asynchronously) becomes a FitJob, which a runner (service/jobs.py) claims, fits and
+finishes; `fit_columns` is the work both do.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, defer
+
+from service.core import fit, isoflop_fit
+from service.core import plan as engine
+from service.core import warnings as caveats
+from service.core.laws import PUBLISHED_LAWS, FittedRange, ScalingLaw
+from service.core.validation import InvalidInput
+from service.models import FitJob, FittedLaw, Organization
+from service.services import organizations
+from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
+from service.services.pagination import Cursor, Page, paginate
+
+# Fits answered at once (201) rather than as a job (202): about 5 s at most on two cores.
+SYNC_MAX_RUNS = 500
+SYNC_MAX_BOOTSTRAP = 200
+# A bootstrap costs about one L-BFGS descent per resample and run: bounded so a job ends in minutes.
+MAX_BOOTSTRAP_WORK = 20_000_000  # samples x runs
+UNUSABLE_WARNING = 0.05  # warn when more than this share of bootstrap resamples could not be fitted
+COEFFICIENTS = ("E", "A", "B", "alpha", "beta")
+
+
+# --- Fitting ----------------------------------------------------------------------------------------------
+
+
+def runs_in_background(request: Mapping[str, Any], *, prefer_async: bool) -> bool:
+    samples = (request.get("bootstrap") or {}).get("samples", 0)
+    return prefer_async or len(request["runs"]["params"]) > SYNC_MAX_RUNS or samples > SYNC_MAX_BOOTSTRAP
+
+
+def fit_columns(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Fit a validated request's runs: the columns of its FittedLaw. InvalidFieldError says why not."""
+    runs = request["runs"]
+    bootstrap = request.get("bootstrap")
+    try:
+        result = fit.fit_law(
+            runs["params"],
+            runs["tokens"],
+            runs["loss"],
+            bootstrap_samples=bootstrap["samples"] if bootstrap else 0,
+            seed=bootstrap["seed"] if bootstrap else 0,
+        )
+    except InvalidInput as error:
+        field = "bootstrap" if error.argument == "bootstrap" else "runs"
+        raise InvalidFieldError(f"#/{field}", error.message[0].upper() + error.message[1:] + ".") from None
+    n, d, loss = (np.asarray(runs[name], dtype=float) for name in ("params", "tokens", "loss"))
+    return {
+        **{name: getattr(result.law, name) for name in COEFFICIENTS},
+        "fitted_range": vars(result.fitted_range).copy(),
+        "fit": {
+            "method": "huber-lbfgs",
+            "huber_delta": fit.HUBER_DELTA,
+            "starts": len(fit.default_grid()),
+            "runs": result.runs,
+            "objective": result.objective,
+            "converged": result.converged,
+            "rmse_log_loss": result.rmse_log_loss,
+            "max_abs_log_residual": result.max_abs_log_residual,
+            "tokens_per_param": _ratios(result.tokens_per_param),
+        },
+        "bootstrap": None if result.bootstrap is None else _bootstrap_document(result.bootstrap),
+        "bootstrap_laws": []
+        if result.bootstrap is None
+        else [[getattr(law, name) for name in COEFFICIENTS] for law in result.bootstrap.laws],
+        "isoflop": _isoflop_document(isoflop_fit.fit_isoflop(n, d, loss)),
+        "warnings": [vars(caveat) for caveat in _fit_caveats(result)],
+        "runs": dict(runs),
+    }
+
+
+def _ratios(by_budget: Mapping[float, float]) -> list[dict[str, float]]:
+    return [{"flops": flops, "tokens_per_param": ratio} for flops, ratio in by_budget.items()]
+
+
+def _bootstrap_document(bootstrap: fit.Bootstrap) -> dict[str, Any]:
+    return {
+        "samples": bootstrap.samples,
+        "seed": bootstrap.seed,
+        "confidence": fit.CONFIDENCE,
+        "unusable": bootstrap.unusable,
+        "intervals": {name: list(bounds) for name, bounds in bootstrap.intervals.items()},
+    }
+
+
+def _isoflop_document(result: isoflop_fit.IsoflopFit | isoflop_fit.IsoflopUnavailable) -> dict[str, Any]:
+    if isinstance(result, isoflop_fit.IsoflopUnavailable):
+        return {"available": False, "reason": result.reason}
+    return {
+        "available": True,
+        "a": result.a,
+        "b": result.b,
+        "params_coefficient": result.params_coefficient,
+        "tokens_coefficient": result.tokens_coefficient,
+        "budgets": [vars(budget).copy() for budget in result.budgets],
+        "skipped": [vars(budget).copy() for budget in result.skipped],
+        "tokens_per_param": _ratios(result.tokens_per_param),
+    }
+
+
+def _fit_caveats(result: fit.LawFit) -> list[caveats.Caveat]:
+    found = []
+    if not result.converged:
+        found.append(
+            caveats.Caveat(
+                caveats.NOT_CONVERGED,
+                "The fit did not converge: no start reached a point where the objective stops falling. Treat "
+                "the coefficients as rough; more runs, or runs over a wider range of sizes, usually help.",
+                {"objective": result.objective},
+            )
+        )
+    bootstrap = result.bootstrap
+    if bootstrap is not None and bootstrap.unusable > UNUSABLE_WARNING * bootstrap.samples:
+        found.append(
+            caveats.Caveat(
+                caveats.UNSTABLE_BOOTSTRAP,
+                f"{bootstrap.unusable} of {bootstrap.samples} bootstrap resamples could not be fitted; the "
+                "intervals come from the others and may be too narrow.",
+                {"unusable": bootstrap.unusable, "samples": bootstrap.samples},
+            )
+        )
+    return found
+
+
+# --- Creating -------------------------------------------------------------------------------------------
+
+
+def slug_for(request: Mapping[str, Any]) -> str:
+    """The request's slug, or one made from its name."""
+    slug = request.get("slug") or re.sub(r"[^a-z0-9]+", "-", request["name"].lower()).strip("-")[:63].strip(
+        "-"
+    )
+    if len(slug) < 2:
+        raise InvalidFieldError("#/slug", "The name makes no slug; give one (lowercase letters and digits).")
+    if slug in PUBLISHED_LAWS:
+        raise InvalidFieldError("#/slug", f"{slug!r} is a published law's slug; choose another.")
+    return slug
+
+
+def create_law(
+    session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None, actor: str
+) -> FittedLaw:
+    """Fit a validated request (FitRequestSchema) and store the law; flushed, not committed.
+
+    The fit comes first, before the request's transaction reads anything: on SQLite that transaction
+    holds the write lock, and a fit takes seconds.
+    """
+    slug = slug_for(request)
+    columns = fit_columns(request)
+    organization = organizations.named_in_body(session, request["organization"], scope=scope)
+    _check_slug_free(session, organization, slug)
+    law = store_law(session, organization.id, slug, request, columns, actor=actor)
+    if law is None:
+        raise ConflictError(f"A scaling law with slug {slug!r} already exists.")
+    return law
+
+
+def store_law(
+    session: Session,
+    organization_id: uuid.UUID,
+    slug: str,
+    request: Mapping[str, Any],
+    columns: Mapping[str, Any],
+    *,
+    actor: str,
+) -> FittedLaw | None:
+    """Insert a fitted law; None when its slug was taken meanwhile (nothing is left in the session)."""
+    law = FittedLaw(
+        organization_id=organization_id, slug=slug, name=request["name"], created_by=actor, **columns
+    )
+    try:
+        with session.begin_nested():
+            session.add(law)
+    except IntegrityError:
+        return None
+    return law
+
+
+def submit_fit(
+    session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None, actor: str
+) -> FitJob:
+    """Queue a validated request as a background fit; flushed, not committed."""
+    organization = organizations.named_in_body(session, request["organization"], scope=scope)
+    slug = slug_for(request)
+    _check_slug_free(session, organization, slug)
+    job = FitJob(organization=organization, slug=slug, request=dict(request), created_by=actor)
+    try:
+        with session.begin_nested():
+            session.add(job)
+    except IntegrityError:
+        raise ConflictError(f"A fit for a scaling law {slug!r} was just queued.") from None
+    return job
+
+
+def _check_slug_free(session: Session, organization: Organization, slug: str) -> None:
+    taken = session.scalar(
+        select(FittedLaw.id).where(FittedLaw.organization_id == organization.id, FittedLaw.slug == slug)
+    )
+    if taken is not None:
+        raise ConflictError(f"A scaling law with slug {slug!r} already exists.")
+    pending = session.scalar(
+        select(FitJob.id).where(
+            FitJob.organization_id == organization.id,
+            FitJob.slug == slug,
+            FitJob.status.in_(("queued", "running")),
+        )
+    )
+    if pending is not None:
+        raise ConflictError(f"A fit for a scaling law {slug!r} is already under way (job {pending}).")
+
+
+# --- Reading --------------------------------------------------------------------------------------------
+
+
+def find_fitted_law(session: Session, slug: str, *, scope: uuid.UUID | None) -> FittedLaw | None:
+    """The fitted law a slug names for a caller who sees `scope` (None: every organisation). A slug used
+    by several organisations is ambiguous to a caller who sees them all."""
+    stmt = select(FittedLaw).where(FittedLaw.slug == slug)
+    if scope is not None:
+        stmt = stmt.where(FittedLaw.organization_id == scope)
+    found = session.scalars(stmt.limit(2)).all()
+    if len(found) > 1:
+        raise InvalidFieldError(
+            "#/law",
+            f"Several organisations have a scaling law {slug!r}; use an API key of the organisation whose "
+            "law you mean.",
+        )
+    return found[0] if found else None
+
+
+def get_law(session: Session, slug: str, *, scope: uuid.UUID | None) -> engine.NamedLaw | FittedLaw:
+    if slug in PUBLISHED_LAWS:
+        return engine.published(slug)
+    try:
+        law = find_fitted_law(session, slug, scope=scope)
+    except InvalidFieldError as error:
+        raise ConflictError(error.detail) from None
+    if law is None:
+        raise NotFoundError(f"No scaling law {slug!r}.")
+    return law
+
+
+def published_laws() -> list[engine.NamedLaw]:
+    return [engine.published(slug) for slug in PUBLISHED_LAWS]
+
+
+def named_law(law: FittedLaw) -> engine.NamedLaw:
+    """The engine's view of a fitted law, with its bootstrap fits."""
+    return engine.NamedLaw(
+        ScalingLaw(**{name: getattr(law, name) for name in COEFFICIENTS}),
+        slug=law.slug,
+        name=law.name,
+        source=_source(law),
+        fitted_range=FittedRange(**law.fitted_range),
+        samples=bootstrap_laws(law),
+    )
+
+
+def bootstrap_laws(law: FittedLaw | None) -> tuple[ScalingLaw, ...]:
+    return () if law is None else tuple(ScalingLaw(*coefficients) for coefficients in law.bootstrap_laws)
+
+
+def describe(law: engine.NamedLaw | FittedLaw) -> dict[str, Any]:
+    """What GET /v1/scaling-laws shows of a published or a fitted law (ScalingLawSchema)."""
+    if isinstance(law, engine.NamedLaw):
+        return {**vars(law), "kind": "published", "warnings": []}
+    return {
+        "law": ScalingLaw(**{name: getattr(law, name) for name in COEFFICIENTS}),
+        "slug": law.slug,
+        "name": law.name,
+        "source": _source(law),
+        "note": None,
+        "fitted_range": FittedRange(**law.fitted_range),
+        "kind": "fitted",
+        "id": law.id,
+        "organization": law.organization_slug,
+        "fit": law.fit,
+        "bootstrap": law.bootstrap,
+        "isoflop": law.isoflop,
+        "warnings": law.warnings,
+        "created_by": law.created_by,
+        "created_at": law.created_at,
+    }
+
+
+def _source(law: FittedLaw) -> str:
+    return f"Fitted to {law.fit['runs']} runs of {law.organization_slug} on {law.created_at:%Y-%m-%d}"
+
+
+def list_fitted_laws(
+    session: Session,
+    *,
+    scope: uuid.UUID | None,
+    organization: str | None,
+    limit: int,
+    after: Cursor | None,
+) -> Page:
+    """Newest first; lists leave out the runs and bootstrap fits (up to megabytes a law)."""
+    stmt = select(FittedLaw).options(defer(FittedLaw.runs), defer(FittedLaw.bootstrap_laws))
+    if scope is not None:
+        stmt = stmt.where(FittedLaw.organization_id == scope)
+    if organization is not None:
+        stmt = stmt.where(
+            FittedLaw.organization_id
+            == select(Organization.id).where(Organization.slug == organization).scalar_subquery()
+        )
+    return paginate(session, stmt, FittedLaw, limit, after)
+
+
+def delete_law(session: Session, slug: str, *, scope: uuid.UUID | None) -> None:
+    law = get_law(session, slug, scope=scope)
+    if not isinstance(law, FittedLaw):
+        raise ConflictError(f"{slug!r} is a published law; only fitted laws can be deleted.")
+    session.delete(law)
+    try:
+        session.flush()
+    except IntegrityError:
+        raise ConflictError(f"Plans were made with the scaling law {slug!r}; it is kept for them.") from None
+
+
+def get_fit_job(session: Session, job_id: uuid.UUID, *, scope: uuid.UUID | None) -> FitJob:
+    stmt = select(FitJob).where(FitJob.id == job_id).options(defer(FitJob.request))
+    if scope is not None:
+        stmt = stmt.where(FitJob.organization_id == scope)
+    job = session.scalars(stmt).first()
+    if job is None:
+        raise NotFoundError(f"No fit job {job_id}.")
+    return job
+
+
+def lease_expired(job: FitJob, now: datetime) -> bool:
+    return job.status == "running" and job.lease_expires_at is not None and job.lease_expires_at < now
