@@ -3,10 +3,11 @@
 Reads the 245 points of Chinchilla's Figure 4 as extracted by Besiroglu et al. 2024 from ../shared/data (not
 copied into this repository), drops the 5 highest losses as they did, and fits with service.core.fit: the
 summed Huber objective from the 4 500-start grid, all starts at once. Prints the fit beside the published
-point estimates and 95% intervals, then times the same procedure done start by start with scipy's L-BFGS-B
-and finite-difference gradients, over the same grid, in the same run.
+point estimates and 95% intervals; fits 1 000 bootstrap resamples and prints their intervals beside the
+published ones; runs the IsoFLOP method (Approach 2) on the same points; then times the same procedure done
+start by start with scipy's L-BFGS-B and finite-difference gradients, over the same grid, in the same run.
 
-    .venv/bin/python -m bench.bench_fit [--data PATH] [--scipy-starts 4500]
+    .venv/bin/python -m bench.bench_fit [--data PATH] [--scipy-starts 4500] [--bootstrap 1000]
 
 Not a test: nothing asserts on time.
 """
@@ -22,7 +23,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from bench.machine import describe
-from service.core import fit
+from service.core import fit, isoflop_fit
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "chinchilla_fig4_epoch_svg_extracted.csv"
 # Besiroglu et al. 2024 (arXiv 2404.10102): their fit and 95% bootstrap intervals
@@ -70,6 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--scipy-starts", type=int, default=4500, help="grid starts for the scipy baseline")
+    parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples to fit and time")
     args = parser.parse_args()
     log_n, log_d, log_loss = load(args.data)
     print(describe())
@@ -92,6 +94,29 @@ def main() -> None:
         value = law[name]
         inside = "yes" if low <= value <= high else "NO"
         print(f"| {name} | {value:.4g} | {point:.4g} | ({low:g}, {high:g}) | {inside} |")
+
+    started = time.perf_counter()
+    spread = fit.bootstrap(log_n, log_d, log_loss, solution, args.bootstrap, seed=2024)
+    took = time.perf_counter() - started
+    print(
+        f"bootstrap: {spread.samples} resamples ({spread.unusable} unusable) fitted in {took:.2f} s "
+        f"({1000 * took / spread.samples:.1f} ms each)"
+    )
+    print("| coefficient | 95% interval, ours | published 95% interval |")
+    print("|---|---|---|")
+    for name, (_, low, high) in PUBLISHED.items():
+        ours_low, ours_high = spread.intervals[name]
+        print(f"| {name} | ({ours_low:.4g}, {ours_high:.4g}) | ({low:g}, {high:g}) |")
+
+    approach2 = isoflop_fit.fit_isoflop(np.exp(log_n), np.exp(log_d), np.exp(log_loss))
+    if isinstance(approach2, isoflop_fit.IsoflopUnavailable):
+        print(f"IsoFLOP (Approach 2): unavailable: {approach2.reason}")
+    else:
+        print(
+            f"IsoFLOP (Approach 2): a = {approach2.a:.3f}, b = {approach2.b:.3f} from "
+            f"{len(approach2.budgets)} budgets ({len(approach2.skipped)} skipped); Chinchilla's Approach 2 "
+            "gives a = 0.49 (0.462, 0.534)"
+        )
 
     starts = fit.default_grid()[: args.scipy_starts]
     started = time.perf_counter()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 from alembic import command
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import select
 
-from service import migrate
+from service import jobs, migrate
 from service.db import get_db
 from service.models import Plan
 from service.services import audit, keys, plans
@@ -114,8 +116,28 @@ def plans_verify() -> None:
         raise click.ClickException("differing plans: " + ", ".join(differing[:20]))
 
 
+jobs_cli = AppGroup("jobs", help="Background fits.")
+
+
+@jobs_cli.command("work")
+@click.option("--once", is_flag=True, help="Run the jobs waiting now, then exit.")
+@click.option("--poll", default=2.0, show_default=True, help="Seconds between looks for new jobs.")
+def jobs_work(once: bool, poll: float) -> None:
+    """Run fit jobs in the foreground (on hosts dedicated to fitting; set FIT_JOBS_IN_PROCESS=false on the
+    API hosts then). Jobs are claimed through the database, so several workers can run side by side."""
+    database = get_db()
+    while True:
+        done = jobs.run_pending(database)
+        if done:
+            click.echo(f"{done} fit job(s) run")
+        if once:
+            return
+        time.sleep(poll)
+
+
 def init_app(app: Flask) -> None:
     app.cli.add_command(db_cli)
     app.cli.add_command(setup)
     app.cli.add_command(keys_cli)
     app.cli.add_command(plans_cli)
+    app.cli.add_command(jobs_cli)

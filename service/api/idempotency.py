@@ -15,7 +15,7 @@ from service.services.errors import InvalidHeaderError
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
-_KEPT_HEADERS = ("Location", "ETag", "Content-Type")
+_KEPT_HEADERS = ("Location", "ETag", "Content-Type", "Retry-After", "Preference-Applied")
 
 IDEMPOTENCY_KEY_PARAMETER = {
     "in": "header",
@@ -40,12 +40,13 @@ REPLAYED_HEADER_DOC = {
 }
 
 
-def idempotent(blueprint) -> Callable:
+def idempotent(blueprint, parameters: tuple[dict, ...] = ()) -> Callable:
     """Run the view as one transaction, committed by the idempotency service together with the response
     when the request came with an Idempotency-Key.
 
     Goes above `@blp.arguments` and `@blp.response`: a replay answers before the body is parsed, and the
-    response stored is the one the view's decorators made.
+    response stored is the one the view's decorators made. `parameters` documents the operation's other
+    header parameters (flask-smorest replaces, rather than extends, a list documented twice).
     """
 
     def decorate(view: Callable) -> Callable:
@@ -72,7 +73,7 @@ def idempotent(blueprint) -> Callable:
             )
             return response
 
-        wrapper = blueprint.doc(parameters=[IDEMPOTENCY_KEY_PARAMETER])(wrapper)
+        wrapper = blueprint.doc(parameters=[IDEMPOTENCY_KEY_PARAMETER, *parameters])(wrapper)
         wrapper = blueprint.alt_response(400, response="BAD_REQUEST")(wrapper)
         wrapper = blueprint.alt_response(409, response="CONFLICT")(wrapper)
         return blueprint.alt_response(422, response="UNPROCESSABLE_CONTENT")(wrapper)

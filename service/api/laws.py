@@ -32,6 +32,13 @@ jobs_blp = Blueprint("fit-jobs", __name__, url_prefix="/v1/fit-jobs", descriptio
 
 CSV_COLUMNS = ("params", "tokens", "flops", "loss")
 RETRY_AFTER_SECONDS = 2  # how soon to poll a fit job
+PREFER_PARAMETER = {
+    "in": "header",
+    "name": "Prefer",
+    "required": False,
+    "schema": {"type": "string", "example": "respond-async"},
+    "description": "`respond-async` queues the fit as a job whatever its size (RFC 7240).",
+}
 FIT_REQUEST_BODY = {
     "required": True,
     "content": {
@@ -77,14 +84,22 @@ def list_laws(limit, cursor, organization=None, kind=None):
 
 @blp.post("")
 @requires("planner")
-@idempotent(blp)
+@idempotent(blp, parameters=(PREFER_PARAMETER,))
 @blp.doc(requestBody=FIT_REQUEST_BODY)
 @blp.response(201, ScalingLawSchema, headers={**LOCATION_HEADER, **REPLAYED_HEADER_DOC})
 @blp.alt_response(
     202,
     schema=FitJobSchema,
     description="Queued as a background fit: poll the job at Location.",
-    headers={**LOCATION_HEADER, **REPLAYED_HEADER_DOC},
+    headers={
+        **LOCATION_HEADER,
+        **REPLAYED_HEADER_DOC,
+        "Retry-After": {"description": "Seconds to wait before polling.", "schema": {"type": "integer"}},
+        "Preference-Applied": {
+            "description": "`respond-async` when the request asked for it (RFC 7240).",
+            "schema": {"type": "string"},
+        },
+    },
 )
 @blp.alt_response(413, response="CONTENT_TOO_LARGE")
 def fit_law():
@@ -101,10 +116,13 @@ def fit_law():
     """
     request = FitRequestSchema().load(_fit_body())
     session, actor = get_session(), current_principal().key_id
-    if laws.runs_in_background(request, prefer_async=_prefers_async()):
+    prefer_async = _prefers_async()
+    if laws.runs_in_background(request, prefer_async=prefer_async):
         job = laws.submit_fit(session, request, scope=scope(), actor=actor)
         jobs.wake_runner()
         headers = {"Location": f"/v1/fit-jobs/{job.id}", "Retry-After": str(RETRY_AFTER_SECONDS)}
+        if prefer_async:
+            headers["Preference-Applied"] = "respond-async"
         return flask.make_response(FitJobSchema().dump(job), 202, headers)
     law = laws.create_law(session, request, scope=scope(), actor=actor)
     return laws.describe(law), 201, {"Location": f"/v1/scaling-laws/{law.slug}"}
