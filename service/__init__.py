@@ -28,7 +28,6 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
         MAX_CONTENT_LENGTH=config.max_content_length,
         TESTING=config.testing,
         MAX_FIT_UPLOAD_LENGTH=config.max_fit_upload_length,
-        FIT_JOBS_IN_PROCESS=config.fit_jobs_in_process,
     )
     app.json.sort_keys = False  # problem members in RFC order; bodies in schema order
     app.extensions["planner.config"] = config

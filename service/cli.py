@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import click
 from alembic import command
@@ -126,8 +127,9 @@ def jobs_work(once: bool, poll: float) -> None:
     """Run fit jobs in the foreground (on hosts dedicated to fitting; set FIT_JOBS_IN_PROCESS=false on the
     API hosts then). Jobs are claimed through the database, so several workers can run side by side."""
     database = get_db()
+    lease = timedelta(seconds=current_app.extensions["planner.config"].fit_job_lease_seconds)
     while True:
-        done = jobs.run_pending(database)
+        done = jobs.run_pending(database, lease)
         if done:
             click.echo(f"{done} fit job(s) run")
         if once:

@@ -52,6 +52,7 @@ class Config:
     max_content_length: int = 1024 * 1024
     max_fit_upload_length: int = 16 * 1024 * 1024  # runs for POST /v1/scaling-laws: 100 000 take ~6 MB
     fit_jobs_in_process: bool = True
+    fit_job_lease_seconds: int = 120
     sqlite_busy_timeout_ms: int = 5000
     db_pool_size: int = 5
     web_concurrency: int = 2
@@ -75,6 +76,9 @@ class Config:
                 env, "MAX_FIT_UPLOAD_LENGTH", default.max_fit_upload_length, minimum=1
             ),
             fit_jobs_in_process=_bool(env, "FIT_JOBS_IN_PROCESS", default.fit_jobs_in_process),
+            fit_job_lease_seconds=_int(
+                env, "FIT_JOB_LEASE_SECONDS", default.fit_job_lease_seconds, minimum=4
+            ),
             sqlite_busy_timeout_ms=_int(env, "SQLITE_BUSY_TIMEOUT_MS", default.sqlite_busy_timeout_ms),
             db_pool_size=_int(env, "DB_POOL_SIZE", default.db_pool_size, minimum=1),
             web_concurrency=_int(env, "WEB_CONCURRENCY", default.web_concurrency, minimum=1),

@@ -29,8 +29,7 @@ from service.services.errors import InvalidFieldError
 
 log = logging.getLogger(__name__)
 
-LEASE = timedelta(minutes=2)
-HEARTBEAT_SECONDS = 30.0
+LEASE = timedelta(minutes=2)  # default; FIT_JOB_LEASE_SECONDS sets it. A heartbeat renews it 4 times a lease.
 MAX_ATTEMPTS = 3
 IDLE_SECONDS = 60.0  # a runner thread with nothing to do for this long ends
 EXTENSION_KEY = "fit_job_runner"
@@ -43,7 +42,7 @@ def _claimable(now):
     )
 
 
-def claim_next(database: Database) -> tuple[uuid.UUID, int] | None:
+def claim_next(database: Database, lease: timedelta = LEASE) -> tuple[uuid.UUID, int] | None:
     """Claim the oldest claimable job: its id and the attempt this runner holds, or None."""
     with database.sessionmaker() as session:
         now = utcnow()
@@ -58,7 +57,7 @@ def claim_next(database: Database) -> tuple[uuid.UUID, int] | None:
                     status="running",
                     attempt=FitJob.attempt + 1,
                     started_at=now,
-                    lease_expires_at=now + LEASE,
+                    lease_expires_at=now + lease,
                 )
                 .returning(FitJob.attempt)
             ).scalar()
@@ -69,7 +68,7 @@ def claim_next(database: Database) -> tuple[uuid.UUID, int] | None:
     return None
 
 
-def run_job(database: Database, job_id: uuid.UUID, attempt: int) -> None:
+def run_job(database: Database, job_id: uuid.UUID, attempt: int, lease: timedelta = LEASE) -> None:
     """Fit a claimed job and record the outcome, unless another runner has claimed it since."""
     with database.sessionmaker() as session:
         job = session.get(FitJob, job_id)
@@ -78,7 +77,7 @@ def run_job(database: Database, job_id: uuid.UUID, attempt: int) -> None:
         _finish(database, job_id, attempt, error=_interrupted())
         return
     try:
-        with _heartbeat(database, job_id, attempt):
+        with _heartbeat(database, job_id, attempt, lease):
             columns = laws.fit_columns(request)
     except InvalidFieldError as error:
         _finish(database, job_id, attempt, error=_problem(error))
@@ -131,17 +130,17 @@ def _finish(
 
 
 @contextmanager
-def _heartbeat(database: Database, job_id: uuid.UUID, attempt: int) -> Iterator[None]:
-    """Extend the job's lease every HEARTBEAT_SECONDS while the block runs."""
+def _heartbeat(database: Database, job_id: uuid.UUID, attempt: int, lease: timedelta) -> Iterator[None]:
+    """Renew the job's lease four times a lease while the block runs."""
     stop = threading.Event()
 
     def beat() -> None:
-        while not stop.wait(HEARTBEAT_SECONDS):
+        while not stop.wait(lease.total_seconds() / 4):
             with database.sessionmaker() as session:
                 session.execute(
                     update(FitJob)
                     .where(FitJob.id == job_id, FitJob.attempt == attempt, FitJob.status == "running")
-                    .values(lease_expires_at=utcnow() + LEASE)
+                    .values(lease_expires_at=utcnow() + lease)
                 )
                 session.commit()
 
@@ -175,11 +174,11 @@ def _internal() -> dict:
     return {"title": "Internal Server Error", "status": 500, "detail": "The fit failed unexpectedly."}
 
 
-def run_pending(database: Database) -> int:
+def run_pending(database: Database, lease: timedelta = LEASE) -> int:
     """Run claimable jobs until there are none; how many were run."""
     count = 0
-    while (claimed := claim_next(database)) is not None:
-        run_job(database, *claimed)
+    while (claimed := claim_next(database, lease)) is not None:
+        run_job(database, *claimed, lease)
         count += 1
     return count
 
@@ -187,8 +186,9 @@ def run_pending(database: Database) -> int:
 class Runner:
     """A process's background runner: a thread that runs jobs while there are any."""
 
-    def __init__(self, database: Database):
+    def __init__(self, database: Database, lease: timedelta = LEASE):
         self.database = database
+        self.lease = lease
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -204,7 +204,7 @@ class Runner:
         while True:
             self._wake.clear()
             try:
-                run_pending(self.database)
+                run_pending(self.database, self.lease)
             except Exception:  # the database is away, say: try again when woken
                 log.exception("fit job runner")
             if self._wake.wait(IDLE_SECONDS):
@@ -216,7 +216,9 @@ class Runner:
 
 
 def init_app(app: flask.Flask) -> None:
-    app.extensions[EXTENSION_KEY] = Runner(get_db(app)) if app.config["FIT_JOBS_IN_PROCESS"] else None
+    config = app.extensions["planner.config"]
+    lease = timedelta(seconds=config.fit_job_lease_seconds)
+    app.extensions[EXTENSION_KEY] = Runner(get_db(app), lease) if config.fit_jobs_in_process else None
 
 
 def wake_runner() -> None:
