@@ -138,10 +138,14 @@ def minimise(
     starts: np.ndarray | None = None,
     *,
     delta: float = HUBER_DELTA,
-    max_iterations: int = MAX_ITERATIONS,
+    max_iterations: int | None = None,
 ) -> Solution:
-    """L-BFGS from every start (rows of `starts`, default the 4 500-point grid); the best end point."""
+    """L-BFGS from every start (rows of `starts`, default the 4 500-point grid); the best end point.
+
+    Each start stops after `max_iterations` (default MAX_ITERATIONS) at most.
+    """
     x = np.array(default_grid() if starts is None else starts, dtype=float)
+    max_iterations = MAX_ITERATIONS if max_iterations is None else max_iterations
 
     def evaluate(rows, theta):
         return objective_and_gradient(theta, log_n, log_d, log_loss, delta=delta)
