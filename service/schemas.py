@@ -14,6 +14,7 @@ import pycountry
 from marshmallow import validate
 
 from service.catalog import PRECISIONS
+from service.core import fit
 from service.core.cluster import (
     MAX_MEMORY_BYTES,
     MAX_SHAPE_DIMENSION,
@@ -476,7 +477,7 @@ class LawSchema(ma.Schema):
 
 # --- Fitted laws ---------------------------------------------------------------------------------------
 
-MAX_FIT_RUNS = 100_000
+MAX_FIT_RUNS = fit.MAX_RUNS
 MAX_BOOTSTRAP_SAMPLES = 5_000
 MAX_BOOTSTRAP_WORK = 20_000_000  # samples x runs: a bootstrap job of a few minutes at most
 
@@ -524,7 +525,10 @@ class FitRequestSchema(StrictSchema):
         ma.fields.Nested(FitRunSchema),
         required=True,
         validate=validate.Length(min=1, max=MAX_FIT_RUNS),
-        metadata={"description": f"At least 5 runs of at least 3 model sizes; at most {MAX_FIT_RUNS}."},
+        metadata={
+            "description": f"At least {fit.MIN_RUNS} runs of at least {fit.MIN_MODEL_SIZES} model sizes; at "
+            f"most {MAX_FIT_RUNS}."
+        },
     )
     bootstrap = ma.fields.Nested(BootstrapRequestSchema)
 

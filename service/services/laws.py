@@ -31,8 +31,6 @@ from service.services.pagination import Cursor, Page, paginate
 # Fits answered at once (201) rather than as a job (202): about 5 s at most on two cores.
 SYNC_MAX_RUNS = 500
 SYNC_MAX_BOOTSTRAP = 200
-# A bootstrap costs about one L-BFGS descent per resample and run: bounded so a job ends in minutes.
-MAX_BOOTSTRAP_WORK = 20_000_000  # samples x runs
 UNUSABLE_WARNING = 0.05  # warn when more than this share of bootstrap resamples could not be fitted
 COEFFICIENTS = ("E", "A", "B", "alpha", "beta")
 
