@@ -191,3 +191,20 @@ def test_the_bootstrap_is_reproducible_from_its_seed():
 
 def test_without_a_bootstrap_there_are_no_intervals():
     assert fit.fit_law(*runs_of(noise=0.01)).bootstrap is None
+
+
+def test_many_runs_search_the_grid_on_a_subsample_and_find_the_same_optimum(monkeypatch):
+    rng = np.random.default_rng(9)
+    n, d = (
+        np.exp(rng.uniform(np.log(5e7), np.log(5e9), 600)),
+        np.exp(rng.uniform(np.log(1e9), np.log(2e11), 600)),
+    )
+    loss = (TRUE["E"] + TRUE["A"] / n ** TRUE["alpha"] + TRUE["B"] / d ** TRUE["beta"]) * np.exp(
+        rng.normal(0.0, 0.01, n.size)
+    )
+    everything = fit.minimise(np.log(n), np.log(d), np.log(loss))
+    monkeypatch.setattr(fit, "GRID_RUNS", 100)  # the grid on 100 runs, then a descent on all 600
+    result = fit.fit_law(n, d, loss)
+    assert result.objective <= everything.objective * (1 + 1e-9)
+    for name, value in as_law(everything.theta).items():
+        assert getattr(result.law, name) == pytest.approx(value, rel=1e-3), name
