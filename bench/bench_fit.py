@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import resource
 import time
 from pathlib import Path
 
@@ -67,11 +68,37 @@ def scipy_fit(log_n, log_d, log_loss, starts: np.ndarray) -> tuple[np.ndarray, f
     return best_theta, best_value
 
 
+def many_runs(count: int) -> None:
+    """A fit of `count` synthetic runs (uploads take 100 000): the grid on a subsample, then all runs."""
+    rng = np.random.default_rng(0)
+    n = np.exp(rng.uniform(np.log(5e7), np.log(5e9), count))
+    d = np.exp(rng.uniform(np.log(1e9), np.log(2e11), count))
+    loss = (1.82 + 480 / n**0.35 + 2100 / d**0.37) * np.exp(rng.normal(0.0, 0.01, count))
+    started = time.perf_counter()
+    result = fit.fit_law(n, d, loss)
+    point = time.perf_counter() - started
+    started = time.perf_counter()
+    low, high = fit.fit_law(n, d, loss, bootstrap_samples=200, seed=1).bootstrap.intervals["alpha"]
+    with_bootstrap = time.perf_counter() - started
+    law = result.law
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{count} synthetic runs (E 1.82, A 480, B 2100, alpha 0.35, beta 0.37; 1% noise):")
+    print(
+        f"  fit {point:.1f} s: E {law.E:.4f}, alpha {law.alpha:.4f}, beta {law.beta:.4f}, "
+        f"converged {result.converged}"
+    )
+    print(f"  with 200 bootstrap resamples {with_bootstrap:.1f} s: alpha in ({low:.4f}, {high:.4f})")
+    print(f"  peak memory of this process so far: {peak:.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--scipy-starts", type=int, default=4500, help="grid starts for the scipy baseline")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples to fit and time")
+    parser.add_argument(
+        "--many", type=int, default=100_000, help="synthetic runs for the large fit (0: skip)"
+    )
     args = parser.parse_args()
     log_n, log_d, log_loss = load(args.data)
     print(describe())
@@ -117,6 +144,9 @@ def main() -> None:
             f"{len(approach2.budgets)} budgets ({len(approach2.skipped)} skipped); Chinchilla's Approach 2 "
             "gives a = 0.49 (0.462, 0.534)"
         )
+
+    if args.many:
+        many_runs(args.many)
 
     starts = fit.default_grid()[: args.scipy_starts]
     started = time.perf_counter()

@@ -9,10 +9,18 @@ import flask
 import marshmallow as ma
 
 from service import jobs
-from service.api.base import LINK_HEADER, LOCATION_HEADER, Blueprint, page_response
+from service.api.base import (
+    ETAG_HEADER,
+    LINK_HEADER,
+    LOCATION_HEADER,
+    Blueprint,
+    conditional_write,
+    if_match,
+    page_response,
+)
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, current_principal, requires, scope
-from service.db import get_session
+from service.db import get_db, get_session
 from service.models import utcnow
 from service.schemas import (
     FitJobSchema,
@@ -26,11 +34,13 @@ from service.schemas import (
     ScalingLawSchema,
 )
 from service.services import laws, planning
+from service.services.preconditions import etag
 
 blp = Blueprint("scaling-laws", __name__, url_prefix="/v1/scaling-laws", description="Scaling laws")
 jobs_blp = Blueprint("fit-jobs", __name__, url_prefix="/v1/fit-jobs", description="Background fits")
 
 CSV_COLUMNS = ("params", "tokens", "flops", "loss")
+FORM_FIELDS = frozenset({"organization", "name", "slug", "bootstrap_samples", "bootstrap_seed"})
 RETRY_AFTER_SECONDS = 2  # how soon to poll a fit job
 PREFER_PARAMETER = {
     "in": "header",
@@ -82,11 +92,21 @@ def list_laws(limit, cursor, organization=None, kind=None):
     return body, headers
 
 
+def _prepare_fit() -> tuple[dict, bool, dict | None]:
+    """Validate, check where the law would go, and fit (unless it is to run as a job): before the request's
+    transaction, which on SQLite holds the write lock. The target is checked again when the law is stored."""
+    request = FitRequestSchema().load(_fit_body())
+    in_background = laws.runs_in_background(request, prefer_async=_prefers_async())
+    with get_db().read_sessionmaker() as session:
+        laws.fit_target(session, request, scope=scope())
+    return request, in_background, None if in_background else laws.fit_columns(request)
+
+
 @blp.post("")
 @requires("planner")
-@idempotent(blp, parameters=(PREFER_PARAMETER,))
+@idempotent(blp, parameters=(PREFER_PARAMETER,), prepare=_prepare_fit)
 @blp.doc(requestBody=FIT_REQUEST_BODY)
-@blp.response(201, ScalingLawSchema, headers={**LOCATION_HEADER, **REPLAYED_HEADER_DOC})
+@blp.response(201, ScalingLawSchema, headers={**LOCATION_HEADER, **ETAG_HEADER, **REPLAYED_HEADER_DOC})
 @blp.alt_response(
     202,
     schema=FitJobSchema,
@@ -101,8 +121,8 @@ def list_laws(limit, cursor, organization=None, kind=None):
         },
     },
 )
-@blp.alt_response(413, response="CONTENT_TOO_LARGE")
-def fit_law():
+@blp.alt_response(413, response="REQUEST_ENTITY_TOO_LARGE")
+def fit_law(prepared):
     """Fit L = E + A/N^alpha + B/D^beta to your training runs and store it as a law plans can use.
 
     Runs come as JSON, or as a CSV file (columns params, loss, and tokens or flops) in a multipart form. The
@@ -114,18 +134,21 @@ def fit_law():
     Small fits (up to 500 runs and 200 bootstrap samples) answer 201 with the law. Larger ones, and any sent
     with `Prefer: respond-async`, answer 202 with a job to poll at Location.
     """
-    request = FitRequestSchema().load(_fit_body())
+    request, in_background, columns = prepared
     session, actor = get_session(), current_principal().key_id
-    prefer_async = _prefers_async()
-    if laws.runs_in_background(request, prefer_async=prefer_async):
+    if in_background:
         job = laws.submit_fit(session, request, scope=scope(), actor=actor)
         jobs.wake_runner()
         headers = {"Location": f"/v1/fit-jobs/{job.id}", "Retry-After": str(RETRY_AFTER_SECONDS)}
-        if prefer_async:
+        if _prefers_async():
             headers["Preference-Applied"] = "respond-async"
         return flask.make_response(FitJobSchema().dump(job), 202, headers)
-    law = laws.create_law(session, request, scope=scope(), actor=actor)
-    return laws.describe(law), 201, {"Location": f"/v1/scaling-laws/{law.slug}"}
+    law = laws.create_law(session, request, columns, scope=scope(), actor=actor)
+    return laws.describe(law), 201, {"Location": f"/v1/scaling-laws/{law.slug}", **_etag(law)}
+
+
+def _etag(law) -> dict[str, str]:
+    return {"ETag": etag(laws.law_version(law))} if isinstance(law, laws.FittedLaw) else {}
 
 
 def _prefers_async() -> bool:
@@ -138,11 +161,16 @@ def _fit_body() -> dict:
     if request.mimetype != "multipart/form-data":
         return request.get_json()
     form = request.form
+    # A part without a name arrives under None.
+    unknown = sorted(str(name) for name in (set(form) - FORM_FIELDS) | (set(request.files) - {"runs"}))
+    if unknown:
+        raise ma.ValidationError({name: ["Unknown field."] for name in unknown})
     body: dict = {name: form[name] for name in ("organization", "name", "slug") if name in form}
-    if "bootstrap_samples" in form:
-        body["bootstrap"] = {"samples": form["bootstrap_samples"]}
-        if "bootstrap_seed" in form:
-            body["bootstrap"]["seed"] = form["bootstrap_seed"]
+    bootstrap = {
+        name: form[f"bootstrap_{name}"] for name in ("samples", "seed") if f"bootstrap_{name}" in form
+    }
+    if bootstrap:
+        body["bootstrap"] = bootstrap
     upload = request.files.get("runs")
     if upload is None:
         raise ma.ValidationError({"runs": ["Missing data for required field: a CSV file."]})
@@ -161,29 +189,43 @@ def _csv_runs(stream) -> list[dict]:
                 {"runs": [f"The CSV header must name params, loss, and tokens or flops; got {columns}."]}
             )
         reader.fieldnames = columns
-        return [{name: value for name, value in row.items() if value not in (None, "")} for row in reader]
+        runs = []
+        for row in reader:
+            if None in row:  # the csv module files cells beyond the header under None
+                raise ma.ValidationError(
+                    {"runs": {len(runs): [f"Line {reader.line_num} has more cells than the header."]}}
+                )
+            runs.append({name: value for name, value in row.items() if value not in (None, "")})
+        return runs
     except (UnicodeDecodeError, csv.Error) as error:
         raise ma.ValidationError({"runs": [f"Not a UTF-8 CSV file: {error}."]}) from None
 
 
 @blp.get("/<slug:slug>")
 @requires(*READERS)
-@blp.response(200, ScalingLawSchema)
+@blp.response(200, ScalingLawSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
+@blp.alt_response(409, response="CONFLICT")
 def get_law(slug):
-    """One scaling law: published, or fitted by your organisation."""
-    return laws.describe(laws.get_law(get_session(), slug, scope=scope()))
+    """One scaling law: published, or fitted by your organisation (with an ETag).
+
+    409 for an admin key when several organisations have a fitted law with this slug: use a key of the
+    organisation whose law you mean.
+    """
+    law = laws.get_law(get_session(), slug, scope=scope())
+    return laws.describe(law), 200, _etag(law)
 
 
 @blp.delete("/<slug:slug>")
 @requires("planner")
+@conditional_write(blp)
 @blp.response(204)
 @blp.alt_response(404, response="NOT_FOUND")
 @blp.alt_response(409, response="CONFLICT")
 def delete_law(slug):
     """Delete a fitted law; refused (409) once plans have used it, and for published laws."""
     session = get_session()
-    laws.delete_law(session, slug, scope=scope())
+    laws.delete_law(session, slug, scope=scope(), if_match=if_match())
     session.commit()
 
 

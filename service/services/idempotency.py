@@ -63,10 +63,7 @@ def claim(
     record = session.scalars(select(IdempotencyRecord).where(*mine)).first()
     if record is not None:
         if record.fingerprint != request_fingerprint:
-            raise KeyReusedError(
-                "This Idempotency-Key was used for a different request (another body or path); "
-                "use a new key for a new request."
-            )
+            raise _reused()
         if record.status_code is None:  # only visible if a transaction committed a claim unfinished
             raise _in_progress()
         replay = StoredResponse(record.status_code, record.body or "", dict(record.headers))
@@ -91,6 +88,26 @@ def claim(
     return None
 
 
+def stored_response(
+    session: Session, principal: str, key: str, request_fingerprint: str, now: datetime
+) -> StoredResponse | None:
+    """The finished response to replay for `key`, if there is one, read without claiming anything (and so
+    without a write lock): for requests that do slow work before they claim their key."""
+    record = session.scalars(
+        select(IdempotencyRecord).where(
+            IdempotencyRecord.principal == principal,
+            IdempotencyRecord.key == key,
+            IdempotencyRecord.expires_at > now,
+            IdempotencyRecord.status_code.is_not(None),
+        )
+    ).first()
+    if record is None:
+        return None
+    if record.fingerprint != request_fingerprint:
+        raise _reused()
+    return StoredResponse(record.status_code, record.body or "", dict(record.headers))
+
+
 def finish(session: Session, response: StoredResponse, *, principal: str, key: str | None) -> None:
     """Commit the request's transaction; with a claimed `key`, its response is stored in the same commit."""
     if key is not None:
@@ -112,6 +129,13 @@ def _purge_expired(session: Session, now: datetime) -> None:
         .with_for_update(skip_locked=True)
     )
     session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.id.in_(expired.scalar_subquery())))
+
+
+def _reused() -> KeyReusedError:
+    return KeyReusedError(
+        "This Idempotency-Key was used for a different request (another body or path); "
+        "use a new key for a new request."
+    )
 
 
 def _in_progress() -> InProgressError:

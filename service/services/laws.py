@@ -27,6 +27,7 @@ from service.models import FitJob, FittedLaw, Organization
 from service.services import organizations
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
+from service.services.preconditions import require_version
 
 # Fits answered at once (201) rather than as a job (202): about 5 s at most on two cores.
 SYNC_MAX_RUNS = 500
@@ -151,18 +152,27 @@ def slug_for(request: Mapping[str, Any]) -> str:
     return slug
 
 
-def create_law(
-    session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None, actor: str
-) -> FittedLaw:
-    """Fit a validated request (FitRequestSchema) and store the law; flushed, not committed.
-
-    The fit comes first, before the request's transaction reads anything: on SQLite that transaction
-    holds the write lock, and a fit takes seconds.
-    """
+def fit_target(
+    session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None
+) -> tuple[Organization, str]:
+    """The organisation and slug a fit request's law is to be stored under; refused if either is not
+    available to the caller."""
     slug = slug_for(request)
-    columns = fit_columns(request)
     organization = organizations.named_in_body(session, request["organization"], scope=scope)
     _check_slug_free(session, organization, slug)
+    return organization, slug
+
+
+def create_law(
+    session: Session,
+    request: Mapping[str, Any],
+    columns: Mapping[str, Any],
+    *,
+    scope: uuid.UUID | None,
+    actor: str,
+) -> FittedLaw:
+    """Store the law fitted (`columns`, from fit_columns) to a validated request; flushed, not committed."""
+    organization, slug = fit_target(session, request, scope=scope)
     law = store_law(session, organization.id, slug, request, columns, actor=actor)
     if law is None:
         raise ConflictError(f"A scaling law with slug {slug!r} already exists.")
@@ -194,9 +204,7 @@ def submit_fit(
     session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None, actor: str
 ) -> FitJob:
     """Queue a validated request as a background fit; flushed, not committed."""
-    organization = organizations.named_in_body(session, request["organization"], scope=scope)
-    slug = slug_for(request)
-    _check_slug_free(session, organization, slug)
+    organization, slug = fit_target(session, request, scope=scope)
     job = FitJob(organization=organization, slug=slug, request=dict(request), created_by=actor)
     try:
         with session.begin_nested():
@@ -321,15 +329,21 @@ def list_fitted_laws(
     return paginate(session, stmt, FittedLaw, limit, after)
 
 
-def delete_law(session: Session, slug: str, *, scope: uuid.UUID | None) -> None:
+def delete_law(session: Session, slug: str, *, scope: uuid.UUID | None, if_match: str | None) -> None:
     law = get_law(session, slug, scope=scope)
     if not isinstance(law, FittedLaw):
         raise ConflictError(f"{slug!r} is a published law; only fitted laws can be deleted.")
+    require_version(if_match, law_version(law))
     session.delete(law)
     try:
         session.flush()
     except IntegrityError:
         raise ConflictError(f"Plans were made with the scaling law {slug!r}; it is kept for them.") from None
+
+
+def law_version(law: FittedLaw) -> str:
+    """A fitted law never changes: its id is its version (its ETag)."""
+    return law.id.hex
 
 
 def get_fit_job(session: Session, job_id: uuid.UUID, *, scope: uuid.UUID | None) -> FitJob:

@@ -1,15 +1,18 @@
-"""Optimistic concurrency: ETags are a resource's version; updates and deletes name the one they read."""
+"""Optimistic concurrency: ETags are a resource's version; updates and deletes name the one they read.
+
+An immutable resource's version is its id: a resource deleted and made again under the same name is another.
+"""
 
 from __future__ import annotations
 
 from service.services.errors import PreconditionFailedError, PreconditionRequiredError
 
 
-def etag(version: int) -> str:
+def etag(version: int | str) -> str:
     return f'"{version}"'
 
 
-def require_version(if_match: str | None, version: int) -> None:
+def require_version(if_match: str | None, version: int | str) -> None:
     """Check an If-Match header (RFC 9110 §13.1.1, strong comparison) against the current version."""
     if if_match is None:
         raise PreconditionRequiredError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import io
 import logging
 import uuid
@@ -14,7 +16,8 @@ from service import create_app
 from service.config import Config
 from service.db import get_db
 from service.logs import JsonFormatter
-from service.models import ApiKey, AuditEntry
+from service.models import ApiKey, AuditEntry, FittedLaw, Organization
+from service.services import laws
 from service.services.catalog import load_builtin_hardware
 from tests.conftest import bearer
 from tests.problems import assert_problem
@@ -34,6 +37,15 @@ PLAN = {
     "accelerators": 8,
     "start_at": "2026-06-01T00:00:00Z",
 }
+# Nine runs of a known law (3 sizes x 3 token counts): the least a fit takes.
+RUNS = [
+    {"params": n, "tokens": d, "loss": 1.82 + 480 / n**0.35 + 2100 / d**0.37}
+    for n in (5e7, 5e8, 5e9)
+    for d in (1e9, 1e10, 1e11)
+]
+# More bootstrap samples than a fit answered at once may have: queued as a job, which none runs here. Roles
+# and organisations are checked alike either way, and a queued fit costs nothing, a fit ~2 s.
+QUEUED_FIT = {"name": "Matrix fit", "runs": RUNS, "bootstrap": {"samples": laws.SYNC_MAX_BOOTSTRAP + 1}}
 HARDWARE = {
     "name": "Custom",
     "vendor": "Us",
@@ -44,9 +56,18 @@ HARDWARE = {
 }
 
 
+@functools.cache
+def _fitted_columns() -> dict:
+    """What a fit of RUNS stores: computed once, then copied into each test's database."""
+    return laws.fit_columns(
+        {"runs": {name: [run[name] for run in RUNS] for name in ("params", "tokens", "loss")}}
+    )
+
+
 @pytest.fixture
 def world(client, session, issue_key):
-    """Two organisations with a budget each, a custom profile, and a key per role in `acme`."""
+    """Two organisations with a budget, two plans, a fitted law and a queued fit job each, a custom profile,
+    and a key per role in `acme`."""
     load_builtin_hardware(session)
     keys = {role: issue_key(role, None if role == "admin" else "acme") for role in ROLES}
     issue_key("viewer", "globex")  # creates the other organisation
@@ -62,9 +83,38 @@ def world(client, session, issue_key):
             ).get_json()["id"]
             for _ in range(2)
         ]
+    fitted, fit_jobs = {}, {}
+    for organization in ("acme", "globex"):
+        # Stored directly: fitting them over HTTP would cost seconds in each of the matrix's cases.
+        owner = session.scalars(select(Organization).where(Organization.slug == organization)).one()
+        session.add(
+            FittedLaw(
+                organization_id=owner.id,
+                slug=f"{organization}-law",
+                name=f"{organization} law",
+                created_by="test",
+                **copy.deepcopy(_fitted_columns()),
+            )
+        )
+        session.commit()
+        fitted[organization] = f"{organization}-law"
+        queued = client.post(
+            "/v1/scaling-laws",
+            json={"organization": organization, "name": f"{organization} job", "runs": RUNS},
+            headers={"Prefer": "respond-async"},
+        )
+        assert queued.status_code == 202, queued.get_json()
+        fit_jobs[organization] = queued.get_json()["id"]
     assert client.post("/v1/hardware", json={**HARDWARE, "slug": "custom-gpu"}).status_code == 201
     revocable = client.post("/v1/keys", json={"name": "spare", "role": "viewer", "organization": "acme"})
-    return {"keys": keys, "budgets": budgets, "plans": plans, "spare_key": revocable.get_json()["id"]}
+    return {
+        "keys": keys,
+        "budgets": budgets,
+        "plans": plans,
+        "laws": fitted,
+        "fit_jobs": fit_jobs,
+        "spare_key": revocable.get_json()["id"],
+    }
 
 
 # (method, path, body, {role: status for an object of the caller's own organisation},
@@ -85,6 +135,30 @@ MATRIX = [
     ("GET", "/v1/scaling-laws/epoch-2024", None, {"*": 200}, None),
     ("GET", "/v1/scaling-laws/epoch-2024/isoflop?flops=1e21", None, {"*": 200}, None),
     ("GET", "/v1/scaling-laws/epoch-2024/frontier?min_flops=1e20&max_flops=1e22", None, {"*": 200}, None),
+    (
+        "POST",
+        "/v1/scaling-laws",
+        {**QUEUED_FIT, "organization": "{org}"},
+        {"admin": 202, "planner": 202, "*": 403},
+        {"admin": 202, "planner": 422, "*": 403},
+    ),
+    ("GET", "/v1/scaling-laws/{law}", None, {"*": 200}, {"admin": 200, "*": 404}),
+    ("GET", "/v1/scaling-laws/{law}/isoflop?flops=1e21", None, {"*": 200}, {"admin": 200, "*": 404}),
+    (
+        "GET",
+        "/v1/scaling-laws/{law}/frontier?min_flops=1e20&max_flops=1e22",
+        None,
+        {"*": 200},
+        {"admin": 200, "*": 404},
+    ),
+    (
+        "DELETE",
+        "/v1/scaling-laws/{law}",
+        None,
+        {"admin": 204, "planner": 204, "*": 403},
+        {"admin": 204, "planner": 404, "*": 403},
+    ),
+    ("GET", "/v1/fit-jobs/{fit_job}", None, {"*": 200}, {"admin": 200, "*": 404}),
     ("POST", "/v1/allocations", {"flops": 1e22}, {"*": 200}, None),
     (
         "POST",
@@ -194,6 +268,8 @@ def fill(template, world, organization):
         budget=world["budgets"][organization],
         plan=plan,
         plan2=plan2,
+        law=world["laws"][organization],
+        fit_job=world["fit_jobs"][organization],
         spare_key=world["spare_key"],
     )
 
@@ -219,6 +295,8 @@ def as_documented(path: str) -> str:
         "{budget}": "{budget_id}",
         "{plan}": "{plan_id}",
         "{spare_key}": "{key_uuid}",
+        "{law}": "{slug}",
+        "{fit_job}": "{job_id}",
         "h100-sxm": "{slug}",
         "custom-gpu": "{slug}",
         "epoch-2024": "{slug}",
@@ -260,6 +338,9 @@ def test_lists_only_hold_the_callers_organisation(client, world):
     assert client.get("/v1/budgets?organization=globex", headers=viewer).get_json()["items"] == []
     organizations = client.get("/v1/organizations", headers=viewer).get_json()["items"]
     assert [o["slug"] for o in organizations] == ["acme"]
+    fitted = client.get("/v1/scaling-laws?kind=fitted", headers=viewer).get_json()["items"]
+    assert [law["slug"] for law in fitted] == ["acme-law"]
+    assert client.get("/v1/scaling-laws?organization=globex", headers=viewer).get_json()["items"] == []
 
 
 @pytest.mark.parametrize(
@@ -435,7 +516,7 @@ def test_every_route_but_the_open_ones_needs_a_key(app):
         if rule.rule in open_paths or rule.rule.startswith("/static"):
             continue
         path = rule.rule.replace("<slug:slug>", "ab")
-        for argument in ("budget_id", "key_uuid", "plan_id"):
+        for argument in ("budget_id", "key_uuid", "plan_id", "job_id"):
             path = path.replace(f"<uuid:{argument}>", str(uuid.uuid4()))
         assert "<" not in path, f"teach this test the arguments of {rule.rule}"
         method = sorted(rule.methods - {"HEAD", "OPTIONS"})[0]
