@@ -11,13 +11,15 @@ from swagger_ui_bundle import swagger_ui_path
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from service import http_status
-from service.api import budgets, hardware, health, keys, laws, organizations, planning, plans
+from service.api import budgets, hardware, health, keys, laws, organizations, planning, plans, reports
 from service.api.base import SlugConverter
 from service.auth import SECURITY_SCHEME
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
 from service.schemas import (
     NAMED_VARIANTS,
     SLUG_PATTERN,
+    CostReportSchema,
+    CostRowSchema,
     FitRequestSchema,
     InlineHardwareSchema,
     InlineLawSchema,
@@ -125,6 +127,8 @@ def init_api(app: flask.Flask) -> Api:
     api.spec.components.schema("InlineHardware", schema=InlineHardwareSchema)
     api.spec.components.schema("InlineLaw", schema=InlineLawSchema)
     api.spec.components.schema("FitRequest", schema=FitRequestSchema)
+    api.spec.components.schema("CostRow", schema=CostRowSchema)
+    api.spec.components.schema("CostReport", schema=CostReportSchema)
     for name, schema in NAMED_VARIANTS.items():
         api.spec.components.schema(name, schema=schema)
     api.ma_plugin.converter.add_attribute_function(slug_or_object_to_property)
@@ -139,5 +143,6 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(hardware.blp)
     api.register_blueprint(budgets.blp)
     api.register_blueprint(plans.blp)
+    api.register_blueprint(reports.blp)
     api.register_blueprint(keys.blp)
     return api

@@ -14,6 +14,7 @@ from service.api.base import (
 )
 from service.auth import READERS, requires, scope
 from service.db import get_session
+from service.models import utcnow
 from service.schemas import (
     BUDGET_PATCH,
     BudgetPageSchema,
@@ -21,8 +22,9 @@ from service.schemas import (
     BudgetSchema,
     LedgerPageSchema,
     ListQuerySchema,
+    UtilizationSchema,
 )
-from service.services import budgets, plans
+from service.services import budgets, plans, reports
 
 blp = Blueprint("budgets", __name__, url_prefix="/v1/budgets", description="Organisations' budgets")
 
@@ -110,3 +112,14 @@ def list_ledger(limit, cursor, budget_id):
     The amounts sum to the budget's `committed`."""
     page = plans.list_ledger(get_session(), budget_id, scope=scope(), limit=limit, after=cursor)
     return page_response(page, limit)
+
+
+@blp.get("/<uuid:budget_id>/utilization")
+@requires(*READERS)
+@blp.response(200, UtilizationSchema)
+@blp.alt_response(404, response="NOT_FOUND")
+def utilization(budget_id):
+    """Committed against the amount over the budget's period: month by month (each plan in the month of its
+    start_at, with the running total), the burn rate (committed per day of the period so far) and the day
+    the amount runs out at that rate."""
+    return reports.utilization(get_session(), budget_id, scope=scope(), now=utcnow())

@@ -208,6 +208,14 @@ MATRIX = [
     ("DELETE", "/v1/keys/{spare_key}", None, {"admin": 204, "*": 403}, None),
     ("GET", "/v1/audit", None, {"admin": 200, "*": 403}, None),
     ("GET", "/v1/budgets/{budget}/ledger", None, {"*": 200}, {"admin": 200, "*": 404}),
+    ("GET", "/v1/budgets/{budget}/utilization", None, {"*": 200}, {"admin": 200, "*": 404}),
+    (
+        "GET",
+        "/v1/reports/costs?from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z&group_by=budget",
+        None,
+        {"*": 200},
+        None,
+    ),
     ("GET", "/v1/plans", None, {"*": 200}, None),
     (
         "POST",

@@ -42,6 +42,7 @@ CROSS_FIELD_RULES = {
     # Runs the schema accepts may still not make a law (too few sizes, repeats, losses that do not fall with
     # scale), and the organisation must exist.
     "POST /v1/scaling-laws",
+    "GET /v1/reports/costs",  # `to` after `from`, each group once
 }
 CHECKED_IN = Path(__file__).resolve().parents[2] / "openapi.yaml"
 # The fuzzer checks the HTTP contract, not the fit: should it draw runs that can be fitted, a few L-BFGS

@@ -1,0 +1,91 @@
+"""Cost reports for finance: JSON or CSV, exact money, never summed across currencies."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+import flask
+
+from service.api.base import Blueprint
+from service.auth import READERS, requires, scope
+from service.db import get_session
+from service.schemas import CostReportQuerySchema, CostReportSchema
+from service.services import reports
+
+blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost reports")
+
+CSV_TYPE = "text/csv"
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would evaluate such a cell (OWASP)
+
+
+@blp.get("/costs")
+@requires(*READERS)
+@blp.arguments(CostReportQuerySchema, location="query", as_kwargs=True)
+@blp.response(200, CostReportSchema)
+@blp.doc(
+    responses={
+        "200": {
+            "description": "The report: JSON, or CSV with format=csv or Accept: text/csv.",
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/CostReport"}},
+                CSV_TYPE: {
+                    "schema": {"type": "string"},
+                    "example": "period_start,period_end,budget,currency,plans,accelerator_hours,flops,cost,"
+                    "estimated\r\n2026-01-01,2026-02-01,5c0e…,USD,3,1200.5,2.1e+22,3001.25,true\r\n",
+                },
+            },
+        }
+    }
+)
+def cost_report(*, from_, to, granularity, group_by, status, format=None, **filters):
+    """What plans cost: plans starting in [from, to), grouped by period and by up to three of
+    organization, budget, hardware, status and label:<key>, with plans, accelerator_hours, flops and cost
+    per row and totals per currency. Amounts are exact decimal strings (two decimals in CSV); different
+    currencies are never added together; every figure is an estimate (plans, not invoices)."""
+    query = reports.CostQuery(
+        start=from_, end=to, granularity=granularity, group_by=group_by, status=status, **filters
+    )
+    report = reports.cost_report(get_session(), query, scope=scope())
+    if _wants_csv(format):
+        filename = f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}.csv"
+        return _csv_response(report.columns, report.rows, filename)
+    return report
+
+
+def _wants_csv(format: str | None) -> bool:
+    if format is not None:
+        return format == "csv"
+    return flask.request.accept_mimetypes.best_match(["application/json", CSV_TYPE]) == CSV_TYPE
+
+
+def _csv_value(name: str, value: Any) -> str:
+    if name == "estimated":
+        return "true"
+    if value is None:
+        return ""
+    if isinstance(value, Decimal):
+        return f"{value.quantize(Decimal('0.01')):f}"
+    if isinstance(value, float | int):
+        return repr(value)
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def _csv_response(columns: list[str], rows: Iterable[dict[str, Any]], filename: str) -> flask.Response:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_csv_value(name, row.get(name)) for name in columns])
+    return flask.Response(
+        out.getvalue().encode("utf-8"),
+        mimetype=CSV_TYPE,
+        headers={
+            "Content-Type": f"{CSV_TYPE}; charset=utf-8",
+            "Content-Disposition": f'attachment; filename="{filename}"',
+        },
+    )
