@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -360,17 +360,20 @@ def fill_history(
 
     started = time.perf_counter()
     if engine.dialect.name == "postgresql":
-        _copy_postgresql(engine, uuid.UUID(fixture.plan_id), rows())
+        copy_postgresql(engine, uuid.UUID(fixture.plan_id), rows())
     else:
-        _insert_sqlite(engine, uuid.UUID(fixture.plan_id), rows())
+        insert_sqlite(engine, uuid.UUID(fixture.plan_id), rows())
     return missing, time.perf_counter() - started
 
 
-def _copy_postgresql(engine: Engine, template: uuid.UUID, rows: Iterator[tuple], batch: int = 20_000) -> None:
-    """COPY FROM STDIN in text format: the template's own COPY line with the varied columns replaced."""
+def copy_postgresql(
+    engine: Engine, template: uuid.UUID, rows: Iterator[tuple], varied: Sequence[str] = VARIED
+) -> None:
+    """COPY FROM STDIN in text format: the template's own COPY line with the `varied` columns replaced."""
+    batch = 20_000
     columns = [column.name for column in PLANS.columns]
     names = ", ".join(columns)
-    positions = [columns.index(name) for name in VARIED]
+    positions = [columns.index(name) for name in varied]
     raw = engine.raw_connection()
     try:
         cursor = raw.cursor()
@@ -412,13 +415,15 @@ def _sqlite_value(value: object) -> object:
     return value
 
 
-def _insert_sqlite(engine: Engine, template: uuid.UUID, rows: Iterator[tuple]) -> None:
+def insert_sqlite(
+    engine: Engine, template: uuid.UUID, rows: Iterator[tuple], varied: Sequence[str] = VARIED
+) -> None:
     """executemany in one transaction, on the driver: the template's stored values, varied columns replaced
     in the same stored form (Uuid: 32 hex digits; UTC times: 'YYYY-MM-DD HH:MM:SS.ffffff'). No ANALYZE
     afterwards: the service never runs one on SQLite."""
     columns = [column.name for column in PLANS.columns]
     names = ", ".join(columns)
-    positions = [columns.index(name) for name in VARIED]
+    positions = [columns.index(name) for name in varied]
     raw = engine.raw_connection()
     try:
         driver = raw.driver_connection
@@ -430,8 +435,8 @@ def _insert_sqlite(engine: Engine, template: uuid.UUID, rows: Iterator[tuple]) -
 
         def stored_rows() -> Iterator[tuple]:
             values = list(stored)
-            for varied in rows:
-                for position, value in zip(positions, varied, strict=True):
+            for row in rows:
+                for position, value in zip(positions, row, strict=True):
                     values[position] = _sqlite_value(value)
                 yield tuple(values)
 

@@ -346,6 +346,20 @@ class Plan(Base):
         Index("ix_plans_organization_id_created_at_id", "organization_id", "created_at", "id"),
         Index("ix_plans_budget_id_created_at_id", "budget_id", "created_at", "id"),
         Index("ix_plans_hardware_id_created_at_id", "hardware_id", "created_at", "id"),
+        # Cost reports: an organisation's plans of a status in a window of start_at, with every column a
+        # report sums or groups by but labels, so that the aggregate reads the index alone.
+        Index(
+            "ix_plans_costs",
+            "organization_id",
+            "status",
+            "start_at",
+            "budget_id",
+            "hardware_id",
+            "currency",
+            "cost",
+            "accelerator_hours",
+            "flops",
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import flask
 
 from service.api.base import Blueprint
 from service.auth import READERS, requires, scope
+from service.core.units import CENT
 from service.db import get_session
 from service.schemas import CostReportQuerySchema, CostReportSchema
 from service.services import reports
@@ -50,6 +51,12 @@ def cost_report(*, from_, to, granularity, group_by, status, format=None, **filt
         start=from_, end=to, granularity=granularity, group_by=group_by, status=status, **filters
     )
     report = reports.cost_report(get_session(), query, scope=scope())
+
+    @flask.after_this_request
+    def _vary(response):  # Accept chooses the format: caches must keep the two apart
+        response.vary.add("Accept")
+        return response
+
     if _wants_csv(format):
         filename = f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}.csv"
         return _csv_response(report.columns, report.rows, filename)
@@ -68,7 +75,7 @@ def _csv_value(name: str, value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, Decimal):
-        return f"{value.quantize(Decimal('0.01')):f}"
+        return f"{value.quantize(CENT, ROUND_HALF_UP):f}"  # as every amount the service rounds
     if isinstance(value, float | int):
         return repr(value)
     text = str(value)

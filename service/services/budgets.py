@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
@@ -95,11 +95,35 @@ def update_budget(
     ):
         if fields.get(cap) is not None and fields[cap] * CAP_SLACK < committed:
             raise ConflictError(f"{cap} cannot drop below the {committed:.6g} already committed.", limit=cap)
+    _check_period_holds_commitments(session, budget, fields)
     _apply(session, budget, fields, replace=replace)
     if session.is_modified(budget):  # an update that changes nothing keeps the version (and the ETag)
         budget.updated_at = utcnow()
     _commit(session)
     return budget
+
+
+def _check_period_holds_commitments(session: Session, budget: Budget, fields: Mapping[str, Any]) -> None:
+    """A period may change only around what is committed: every committed plan's run stays within it (as
+    its commit required), so reports by month add up to the budget's `committed`."""
+    start = fields.get("period_start", budget.period_start)
+    end = fields.get("period_end", budget.period_end)
+    if not budget.committed or (start, end) == (budget.period_start, budget.period_end):
+        return
+    outside = session.scalar(
+        select(func.count())
+        .select_from(Plan)
+        .where(
+            Plan.budget_id == budget.id,
+            Plan.status == "committed",
+            or_(Plan.start_at < start, Plan.end_at > end),
+        )
+    )
+    if outside:
+        raise ConflictError(
+            f"{outside} committed plan(s) would run outside the new period; cancel them first.",
+            limit="period",
+        )
 
 
 def _commit(session: Session) -> None:

@@ -15,17 +15,18 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from sqlalchemy import ColumnElement, String, cast, func, select
+from sqlalchemy import ColumnElement, Integer, String, cast, func, select
 from sqlalchemy.orm import Session
 
 from service.core.units import CENT
-from service.models import Budget, HardwareProfile, Money, Organization, Plan
+from service.models import MONEY_SCALE, Budget, HardwareProfile, Organization, Plan
 from service.services.budgets import get_budget
 from service.services.errors import InvalidFieldError
 
 GRANULARITIES = ("day", "week", "month", "none")
 GROUPS = ("organization", "budget", "hardware", "status")  # and label:<key>
 MAX_ROWS = 100_000
+MILLION = 10**MONEY_SCALE
 LAST_DAY = datetime(9999, 1, 1, tzinfo=UTC)
 
 
@@ -72,14 +73,13 @@ def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) 
     period = _period(query.granularity, dialect)
     groups = [_group_column(name) for name in query.group_by]
     keys = ([period] if period is not None else []) + groups + [Plan.currency]
-    cost = func.sum(Plan.cost)
     stmt = (
         select(
             *keys,
             func.count().label("plans"),
             func.sum(Plan.accelerator_hours).label("accelerator_hours"),
             func.sum(Plan.flops).label("flops"),
-            cast(cost, Money).label("cost") if dialect == "sqlite" else cost.label("cost"),
+            *_cost_sums(dialect),
         )
         .where(Plan.start_at >= query.start, Plan.start_at < query.end)
         .group_by(*keys)
@@ -106,9 +106,29 @@ def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) 
             raw = values.pop(0)
             row[name] = names.get((name, raw), raw)
         row["currency"] = values.pop(0)
-        row.update(zip(("plans", "accelerator_hours", "flops", "cost"), values, strict=True))
+        row.update(zip(("plans", "accelerator_hours", "flops"), values[:3], strict=True))
+        row["cost"] = _cost(values[3:])
         rows.append(row)
     return CostReport(query, rows, _totals(rows))
+
+
+def _cost_sums(dialect: str) -> list[ColumnElement]:
+    """Exact sums of plan costs. SQLite holds amounts as integer millionths, whose 64-bit sum overflows past
+    9.2e12: there, whole units and millionths are summed apart (each far from overflowing)."""
+    if dialect != "sqlite":
+        return [func.sum(Plan.cost).label("cost")]
+    stored = cast(Plan.cost, Integer)
+    return [
+        func.sum(stored // MILLION).label("cost_units"),
+        func.sum(stored % MILLION).label("cost_millionths"),
+    ]
+
+
+def _cost(sums: list) -> Decimal | None:
+    if len(sums) == 1:
+        return None if sums[0] is None else Decimal(sums[0])
+    units, millionths = sums
+    return None if units is None else Decimal(units) + Decimal(millionths).scaleb(-MONEY_SCALE)
 
 
 def _filtered(session: Session, stmt, query: CostQuery, scope: uuid.UUID | None):
@@ -132,22 +152,24 @@ def _filtered(session: Session, stmt, query: CostQuery, scope: uuid.UUID | None)
 
 
 def _period(granularity: str, dialect: str) -> ColumnElement | None:
-    """The first day of a plan's period (UTC), as an ISO date string."""
+    """A plan's period, as cheap to compute per row as each database allows: on SQLite the day's or
+    month's prefix of the stored text, or the week's Monday; on PostgreSQL date_trunc in UTC."""
     if granularity == "none":
         return None
     if dialect == "sqlite":  # SQLAlchemy stores datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff', UTC here
-        day = func.substr(Plan.start_at, 1, 10)
-        if granularity == "day":
-            return day.label("period")
-        if granularity == "month":
-            return func.substr(Plan.start_at, 1, 7).concat("-01").label("period")
-        return func.date(Plan.start_at, "-6 days", "weekday 1").label("period")  # the Monday on or before
-    utc = func.timezone("UTC", Plan.start_at)
-    return func.to_char(func.date_trunc(granularity, utc), "YYYY-MM-DD").label("period")
+        if granularity == "week":
+            # The Monday on or before; from the day alone, since SQLite rounds a time to the millisecond
+            # (23:59:59.9999 would count in the next day).
+            return func.date(func.substr(Plan.start_at, 1, 10), "-6 days", "weekday 1").label("period")
+        return func.substr(Plan.start_at, 1, 10 if granularity == "day" else 7).label("period")
+    return func.date_trunc(granularity, func.timezone("UTC", Plan.start_at)).label("period")
 
 
-def _bounds(start: str, granularity: str) -> dict[str, str]:
-    first = date.fromisoformat(start)
+def _bounds(period: str | datetime, granularity: str) -> dict[str, str]:
+    if isinstance(period, datetime):
+        first = period.date()
+    else:
+        first = date.fromisoformat(period if len(period) == 10 else period + "-01")
     if granularity == "day":
         end = first + timedelta(days=1)
     elif granularity == "week":
@@ -257,9 +279,9 @@ def utilization(
     elapsed = (min(now, budget.period_end) - budget.period_start).total_seconds() / 86_400
     if elapsed <= 0:
         return Utilization(budget, now, months, None, None)
-    rate = (budget.committed / Decimal(elapsed)).quantize(CENT, ROUND_HALF_UP)
+    rate = budget.committed / Decimal(elapsed)
     runs_out = None
     days_left = (LAST_DAY - budget.period_start).days
     if rate > 0 and budget.amount / rate < days_left:  # beyond year 9998 it never runs out, in practice
         runs_out = budget.period_start + timedelta(days=float(budget.amount / rate))
-    return Utilization(budget, now, months, rate, runs_out)
+    return Utilization(budget, now, months, rate.quantize(CENT, ROUND_HALF_UP), runs_out)

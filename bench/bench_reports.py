@@ -1,0 +1,206 @@
+"""Cost reports over a large history (issue 8): a month-by-budget report over a year of 1 000 000 plans,
+through HTTP on a real gunicorn, beside the bare SQL aggregate it runs, on SQLite and PostgreSQL.
+
+For each backend: a scratch database, `flask setup`, gunicorn; one organisation with 20 budgets and one
+committed plan, copied (COPY on PostgreSQL, executemany on SQLite) into 1 000 000 plans starting over 2026,
+80% committed, 10% draft, 10% cancelled, spread over the budgets. Then, each the median of 5 after a warm-up:
+
+* the report through HTTP (`GET /v1/reports/costs?...&granularity=month&group_by=budget`, JSON and CSV);
+* the SQL statement the service sends for it, caught on its way to the driver and run on the driver alone;
+* the same with `group_by=budget,label:team` (labels live in the plan's JSON: no index covers them).
+
+    .venv/bin/python -m bench.bench_reports [--plans 1000000] [--backends sqlite,postgresql]
+
+Not a test: nothing asserts on time. Needs PostgreSQL at --postgres (default: the local server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import requests
+from sqlalchemy import Engine, event, func, select
+from sqlalchemy.orm import Session
+
+from bench.bench_plans import (
+    AUTH,
+    PLANS,
+    call,
+    copy_postgresql,
+    insert_sqlite,
+    scratch_database,
+    serving,
+)
+from bench.machine import describe
+from service.config import Config
+from service.db import create_db_engine
+from service.services import reports
+
+YEAR = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+BUDGETS = 20
+VARIED = ("id", "budget_id", "status", "start_at", "created_at")
+REPORT = "/v1/reports/costs?from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z&granularity=month"
+
+
+def prepare(base: str) -> tuple[list[str], str]:
+    """The organisation, its budgets and one committed plan (the template): budget ids and plan id."""
+    call("POST", f"{base}/v1/organizations", 201, json={"slug": "bench", "name": "Bench"})
+    budgets = [
+        call(
+            "POST",
+            f"{base}/v1/budgets",
+            201,
+            json={
+                "organization": "bench",
+                "name": f"Budget {n}",
+                "amount": "900000000000.00",
+                "currency": "USD",
+                "period_start": "2025-01-01T00:00:00Z",
+                "period_end": "2028-01-01T00:00:00Z",
+            },
+        ).json()["id"]
+        for n in range(BUDGETS)
+    ]
+    plan = call(
+        "POST",
+        f"{base}/v1/plans",
+        201,
+        json={
+            "organization": "bench",
+            "budget_id": budgets[0],
+            "params": 1e9,
+            "tokens": 2e10,
+            "hardware": "h100-sxm",
+            "accelerators": 8,
+            "start_at": "2026-01-01T00:00:00Z",
+            "labels": {"team": "alpha"},
+        },
+    ).json()["id"]
+    call("POST", f"{base}/v1/plans/{plan}/commit", 200)
+    return budgets, plan
+
+
+def fill(engine: Engine, budgets: list[str], template: str, total: int) -> float:
+    """Copies of the template until there are `total` plans; the seconds it took."""
+    rng = random.Random(2026)
+    start, span = YEAR[0], (YEAR[1] - YEAR[0]).total_seconds()
+    ids = [uuid.UUID(budget) for budget in budgets]
+
+    def rows() -> Iterator[tuple]:
+        for _ in range(total - 1):
+            moment = start + timedelta(seconds=rng.random() * span)
+            status = rng.choices(("committed", "draft", "cancelled"), (8, 1, 1))[0]
+            yield uuid.uuid4(), rng.choice(ids), status, moment, moment - timedelta(days=30)
+
+    started = time.perf_counter()
+    if engine.dialect.name == "postgresql":
+        copy_postgresql(engine, uuid.UUID(template), rows(), VARIED)
+    else:
+        insert_sqlite(engine, uuid.UUID(template), rows(), VARIED)
+    return time.perf_counter() - started
+
+
+def median(function: Callable[[], object], repeat: int = 5) -> float:
+    function()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def statement_of(engine: Engine, group_by: tuple[str, ...]) -> tuple[str, object]:
+    """The report's aggregate as the service sends it to the driver."""
+    caught: list[tuple[str, object]] = []
+
+    def catch(_conn, _cursor, statement, parameters, _context, _executemany):
+        caught.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", catch)
+    try:
+        with Session(engine) as session:
+            query = reports.CostQuery(start=YEAR[0], end=YEAR[1], granularity="month", group_by=group_by)
+            reports.cost_report(session, query, scope=None)
+    finally:
+        event.remove(engine, "before_cursor_execute", catch)
+    return next(item for item in caught if "FROM plans" in item[0])
+
+
+def bare(engine: Engine, statement: tuple[str, object]) -> tuple[float, int]:
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        rows: list = []
+
+        def run() -> None:
+            cursor.execute(*statement)
+            rows[:] = cursor.fetchall()
+            raw.rollback()
+
+        return median(run), len(rows)
+    finally:
+        raw.close()
+
+
+def explain(engine: Engine, statement: tuple[str, object]) -> str:
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        prefix = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
+        cursor.execute(prefix + statement[0], statement[1])
+        return "\n".join("    " + " ".join(str(part) for part in row) for row in cursor.fetchall())
+    finally:
+        raw.rollback()
+        raw.close()
+
+
+def run_backend(backend: str, args: argparse.Namespace) -> None:
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        scratch_database(backend, args.postgres, Path(directory)) as url,
+        serving(url, workers=1, threads=4, log_path=Path(directory) / "server.log") as server,
+    ):
+        budgets, template = prepare(server.base)
+        engine = create_db_engine(Config(database_url=url))
+        seconds = fill(engine, budgets, template, args.plans)
+        with engine.connect() as connection:
+            count = connection.scalar(select(func.count()).select_from(PLANS))
+        print(f"\n## {backend}: {count} plans (filled in {seconds:.0f} s)")
+        for group_by in (("budget",), ("budget", "label:team")):
+            address = f"{server.base}{REPORT}&group_by={','.join(group_by)}"
+            http = median(lambda address=address: requests.get(address, headers=AUTH, timeout=600))
+            csv = median(
+                lambda address=address: requests.get(f"{address}&format=csv", headers=AUTH, timeout=600)
+            )
+            statement = statement_of(engine, group_by)
+            sql, rows = bare(engine, statement)
+            print(
+                f"group_by={','.join(group_by)}: {rows} rows; HTTP JSON {http * 1000:.0f} ms, CSV "
+                f"{csv * 1000:.0f} ms; bare SQL {sql * 1000:.0f} ms; HTTP / SQL {http / sql:.2f}"
+            )
+            print("  plan:\n" + explain(engine, statement))
+        engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plans", type=int, default=1_000_000)
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    args = parser.parse_args()
+    print(describe())
+    for backend in args.backends.split(","):
+        run_backend(backend, args)
+
+
+if __name__ == "__main__":
+    main()
