@@ -1,9 +1,11 @@
 """Cost reports over a large history (issue 8): a month-by-budget report over a year of 1 000 000 plans,
 through HTTP on a real gunicorn, beside the bare SQL aggregate it runs, on SQLite and PostgreSQL.
 
-For each backend: a scratch database, `flask setup`, gunicorn; one organisation with 20 budgets and one
-committed plan, copied (COPY on PostgreSQL, executemany on SQLite) into 1 000 000 plans starting over 2026,
-80% committed, 10% draft, 10% cancelled, spread over the budgets. Then, each the median of 5 after a warm-up:
+For each shape and backend: a scratch database, `flask setup`, gunicorn; organisations, 20 budgets and one
+committed plan, copied (COPY on PostgreSQL, executemany on SQLite) into 1 000 000 plans, 80% committed, 10%
+draft, 10% cancelled. Shape `worst`: every plan in one organisation and in 2026, reported across
+organisations. Shape `history`: plans over 2025-2028 in 10 organisations, one organisation's 2026 reported.
+Then, each the median of 5 after a warm-up:
 
 * the report through HTTP (`GET /v1/reports/costs?...&granularity=month&group_by=budget`, JSON and CSV);
 * the SQL statement the service sends for it, caught on its way to the driver and run on the driver alone;
@@ -42,17 +44,28 @@ from bench.bench_plans import (
 from bench.machine import describe
 from service.config import Config
 from service.db import create_db_engine
+from service.models import Organization
 from service.services import reports
 
 YEAR = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
 BUDGETS = 20
-VARIED = ("id", "budget_id", "status", "start_at", "created_at")
+VARIED = ("id", "organization_id", "budget_id", "status", "start_at", "created_at")
+# worst: every plan in the bench organisation and the report's year, reported across organisations (admin);
+# history: plans over 4 years in 10 organisations, the bench organisation's year reported (a finance key's
+# view: its organisation only).
+SHAPES = {
+    "worst": {"organizations": 1, "years": 1, "scoped": False},
+    "history": {"organizations": 10, "years": 4, "scoped": True},
+}
 REPORT = "/v1/reports/costs?from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z&granularity=month"
 
 
-def prepare(base: str) -> tuple[list[str], str]:
-    """The organisation, its budgets and one committed plan (the template): budget ids and plan id."""
-    call("POST", f"{base}/v1/organizations", 201, json={"slug": "bench", "name": "Bench"})
+def prepare(base: str, organizations: int) -> tuple[list[str], str]:
+    """The organisations, the bench organisation's budgets and one committed plan (the template): budget ids
+    and plan id."""
+    for n in range(organizations):
+        slug = "bench" if n == 0 else f"other-{n}"
+        call("POST", f"{base}/v1/organizations", 201, json={"slug": slug, "name": slug.title()})
     budgets = [
         call(
             "POST",
@@ -88,17 +101,26 @@ def prepare(base: str) -> tuple[list[str], str]:
     return budgets, plan
 
 
-def fill(engine: Engine, budgets: list[str], template: str, total: int) -> float:
-    """Copies of the template until there are `total` plans; the seconds it took."""
+def fill(engine: Engine, budgets: list[str], template: str, total: int, shape: dict) -> float:
+    """Copies of the template until there are `total` plans; the seconds it took. The bench organisation's
+    plans are charged to its budgets, the others' to none."""
     rng = random.Random(2026)
-    start, span = YEAR[0], (YEAR[1] - YEAR[0]).total_seconds()
+    start = YEAR[0] - timedelta(days=365 * (shape["years"] - 1) // 2)
+    span = timedelta(days=365 * shape["years"]).total_seconds()
     ids = [uuid.UUID(budget) for budget in budgets]
+    with engine.connect() as connection:
+        organizations = [
+            connection.scalar(select(Organization.id).where(Organization.slug == slug))
+            for slug in ["bench", *(f"other-{n}" for n in range(1, shape["organizations"]))]
+        ]
 
     def rows() -> Iterator[tuple]:
         for _ in range(total - 1):
             moment = start + timedelta(seconds=rng.random() * span)
             status = rng.choices(("committed", "draft", "cancelled"), (8, 1, 1))[0]
-            yield uuid.uuid4(), rng.choice(ids), status, moment, moment - timedelta(days=30)
+            n = rng.randrange(len(organizations))
+            budget = rng.choice(ids) if n == 0 else None
+            yield uuid.uuid4(), organizations[n], budget, status, moment, moment - timedelta(days=30)
 
     started = time.perf_counter()
     if engine.dialect.name == "postgresql":
@@ -118,7 +140,7 @@ def median(function: Callable[[], object], repeat: int = 5) -> float:
     return statistics.median(times)
 
 
-def statement_of(engine: Engine, group_by: tuple[str, ...]) -> tuple[str, object]:
+def statement_of(engine: Engine, group_by: tuple[str, ...], organization: str | None) -> tuple[str, object]:
     """The report's aggregate as the service sends it to the driver."""
     caught: list[tuple[str, object]] = []
 
@@ -128,7 +150,9 @@ def statement_of(engine: Engine, group_by: tuple[str, ...]) -> tuple[str, object
     event.listen(engine, "before_cursor_execute", catch)
     try:
         with Session(engine) as session:
-            query = reports.CostQuery(start=YEAR[0], end=YEAR[1], granularity="month", group_by=group_by)
+            query = reports.CostQuery(
+                start=YEAR[0], end=YEAR[1], granularity="month", group_by=group_by, organization=organization
+            )
             reports.cost_report(session, query, scope=None)
     finally:
         event.remove(engine, "before_cursor_execute", catch)
@@ -163,25 +187,28 @@ def explain(engine: Engine, statement: tuple[str, object]) -> str:
         raw.close()
 
 
-def run_backend(backend: str, args: argparse.Namespace) -> None:
+def run_backend(backend: str, shape_name: str, args: argparse.Namespace) -> None:
+    shape = SHAPES[shape_name]
     with (
         tempfile.TemporaryDirectory() as directory,
         scratch_database(backend, args.postgres, Path(directory)) as url,
         serving(url, workers=1, threads=4, log_path=Path(directory) / "server.log") as server,
     ):
-        budgets, template = prepare(server.base)
+        budgets, template = prepare(server.base, shape["organizations"])
         engine = create_db_engine(Config(database_url=url))
-        seconds = fill(engine, budgets, template, args.plans)
+        seconds = fill(engine, budgets, template, args.plans, shape)
         with engine.connect() as connection:
             count = connection.scalar(select(func.count()).select_from(PLANS))
-        print(f"\n## {backend}: {count} plans (filled in {seconds:.0f} s)")
+        organization = "bench" if shape["scoped"] else None
+        print(f"\n## {backend}, {shape_name}: {count} plans (filled in {seconds:.0f} s)")
         for group_by in (("budget",), ("budget", "label:team")):
             address = f"{server.base}{REPORT}&group_by={','.join(group_by)}"
+            if organization:
+                address += f"&organization={organization}"
             http = median(lambda address=address: requests.get(address, headers=AUTH, timeout=600))
-            csv = median(
-                lambda address=address: requests.get(f"{address}&format=csv", headers=AUTH, timeout=600)
-            )
-            statement = statement_of(engine, group_by)
+            as_csv = f"{address}&format=csv"
+            csv = median(lambda as_csv=as_csv: requests.get(as_csv, headers=AUTH, timeout=600))
+            statement = statement_of(engine, group_by, organization)
             sql, rows = bare(engine, statement)
             print(
                 f"group_by={','.join(group_by)}: {rows} rows; HTTP JSON {http * 1000:.0f} ms, CSV "
@@ -195,11 +222,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plans", type=int, default=1_000_000)
     parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--shapes", default="worst,history", help=f"of {', '.join(SHAPES)}")
     parser.add_argument("--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
     print(describe())
-    for backend in args.backends.split(","):
-        run_backend(backend, args)
+    for shape in args.shapes.split(","):
+        for backend in args.backends.split(","):
+            run_backend(backend, shape, args)
 
 
 if __name__ == "__main__":
