@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from bench.bench_plans import (
     call,
     copy_postgresql,
     insert_sqlite,
+    median_seconds,
     scratch_database,
     serving,
 )
@@ -130,16 +130,6 @@ def fill(engine: Engine, budgets: list[str], template: str, total: int, shape: d
     return time.perf_counter() - started
 
 
-def median(function: Callable[[], object], repeat: int = 5) -> float:
-    function()
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def statement_of(engine: Engine, group_by: tuple[str, ...], organization: str | None) -> tuple[str, object]:
     """The report's aggregate as the service sends it to the driver."""
     caught: list[tuple[str, object]] = []
@@ -170,7 +160,7 @@ def bare(engine: Engine, statement: tuple[str, object]) -> tuple[float, int]:
             rows[:] = cursor.fetchall()
             raw.rollback()
 
-        return median(run), len(rows)
+        return median_seconds(run, 5), len(rows)
     finally:
         raw.close()
 
@@ -205,9 +195,9 @@ def run_backend(backend: str, shape_name: str, args: argparse.Namespace) -> None
             address = f"{server.base}{REPORT}&group_by={','.join(group_by)}"
             if organization:
                 address += f"&organization={organization}"
-            http = median(lambda address=address: requests.get(address, headers=AUTH, timeout=600))
+            http = median_seconds(lambda address=address: requests.get(address, headers=AUTH, timeout=600), 5)
             as_csv = f"{address}&format=csv"
-            csv = median(lambda as_csv=as_csv: requests.get(as_csv, headers=AUTH, timeout=600))
+            csv = median_seconds(lambda as_csv=as_csv: requests.get(as_csv, headers=AUTH, timeout=600), 5)
             statement = statement_of(engine, group_by, organization)
             sql, rows = bare(engine, statement)
             print(

@@ -17,3 +17,19 @@ def hardware_profile(**overrides) -> HardwareProfile:
         **overrides,
     }
     return HardwareProfile(**fields)
+
+
+def gpu_body(slug: str = "lab-gpu", price: str = "2.50", currency: str = "USD") -> dict:
+    """The body of POST /v1/hardware for a custom, priced profile: 1e15 bf16 FLOP/s, 80 GB."""
+    return {
+        "slug": slug,
+        "name": slug.replace("-", " ").title(),
+        "vendor": "Lab",
+        "peak_flops": {"bf16": 1e15},
+        "memory_bytes": 80 * 10**9,
+        "memory_bandwidth_bytes_per_second": 2 * 10**12,
+        "source": "lab datasheet",
+        "price_per_hour": price,
+        "currency": currency,
+        "price_as_of": "2026-11",
+    }

@@ -17,6 +17,7 @@ from service.models import Budget, IdempotencyRecord, LedgerEntry, Plan
 from service.services.catalog import load_builtin_hardware
 from service.services.idempotency import fingerprint
 from service.services.plans import evaluate, reevaluate
+from tests.builders import gpu_body
 from tests.conftest import bearer
 from tests.problems import assert_problem
 
@@ -31,21 +32,6 @@ INLINE_HARDWARE = {
     "currency": "USD",
 }
 UNPRICED_HARDWARE = {k: v for k, v in INLINE_HARDWARE.items() if k not in {"price_per_hour", "currency"}}
-
-
-def gpu_body(slug: str = "lab-gpu", price: str = "2.50", currency: str = "USD") -> dict:
-    return {
-        "slug": slug,
-        "name": slug.replace("-", " ").title(),
-        "vendor": "Lab",
-        "peak_flops": {"bf16": 1e15},
-        "memory_bytes": 80 * 10**9,
-        "memory_bandwidth_bytes_per_second": 2 * 10**12,
-        "source": "lab datasheet",
-        "price_per_hour": price,
-        "currency": currency,
-        "price_as_of": "2026-11",
-    }
 
 
 def add_gpu(client, slug: str, price: str = "2.50", currency: str = "USD") -> dict:

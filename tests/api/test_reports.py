@@ -20,6 +20,7 @@ from sqlalchemy import delete, select
 
 from service.models import HardwareProfile, Organization, Plan
 from service.services.catalog import load_builtin_hardware
+from tests.builders import gpu_body
 from tests.conftest import bearer
 from tests.problems import assert_problem
 
@@ -34,21 +35,6 @@ GROUPS = ("organization", "budget", "hardware", "status", *(f"label:{key}" for k
 METRICS = ["plans", "accelerator_hours", "flops", "cost", "estimated"]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 JANUARY, FEBRUARY = "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"
-
-
-def hardware_body(slug: str, price: str, currency: str) -> dict:
-    return {
-        "slug": slug,
-        "name": slug.replace("-", " ").title(),
-        "vendor": "Lab",
-        "peak_flops": {"bf16": 1e15},
-        "memory_bytes": 80 * 10**9,
-        "memory_bandwidth_bytes_per_second": 2 * 10**12,
-        "source": "lab datasheet",
-        "price_per_hour": price,
-        "currency": currency,
-        "price_as_of": "2026-01",
-    }
 
 
 @dataclass
@@ -66,7 +52,7 @@ def world(client, session) -> World:
     for slug in ORGANIZATIONS:
         assert client.post("/v1/organizations", json={"slug": slug, "name": slug.title()}).status_code == 201
     for slug, price, currency in (("lab-gpu", "2.50", "USD"), ("eu-gpu", "3.00", "EUR")):
-        assert client.post("/v1/hardware", json=hardware_body(slug, price, currency)).status_code == 201
+        assert client.post("/v1/hardware", json=gpu_body(slug, price, currency)).status_code == 201
     budgets = {}
     for organization in ORGANIZATIONS:
         for currency in CURRENCIES:
