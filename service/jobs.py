@@ -22,6 +22,7 @@ from datetime import timedelta
 import flask
 from sqlalchemy import and_, or_, select, update
 
+from service import http_status
 from service.db import Database, get_db
 from service.models import FitJob, utcnow
 from service.services import audit, laws
@@ -80,11 +81,11 @@ def run_job(database: Database, job_id: uuid.UUID, attempt: int, lease: timedelt
         with _heartbeat(database, job_id, attempt, lease):
             columns = laws.fit_columns(request)
     except InvalidFieldError as error:
-        _finish(database, job_id, attempt, error=_problem(error))
+        _finish(database, job_id, attempt, error=_refusal(error))
         return
     except Exception:
         log.exception("fit job %s failed", job_id)
-        _finish(database, job_id, attempt, error=_internal())
+        _finish(database, job_id, attempt, error=_problem(500, "The fit failed unexpectedly."))
         return
     _finish(database, job_id, attempt, columns=columns, actor=actor)
 
@@ -105,11 +106,7 @@ def _finish(
         if columns is not None:
             law = laws.store_law(session, job.organization_id, job.slug, job.request, columns, actor=actor)
             if law is None:
-                error = {
-                    "title": "Conflict",
-                    "status": 409,
-                    "detail": f"A scaling law with slug {job.slug!r} was stored while this job ran.",
-                }
+                error = _problem(409, f"A scaling law with slug {job.slug!r} was stored while this job ran.")
             else:
                 session.flush()
         finished = session.execute(
@@ -153,25 +150,18 @@ def _heartbeat(database: Database, job_id: uuid.UUID, attempt: int, lease: timed
         thread.join()
 
 
-def _problem(error: InvalidFieldError) -> dict:
-    return {
-        "title": "Unprocessable Content",
-        "status": 422,
-        "detail": error.detail,
-        "errors": [{"detail": error.detail, **error.where}],
-    }
+def _problem(status: int, detail: str, *, title: str | None = None, **extensions: object) -> dict:
+    """A failed job's `error`: problem details (RFC 9457) as a stored document."""
+    return {"title": title or http_status.title(status), "status": status, "detail": detail, **extensions}
+
+
+def _refusal(error: InvalidFieldError) -> dict:
+    return _problem(422, error.detail, errors=[{"detail": error.detail, **error.where}])
 
 
 def _interrupted() -> dict:
-    return {
-        "title": "Interrupted",
-        "status": 500,
-        "detail": f"The fit was interrupted {MAX_ATTEMPTS} times (its process stopped); submit it again.",
-    }
-
-
-def _internal() -> dict:
-    return {"title": "Internal Server Error", "status": 500, "detail": "The fit failed unexpectedly."}
+    detail = f"The fit was interrupted {MAX_ATTEMPTS} times (its process stopped); submit it again."
+    return _problem(500, detail, title="Interrupted")
 
 
 def run_pending(database: Database, lease: timedelta = LEASE) -> int:

@@ -92,14 +92,15 @@ def list_laws(limit, cursor, organization=None, kind=None):
     return body, headers
 
 
-def _prepare_fit() -> tuple[dict, bool, dict | None]:
-    """Validate, check where the law would go, and fit (unless it is to run as a job): before the request's
-    transaction, which on SQLite holds the write lock. The target is checked again when the law is stored."""
+def _prepare_fit() -> tuple[dict, dict | None]:
+    """Validate, check where the law would go, and fit (unless it is to run as a job: then no columns):
+    before the request's transaction, which on SQLite holds the write lock. The target is checked again when
+    the law is stored."""
     request = FitRequestSchema().load(_fit_body())
     in_background = laws.runs_in_background(request, prefer_async=_prefers_async())
     with get_db().read_sessionmaker() as session:
         laws.fit_target(session, request, scope=scope())
-    return request, in_background, None if in_background else laws.fit_columns(request)
+    return request, None if in_background else laws.fit_columns(request)
 
 
 @blp.post("")
@@ -134,9 +135,9 @@ def fit_law(prepared):
     Small fits (up to 500 runs and 200 bootstrap samples) answer 201 with the law. Larger ones, and any sent
     with `Prefer: respond-async`, answer 202 with a job to poll at Location.
     """
-    request, in_background, columns = prepared
+    request, columns = prepared
     session, actor = get_session(), current_principal().key_id
-    if in_background:
+    if columns is None:  # a job's to fit
         job = laws.submit_fit(session, request, scope=scope(), actor=actor)
         jobs.wake_runner()
         headers = {"Location": f"/v1/fit-jobs/{job.id}", "Retry-After": str(RETRY_AFTER_SECONDS)}
@@ -148,7 +149,8 @@ def fit_law(prepared):
 
 
 def _etag(law) -> dict[str, str]:
-    return {"ETag": etag(laws.law_version(law))} if isinstance(law, laws.FittedLaw) else {}
+    version = laws.law_version(law)
+    return {} if version is None else {"ETag": etag(version)}
 
 
 def _prefers_async() -> bool:
@@ -224,9 +226,7 @@ def get_law(slug):
 @blp.alt_response(409, response="CONFLICT")
 def delete_law(slug):
     """Delete a fitted law; refused (409) once plans have used it, and for published laws."""
-    session = get_session()
-    laws.delete_law(session, slug, scope=scope(), if_match=if_match())
-    session.commit()
+    laws.delete_law(get_session(), slug, scope=scope(), if_match=if_match())
 
 
 @blp.get("/<slug:slug>/isoflop")
@@ -236,7 +236,7 @@ def delete_law(slug):
 @blp.alt_response(404, response="NOT_FOUND")
 def isoflop(slug, flops, points, span):
     """Loss against model size at a fixed budget (an IsoFLOP profile), for charts."""
-    return planning.isoflop(_named(slug), flops, points, span)
+    return planning.isoflop(laws.engine_law(get_session(), slug, scope=scope()), flops, points, span)
 
 
 @blp.get("/<slug:slug>/frontier")
@@ -246,12 +246,8 @@ def isoflop(slug, flops, points, span):
 @blp.alt_response(404, response="NOT_FOUND")
 def frontier(slug, min_flops, max_flops, points):
     """The compute-optimal model size, tokens and loss over a range of budgets, for charts."""
-    return planning.frontier(_named(slug), min_flops, max_flops, points)
-
-
-def _named(slug: str):
-    law = laws.get_law(get_session(), slug, scope=scope())
-    return law if not isinstance(law, laws.FittedLaw) else laws.named_law(law)
+    law = laws.engine_law(get_session(), slug, scope=scope())
+    return planning.frontier(law, min_flops, max_flops, points)
 
 
 @jobs_blp.get("/<uuid:job_id>")

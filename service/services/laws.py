@@ -142,14 +142,16 @@ def _fit_caveats(result: fit.LawFit) -> list[caveats.Caveat]:
 
 def slug_for(request: Mapping[str, Any]) -> str:
     """The request's slug, or one made from its name."""
-    slug = request.get("slug") or re.sub(r"[^a-z0-9]+", "-", request["name"].lower()).strip("-")[:63].strip(
-        "-"
-    )
+    slug = request.get("slug") or _slug_of(request["name"])
     if len(slug) < 2:
         raise InvalidFieldError("#/slug", "The name makes no slug; give one (lowercase letters and digits).")
     if slug in PUBLISHED_LAWS:
         raise InvalidFieldError("#/slug", f"{slug!r} is a published law's slug; choose another.")
     return slug
+
+
+def _slug_of(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:63].strip("-")
 
 
 def fit_target(
@@ -268,13 +270,23 @@ def published_laws() -> list[engine.NamedLaw]:
 
 def named_law(law: FittedLaw) -> engine.NamedLaw:
     """The engine's view of a fitted law, with its bootstrap fits."""
+    return _engine_view(law, samples=bootstrap_laws(law))
+
+
+def engine_law(session: Session, slug: str, *, scope: uuid.UUID | None) -> engine.NamedLaw:
+    """The law a slug names, published or fitted, as the engine takes it."""
+    law = get_law(session, slug, scope=scope)
+    return named_law(law) if isinstance(law, FittedLaw) else law
+
+
+def _engine_view(law: FittedLaw, samples: tuple[ScalingLaw, ...]) -> engine.NamedLaw:
     return engine.NamedLaw(
         ScalingLaw(**{name: getattr(law, name) for name in COEFFICIENTS}),
         slug=law.slug,
         name=law.name,
         source=_source(law),
         fitted_range=FittedRange(**law.fitted_range),
-        samples=bootstrap_laws(law),
+        samples=samples,
     )
 
 
@@ -283,16 +295,12 @@ def bootstrap_laws(law: FittedLaw | None) -> tuple[ScalingLaw, ...]:
 
 
 def describe(law: engine.NamedLaw | FittedLaw) -> dict[str, Any]:
-    """What GET /v1/scaling-laws shows of a published or a fitted law (ScalingLawSchema)."""
+    """What GET /v1/scaling-laws shows of a published or a fitted law (ScalingLawSchema). Lists leave a
+    fitted law's bootstrap fits unloaded: they are not shown."""
     if isinstance(law, engine.NamedLaw):
         return {**vars(law), "kind": "published", "warnings": []}
     return {
-        "law": ScalingLaw(**{name: getattr(law, name) for name in COEFFICIENTS}),
-        "slug": law.slug,
-        "name": law.name,
-        "source": _source(law),
-        "note": None,
-        "fitted_range": FittedRange(**law.fitted_range),
+        **vars(_engine_view(law, samples=())),
         "kind": "fitted",
         "id": law.id,
         "organization": law.organization_slug,
@@ -336,14 +344,15 @@ def delete_law(session: Session, slug: str, *, scope: uuid.UUID | None, if_match
     require_version(if_match, law_version(law))
     session.delete(law)
     try:
-        session.flush()
+        session.commit()
     except IntegrityError:
+        session.rollback()
         raise ConflictError(f"Plans were made with the scaling law {slug!r}; it is kept for them.") from None
 
 
-def law_version(law: FittedLaw) -> str:
-    """A fitted law never changes: its id is its version (its ETag)."""
-    return law.id.hex
+def law_version(law: engine.NamedLaw | FittedLaw) -> str | None:
+    """A fitted law never changes: its id is its version (its ETag). Published laws have none."""
+    return law.id.hex if isinstance(law, FittedLaw) else None
 
 
 def get_fit_job(session: Session, job_id: uuid.UUID, *, scope: uuid.UUID | None) -> FitJob:
