@@ -18,8 +18,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Forbidden, Unauthorized
 
-from service.db import get_db
+from service.db import READ_METHODS, get_db, get_session
 from service.services import keys
+from service.services.audit import act_as
 from service.services.keys import Principal
 
 # Everything else needs a key, including paths that match no route (no hint of what exists).
@@ -52,9 +53,13 @@ def _authenticate() -> None:
         raise _unauthorized("Send an API key: Authorization: Bearer <key>.")
     if scheme.lower() != "bearer" or not key.strip():
         raise _unauthorized("Use the Bearer scheme: Authorization: Bearer <key>.", "invalid_request")
-    database = get_db()
-    with database.read_sessionmaker() as session:
-        found = keys.authenticate(session, key.strip())
+    if flask.request.method in READ_METHODS:
+        # A read authenticates in the request's own transaction: one checkout and BEGIN fewer per request.
+        found = keys.authenticate(get_session(), key.strip())
+    else:
+        # A write looks its key up apart, so that (on SQLite) it takes the write lock only once admitted.
+        with get_db().read_sessionmaker() as session:
+            found = keys.authenticate(session, key.strip())
     if found is None:
         raise _unauthorized(
             "The API key is not valid (malformed, unknown, revoked or expired).", "invalid_token"
@@ -63,6 +68,8 @@ def _authenticate() -> None:
     if stale:
         flask.g.touch_key = principal.key_id
     flask.g.principal = principal
+    if "db_session" in flask.g:
+        act_as(flask.g.db_session, principal.key_id, flask.g.get("request_id"))
 
 
 def _touch_after_response(response: flask.Response) -> flask.Response:

@@ -25,9 +25,11 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     Uuid,
+    select,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.sql.selectable import ScalarSelect
 
 from service.catalog import PRECISIONS
 
@@ -98,6 +100,13 @@ class Money(TypeDecorator[Decimal]):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def id_by_slug(model: type[Organization | HardwareProfile], slug: str) -> ScalarSelect:
+    """The id of `model`'s row with this slug, as a scalar subquery to compare a foreign key with: NULL (so
+    matching nothing) for an unknown slug. Both databases evaluate it once and seek an index by its value,
+    in the same round trip as the query around it."""
+    return select(model.id).where(model.slug == slug).scalar_subquery()
 
 
 class Base(DeclarativeBase):

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
-from sqlalchemy import Select, case, exists, false, literal, or_, select, update
+from sqlalchemy import Select, case, exists, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
 
@@ -36,6 +36,7 @@ from service.models import (
     Organization,
     Plan,
     budget_hardware,
+    id_by_slug,
     utcnow,
 )
 from service.schemas import AllocationSchema, PlanInputsSchema, PlanRequestSchema, format_money
@@ -318,24 +319,20 @@ def list_plans(
     summaries = select(Plan).options(
         *_loaded(), *(defer(document) for document in (Plan.inputs, Plan.snapshot, Plan.result))
     )
-    return paginate(session, _filtered(session, summaries, where, scope), Plan, limit, after)
+    return paginate(session, _filtered(summaries, where, scope), Plan, limit, after)
 
 
-def _filtered(session: Session, stmt: Select, where: PlanFilter, scope: uuid.UUID | None) -> Select:
-    # Slugs become ids first: `organization_id = :id` lets the databases seek the (organization_id,
-    # created_at, id) index, where `IN (SELECT ...)` made them walk every organisation's plans.
+def _filtered(stmt: Select, where: PlanFilter, scope: uuid.UUID | None) -> Select:
+    # `organization_id = (SELECT id ...)` seeks the (organization_id, created_at, id) index, where
+    # `IN (SELECT ...)` made the databases walk every organisation's plans.
     if scope is not None:
         stmt = stmt.where(Plan.organization_id == scope)
     if where.organization is not None:
-        organization_id = session.scalar(
-            select(Organization.id).where(Organization.slug == where.organization)
-        )
-        stmt = stmt.where(Plan.organization_id == organization_id)  # NULL for an unknown slug: no rows
+        stmt = stmt.where(Plan.organization_id == id_by_slug(Organization, where.organization))
     if where.budget_id is not None:
         stmt = stmt.where(Plan.budget_id == where.budget_id)
     if where.hardware is not None:
-        hardware_id = session.scalar(select(HardwareProfile.id).where(HardwareProfile.slug == where.hardware))
-        stmt = stmt.where(Plan.hardware_id == hardware_id if hardware_id else false())
+        stmt = stmt.where(Plan.hardware_id == id_by_slug(HardwareProfile, where.hardware))
     if where.status is not None:
         stmt = stmt.where(Plan.status == where.status)
     if where.label is not None:

@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, Integer, String, cast, func, select
 from sqlalchemy.orm import Session
 
 from service.core.units import CENT
-from service.models import MONEY_SCALE, Budget, HardwareProfile, Organization, Plan
+from service.models import MONEY_SCALE, Budget, HardwareProfile, Organization, Plan, id_by_slug
 from service.services.budgets import get_budget
 from service.services.errors import InvalidFieldError
 
@@ -86,7 +86,7 @@ def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) 
         .order_by(*keys)
         .limit(MAX_ROWS + 1)
     )
-    stmt = _filtered(session, stmt, query, scope)
+    stmt = _filtered(stmt, query, scope)
     found = session.execute(stmt).all()
     if len(found) > MAX_ROWS:
         raise InvalidFieldError(
@@ -131,23 +131,16 @@ def _cost(sums: list) -> Decimal | None:
     return None if units is None else Decimal(units) + Decimal(millionths).scaleb(-MONEY_SCALE)
 
 
-def _filtered(session: Session, stmt, query: CostQuery, scope: uuid.UUID | None):
+def _filtered(stmt, query: CostQuery, scope: uuid.UUID | None):
     stmt = stmt.where(Plan.status == query.status)
     if scope is not None:
         stmt = stmt.where(Plan.organization_id == scope)
     if query.organization is not None:
-        # Ids first: `organization_id = :id` seeks the index where a subquery would not.
-        stmt = stmt.where(
-            Plan.organization_id
-            == session.scalar(select(Organization.id).where(Organization.slug == query.organization))
-        )
+        stmt = stmt.where(Plan.organization_id == id_by_slug(Organization, query.organization))
     if query.budget_id is not None:
         stmt = stmt.where(Plan.budget_id == query.budget_id)
     if query.hardware is not None:
-        stmt = stmt.where(
-            Plan.hardware_id
-            == session.scalar(select(HardwareProfile.id).where(HardwareProfile.slug == query.hardware))
-        )
+        stmt = stmt.where(Plan.hardware_id == id_by_slug(HardwareProfile, query.hardware))
     return stmt
 
 

@@ -1036,6 +1036,7 @@ def test_plans_are_filtered_by_organization_budget_hardware_status_and_label(cli
     assert listed(client, f"budget_id={budget['id']}") == [on_budget["id"]]
     assert listed(client, "hardware=other-gpu") == [other_gpu["id"]]
     assert listed(client, "hardware=lab-gpu") == [globex["id"], on_budget["id"]]
+    assert listed(client, "hardware=no-such-gpu") == []  # not the plans on inline hardware (no id either)
     assert listed(client, "status=committed") == [on_budget["id"]]
     assert listed(client, "status=cancelled") == [inline["id"]]
     assert listed(client, "status=draft") == [globex["id"], other_gpu["id"]]

@@ -300,7 +300,7 @@ def cases(draw) -> Case:
         # Filters now and then: each alone leaves a third of the plans or fewer.
         organization=draw(st.sampled_from([None] * 6 + [*ORGANIZATIONS, "initech"])),
         budget=draw(st.sampled_from([None] * 8 + ["acme-USD", "globex-EUR"])),
-        hardware=draw(st.sampled_from([None] * 6 + ["h100-sxm", "eu-gpu"])),
+        hardware=draw(st.sampled_from([None] * 6 + ["h100-sxm", "eu-gpu", "no-such-gpu"])),
         status=draw(st.sampled_from([None] * 5 + [*STATUSES])),
         plans=draw(st.lists(plan_specs(start, end), min_size=1, max_size=20)),
     )

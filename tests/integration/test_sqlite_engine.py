@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import text
 
 from service.config import Config
-from service.db import READ_ONLY, create_db_engine, normalise_url
+from service.db import READ_ONLY, SQLITE_SORT_THREADS, create_db_engine, normalise_url
 
 
 @pytest.fixture
@@ -22,12 +22,13 @@ def test_the_database_directory_is_created(sqlite_engine, tmp_path):
     assert (tmp_path / "sub" / "planner.db").exists()
 
 
-def test_connections_use_wal_a_busy_timeout_and_foreign_keys(sqlite_engine):
+def test_connections_use_wal_a_busy_timeout_foreign_keys_and_sort_threads(sqlite_engine):
     with sqlite_engine.connect() as connection:
         pragma = lambda name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()  # noqa: E731
         assert pragma("journal_mode") == "wal"
         assert pragma("busy_timeout") == 5000
         assert pragma("foreign_keys") == 1
+        assert pragma("threads") == SQLITE_SORT_THREADS
 
 
 def test_a_read_transaction_keeps_its_snapshot_while_another_commits(sqlite_engine):
