@@ -1,9 +1,33 @@
 """gunicorn settings for `make run`, the Dockerfile and the end-to-end tests (one file, one behaviour)."""
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
-from service.config import Config
-from service.logs import GUNICORN_LOGCONFIG
+# First, before anything imports prometheus_client (the service does): metrics from every worker
+# (service/metrics.py). prometheus_client picks its storage when first imported, in this master process; the
+# workers forked from it must keep their values as files under PROMETHEUS_MULTIPROC_DIR, holding nothing from
+# an earlier run. Set it to choose the directory (it is emptied); otherwise a fresh one is made, in memory
+# where possible.
+worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() else None
+_metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+if _metrics_dir:
+    shutil.rmtree(_metrics_dir, ignore_errors=True)
+    os.makedirs(_metrics_dir)
+else:
+    _metrics_dir = tempfile.mkdtemp(prefix="planner-metrics-", dir=worker_tmp_dir)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+
+import json  # noqa: E402
+
+from gunicorn import util  # noqa: E402
+from prometheus_client import multiprocess  # noqa: E402
+
+from service import http_status  # noqa: E402
+from service.config import Config  # noqa: E402
+from service.logs import GUNICORN_LOGCONFIG  # noqa: E402
+from service.problems import PROBLEM_CONTENT_TYPE  # noqa: E402
 
 _config = Config.from_env()
 
@@ -20,10 +44,36 @@ keepalive = 5
 # measured 101-123 req/s against 161-217 without recycling (bench/RESULTS.md).
 max_requests = 20000
 max_requests_jitter = 2000
-worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() else None
 # The app writes one JSON line per request itself (with its request id); gunicorn's own log is JSON too.
 accesslog = None
 logconfig_dict = GUNICORN_LOGCONFIG
 # gunicorn 27's control socket lives at one path per user (~/.gunicorn): two servers on one host would share
 # it, and the container's user has no home. Nothing here uses it.
 control_socket_disable = True
+
+
+def _write_problem(sock, status: int, reason: str, detail: str) -> None:
+    """Requests gunicorn refuses before the app sees them (a request line over 4 094 bytes, a header too
+    large or holding control characters) are answered in the API's error shape too, not with an HTML page."""
+    try:
+        title = http_status.title(status)
+    except ValueError:  # a status Python does not know
+        title = reason
+    body = json.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail}).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: {PROBLEM_CONTENT_TYPE}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+util.write_error = _write_problem  # what gunicorn's workers call to refuse a request
+
+
+def on_exit(_server):
+    shutil.rmtree(_metrics_dir, ignore_errors=True)
+
+
+def child_exit(_server, worker):
+    """A worker that exits (recycled, killed or timed out) leaves its counters behind, its gauges not."""
+    multiprocess.mark_process_dead(worker.pid)

@@ -136,6 +136,36 @@ def call(method: str, url: str, expect: int, **kwargs) -> requests.Response:
     return response
 
 
+def create_budget(base: str, name: str) -> str:
+    """A USD budget of the bench organisation over 2025-2027, too large to refuse anything: its id."""
+    body = {
+        "organization": "bench",
+        "name": name,
+        "amount": "900000000000.00",
+        "currency": "USD",
+        "period_start": "2025-01-01T00:00:00Z",
+        "period_end": "2028-01-01T00:00:00Z",
+    }
+    return call("POST", f"{base}/v1/budgets", 201, json=body).json()["id"]
+
+
+def committed_plan(base: str, budget_id: str, start_at: str) -> str:
+    """A 1e9-parameter plan on 8 H100s, labelled team alpha, committed against the budget: its id."""
+    body = {
+        "organization": "bench",
+        "budget_id": budget_id,
+        "params": 1e9,
+        "tokens": 2e10,
+        "hardware": "h100-sxm",
+        "accelerators": 8,
+        "start_at": start_at,
+        "labels": {"team": "alpha"},
+    }
+    plan = call("POST", f"{base}/v1/plans", 201, json=body).json()["id"]
+    call("POST", f"{base}/v1/plans/{plan}/commit", 200)
+    return plan
+
+
 @dataclass(frozen=True)
 class Fixture:
     organization: str

@@ -9,7 +9,9 @@ Then, each the median of 5 after a warm-up:
 
 * the report through HTTP (`GET /v1/reports/costs?...&granularity=month&group_by=budget`, JSON and CSV);
 * the SQL statement the service sends for it, caught on its way to the driver and run on the driver alone;
-* the same with `group_by=budget,label:team` (labels live in the plan's JSON: no index covers them).
+* the same with `group_by=budget,label:team` (labels live in the plan's JSON: no index covers them);
+* the same report over a year with no plans: what every request costs whatever it aggregates (a new
+  connection, authentication, the response), to set beside the difference between HTTP and SQL.
 
     .venv/bin/python -m bench.bench_reports [--plans 1000000] [--backends sqlite,postgresql]
 
@@ -35,7 +37,9 @@ from bench.bench_plans import (
     AUTH,
     PLANS,
     call,
+    committed_plan,
     copy_postgresql,
+    create_budget,
     insert_sqlite,
     median_seconds,
     scratch_database,
@@ -58,6 +62,7 @@ SHAPES = {
     "history": {"organizations": 10, "years": 4, "scoped": True},
 }
 REPORT = "/v1/reports/costs?from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z&granularity=month"
+EMPTY_YEAR = "/v1/reports/costs?from=1990-01-01T00:00:00Z&to=1991-01-01T00:00:00Z&granularity=month"
 
 
 def prepare(base: str, organizations: int) -> tuple[list[str], str]:
@@ -66,39 +71,8 @@ def prepare(base: str, organizations: int) -> tuple[list[str], str]:
     for n in range(organizations):
         slug = "bench" if n == 0 else f"other-{n}"
         call("POST", f"{base}/v1/organizations", 201, json={"slug": slug, "name": slug.title()})
-    budgets = [
-        call(
-            "POST",
-            f"{base}/v1/budgets",
-            201,
-            json={
-                "organization": "bench",
-                "name": f"Budget {n}",
-                "amount": "900000000000.00",
-                "currency": "USD",
-                "period_start": "2025-01-01T00:00:00Z",
-                "period_end": "2028-01-01T00:00:00Z",
-            },
-        ).json()["id"]
-        for n in range(BUDGETS)
-    ]
-    plan = call(
-        "POST",
-        f"{base}/v1/plans",
-        201,
-        json={
-            "organization": "bench",
-            "budget_id": budgets[0],
-            "params": 1e9,
-            "tokens": 2e10,
-            "hardware": "h100-sxm",
-            "accelerators": 8,
-            "start_at": "2026-01-01T00:00:00Z",
-            "labels": {"team": "alpha"},
-        },
-    ).json()["id"]
-    call("POST", f"{base}/v1/plans/{plan}/commit", 200)
-    return budgets, plan
+    budgets = [create_budget(base, f"Budget {n}") for n in range(BUDGETS)]
+    return budgets, committed_plan(base, budgets[0], "2026-01-01T00:00:00Z")
 
 
 def fill(engine: Engine, budgets: list[str], template: str, total: int, shape: dict) -> float:
@@ -191,10 +165,12 @@ def run_backend(backend: str, shape_name: str, args: argparse.Namespace) -> None
             count = connection.scalar(select(func.count()).select_from(PLANS))
         organization = "bench" if shape["scoped"] else None
         print(f"\n## {backend}, {shape_name}: {count} plans (filled in {seconds:.0f} s)")
+        scope = f"&organization={organization}" if organization else ""
+        empty = f"{server.base}{EMPTY_YEAR}&group_by=budget{scope}"
+        floor = median_seconds(lambda: requests.get(empty, headers=AUTH, timeout=600), 5)
+        print(f"the same report over a year with no plans, through HTTP: {floor * 1000:.1f} ms")
         for group_by in (("budget",), ("budget", "label:team")):
-            address = f"{server.base}{REPORT}&group_by={','.join(group_by)}"
-            if organization:
-                address += f"&organization={organization}"
+            address = f"{server.base}{REPORT}&group_by={','.join(group_by)}{scope}"
             http = median_seconds(lambda address=address: requests.get(address, headers=AUTH, timeout=600), 5)
             as_csv = f"{address}&format=csv"
             csv = median_seconds(lambda as_csv=as_csv: requests.get(as_csv, headers=AUTH, timeout=600), 5)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from flask import Flask
 from sqlalchemy.exc import SQLAlchemyError
 
-from service import auth, cli, jobs, request_context
+from service import auth, cli, jobs, ratelimit, request_context
 from service.api import init_api
 from service.config import Config
 from service.db import Database, create_db_engine, get_db
@@ -36,6 +36,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     Database(create_db_engine(config)).init_app(app)
     request_context.init_app(app)
     auth.init_app(app)  # after the request id is set, before any body is looked at
+    ratelimit.init_app(app, config.rate_limit_per_minute, config.rate_limit_burst)  # once the key is known
     audit.install()
     init_api(app)
     jobs.init_app(app)

@@ -24,7 +24,7 @@ from service.services.audit import act_as
 from service.services.keys import Principal
 
 # Everything else needs a key, including paths that match no route (no hint of what exists).
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"})
 OPEN_PREFIXES = ("/docs/static/",)
 SECURITY_SCHEME = {"type": "http", "scheme": "bearer", "description": "An API key: cpk_<id>_<secret>."}
 READERS = ("planner", "finance", "viewer")

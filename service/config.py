@@ -55,6 +55,11 @@ class Config:
     fit_job_lease_seconds: int = 120
     sqlite_busy_timeout_ms: int = 5000
     db_pool_size: int = 5
+    db_pool_timeout_seconds: int = 10  # waiting for a pooled connection before answering 503
+    db_connect_timeout_seconds: int = 5  # PostgreSQL: an unreachable server is a quick 503, not a hang
+    db_statement_timeout_ms: int = 30_000  # PostgreSQL: a statement running longer is cancelled (503)
+    rate_limit_per_minute: int = 0  # requests per API key and minute; 0 turns the limit off
+    rate_limit_burst: int = 0  # requests a key may send at once; 0: a tenth of a minute's worth
     web_concurrency: int = 2
     threads: int = 4
     migrations_dir: Path = field(default=PROJECT_ROOT / "migrations")
@@ -81,6 +86,15 @@ class Config:
             ),
             sqlite_busy_timeout_ms=_int(env, "SQLITE_BUSY_TIMEOUT_MS", default.sqlite_busy_timeout_ms),
             db_pool_size=_int(env, "DB_POOL_SIZE", default.db_pool_size, minimum=1),
+            db_pool_timeout_seconds=_int(
+                env, "DB_POOL_TIMEOUT_SECONDS", default.db_pool_timeout_seconds, minimum=1
+            ),
+            db_connect_timeout_seconds=_int(
+                env, "DB_CONNECT_TIMEOUT_SECONDS", default.db_connect_timeout_seconds, minimum=1
+            ),
+            db_statement_timeout_ms=_int(env, "DB_STATEMENT_TIMEOUT_MS", default.db_statement_timeout_ms),
+            rate_limit_per_minute=_int(env, "RATE_LIMIT_PER_MINUTE", default.rate_limit_per_minute),
+            rate_limit_burst=_int(env, "RATE_LIMIT_BURST", default.rate_limit_burst),
             web_concurrency=_int(env, "WEB_CONCURRENCY", default.web_concurrency, minimum=1),
             threads=_int(env, "THREADS", default.threads, minimum=1),
             admin_key=env.get("PLANNER_ADMIN_KEY") or None,

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import flask
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.config import Config
 from service.services.audit import act_as
 
 EXTENSION_KEY = "planner.db"
+
+log = logging.getLogger(__name__)
 
 
 def normalise_url(database_url: str) -> URL:
@@ -30,8 +34,19 @@ def create_db_engine(config: Config) -> Engine:
     url = normalise_url(config.database_url)
     if url.get_backend_name() == "sqlite":
         return _create_sqlite_engine(url, config.sqlite_busy_timeout_ms)
+    # Database trouble must surface as a prompt error (503 to the caller), never a hung worker: bounded waits
+    # to connect, for a pooled connection and for each statement (0 turns the statement timeout off). A
+    # connection that broke while idle (a database restart) is found by the pre-ping and replaced.
     return create_engine(
-        url, pool_pre_ping=True, pool_size=config.db_pool_size, max_overflow=config.db_pool_size
+        url,
+        pool_pre_ping=True,
+        pool_size=config.db_pool_size,
+        max_overflow=config.db_pool_size,
+        pool_timeout=config.db_pool_timeout_seconds,
+        connect_args={
+            "connect_timeout": config.db_connect_timeout_seconds,
+            "options": f"-c statement_timeout={int(config.db_statement_timeout_ms)}",
+        },
     )
 
 
@@ -115,4 +130,9 @@ def get_session(*, read_only: bool | None = None) -> Session:
 def _close_session(_exc: BaseException | None) -> None:
     session = flask.g.pop("db_session", None)
     if session is not None:
-        session.close()
+        try:
+            session.close()
+        except SQLAlchemyError as error:
+            # The rollback at close failed: the database went away mid-request (a restart). The pool has
+            # discarded the connection already, and the response, already decided, must not become a 500.
+            log.warning("session not closed cleanly", extra={"error_type": type(error).__name__})

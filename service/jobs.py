@@ -22,7 +22,7 @@ from datetime import timedelta
 import flask
 from sqlalchemy import and_, or_, select, update
 
-from service import http_status
+from service import http_status, metrics
 from service.db import Database, get_db
 from service.models import FitJob, utcnow
 from service.services import audit, laws
@@ -63,6 +63,7 @@ def claim_next(database: Database, lease: timedelta = LEASE) -> tuple[uuid.UUID,
                 .returning(FitJob.attempt)
             ).scalar()
             if claimed is not None:
+                metrics.count_on_commit(session, metrics.FIT_JOBS.labels(event="started"))
                 session.commit()
                 return job_id, claimed
         session.rollback()
@@ -121,6 +122,9 @@ def _finish(
             )
         ).rowcount
         if finished:
+            metrics.count_on_commit(
+                session, metrics.FIT_JOBS.labels(event="failed" if error else "succeeded")
+            )
             session.commit()
         else:  # another runner holds a later attempt: its outcome, not ours
             session.rollback()

@@ -11,11 +11,12 @@ from collections.abc import Iterator, Mapping
 
 import flask
 import marshmallow as ma
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm.exc import StaleDataError
 from werkzeug.exceptions import HTTPException
 
-from service import http_status
+from service import http_status, metrics
 from service.core.validation import InvalidInput
 from service.request_context import current_request_id
 from service.services.errors import (
@@ -164,9 +165,15 @@ def _handle_core_refusal(error: InvalidInput) -> flask.Response:
     return problem_response(422, "The request is not valid; see errors.", errors=[{"detail": str(error)}])
 
 
-def _handle_database_unavailable(error: OperationalError) -> flask.Response:
-    # Unreachable, restarting, timed out or locked: the request may well succeed if retried shortly.
-    log.warning("database unavailable", extra={"error_type": type(error.orig).__name__})
+def _handle_database_error(error: DBAPIError | PoolTimeoutError) -> flask.Response:
+    # Unreachable, restarting, timed out, locked, or its connection lost mid-request: the request may well
+    # succeed if retried shortly. Any other driver error is a bug (500).
+    unavailable = isinstance(error, OperationalError | PoolTimeoutError) or error.connection_invalidated
+    if not unavailable:
+        return _handle_unexpected(error)
+    error_type = type(getattr(error, "orig", None) or error).__name__
+    metrics.DATABASE_ERRORS.labels(error=error_type).inc()
+    log.warning("database unavailable", extra={"error_type": error_type})
     return problem_response(503, "The database is unavailable; retry shortly.", headers={"Retry-After": "1"})
 
 
@@ -188,6 +195,7 @@ def register_error_handlers(app: flask.Flask) -> None:
         app.register_error_handler(cls, _handle_service_error)
     app.register_error_handler(InvalidInput, _handle_core_refusal)
     app.register_error_handler(ma.ValidationError, _handle_invalid_document)
-    app.register_error_handler(OperationalError, _handle_database_unavailable)
+    app.register_error_handler(DBAPIError, _handle_database_error)
+    app.register_error_handler(PoolTimeoutError, _handle_database_error)
     app.register_error_handler(StaleDataError, _handle_concurrent_update)
     app.register_error_handler(Exception, _handle_unexpected)

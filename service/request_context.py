@@ -14,6 +14,8 @@ import uuid
 
 import flask
 
+from service import metrics
+
 REQUEST_ID_HEADER = "X-Request-ID"
 _ACCEPTABLE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -36,9 +38,10 @@ def _finish_request(response: flask.Response) -> flask.Response:
     request_id = current_request_id()
     if request_id:
         response.headers[REQUEST_ID_HEADER] = request_id
-    started = flask.g.get("request_started")
-    duration_ms = round((time.perf_counter() - started) * 1000, 3) if started else None
+    seconds = time.perf_counter() - flask.g.get("request_started", time.perf_counter())
+    metrics.observe_request(response, seconds)
     rule = flask.request.url_rule
+    principal = flask.g.get("principal")  # who called, by key id: never the key itself
     access_log.info(
         "request",
         extra={
@@ -46,7 +49,11 @@ def _finish_request(response: flask.Response) -> flask.Response:
             "path": flask.request.path,
             "route": rule.rule if rule else None,
             "status": response.status_code,
-            "duration_ms": duration_ms,
+            "duration_ms": round(seconds * 1000, 3),
+            "key_id": principal.key_id if principal else None,
+            "organization": str(principal.organization_id)
+            if principal and principal.organization_id
+            else None,
         },
     )
     return response

@@ -1235,14 +1235,21 @@ class PlanPageSchema(PageSchema):
     items = ma.fields.List(ma.fields.Nested(PlanSummarySchema), required=True)
 
 
+LABEL_FILTER_VALUE = r"[^\x00-\x1f\x7f]{0,200}"  # a value as labels hold them (see Text)
+
+
 class LabelFilterField(ma.fields.String):
     """`key:value`, loaded as a (key, value) pair."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         text = super()._deserialize(value, attr, data, **kwargs)
         key, colon, wanted = text.partition(":")
-        if not colon or not re.fullmatch(LABEL_KEY_PATTERN, key) or len(wanted) > 200:
-            raise ma.ValidationError("Must be key:value, e.g. team:alpha.")
+        if (
+            not colon
+            or not re.fullmatch(LABEL_KEY_PATTERN, key)
+            or not re.fullmatch(LABEL_FILTER_VALUE, wanted)
+        ):
+            raise ma.ValidationError("Must be key:value, e.g. team:alpha (no control characters).")
         return key, wanted
 
 
@@ -1254,7 +1261,7 @@ class PlanQuerySchema(ListQuerySchema):
     label = LabelFilterField(
         metadata={
             "description": "key:value; only plans with this label.",
-            "pattern": LABEL_KEY_PATTERN.removesuffix("$") + ":.{0,200}$",
+            "pattern": LABEL_KEY_PATTERN.removesuffix("$") + ":" + LABEL_FILTER_VALUE + "$",
         }
     )
     created_from = UtcDateTime(metadata={"description": "Created at or after (inclusive)."})

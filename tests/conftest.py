@@ -7,6 +7,9 @@ never see each other's rows; the code under test commits to a SAVEPOINT inside i
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +23,7 @@ from sqlalchemy.orm import sessionmaker
 from service import create_app, migrate
 from service.config import Config
 from service.db import create_db_engine, get_db, normalise_url
+from service.logs import JsonFormatter
 from service.models import Organization
 from service.services import keys
 from tests.commands import scratch_postgres_database
@@ -90,15 +94,40 @@ class BufferedClient(FlaskClient):
 
 
 @pytest.fixture
-def app(database_url, session_factory):
-    # No background runner: it would share the test's connection from another thread. Tests run fit jobs
-    # with service.jobs.run_pending.
-    app = create_app(Config(database_url=database_url, testing=True, fit_jobs_in_process=False))
-    app.test_client_class = BufferedClient
-    database = get_db(app)
-    database.sessionmaker = database.read_sessionmaker = session_factory
-    yield app
-    get_db(app).engine.dispose()
+def app_with(database_url, session_factory):
+    """Builds apps on the test's transaction with settings of the test's choosing: app_with(threads=8)."""
+    apps = []
+
+    def make(**settings):
+        # No background runner: it would share the test's connection from another thread. Tests run fit
+        # jobs with service.jobs.run_pending.
+        config = Config(database_url=database_url, testing=True, fit_jobs_in_process=False)
+        apps.append(create_app(config.with_overrides(settings)))
+        apps[-1].test_client_class = BufferedClient
+        database = get_db(apps[-1])
+        database.sessionmaker = database.read_sessionmaker = session_factory
+        return apps[-1]
+
+    yield make
+    for app in apps:
+        get_db(app).engine.dispose()
+
+
+@pytest.fixture
+def app(app_with):
+    return app_with()
+
+
+@pytest.fixture
+def service_log():
+    """Captures what the service logs, as the JSON lines it writes."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("service")
+    logger.addHandler(handler)
+    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
+    logger.removeHandler(handler)
 
 
 @pytest.fixture

@@ -51,6 +51,15 @@ OPENAPI_SETTINGS = {
     },
 }
 
+# What any /v1 operation may answer besides its own responses: the key's rate limit, database trouble.
+COMMON_RESPONSES = {"429": "TOO_MANY_REQUESTS", "503": "SERVICE_UNAVAILABLE"}
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # Operations that take training runs: bodies up to MAX_FIT_UPLOAD_LENGTH, as JSON or a multipart CSV upload.
 UPLOAD_ENDPOINTS = frozenset({"scaling-laws.fit_law"})
@@ -70,11 +79,23 @@ class PlannerApi(Api):
             response: dict[str, object] = {"description": status.phrase}
             if status >= 400:
                 response["schema"] = self.ERROR_SCHEMA
+            if status in (429, 503):
+                response["headers"] = RETRY_AFTER
             prepare_response(response, self.spec, PROBLEM_CONTENT_TYPE)
             self.spec.components.response(status.name, response, lazy=True)
         response = {"description": "Error (application/problem+json)", "schema": self.ERROR_SCHEMA}
         prepare_response(response, self.spec, PROBLEM_CONTENT_TYPE)
         self.spec.components.response("DEFAULT_ERROR", response, lazy=True)
+
+
+def _with_common_responses(spec: dict) -> dict:
+    for path, operations in spec["paths"].items():
+        if path.startswith("/v1/"):
+            for method, operation in operations.items():
+                if method != "parameters":
+                    for status, name in COMMON_RESPONSES.items():
+                        operation["responses"].setdefault(status, {"$ref": f"#/components/responses/{name}"})
+    return spec
 
 
 def _check_body() -> None:
@@ -123,7 +144,9 @@ def init_api(app: flask.Flask) -> Api:
     api.register_converter(SlugConverter, lambda _converter: {"type": "string", "pattern": SLUG_PATTERN})
     # One place through which both /openapi.json and `flask openapi write` get the document.
     raw_to_dict = api.spec.to_dict
-    api.spec.to_dict = lambda: http_status.normalise_spec(raw_to_dict())
+    api.spec.to_dict = lambda: http_status.normalise_spec(_with_common_responses(raw_to_dict()))
+    for name in COMMON_RESPONSES.values():
+        api.spec.components.get_ref("response", name)  # registers the lazily described response
     api.spec.components.schema("InlineHardware", schema=InlineHardwareSchema)
     api.spec.components.schema("InlineLaw", schema=InlineLawSchema)
     api.spec.components.schema("FitRequest", schema=FitRequestSchema)

@@ -62,9 +62,9 @@ class _Parser(FlaskParser):
     def _raw_load_json(self, req):
         try:
             return super()._raw_load_json(req)
-        except RecursionError:
-            # json.loads gives up on absurdly deep nesting with RecursionError, which webargs does not
-            # treat as invalid JSON.
+        except (RecursionError, ValueError):
+            # json.loads gives up on absurdly deep nesting with RecursionError, and on integers of over 4 300
+            # digits with a plain ValueError; webargs treats neither as invalid JSON.
             return self._handle_invalid_json_error(json.JSONDecodeError("nested too deeply", "", 0), req)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import flask
 
+from service import metrics
 from service.api.base import Blueprint
 from service.db import get_db
 from service.problems import problem_response
@@ -35,3 +36,20 @@ def readyz():
             503, f"Not ready: database {readiness.database}.", headers={"Retry-After": "5"}
         )
     return {"status": "ok", "database": readiness.database, "schema_revision": readiness.schema_revision}
+
+
+@blp.get("/metrics")
+@blp.doc(
+    security=[],
+    responses={
+        "200": {
+            "description": "Prometheus text format: requests by route and status, plans, budget conflicts, "
+            "fit jobs, database errors, rate limiting.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
+)
+def metrics_exposition():
+    """Metrics for Prometheus to scrape, added up over every worker process of this host. Like the probes,
+    it needs no key: expose it to the monitoring network only."""
+    return metrics.exposition()

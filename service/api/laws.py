@@ -7,6 +7,7 @@ import io
 
 import flask
 import marshmallow as ma
+from werkzeug.exceptions import BadRequest
 
 from service import jobs
 from service.api.base import (
@@ -161,7 +162,10 @@ def _prefers_async() -> bool:
 def _fit_body() -> dict:
     request = flask.request
     if request.mimetype != "multipart/form-data":
-        return request.get_json()
+        try:
+            return request.get_json()
+        except RecursionError:  # Werkzeug makes a 400 of a ValueError only
+            raise BadRequest("The request body is not valid JSON.") from None
     form = request.form
     # A part without a name arrives under None.
     unknown = sorted(str(name) for name in (set(form) - FORM_FIELDS) | (set(request.files) - {"runs"}))

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
+from service import metrics
 from service.core import fit, isoflop_fit
 from service.core import plan as engine
 from service.core import warnings as caveats
@@ -213,6 +214,7 @@ def submit_fit(
             session.add(job)
     except IntegrityError:
         raise ConflictError(f"A fit for a scaling law {slug!r} was just queued.") from None
+    metrics.count_on_commit(session, metrics.FIT_JOBS.labels(event="queued"))
     return job
 
 

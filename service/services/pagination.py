@@ -40,7 +40,7 @@ class Cursor:
             if moment.tzinfo is None:
                 raise ValueError("cursor time has no offset")
             return cls(moment.astimezone(UTC), uuid.UUID(id_))
-        except (binascii.Error, ValueError, TypeError, OverflowError, UnicodeDecodeError) as exc:
+        except (binascii.Error, ValueError, TypeError, OverflowError, RecursionError) as exc:
             raise ValueError("Not a valid cursor.") from exc
 
 

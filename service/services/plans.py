@@ -24,6 +24,7 @@ from sqlalchemy import Select, case, exists, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
 
+from service import metrics
 from service.core import plan as engine
 from service.core.laws import FittedRange, ScalingLaw
 from service.core.units import CENT
@@ -144,6 +145,7 @@ def create_plan(
         # cent could buy a plan the budget cannot hold.
         remaining = budget.remaining.quantize(CENT, ROUND_DOWN)
         if remaining <= 0:
+            metrics.BUDGET_CONFLICTS.labels(limit="amount").inc()
             raise ConflictError(f"Budget {budget.id} has nothing remaining.", limit="amount")
         loaded.update(cost=remaining, currency=budget.currency)
 
@@ -199,6 +201,7 @@ def create_plan(
         session.flush()
     except IntegrityError:  # its budget or hardware profile was deleted since we read it
         raise ConflictError("The plan's budget or hardware profile was just deleted.") from None
+    metrics.count_on_commit(session, metrics.PLANS_CREATED)
     return plan
 
 
@@ -421,8 +424,11 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
         .execution_options(synchronize_session=False)
     ).first()
     if reserved is None:
-        raise _refusal(session, plan)
+        refusal = _refusal(session, plan)
+        metrics.BUDGET_CONFLICTS.labels(limit=refusal.extensions["limit"]).inc()
+        raise refusal
     _ledger(session, plan, "commit", 1, now)
+    metrics.count_on_commit(session, metrics.PLANS_COMMITTED)
     session.flush()
     session.refresh(plan)
     return plan

@@ -325,7 +325,7 @@ def test_the_matrix_covers_every_operation_in_the_openapi_description(client):
     assert documented <= covered, documented - covered
 
 
-def test_every_operation_but_the_probes_declares_a_security_requirement(client):
+def test_every_operation_but_the_probes_and_metrics_declares_a_security_requirement(client):
     spec = client.get("/openapi.json").get_json()
     assert spec["security"] == [{"bearerAuth": []}]
     assert spec["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
@@ -333,7 +333,7 @@ def test_every_operation_but_the_probes_declares_a_security_requirement(client):
         for method, operation in item.items():
             if method == "parameters":
                 continue
-            if path in ("/healthz", "/readyz"):
+            if path in ("/healthz", "/readyz", "/metrics"):
                 assert operation["security"] == [], path
             else:
                 assert "security" not in operation or operation["security"], (method, path)
@@ -519,7 +519,7 @@ def test_a_revoked_bootstrap_key_stays_revoked_when_the_service_restarts(make_ap
 
 def test_every_route_but_the_open_ones_needs_a_key(app):
     client = app.test_client()
-    open_paths = {"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/static/<path:filename>"}
+    open_paths = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/static/<path:filename>"}
     for rule in app.url_map.iter_rules():
         if rule.rule in open_paths or rule.rule.startswith("/static"):
             continue

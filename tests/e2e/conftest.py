@@ -43,13 +43,18 @@ def server_env() -> dict[str, str]:
 def server(empty_database_url, tmp_path, server_workers, server_threads, server_env):
     port = free_port()
     env = {
-        **os.environ,
-        "DATABASE_URL": empty_database_url,
-        "PORT": str(port),
-        "WEB_CONCURRENCY": str(server_workers),
-        "PLANNER_ADMIN_KEY": ADMIN_KEY,
-        **({"THREADS": str(server_threads)} if server_threads is not None else {}),
-        **server_env,
+        name: value
+        for name, value in {
+            **os.environ,
+            "DATABASE_URL": empty_database_url,
+            "PORT": str(port),
+            "WEB_CONCURRENCY": str(server_workers),
+            "PLANNER_ADMIN_KEY": ADMIN_KEY,
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),  # gone with the test, however it ends
+            **({"THREADS": str(server_threads)} if server_threads is not None else {}),
+            **server_env,
+        }.items()
+        if value is not None  # server_env unsets a variable with None
     }
     subprocess.run(
         [BIN / SETUP_COMMAND[0], *SETUP_COMMAND[1:]], cwd=ROOT, env=env, check=True, capture_output=True

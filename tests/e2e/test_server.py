@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -84,4 +87,27 @@ def test_sigterm_stops_the_server_cleanly(server):
     base, process, _ = server
     assert requests.get(f"{base}/healthz", timeout=5).status_code == 200
     process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=40) == 0
+
+
+def slow_fit_body() -> dict:
+    """A synchronous fit that takes seconds: 500 runs (the most fitted in the request) and 200 resamples."""
+    runs = [
+        {"params": n, "tokens": d, "loss": 1.8 + 480 / n**0.35 + 2100 / d**0.37 + 0.002 * math.sin(i)}
+        for i, (n, d) in enumerate((1e7 * 1.3**a, 1e9 * 1.4**b) for a in range(25) for b in range(20))
+    ]
+    return {"organization": "acme", "name": "Slow", "runs": runs, "bootstrap": {"samples": 200, "seed": 1}}
+
+
+def test_sigterm_lets_the_requests_in_flight_finish(server):
+    base, process, _ = server
+    requests.post(f"{base}/v1/organizations", json={"slug": "acme", "name": "Acme"}, headers=AUTH, timeout=5)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(
+            requests.post, f"{base}/v1/scaling-laws", json=slow_fit_body(), headers=AUTH, timeout=120
+        )
+        time.sleep(1)
+        assert not pending.done()  # still being served when the signal comes
+        process.send_signal(signal.SIGTERM)
+        assert pending.result().status_code == 201
     assert process.wait(timeout=40) == 0
