@@ -736,7 +736,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> BackendResult:
                 print(f"    statuses {dict(result.statuses)}; e.g. {result.sample_error}", flush=True)
         if not args.plans:
             return BackendResult(backend, load, 0, 0.0, 0, [], [])
-        engine = create_db_engine(Config(database_url=database_url))
+        engine = create_db_engine(Config(database_url=database_url, db_statement_timeout_ms=0))
         try:
             loaded, seconds = fill_history(engine, fixture, args.plans)
             size = database_size(engine)

@@ -159,7 +159,7 @@ def run_backend(backend: str, shape_name: str, args: argparse.Namespace) -> None
         serving(url, workers=1, threads=4, log_path=Path(directory) / "server.log") as server,
     ):
         budgets, template = prepare(server.base, shape["organizations"])
-        engine = create_db_engine(Config(database_url=url))
+        engine = create_db_engine(Config(database_url=url, db_statement_timeout_ms=0))  # bulk loads
         seconds = fill(engine, budgets, template, args.plans, shape)
         with engine.connect() as connection:
             count = connection.scalar(select(func.count()).select_from(PLANS))

@@ -24,13 +24,22 @@ def alembic_config(connection: Connection, migrations_dir: Path = MIGRATIONS_DIR
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as connection:
+        _no_statement_timeout(connection)
         hold_setup_lock(connection)
         command.upgrade(alembic_config(connection), revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     with engine.begin() as connection:
+        _no_statement_timeout(connection)
         command.downgrade(alembic_config(connection), revision)
+
+
+def _no_statement_timeout(connection: Connection) -> None:
+    """A migration may rewrite or index a large table for minutes: DB_STATEMENT_TIMEOUT_MS bounds requests,
+    not schema changes (PostgreSQL; for this transaction only)."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
 
 
 def check(engine: Engine) -> None:

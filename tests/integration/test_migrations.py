@@ -51,3 +51,15 @@ def test_check_detects_a_model_that_has_no_migration(empty_engine):
             migrate.check(empty_engine)
     finally:
         Base.metadata.remove(extra)
+
+
+def test_migrations_are_not_bound_by_the_requests_statement_timeout(empty_database_url):
+    # 1 ms would cancel most DDL statements; a schema change on a large table may take minutes.
+    engine = create_db_engine(Config(database_url=empty_database_url, db_statement_timeout_ms=1))
+    try:
+        migrate.upgrade(engine)
+        migrate.downgrade(engine, "base")
+        migrate.upgrade(engine)
+        assert {"plans", "budgets"} <= tables(engine)
+    finally:
+        engine.dispose()

@@ -1,0 +1,399 @@
+"""A Python client for the Compute Planner API, on `requests`.
+
+    from planner_client import PlannerClient
+
+    planner = PlannerClient("http://127.0.0.1:8000", api_key="cpk_...")  # or PLANNER_URL, PLANNER_API_KEY
+    allocation = planner.allocate(pf_days=6000)
+    plan = planner.create_plan(organization="acme", pf_days=6000, hardware="h100-sxm", accelerators=1024)
+    for plan in planner.plans(organization="acme", status="committed"):
+        ...
+
+* Every method returns the response body as the API documents it (a dict); lists are iterators that follow
+  `next_cursor` page by page.
+* An error answer raises ProblemError, carrying the RFC 9457 problem details (status, title, detail, errors,
+  request_id).
+* Writes that change state on the server (creating plans, their transitions, fits) carry an Idempotency-Key,
+  made up when the caller gives none, so that a retry can never do them twice. A request is retried, with
+  exponential backoff honouring Retry-After, when the server answers 503 (database trouble) or 429 (rate
+  limit), and after a connection error when it is safe to resend: reads, and writes with an Idempotency-Key.
+* Updates and deletes need the resource's ETag (If-Match): give it, or the client reads it first.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import requests
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+RETRIED_STATUSES = frozenset({429, 503})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+Json = dict[str, Any]
+
+
+class ProblemError(Exception):
+    """The API refused or failed a request; `problem` is its RFC 9457 document."""
+
+    def __init__(self, status: int, problem: Mapping[str, Any], headers: Mapping[str, str] | None = None):
+        self.status = status
+        self.problem = dict(problem)
+        self.headers = dict(headers or {})
+        super().__init__(f"{status} {self.title}: {self.detail}")
+
+    @property
+    def title(self) -> str:
+        return self.problem.get("title", "")
+
+    @property
+    def detail(self) -> str:
+        return self.problem.get("detail", "")
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        """For a 422: one entry per invalid field, naming it by `pointer`, `parameter` or `header`."""
+        return self.problem.get("errors", [])
+
+    @property
+    def request_id(self) -> str | None:
+        return self.problem.get("request_id")
+
+
+class PlannerClient:
+    """One API key against one server. Thread-safe as far as `requests.Session` is: one per thread."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+        session: requests.Session | None = None,
+    ):
+        self.base_url = (base_url or os.environ.get("PLANNER_URL") or DEFAULT_URL).rstrip("/")
+        api_key = api_key or os.environ.get("PLANNER_API_KEY")
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.session = session or requests.Session()
+        if api_key:
+            self.session.headers["Authorization"] = f"Bearer {api_key}"
+        self.session.headers["Accept"] = "application/json"
+
+    # --- Transport -----------------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        files: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> requests.Response:
+        """Send a request, retrying what may be retried; the response, or ProblemError for a 4xx/5xx."""
+        headers = dict(headers or {})
+        resendable = method in SAFE_METHODS or "Idempotency-Key" in headers
+        params = {name: _query_value(value) for name, value in (params or {}).items() if value is not None}
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                response = self.session.request(
+                    method,
+                    self.base_url + path,
+                    params=params,
+                    json=json,
+                    headers=headers,
+                    files=files,
+                    data=data,
+                    timeout=self.timeout,
+                )
+            except (requests.ConnectionError, requests.Timeout):
+                if last or not resendable:
+                    raise
+                time.sleep(self._delay(attempt, None))
+                continue
+            if response.status_code in RETRIED_STATUSES and not last:
+                time.sleep(self._delay(attempt, response.headers.get("Retry-After")))
+                continue
+            if response.status_code >= 400:
+                raise _problem(response)
+            return response
+        raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        """Retry-After when the server gives it (in seconds), else exponential backoff with jitter."""
+        if retry_after is not None and retry_after.isdigit():
+            return float(retry_after)
+        return self.backoff * 2**attempt * (0.5 + random.random())
+
+    def _json(self, method: str, path: str, **kwargs) -> Json:
+        return self.request(method, path, **kwargs).json()
+
+    def _pages(self, path: str, params: Mapping[str, Any]) -> Iterator[Json]:
+        """Every item of a list, fetching the next page only when the caller gets to it."""
+        params = dict(params)
+        while True:
+            page = self._json("GET", path, params=params)
+            yield from page["items"]
+            if not page.get("next_cursor"):
+                return
+            params["cursor"] = page["next_cursor"]
+
+    def _etag(self, path: str, if_match: str | None) -> dict[str, str]:
+        if if_match is None:
+            if_match = self.request("GET", path).headers["ETag"]
+        return {"If-Match": if_match}
+
+    @staticmethod
+    def _idempotent(key: str | None) -> dict[str, str]:
+        return {"Idempotency-Key": key or str(uuid.uuid4())}
+
+    # --- Probes --------------------------------------------------------------------------------------------
+
+    def health(self) -> Json:
+        return self._json("GET", "/healthz")
+
+    def readiness(self) -> Json:
+        return self._json("GET", "/readyz")
+
+    # --- Planning ------------------------------------------------------------------------------------------
+
+    def allocate(self, **request: Any) -> Json:
+        """N and D for a budget: one of flops, pf_days, cost, accelerator_hours or deadline, with hardware
+        where the budget needs it, and a law or tokens_per_param."""
+        return self._json("POST", "/v1/allocations", json=request)
+
+    def estimate(self, **request: Any) -> Json:
+        """Time, accelerator-hours, cost and memory of training `params` on `tokens`."""
+        return self._json("POST", "/v1/estimates", json=request)
+
+    # --- Organizations -------------------------------------------------------------------------------------
+
+    def organizations(self, *, limit: int | None = None) -> Iterator[Json]:
+        return self._pages("/v1/organizations", {"limit": limit})
+
+    def get_organization(self, slug: str) -> Json:
+        return self._json("GET", f"/v1/organizations/{slug}")
+
+    def create_organization(self, slug: str, name: str, **fields: Any) -> Json:
+        return self._json("POST", "/v1/organizations", json={"slug": slug, "name": name, **fields})
+
+    # --- Hardware ------------------------------------------------------------------------------------------
+
+    def hardware(
+        self, *, vendor: str | None = None, precision: str | None = None, limit: int | None = None
+    ) -> Iterator[Json]:
+        """Hardware profiles; `precision` keeps those with a peak for it (e.g. bf16)."""
+        return self._pages("/v1/hardware", {"vendor": vendor, "precision": precision, "limit": limit})
+
+    def get_hardware(self, slug: str) -> Json:
+        return self._json("GET", f"/v1/hardware/{slug}")
+
+    def hardware_prices(self, slug: str, *, limit: int | None = None) -> Iterator[Json]:
+        return self._pages(f"/v1/hardware/{slug}/prices", {"limit": limit})
+
+    def create_hardware(self, **profile: Any) -> Json:
+        return self._json("POST", "/v1/hardware", json=profile)
+
+    def update_hardware(self, slug: str, changes: Mapping[str, Any], *, if_match: str | None = None) -> Json:
+        path = f"/v1/hardware/{slug}"
+        return self._json("PATCH", path, json=dict(changes), headers=self._etag(path, if_match))
+
+    def replace_hardware(self, slug: str, profile: Mapping[str, Any], *, if_match: str | None = None) -> Json:
+        path = f"/v1/hardware/{slug}"
+        return self._json("PUT", path, json=dict(profile), headers=self._etag(path, if_match))
+
+    def delete_hardware(self, slug: str, *, if_match: str | None = None) -> None:
+        path = f"/v1/hardware/{slug}"
+        self.request("DELETE", path, headers=self._etag(path, if_match))
+
+    # --- Budgets -------------------------------------------------------------------------------------------
+
+    def budgets(self, *, organization: str | None = None, limit: int | None = None) -> Iterator[Json]:
+        return self._pages("/v1/budgets", {"organization": organization, "limit": limit})
+
+    def get_budget(self, budget_id: str) -> Json:
+        return self._json("GET", f"/v1/budgets/{budget_id}")
+
+    def create_budget(self, **budget: Any) -> Json:
+        return self._json("POST", "/v1/budgets", json=budget)
+
+    def update_budget(
+        self, budget_id: str, changes: Mapping[str, Any], *, if_match: str | None = None
+    ) -> Json:
+        path = f"/v1/budgets/{budget_id}"
+        return self._json("PATCH", path, json=dict(changes), headers=self._etag(path, if_match))
+
+    def replace_budget(
+        self, budget_id: str, budget: Mapping[str, Any], *, if_match: str | None = None
+    ) -> Json:
+        path = f"/v1/budgets/{budget_id}"
+        return self._json("PUT", path, json=dict(budget), headers=self._etag(path, if_match))
+
+    def delete_budget(self, budget_id: str, *, if_match: str | None = None) -> None:
+        path = f"/v1/budgets/{budget_id}"
+        self.request("DELETE", path, headers=self._etag(path, if_match))
+
+    def budget_ledger(self, budget_id: str, *, limit: int | None = None) -> Iterator[Json]:
+        return self._pages(f"/v1/budgets/{budget_id}/ledger", {"limit": limit})
+
+    def budget_utilization(self, budget_id: str) -> Json:
+        return self._json("GET", f"/v1/budgets/{budget_id}/utilization")
+
+    # --- Plans ---------------------------------------------------------------------------------------------
+
+    def create_plan(self, *, idempotency_key: str | None = None, **request: Any) -> Json:
+        """A draft plan from an allocation request (or given params and tokens); safe to retry."""
+        return self._json("POST", "/v1/plans", json=request, headers=self._idempotent(idempotency_key))
+
+    def plans(
+        self,
+        *,
+        organization: str | None = None,
+        budget_id: str | None = None,
+        hardware: str | None = None,
+        status: str | None = None,
+        label: str | None = None,
+        created_from: str | None = None,
+        created_to: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Json]:
+        """Plan summaries, newest first; `label` is key:value."""
+        filters = {
+            "organization": organization,
+            "budget_id": budget_id,
+            "hardware": hardware,
+            "status": status,
+            "label": label,
+            "created_from": created_from,
+            "created_to": created_to,
+            "limit": limit,
+        }
+        return self._pages("/v1/plans", filters)
+
+    def get_plan(self, plan_id: str) -> Json:
+        return self._json("GET", f"/v1/plans/{plan_id}")
+
+    def commit_plan(self, plan_id: str, *, idempotency_key: str | None = None) -> Json:
+        return self._json("POST", f"/v1/plans/{plan_id}/commit", headers=self._idempotent(idempotency_key))
+
+    def cancel_plan(self, plan_id: str, *, idempotency_key: str | None = None) -> Json:
+        return self._json("POST", f"/v1/plans/{plan_id}/cancel", headers=self._idempotent(idempotency_key))
+
+    def revise_plan(
+        self, plan_id: str, changes: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> Json:
+        """A new draft from the plan's request merged with `changes` (RFC 7396: null removes a field)."""
+        return self._json(
+            "POST",
+            f"/v1/plans/{plan_id}/revise",
+            json=dict(changes),
+            headers=self._idempotent(idempotency_key),
+        )
+
+    def compare_plans(self, plan_ids: list[str]) -> Json:
+        return self._json("GET", "/v1/plans/compare", params={"ids": ",".join(plan_ids)})
+
+    # --- Scaling laws --------------------------------------------------------------------------------------
+
+    def scaling_laws(
+        self, *, kind: str | None = None, organization: str | None = None, limit: int | None = None
+    ) -> Iterator[Json]:
+        return self._pages("/v1/scaling-laws", {"kind": kind, "organization": organization, "limit": limit})
+
+    def get_scaling_law(self, slug: str) -> Json:
+        return self._json("GET", f"/v1/scaling-laws/{slug}")
+
+    def fit_scaling_law(
+        self,
+        *,
+        wait: bool = True,
+        poll_seconds: float = 1.0,
+        idempotency_key: str | None = None,
+        **request: Any,
+    ) -> Json:
+        """Fit a law to `runs` (organization, name, runs, and optionally slug and bootstrap). Large fits run
+        in the background: with `wait`, poll the job and return the law; otherwise return the job."""
+        response = self.request(
+            "POST", "/v1/scaling-laws", json=request, headers=self._idempotent(idempotency_key)
+        )
+        body = response.json()
+        if response.status_code != 202 or not wait:
+            return body
+        job_path = response.headers["Location"]
+        while body["status"] in ("queued", "running"):
+            time.sleep(float(response.headers.get("Retry-After", poll_seconds)))
+            response = self.request("GET", job_path)
+            body = response.json()
+        if body["status"] == "failed":
+            raise ProblemError(body["error"].get("status", 500), body["error"])
+        return self._json("GET", body["law"])
+
+    def get_fit_job(self, job_id: str) -> Json:
+        return self._json("GET", f"/v1/fit-jobs/{job_id}")
+
+    def delete_scaling_law(self, slug: str, *, if_match: str | None = None) -> None:
+        path = f"/v1/scaling-laws/{slug}"
+        self.request("DELETE", path, headers=self._etag(path, if_match))
+
+    def isoflop(self, slug: str, **params: Any) -> Json:
+        """Loss against model size at a fixed budget (flops, and optionally points and span)."""
+        return self._json("GET", f"/v1/scaling-laws/{slug}/isoflop", params=params)
+
+    def frontier(self, slug: str, **params: Any) -> Json:
+        """N, D and loss along the compute-optimal frontier (min_flops, max_flops, points)."""
+        return self._json("GET", f"/v1/scaling-laws/{slug}/frontier", params=params)
+
+    # --- Reports -------------------------------------------------------------------------------------------
+
+    def cost_report(self, start: str, end: str, **params: Any) -> Json:
+        """Plans starting in [start, end), grouped: granularity, group_by (a list or comma-separated),
+        organization, budget_id, hardware, status."""
+        return self._json("GET", "/v1/reports/costs", params={"from": start, "to": end, **params})
+
+    def cost_report_csv(self, start: str, end: str, **params: Any) -> str:
+        """The same report as CSV text, as finance tools read it."""
+        query = {"from": start, "to": end, **params, "format": "csv"}
+        return self.request("GET", "/v1/reports/costs", params=query).text
+
+    # --- Keys and audit ------------------------------------------------------------------------------------
+
+    def keys(self, *, limit: int | None = None) -> Iterator[Json]:
+        return self._pages("/v1/keys", {"limit": limit})
+
+    def create_key(self, **fields: Any) -> Json:
+        """A new key (role, name, organization, expires_at); its full `key` is in this response only."""
+        return self._json("POST", "/v1/keys", json=fields)
+
+    def revoke_key(self, key_uuid: str) -> None:
+        self.request("DELETE", f"/v1/keys/{key_uuid}")
+
+    def audit(self, *, limit: int | None = None) -> Iterator[Json]:
+        return self._pages("/v1/audit", {"limit": limit})
+
+
+def _query_value(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return value
+
+
+def _problem(response: requests.Response) -> ProblemError:
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = None
+    if not isinstance(problem, dict):  # not from the API itself: a proxy's page, say
+        problem = {"status": response.status_code, "title": response.reason, "detail": response.text[:500]}
+    return ProblemError(response.status_code, problem, response.headers)

@@ -1,0 +1,192 @@
+"""planner_client and the `planner` command line against a real server."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from planner_client import PlannerClient, ProblemError
+from tests.e2e.conftest import ADMIN_KEY
+
+pytestmark = pytest.mark.e2e
+
+PLANNER = Path(sys.executable).parent / "planner"
+PLAN = {
+    "organization": "acme",
+    "pf_days": 100,
+    "hardware": "h100-sxm",
+    "accelerators": 64,
+    "start_at": "2027-02-01T00:00:00Z",
+}
+
+
+@pytest.fixture
+def planner(server) -> PlannerClient:
+    base, _, _ = server
+    client = PlannerClient(base, ADMIN_KEY, backoff=0.05)
+    client.create_organization("acme", "Acme")
+    return client
+
+
+@pytest.fixture
+def budget(planner) -> dict:
+    return planner.create_budget(
+        organization="acme",
+        name="FY27",
+        amount="5000000.00",
+        currency="USD",
+        period_start="2027-01-01T00:00:00Z",
+        period_end="2028-01-01T00:00:00Z",
+    )
+
+
+def test_the_client_allocates_and_estimates(planner):
+    allocation = planner.allocate(pf_days=6000)
+    assert allocation["tokens_per_param"] == pytest.approx(20)
+    assert 6 * allocation["params"] * allocation["tokens"] == pytest.approx(6000 * 8.64e19, rel=1e-9)
+    estimate = planner.estimate(params=7e9, tokens=2e12, hardware="h100-sxm", accelerators=256)
+    assert estimate["days"] > 0
+    assert estimate["currency"] == "USD"
+
+
+def test_plans_are_created_once_per_idempotency_key_committed_and_listed(planner, budget):
+    key = str(uuid.uuid4())
+    first = planner.create_plan(idempotency_key=key, budget_id=budget["id"], **PLAN)
+    again = planner.create_plan(idempotency_key=key, budget_id=budget["id"], **PLAN)
+    assert again["id"] == first["id"]  # the retry got the first response back
+    other = planner.create_plan(**PLAN)  # a key of its own, made up by the client
+    assert other["id"] != first["id"]
+    assert planner.commit_plan(first["id"])["status"] == "committed"
+    assert [plan["id"] for plan in planner.plans(organization="acme")] == [other["id"], first["id"]]
+    assert [plan["id"] for plan in planner.plans(status="committed")] == [first["id"]]
+    assert planner.budget_utilization(budget["id"])["committed"] == first["cost"]
+
+
+def test_lists_are_iterated_across_pages(planner):
+    for n in range(5):
+        planner.create_organization(f"org-{n}", f"Org {n}")
+    slugs = [organization["slug"] for organization in planner.organizations(limit=2)]
+    assert slugs == ["org-4", "org-3", "org-2", "org-1", "org-0", "acme"]
+
+
+def test_errors_are_raised_with_their_problem_details(planner):
+    with pytest.raises(ProblemError) as missing:
+        planner.get_plan(str(uuid.uuid4()))
+    assert missing.value.status == 404
+    assert missing.value.request_id
+    with pytest.raises(ProblemError) as invalid:
+        planner.create_plan(**{**PLAN, "accelerators": 0})
+    assert invalid.value.status == 422
+    assert [entry["pointer"] for entry in invalid.value.errors] == ["#/accelerators"]
+
+
+def test_updates_use_the_current_etag_and_a_stale_one_is_refused(planner, budget):
+    renamed = planner.update_budget(budget["id"], {"name": "FY27 pretraining"})
+    assert renamed["name"] == "FY27 pretraining"
+    with pytest.raises(ProblemError) as stale:
+        planner.update_budget(budget["id"], {"name": "again"}, if_match='"stale"')
+    assert stale.value.status == 412
+
+
+def test_a_large_fit_runs_in_the_background_and_the_client_waits_for_its_law(planner):
+    runs = [
+        {"params": n, "tokens": d, "loss": 1.8 + 480 / n**0.35 + 2100 / d**0.37}
+        for n in (5e7, 1e8, 3e8, 1e9, 3e9)
+        for d in (1e9, 5e9, 2e10, 1e11)
+    ]
+    law = planner.fit_scaling_law(
+        organization="acme", name="Sweep", runs=runs, bootstrap={"samples": 300, "seed": 1}
+    )
+    assert law["slug"] == "sweep"
+    assert law["alpha"] == pytest.approx(0.35, abs=0.01)
+
+
+def test_the_cost_report_comes_as_json_or_csv(planner, budget):
+    plan = planner.create_plan(budget_id=budget["id"], **PLAN)
+    planner.commit_plan(plan["id"])
+    window = ("2027-01-01T00:00:00Z", "2028-01-01T00:00:00Z")
+    report = planner.cost_report(*window, granularity="month", group_by=["budget"])
+    assert [row["cost"] for row in report["rows"]] == [plan["cost"]]
+    rows = list(csv.DictReader(io.StringIO(planner.cost_report_csv(*window, group_by="budget"))))
+    assert [(row["budget"], row["plans"]) for row in rows] == [(budget["id"], "1")]
+
+
+# --- The command line ---------------------------------------------------------------------------------------
+
+
+def planner_cli(server, *arguments: str) -> subprocess.CompletedProcess:
+    base, _, _ = server
+    env = {**os.environ, "PLANNER_URL": base, "PLANNER_API_KEY": ADMIN_KEY}
+    command = [PLANNER, *arguments]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_planner_allocate_prints_a_table_or_json(server, planner):
+    table = planner_cli(server, "allocate", "--pf-days", "6000")
+    assert table.returncode == 0, table.stderr
+    assert "params" in table.stdout
+    assert "65.7B" in table.stdout  # 6.57e10 parameters, as people read them
+    as_json = planner_cli(server, "--json", "allocate", "--pf-days", "6000")
+    assert json.loads(as_json.stdout)["params"] == pytest.approx(6.5726706900e10, rel=1e-6)
+
+
+def test_planner_creates_commits_lists_plans_and_downloads_the_csv(server, planner, budget):
+    created = planner_cli(
+        server,
+        "--json",
+        "plan",
+        "create",
+        "--organization",
+        "acme",
+        "--budget-id",
+        budget["id"],
+        "--pf-days",
+        "100",
+        "--hardware",
+        "h100-sxm",
+        "--accelerators",
+        "64",
+        "--start-at",
+        "2027-02-01T00:00:00Z",
+        "--label",
+        "team=alpha",
+    )
+    assert created.returncode == 0, created.stderr
+    plan = json.loads(created.stdout)
+    assert plan["labels"] == {"team": "alpha"}
+    assert planner_cli(server, "plan", "commit", plan["id"]).returncode == 0
+    listed = planner_cli(server, "plan", "list", "--status", "committed")
+    assert plan["id"] in listed.stdout
+    report = planner_cli(
+        server,
+        "report",
+        "costs",
+        "--from",
+        "2027-01-01T00:00:00Z",
+        "--to",
+        "2028-01-01T00:00:00Z",
+        "--group-by",
+        "budget",
+        "--format",
+        "csv",
+    )
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.splitlines()[0].startswith("budget,currency,plans")
+
+
+def test_planner_reports_an_error_with_its_fields_and_exits_1(server, planner):
+    refused = planner_cli(server, "plan", "create", "--organization", "acme", "--pf-days", "-5")
+    assert refused.returncode == 1
+    assert "422" in refused.stderr
+    assert "#/pf_days" in refused.stderr
+    missing = planner_cli(server, "plan", "show", str(uuid.uuid4()))
+    assert missing.returncode == 1
+    assert "404" in missing.stderr
