@@ -27,7 +27,7 @@ from prometheus_client import multiprocess  # noqa: E402
 from service import http_status  # noqa: E402
 from service.config import Config  # noqa: E402
 from service.logs import GUNICORN_LOGCONFIG  # noqa: E402
-from service.problems import PROBLEM_CONTENT_TYPE  # noqa: E402
+from service.problems import PROBLEM_CONTENT_TYPE, problem_document  # noqa: E402
 
 _config = Config.from_env()
 
@@ -59,7 +59,7 @@ def _write_problem(sock, status: int, reason: str, detail: str) -> None:
         title = http_status.title(status)
     except ValueError:  # a status Python does not know
         title = reason
-    body = json.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail}).encode()
+    body = json.dumps(problem_document(status, detail, title=title)).encode()
     head = (
         f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: {PROBLEM_CONTENT_TYPE}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"

@@ -70,6 +70,20 @@ class ProblemSchema(ma.Schema):
     errors = ma.fields.List(ma.fields.Nested(ProblemErrorSchema))
 
 
+def problem_document(
+    status: int, detail: str | None = None, *, title: str | None = None
+) -> dict[str, object]:
+    """The members every problem has (RFC 9457), in order; `detail` only when there is one."""
+    body: dict[str, object] = {
+        "type": "about:blank",
+        "title": title or http_status.title(status),
+        "status": status,
+    }
+    if detail:
+        body["detail"] = detail
+    return body
+
+
 def problem_response(
     status: int,
     detail: str | None = None,
@@ -78,13 +92,7 @@ def problem_response(
     headers: Mapping[str, str] | None = None,
     **extensions: object,
 ) -> flask.Response:
-    body: dict[str, object] = {
-        "type": "about:blank",
-        "title": title or http_status.title(status),
-        "status": status,
-    }
-    if detail:
-        body["detail"] = detail
+    body = problem_document(status, detail, title=title)
     if flask.has_request_context():
         body["instance"] = flask.request.path
     body["request_id"] = current_request_id()
