@@ -29,6 +29,7 @@ from service.core.units import (
     MAX_PEAK_FLOPS_PER_SECOND,
     MAX_TOKENS,
     MIN_FLOPS,
+    MIN_TOKENS,
     PF_DAY_FLOPS,
 )
 from service.services.keys import ROLES as KEY_ROLES
@@ -392,7 +393,11 @@ class AllocationRequestSchema(ClusterFieldsSchema):
         "Slug of a scaling law (GET /v1/scaling-laws), e.g. chinchilla-2022.",
         metadata={"example": "chinchilla-2022"},
     )
-    unique_tokens = positive_float(MAX_TOKENS, "Unique tokens available: data-constrained allocation.")
+    unique_tokens = ma.fields.Float(
+        allow_nan=False,
+        validate=validate.Range(min=MIN_TOKENS, max=MAX_TOKENS),
+        metadata={"description": "Unique tokens available (at least one): data-constrained allocation."},
+    )
     inference_tokens = positive_float(
         MAX_TOKENS * 1e3, "Lifetime inference tokens: inference-aware allocation (with target_loss)."
     )

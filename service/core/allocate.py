@@ -18,7 +18,7 @@ from scipy.optimize import minimize_scalar
 
 from service.core import validation as v
 from service.core.laws import ScalingLaw
-from service.core.units import MAX_FLOPS, MAX_PARAMS, MAX_TOKENS, budget_flops
+from service.core.units import MAX_FLOPS, MAX_PARAMS, MAX_TOKENS, MIN_TOKENS, budget_flops
 
 DEFAULT_TOKENS_PER_PARAM = 20.0
 
@@ -78,10 +78,10 @@ def data_constrained_loss(law: ScalingLaw, params: float, tokens: float, unique_
     """
     N = v.positive("params", params)
     D = v.positive("tokens", tokens, maximum=MAX_TOKENS)
-    U = min(v.positive("unique_tokens", unique_tokens, maximum=MAX_TOKENS), D)
+    U = min(v.positive("unique_tokens", unique_tokens, minimum=MIN_TOKENS, maximum=MAX_TOKENS), D)
     R_D = D / U - 1
     D_eff = U + U * REPEATED_TOKENS_DECAY * -math.expm1(-R_D / REPEATED_TOKENS_DECAY)
-    U_N = min(N, law.G * math.exp((law.a / law.b) * math.log(U * law.G)))
+    U_N = min(N, law.G * math.exp((law.a / law.b) * (math.log(U) + math.log(law.G))))
     R_N = N / U_N - 1
     N_eff = U_N + U_N * EXCESS_PARAMS_DECAY * -math.expm1(-R_N / EXCESS_PARAMS_DECAY)
     return law.loss(N_eff, D_eff)
@@ -93,7 +93,7 @@ def data_constrained(flops: float, unique_tokens: float, law: ScalingLaw) -> All
     A one-dimensional search over log N of `data_constrained_loss` (Muennighoff et al. 2023, §5).
     """
     C = budget_flops("flops", flops)
-    U = v.positive("unique_tokens", unique_tokens, maximum=MAX_TOKENS)
+    U = v.positive("unique_tokens", unique_tokens, minimum=MIN_TOKENS, maximum=MAX_TOKENS)
     unconstrained = compute_optimal(C, law)
     if unconstrained.tokens <= U:
         return Allocation(unconstrained.params, unconstrained.tokens, C, unconstrained.predicted_loss, U)
@@ -104,9 +104,14 @@ def data_constrained(flops: float, unique_tokens: float, law: ScalingLaw) -> All
 
     center = math.log(unconstrained.params)
     # Search 4 orders of magnitude either side of the unconstrained optimum, within the sizes the law
-    # accepts (D = C/(6N) must stay below MAX_TOKENS and N below MAX_PARAMS).
-    low = max(center - 4 * math.log(10), math.log(C) - math.log(6 * MAX_TOKENS))
+    # accepts (D = C/(6N) must stay below MAX_TOKENS and N below MAX_PARAMS); the 1e-9 keeps D's rounding
+    # at the lower end from stepping over MAX_TOKENS.
+    low = max(center - 4 * math.log(10), math.log(C) - math.log(6 * MAX_TOKENS) + 1e-9)
     high = min(center + 4 * math.log(10), math.log(MAX_PARAMS))
+    if low > high:  # C > 6·MAX_PARAMS·MAX_TOKENS: no size the law accepts spends the budget
+        raise v.InvalidInput(
+            "flops", f"at most {6 * MAX_PARAMS * MAX_TOKENS:.0e} can be spent on repeated data, got {C:g}"
+        )
     log_N = _minimise(loss_at, low, high)
     N = math.exp(log_N)
     return Allocation(params=N, tokens=C / (6 * N), flops=C, predicted_loss=loss_at(log_N), unique_tokens=U)

@@ -23,6 +23,9 @@ MAX_FLOPS = 1e35
 MIN_FLOPS = 1e6
 MAX_PARAMS = 1e16
 MAX_TOKENS = 1e18
+# A corpus holds at least one token: fewer is a unit mistake, and tiny counts underflow the
+# data-constrained law's logarithms.
+MIN_TOKENS = 1.0
 MAX_PEAK_FLOPS_PER_SECOND = 1e19
 MAX_ACCELERATORS = 10_000_000
 MAX_DAYS = 36_500.0

@@ -185,6 +185,8 @@ def test_an_estimate_with_a_shape_counts_attention_and_activations(client, catal
         ({"flops": 1e22, "accelerators": 8}, "#/hardware"),
         ({"cost": "100.00", "currency": "USD", "hardware": "tpu-v4", "accelerators": 8}, "#/hardware"),
         ({"flops": 1e22, "unique_tokens": 0}, "#/unique_tokens"),
+        ({"flops": 1e22, "unique_tokens": 5e-324}, "#/unique_tokens"),
+        ({"flops": 1e35, "unique_tokens": 1, "law": "chinchilla-2022"}, "#/flops"),
         (
             {
                 "flops": 1e22,

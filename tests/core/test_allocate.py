@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from service.core import allocate
@@ -105,6 +105,14 @@ def test_the_data_constrained_search_finds_the_minimum_of_a_dense_scan(flops, un
     assert math.exp(best) == pytest.approx(allocation.params, rel=5e-3)
 
 
+@pytest.mark.parametrize("flops", [1e6, 1e21, 5e34])
+def test_a_single_unique_token_still_gets_a_finite_allocation(flops):
+    allocation = allocate.data_constrained(flops, 1.0, C4)
+    assert 6 * allocation.params * allocation.tokens == pytest.approx(flops, rel=1e-9)
+    assert math.isfinite(allocation.predicted_loss)
+    assert allocation.predicted_loss > C4.E
+
+
 def test_plenty_of_unique_data_changes_nothing():
     plain = allocate.compute_optimal(1e22, C4)
     constrained = allocate.data_constrained(1e22, plain.tokens * 2, C4)
@@ -167,6 +175,11 @@ def test_the_frontier_runs_from_the_smallest_to_the_largest_budget():
         (lambda: allocate.fixed_ratio(-1), "flops"),
         (lambda: allocate.fixed_ratio(1e21, 0), "tokens_per_param"),
         (lambda: allocate.data_constrained(1e21, 0, C4), "unique_tokens"),
+        # Below one token: a unit mistake, and small enough to underflow log(U·G) (found by hypothesis).
+        (lambda: allocate.data_constrained(1e21, 5e-324, C4), "unique_tokens"),
+        (lambda: allocate.data_constrained(1e21, 0.5, C4), "unique_tokens"),
+        # Beyond 6·MAX_PARAMS·MAX_TOKENS no model the law accepts can spend the budget on repeated data.
+        (lambda: allocate.data_constrained(1e35, 1.0, C4), "flops"),
         (lambda: allocate.data_constrained(math.nan, 1e9, C4), "flops"),
         (lambda: allocate.inference_aware(1.5, 1e12, SARDANA), "target_loss"),
         (lambda: allocate.inference_aware(2.0, -5, SARDANA), "inference_tokens"),
@@ -179,6 +192,7 @@ def test_invalid_arguments_are_refused_by_name(call, argument):
         call()
 
 
+@example(flops=1e21, unique=5e-324, target=2.0, inference=1e12)  # log(U·G) once underflowed here
 @given(
     flops=st.floats(allow_nan=True, allow_infinity=True),
     unique=st.floats(allow_nan=True, allow_infinity=True),
