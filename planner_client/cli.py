@@ -247,7 +247,18 @@ def _plan_list(client: PlannerClient, args: argparse.Namespace) -> None:
         for name in ("organization", "budget_id", "hardware", "status", "label", "created_from", "created_to")
     }
     plans = list(islice(client.plans(**filters, limit=min(args.limit, 100)), args.limit))
-    columns = ("id", "status", "organization", "params", "tokens", "days", "cost", "currency", "created_at")
+    columns = (
+        "id",
+        "name",
+        "status",
+        "organization",
+        "params",
+        "tokens",
+        "days",
+        "cost",
+        "currency",
+        "created_at",
+    )
     _show_list(args, plans, columns)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from flask import Flask
 from sqlalchemy.exc import SQLAlchemyError
 
-from service import auth, cli, jobs, ratelimit, request_context
+from service import auth, cli, console, jobs, ratelimit, request_context
 from service.api import init_api
 from service.config import Config
 from service.db import Database, create_db_engine, get_db
@@ -39,6 +39,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     ratelimit.init_app(app, config.rate_limit_per_minute, config.rate_limit_burst)  # once the key is known
     audit.install()
     init_api(app)
+    console.init_app(app)
     jobs.init_app(app)
     cli.init_app(app)
     if config.admin_key:

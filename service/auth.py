@@ -1,7 +1,8 @@
 """Who may call what: bearer API keys, roles, and each organisation seeing only its own objects.
 
-Every /v1 request must carry `Authorization: Bearer <key>` (never a query parameter). The probes, the
-OpenAPI document and the docs page are open. A view declares the roles it admits with `@requires(...)`;
+Every /v1 request must carry `Authorization: Bearer <key>` (never a query parameter); the web console's
+pages take the key from their session cookie instead. The probes, the OpenAPI document and the docs page
+are open. A view declares the roles it admits with `@requires(...)`;
 admins are admitted everywhere. Services receive a `Scope`: the organisation whose objects the caller may
 see, or None for an admin, who sees all.
 """
@@ -28,6 +29,9 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/do
 OPEN_PREFIXES = ("/docs/static/",)
 SECURITY_SCHEME = {"type": "http", "scheme": "bearer", "description": "An API key: cpk_<id>_<secret>."}
 READERS = ("planner", "finance", "viewer")
+# The web console (service/console) signs people in with a key kept in this cookie instead of the header.
+CONSOLE_BLUEPRINT = "console"
+CONSOLE_COOKIE = "planner_key"
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,13 @@ def _authenticate() -> None:
     path = flask.request.path
     if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
         return
+    if flask.request.blueprint == CONSOLE_BLUEPRINT:
+        # The web console's key travels in its session cookie; without a valid one the console sends the
+        # browser to its sign-in page (a redirect, not a 401 a person could do nothing with).
+        key = flask.request.cookies.get(CONSOLE_COOKIE)
+        if key:
+            admit(key)
+        return
     if any(
         name.lower() in ("api_key", "apikey", "key", "access_token", "token") for name in flask.request.args
     ):
@@ -53,23 +64,30 @@ def _authenticate() -> None:
         raise _unauthorized("Send an API key: Authorization: Bearer <key>.")
     if scheme.lower() != "bearer" or not key.strip():
         raise _unauthorized("Use the Bearer scheme: Authorization: Bearer <key>.", "invalid_request")
-    if flask.request.method in READ_METHODS:
-        # A read authenticates in the request's own transaction: one checkout and BEGIN fewer per request.
-        found = keys.authenticate(get_session(), key.strip())
-    else:
-        # A write looks its key up apart, so that (on SQLite) it takes the write lock only once admitted.
-        with get_db().read_sessionmaker() as session:
-            found = keys.authenticate(session, key.strip())
-    if found is None:
+    if admit(key.strip()) is None:
         raise _unauthorized(
             "The API key is not valid (malformed, unknown, revoked or expired).", "invalid_token"
         )
+
+
+def admit(key: str) -> Principal | None:
+    """Make the holder of `key` this request's principal; None (and nobody admitted) when it is not valid."""
+    if flask.request.method in READ_METHODS:
+        # A read authenticates in the request's own transaction: one checkout and BEGIN fewer per request.
+        found = keys.authenticate(get_session(), key)
+    else:
+        # A write looks its key up apart, so that (on SQLite) it takes the write lock only once admitted.
+        with get_db().read_sessionmaker() as session:
+            found = keys.authenticate(session, key)
+    if found is None:
+        return None
     principal, stale = found
     if stale:
         flask.g.touch_key = principal.key_id
     flask.g.principal = principal
     if "db_session" in flask.g:
         act_as(flask.g.db_session, principal.key_id, flask.g.get("request_id"))
+    return principal
 
 
 def _touch_after_response(response: flask.Response) -> flask.Response:

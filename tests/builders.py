@@ -33,3 +33,15 @@ def gpu_body(slug: str = "lab-gpu", price: str = "2.50", currency: str = "USD") 
         "currency": currency,
         "price_as_of": "2026-11",
     }
+
+
+def year_budget_body(organization: str = "acme") -> dict:
+    """The body of POST /v1/budgets for 5,000,000.00 USD over 2026."""
+    return {
+        "organization": organization,
+        "name": "FY26 pretraining",
+        "amount": "5000000.00",
+        "currency": "USD",
+        "period_start": "2026-01-01T00:00:00Z",
+        "period_end": "2027-01-01T00:00:00Z",
+    }

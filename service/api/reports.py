@@ -59,7 +59,7 @@ def cost_report(*, from_, to, granularity, group_by, status, format=None, **filt
 
     if _wants_csv(format):
         filename = f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}.csv"
-        return _csv_response(report.columns, report.rows, filename)
+        return csv_response(report.columns, report.rows, filename)
     return report
 
 
@@ -82,7 +82,7 @@ def _csv_value(name: str, value: Any) -> str:
     return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
-def _csv_response(columns: list[str], rows: Iterable[dict[str, Any]], filename: str) -> flask.Response:
+def csv_response(columns: list[str], rows: Iterable[dict[str, Any]], filename: str) -> flask.Response:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(columns)

@@ -132,6 +132,12 @@ def _intervals_over(
     )
 
 
+def frontier_intervals(law: NamedLaw, flops: float) -> Intervals | None:
+    """The spread of the compute-optimal allocation at `flops` over the law's bootstrap fits (None without
+    fits): the uncertainty band of a fitted law's frontier."""
+    return _intervals_over(law.samples, lambda sample: allocate.compute_optimal(flops, sample))
+
+
 def published(slug: str) -> NamedLaw:
     entry = PUBLISHED_LAWS[slug]
     return NamedLaw(entry.law, entry.slug, entry.name, entry.source, entry.fitted_range, entry.note or None)

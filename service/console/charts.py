@@ -1,0 +1,392 @@
+"""Charts for the server-rendered web console, drawn as inline SVG.
+
+The console ships no JavaScript and loads nothing from a CDN, so its charts (scaling-law curves, loss
+forecasts with uncertainty bands, spend against a budget) are drawn here on the server. Each function
+returns `markupsafe.Markup` holding one `<svg>` element; every string that comes from an argument is escaped.
+Only the standard library and markupsafe are used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from markupsafe import Markup, escape
+
+# Each colour has at least 3:1 contrast against white (WCAG 2.1 non-text contrast), so lines stay visible.
+PALETTE = ("#1f5fa8", "#b3461b", "#2e7d32", "#6a3d9a", "#8a6d00", "#00838f")
+OVER_COLOUR = "#b00020"
+# Larger magnitudes overflow when subtracted or scaled; no planner figure comes near them.
+_MAX_MAGNITUDE = 1e300
+_CHAR_WIDTH = 6.2  # rough width of one character at font-size 11, enough to lay out legends
+_MAX_POINT_MARKERS = 12  # marker shapes per series: enough to tell series apart, few enough to stay small
+_HALO = 'stroke="#fff" stroke-width="3" paint-order="stroke"'  # keeps a label legible where it crosses a line
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    points: Sequence[tuple[float, float]]  # (x, y)
+    band: Sequence[tuple[float, float, float]] = ()  # (x, low, high), drawn translucent behind the lines
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class Marker:
+    x: float
+    y: float
+    label: str  # drawn next to a filled circle
+
+
+def format_number(value: float) -> str:
+    """A compact human figure: 950, 1.2k, 70M, 1.4B, 3.2T, beyond that 5.8e23 (2 significant digits)."""
+    if not math.isfinite(value):
+        return "n/a"  # a chart must never show "nan" or "inf"
+    if value == 0:
+        return "0"
+    sign, size = ("-" if value < 0 else ""), abs(value)
+    if size >= 1e-3:
+        text = f"{size:.3g}"
+        if "e" not in text:  # below 1000 after rounding
+            return sign + text
+        for scale, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "B"), (1e12, "T")):
+            mantissa = size / scale
+            if mantissa < 999.5:  # rounds below 1000, else the next suffix reads better
+                text = f"{mantissa:.1f}" if mantissa < 9.95 else f"{mantissa:.0f}"
+                return sign + text.removesuffix(".0") + suffix
+    mantissa, exponent = f"{size:.1e}".split("e")
+    return f"{sign}{mantissa.removesuffix('.0')}e{int(exponent)}"
+
+
+def _n(value: float) -> str:
+    """An SVG coordinate with at most 2 decimals, which keeps the output small."""
+    text = f"{value:.2f}".rstrip("0").rstrip(".") if math.isfinite(value) else "0"
+    return "0" if text in ("-0", "") else text
+
+
+def _num(value: object, log: bool) -> float | None:
+    """The value as a float if it can be drawn on the axis, else None (the point is skipped)."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(number) or abs(number) > _MAX_MAGNITUDE or (log and number <= 0):
+        return None
+    return number
+
+
+@dataclass(frozen=True)
+class _Axis:
+    log: bool
+    lo: float  # in axis space: log10 of the value on a log axis
+    hi: float
+    ticks: tuple[tuple[float, str], ...]  # (position in axis space, label)
+
+    def share(self, position: float) -> float:
+        """How far along the axis a position (in axis space) lies, 0 at lo and 1 at hi."""
+        return (position - self.lo) / (self.hi - self.lo)
+
+
+def _linear_ticks(lo: float, hi: float, fmt: Callable[[float], str], log: bool = False) -> tuple:
+    """Nice 1/2/5 x 10^k steps: the densest with at most 8 ticks whose labels differ, the range widened to
+    them. On a log axis (a narrow range) the values are placed at their log10."""
+    top, fallback = math.floor(math.log10(hi - lo)), None
+    for step in (m * 10.0**k for k in range(top - 2, top + 2) for m in (1, 2, 5)):
+        first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+        values = [i * step for i in range(first, last + 1) if not log or i * step > 0]
+        labels = [fmt(v) for v in values]
+        unique = len(set(labels)) == len(labels)  # else try a coarser step: the labels would repeat
+        if len(values) <= 8 and (unique or fallback is None):
+            fallback = values, labels
+            if unique:
+                break
+    values, labels = fallback or ([lo, hi], [fmt(lo), fmt(hi)])
+    place = math.log10 if log else float
+    ticks = [(place(v), label) for v, label in zip(values, labels, strict=True)]
+    return min(ticks[0][0], place(lo)), max(ticks[-1][0], place(hi)), ticks
+
+
+def _log_ticks(lo: float, hi: float, fmt: Callable[[float], str]) -> tuple[float, float, list]:
+    """Ticks for a log axis whose range is lo..hi in log10 space."""
+    if math.ceil(lo) < math.floor(hi):  # two powers of ten or more inside: label decades, thinned to <= 8
+        k = 1
+        while math.ceil(hi / k) - math.floor(lo / k) + 1 > 8:
+            k += 1
+        first, last = math.floor(lo / k), math.ceil(hi / k)
+        return first * k, last * k, [(e * k, fmt(10.0 ** (e * k))) for e in range(first, last + 1)]
+    # Under about two decades, powers of ten alone would give one or two labels: use 1-2-5 steps.
+    decades = range(math.floor(lo) - 1, math.ceil(hi) + 1)
+    candidates = sorted((e + math.log10(m), m * 10.0**e) for e in decades for m in (1, 2, 5))
+    below = max(c for c in candidates if c[0] <= lo + 1e-9)[0]
+    above = min(c for c in candidates if c[0] >= hi - 1e-9)[0]
+    chosen = [(t, fmt(v)) for t, v in candidates if below <= t <= above]
+    if len(chosen) >= 3:
+        return below, above, chosen
+    # Within a factor of 2.5, 1-2-5 values would squeeze the data into a sliver: linear steps, log placed.
+    return _linear_ticks(10.0**lo, 10.0**hi, fmt, log=True)
+
+
+def _axis(values: list[float], log: bool, fmt: Callable[[float], str], explicit=None) -> _Axis:
+    ticks: list[tuple[float, str]] = []
+    if explicit is not None:
+        ticks = [(x, str(label)) for raw, label in explicit if (x := _num(raw, log)) is not None]
+        values = values + [x for x, _ in ticks]  # explicit ticks (e.g. the whole year) widen the range
+    if not values:
+        return _Axis(log, 0.0, 1.0, ())
+    spaced = [math.log10(v) if log else v for v in values]
+    lo, hi = min(spaced), max(spaced)
+    if hi - lo <= max(abs(lo), abs(hi)) * 1e-12:  # a single value: pad so the range has a width
+        pad = 0.5 if log else (abs(lo) * 0.1 or 1.0)
+        lo, hi = lo - pad, hi + pad
+    if explicit is not None:
+        return _Axis(log, lo, hi, tuple((math.log10(x) if log else x, label) for x, label in ticks))
+    lo, hi, placed = _log_ticks(lo, hi, fmt) if log else _linear_ticks(lo, hi, fmt)
+    return _Axis(log, lo, hi, tuple(placed))
+
+
+def _shape(kind: int, x: float, y: float, r: float = 3.5) -> str:
+    """Path data of a point marker; the shape, not only the colour, tells series apart."""
+    kind %= 5
+    if kind == 0:  # circle, as two arcs so every marker is a <path>
+        return f"M{_n(x - r)} {_n(y)}a{r} {r} 0 1 0 {2 * r} 0a{r} {r} 0 1 0 {-2 * r} 0Z"
+    if kind == 1:  # square
+        return f"M{_n(x - r)} {_n(y - r)}h{2 * r}v{2 * r}h{-2 * r}Z"
+    if kind == 2:  # diamond
+        d = r * 1.3
+        return f"M{_n(x)} {_n(y - d)}L{_n(x + d)} {_n(y)}L{_n(x)} {_n(y + d)}L{_n(x - d)} {_n(y)}Z"
+    tip = -1.2 * r if kind == 3 else 1.2 * r  # triangle up, then down
+    return f"M{_n(x)} {_n(y + tip)}L{_n(x + r)} {_n(y - tip)}L{_n(x - r)} {_n(y - tip)}Z"
+
+
+def _open_svg(chart_id: str, title: str, description: str, width: int, height: int) -> list[str]:
+    cid = escape(chart_id)
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="{cid}" class="chart" role="img" '
+        f'aria-labelledby="{cid}-title {cid}-desc" viewBox="0 0 {width} {height}" width="100%" '
+        f'font-family="system-ui, sans-serif" font-size="11">',
+        f'<title id="{cid}-title">{escape(title)}</title><desc id="{cid}-desc">{escape(description)}</desc>',
+    ]
+
+
+def _line(x1: float, y1: float, x2: float, y2: float, attrs: str) -> str:
+    return f'<line x1="{_n(x1)}" y1="{_n(y1)}" x2="{_n(x2)}" y2="{_n(y2)}" {attrs}/>'
+
+
+def _rect(x: float, y: float, width: float, height: float, attrs: str) -> str:
+    return f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(width)}" height="{_n(height)}" {attrs}/>'
+
+
+def _text(x: float, y: float, text: str, attrs: str = "") -> str:
+    return f'<text x="{_n(x)}" y="{_n(y)}"{" " if attrs else ""}{attrs}>{escape(text)}</text>'
+
+
+def _point(x: object, y: object, x_log: bool, y_log: bool) -> tuple[float, float] | None:
+    px, py = _num(x, x_log), _num(y, y_log)
+    return None if px is None or py is None else (px, py)
+
+
+def _band_row(row: Sequence[float], x_log: bool, y_log: bool) -> tuple[float, float, float] | None:
+    x, low, high = _num(row[0], x_log), _num(row[1], y_log), _num(row[2], y_log)
+    return None if x is None or low is None or high is None else (x, min(low, high), max(low, high))
+
+
+@dataclass(frozen=True)
+class _Plot:
+    """Where the plot area sits in the SVG, and how axis values map into it."""
+
+    x_axis: _Axis
+    y_axis: _Axis
+    left: float
+    right: float
+    top: float
+    bottom: float
+    width: int  # of the whole SVG
+    height: int
+
+    def sx(self, position: float) -> float:  # from axis space (log10 on a log axis) to SVG x
+        return self.left + self.x_axis.share(position) * (self.right - self.left)
+
+    def sy(self, position: float) -> float:  # SVG y grows downwards: larger values are drawn higher
+        return self.bottom - self.y_axis.share(position) * (self.bottom - self.top)
+
+    def x(self, value: float) -> float:
+        return self.sx(math.log10(value) if self.x_axis.log else value)
+
+    def y(self, value: float) -> float:
+        return self.sy(math.log10(value) if self.y_axis.log else value)
+
+
+def _frame(plot: _Plot, x_label: str, y_label: str, empty: bool) -> list[str]:
+    """Grid lines, tick marks and labels, the frame and the axis titles."""
+    out = []
+    for position, label in plot.x_axis.ticks:
+        x = plot.sx(position)
+        out.append(_line(x, plot.top, x, plot.bottom, 'class="grid" stroke="#e3e3e3"'))
+        out.append(_line(x, plot.bottom, x, plot.bottom + 5, 'class="tick" stroke="#333"'))
+        # A label that would run past an edge of the SVG is aligned to that edge instead of centred.
+        half = _CHAR_WIDTH * len(label) / 2
+        anchor = "start" if x - half < 0 else "end" if x + half > plot.width else "middle"
+        out.append(_text(x, plot.bottom + 17, label, f'class="x-tick" text-anchor="{anchor}"'))
+    for position, label in plot.y_axis.ticks:
+        y = plot.sy(position)
+        out.append(_line(plot.left, y, plot.right, y, 'class="grid" stroke="#e3e3e3"'))
+        out.append(_line(plot.left - 5, y, plot.left, y, 'class="tick" stroke="#333"'))
+        out.append(_text(plot.left - 7, y, label, 'class="y-tick" dy="4" text-anchor="end"'))
+    size = (plot.right - plot.left, plot.bottom - plot.top)
+    out.append(_rect(plot.left, plot.top, *size, 'class="frame" fill="none" stroke="#333"'))
+    mid_x, mid_y = (plot.left + plot.right) / 2, (plot.top + plot.bottom) / 2
+    out.append(_text(mid_x, plot.height - 6, x_label, 'class="axis-title" text-anchor="middle"'))
+    rotate = f'class="axis-title" transform="rotate(-90 14 {_n(mid_y)})" text-anchor="middle"'
+    out.append(_text(14, mid_y, y_label, rotate))
+    if empty:
+        out.append(_text(mid_x, mid_y, "No data to show", 'class="empty" text-anchor="middle" fill="#555"'))
+    return out
+
+
+def _legend(series: Sequence[Series], width: int) -> tuple[list[str], float]:
+    """A legend entry per series (line sample, marker shape, label) in rows along the top; and its height."""
+    out, row, cursor = [], 0, 0.0
+    for i, s in enumerate(series):
+        entry_width = 40 + _CHAR_WIDTH * len(s.label)
+        if cursor and cursor + entry_width > width - 16:
+            row, cursor = row + 1, 0.0
+        x, y = 12 + cursor, 14.0 + row * 16
+        cursor += entry_width + 12
+        colour, dash = PALETTE[i % len(PALETTE)], ' stroke-dasharray="6 4"' if s.dashed else ""
+        out.append(f'<g class="legend-entry" data-series="{i}">')
+        out.append(_line(x, y, x + 28, y, f'stroke="{colour}" stroke-width="2"{dash}'))
+        out.append(f'<path d="{_shape(i, x + 14, y)}" fill="{colour}" stroke="#fff" stroke-width="0.75"/>')
+        out.append(_text(x + 34, y, s.label, 'dy="4"') + "</g>")
+    return out, (row + 1) * 16.0 if series else 0.0
+
+
+def _series(plot: _Plot, i: int, s: Series, line: list[tuple[float, float]]) -> list[str]:
+    """One series: its line (when it has two points or more) and evenly spaced marker shapes."""
+    colour, dash = PALETTE[i % len(PALETTE)], ' stroke-dasharray="6 4"' if s.dashed else ""
+    out = [f'<g class="series" data-series="{i}">']
+    if len(line) >= 2:
+        coords = " ".join(f"{_n(plot.x(x))},{_n(plot.y(y))}" for x, y in line)
+        out.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+    # Every point of a short series, a sample of a long one: enough to tell the series apart.
+    count = min(len(line), _MAX_POINT_MARKERS)
+    for k in sorted({round(j * (len(line) - 1) / max(count - 1, 1)) for j in range(count)}):
+        shape = _shape(i, plot.x(line[k][0]), plot.y(line[k][1]))
+        out.append(f'<path d="{shape}" fill="{colour}" stroke="#fff" stroke-width="0.75"/>')
+    return [*out, "</g>"]
+
+
+def line_chart(
+    *,
+    chart_id: str,
+    title: str,
+    description: str,
+    series: Sequence[Series],
+    x_label: str,
+    y_label: str,
+    x_log: bool = False,
+    y_log: bool = False,
+    markers: Sequence[Marker] = (),
+    reference_lines: Sequence[tuple[float, str]] = (),
+    x_ticks: Sequence[tuple[float, str]] | None = None,
+    x_format: Callable[[float], str] = format_number,
+    y_format: Callable[[float], str] = format_number,
+    width: int = 640,
+    height: int = 360,
+) -> Markup:
+    """A line chart of series (with optional uncertainty bands), marked points and horizontal lines."""
+    lines = [[p for x, y in s.points if (p := _point(x, y, x_log, y_log))] for s in series]
+    bands = [[b for row in s.band if (b := _band_row(row, x_log, y_log))] for s in series]
+    bands = [band if len(band) >= 2 else [] for band in bands]  # one row makes no polygon
+    spots = [(m, p) for m in markers if (p := _point(m.x, m.y, x_log, y_log))]
+    refs = [(y, label) for raw, label in reference_lines if (y := _num(raw, y_log)) is not None]
+    # Bands, markers and reference lines count towards the ranges, so nothing is drawn off the axes.
+    xs = [x for line in lines for x, _ in line] + [b[0] for band in bands for b in band]
+    ys = [y for line in lines for _, y in line] + [v for band in bands for b in band for v in b[1:]]
+    xs += [p[0] for _, p in spots]
+    ys += [p[1] for _, p in spots] + [y for y, _ in refs]
+    legend, legend_height = _legend(series, width)
+    bottom = max(height - 44.0, 60.0)
+    plot = _Plot(
+        _axis(xs, x_log, x_format, x_ticks),
+        _axis(ys, y_log, y_format),
+        left=64.0,
+        right=width - 20.0,
+        top=min(12.0 + legend_height, bottom - 20),
+        bottom=bottom,
+        width=width,
+        height=height,
+    )
+    out = _open_svg(chart_id, title, description, width, height)
+    out += _frame(plot, x_label, y_label, empty=not (any(lines) or any(bands) or spots))
+    for i, band in enumerate(bands):  # bands first, so that every line is drawn over every band
+        if band:
+            outline = [(x, hi) for x, _, hi in band] + [(x, lo) for x, lo, _ in band[::-1]]
+            coords = " ".join(f"{_n(plot.x(x))},{_n(plot.y(y))}" for x, y in outline)
+            out.append(
+                f'<polygon class="band" data-series="{i}" points="{coords}" '
+                f'fill="{PALETTE[i % len(PALETTE)]}" fill-opacity="0.18"/>'
+            )
+    for value, label in refs:
+        y = plot.y(value)
+        label_y = y + 13 if y - plot.top < 14 else y - 4  # keep the label inside the plot area
+        out.append(_line(plot.left, y, plot.right, y, 'class="reference" stroke="#444" stroke-dasharray="4"'))
+        attrs = f'class="reference-label" text-anchor="end" {_HALO}'
+        out.append(_text(plot.right - 4, label_y, label, attrs))
+    for i, (s, line) in enumerate(zip(series, lines, strict=True)):
+        out += _series(plot, i, s, line)
+    for marker, (x, y) in spots:
+        px, py = plot.x(x), plot.y(y)
+        near_right = px > plot.right - 120  # then the label goes to the left, to stay inside the chart
+        out.append(f'<circle class="marker" cx="{_n(px)}" cy="{_n(py)}" r="4" fill="#222"/>')
+        label_x, anchor = (px - 7, "end") if near_right else (px + 7, "start")
+        out.append(_text(label_x, py - 6, marker.label, f'text-anchor="{anchor}" {_HALO}'))
+    out += [*legend, "</svg>"]
+    return Markup("".join(out))
+
+
+def bar(
+    *,
+    chart_id: str,
+    title: str,
+    parts: Sequence[tuple[float, str]],
+    total: float,
+    total_label: str,
+    width: int = 640,
+    height: int = 56,
+) -> Markup:
+    """A horizontal stacked bar of parts as fractions of total; a part past the total is clipped, flagged."""
+    # Every part keeps its label (e.g. "Committed 0.00 USD"); only positive, finite amounts take space.
+    usable = [(max(_num(raw, False) or 0.0, 0.0), str(label)) for raw, label in parts]
+    limit = _num(total, False) or 0.0
+    over = limit > 0 and sum(v for v, _ in usable) > limit
+    words = [label for _, label in usable] + [str(total_label)] + (["over budget"] if over else [])
+    out = _open_svg(chart_id, title, "; ".join(words), width, height)
+    inner, bar_h = width - 2.0, max(height - 28.0, 8.0)
+    out.append(_rect(1, 4, inner, bar_h, 'fill="#f3f3f3"'))
+    cursor = 0.0
+    for i, (value, _) in enumerate(usable):
+        if limit <= 0 or cursor >= limit or value <= 0:
+            continue
+        share = min(value, limit - cursor) / limit  # clipped at the end of the bar
+        attrs = f'class="part" fill="{PALETTE[i % len(PALETTE)]}"'
+        out.append(_rect(1 + cursor / limit * inner, 4, share * inner, bar_h, attrs))
+        cursor += value
+    if over:  # a red cap where the bar runs out, besides the red outline and the words
+        out.append(_rect(inner - 5, 4, 6, bar_h, f'class="overrun" fill="{OVER_COLOUR}"'))
+    stroke = f'stroke="{OVER_COLOUR}" stroke-width="2"' if over else 'stroke="#555"'
+    out.append(_rect(1, 4, inner, bar_h, f'class="track{" over" if over else ""}" fill="none" {stroke}'))
+    if limit <= 0:
+        attrs = 'class="empty" dy="4" text-anchor="middle" fill="#555"'
+        out.append(_text(width / 2, 4 + bar_h / 2, "No total to compare against", attrs))
+    # The text row under the bar: a swatch and label per part, then the total (and any overrun) on the right.
+    text_y, x = height - 6.0, 1.0
+    for i, (_, label) in enumerate(usable):
+        colour = PALETTE[i % len(PALETTE)]
+        out.append(_rect(x, height - 15.0, 10, 10, f'fill="{colour}"'))
+        out.append(_text(x + 14, text_y, label))
+        x += 28 + _CHAR_WIDTH * len(label)
+    flag = f'<tspan class="over" fill="{OVER_COLOUR}" font-weight="bold">over budget</tspan> ' if over else ""
+    out.append(f'<text x="{width - 1}" y="{_n(text_y)}" text-anchor="end">{flag}{escape(total_label)}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))

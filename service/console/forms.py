@@ -1,0 +1,188 @@
+"""From HTML forms (every value a string) to the request documents the API's schemas validate, and from
+their refusals back to messages beside the form fields."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import marshmallow as ma
+from markupsafe import Markup
+
+from service.console import charts
+from service.core import plan as engine
+from service.schemas import REPORT_GROUPS
+from service.services import planning
+from service.services.errors import InvalidFieldError
+
+# The budget a person plans with: one amount in one of these units.
+BUDGET_KINDS = {
+    "pf_days": "PF-days",
+    "flops": "FLOPs",
+    "cost": "Money",
+    "days": "Deadline (days)",
+    "target_loss": "Target loss",
+}
+# Planner fields passed through as typed (after the budget), and those that must be whole numbers (the
+# schemas take integers strictly: "8" is refused where 8 is wanted).
+PLANNER_FIELDS = (
+    "hardware",
+    "accelerators",
+    "mfu",
+    "law",
+    "tokens_per_param",
+    "unique_tokens",
+    "inference_tokens",
+)
+INTEGER_FIELDS = frozenset({"accelerators"})
+NUMBER_FIELDS = frozenset(
+    {"budget", "accelerators", "mfu", "tokens_per_param", "unique_tokens", "inference_tokens"}
+)
+DEFAULT_REFERENCE_LAW = "chinchilla-2022"  # the IsoFLOP chart's law when the plan uses a fixed ratio
+
+
+def _number_text(text: str) -> str:
+    """People write 6,000 or 1_000_000 or 1 000; the schemas read plain numerals."""
+    return text.replace(",", "").replace("_", "").replace(" ", "")
+
+
+def allocation_request(form: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The allocation request a planner form describes, and the form's own errors (by field)."""
+    request: dict[str, Any] = {}
+    errors: dict[str, list[str]] = {}
+    kind = form.get("budget_kind", "pf_days")
+    budget = _number_text(form.get("budget", "").strip())
+    if kind not in BUDGET_KINDS:
+        errors["budget_kind"] = [f"Choose one of: {', '.join(BUDGET_KINDS.values())}."]
+    elif not budget:
+        errors["budget"] = ["Enter a budget."]
+    else:
+        request[kind] = budget
+    if kind == "cost":
+        request["currency"] = form.get("currency", "").strip().upper()
+    for name in PLANNER_FIELDS:
+        text = form.get(name, "").strip()
+        if not text:
+            continue
+        text = _number_text(text) if name in NUMBER_FIELDS else text
+        request[name] = int(text) if name in INTEGER_FIELDS and text.isdigit() else text
+    return request, errors
+
+
+# Request members whose errors belong to another form field.
+_FIELD_OF_MEMBER = dict.fromkeys(BUDGET_KINDS, "budget") | {"currency": "currency", "cost": "budget"}
+
+
+def errors_by_field(error: ma.ValidationError | InvalidFieldError) -> dict[str, list[str]]:
+    """Messages keyed by form field ("_form" for the whole form)."""
+    found: dict[str, list[str]] = {}
+    if isinstance(error, InvalidFieldError):
+        where = error.where.get("pointer") or error.where.get("parameter") or "#"
+        member = where.removeprefix("#").strip("/").split("/")[0]
+        found.setdefault(_FIELD_OF_MEMBER.get(member, member or "_form"), []).append(error.detail)
+        return found
+    for member, messages in _flatten(error.messages, ""):
+        found.setdefault(_FIELD_OF_MEMBER.get(member, member), []).extend(messages)
+    return found
+
+
+def _flatten(tree: Any, member: str):
+    if isinstance(tree, Mapping):
+        for name, sub in tree.items():
+            top = member or ("_form" if name == "_schema" else str(name))
+            yield from _flatten(sub, top)
+    elif isinstance(tree, list | tuple):
+        messages = [str(item) for item in tree if not isinstance(item, Mapping | list | tuple)]
+        if messages:
+            yield member or "_form", messages
+        for item in tree:
+            if isinstance(item, Mapping | list | tuple):
+                yield from _flatten(item, member)
+    else:
+        yield member or "_form", [str(tree)]
+
+
+def isoflop_chart(outcome: engine.Plan) -> tuple[Markup | None, str | None]:
+    """The IsoFLOP profile at the plan's budget (loss against model size, the law's optimum and the plan
+    marked), and a note on which law draws it; (None, why) when the law cannot draw it at this budget."""
+    law = outcome.law or engine.published(DEFAULT_REFERENCE_LAW)
+    flops = outcome.allocation.flops
+    try:
+        profile = planning.isoflop(law, flops, 41, 10.0)
+    except InvalidFieldError as error:
+        return None, f"No IsoFLOP profile at this budget: {error.detail}"
+    optimal = profile["optimal"]
+    markers = [charts.Marker(optimal.params, optimal.predicted_loss, "Compute-optimal")]
+    allocation = outcome.allocation
+    plan_loss = allocation.predicted_loss or law.law.loss(allocation.params, allocation.tokens)
+    if abs(allocation.params / optimal.params - 1) > 0.01:
+        markers.append(charts.Marker(allocation.params, plan_loss, "This plan"))
+    note = None if outcome.law else f"Losses from {DEFAULT_REFERENCE_LAW}: the plan uses a fixed ratio."
+    chart = charts.line_chart(
+        chart_id="isoflop",
+        title=f"IsoFLOP profile at {charts.format_number(flops)} FLOPs",
+        description=f"Predicted loss against model size when {charts.format_number(flops)} FLOPs are spent "
+        f"(D = C / 6N), under {law.slug or 'the given law'}; the minimum is the compute-optimal size.",
+        series=[
+            charts.Series(
+                law.slug or "law", [(point.params, point.predicted_loss) for point in profile["points"]]
+            )
+        ],
+        x_label="Model size N (parameters)",
+        y_label="Predicted loss (nats/token)",
+        x_log=True,
+        markers=markers,
+    )
+    return chart, note
+
+
+def _instant(text: str | None) -> str | None:
+    """A date input (YYYY-MM-DD) as the UTC instant the schemas take; other text passes for them to judge."""
+    if not text:
+        return None
+    try:
+        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        return text
+    return day.isoformat()
+
+
+def plan_filter_query(args: Mapping[str, str]) -> dict[str, str]:
+    """Plan history filters (empty inputs left out) as GET /v1/plans takes them."""
+    query = {
+        name: args[name].strip()
+        for name in ("status", "budget_id", "hardware", "label", "cursor")
+        if args.get(name, "").strip()
+    }
+    for name in ("created_from", "created_to"):
+        instant = _instant(args.get(name, "").strip())
+        if instant:
+            query[name] = instant
+    return query
+
+
+def report_query(args: Mapping[str, str], now: datetime | None = None) -> dict[str, Any]:
+    """Cost report filters as GET /v1/reports/costs takes them; by default this calendar year by month and
+    budget, committed plans."""
+    now = now or datetime.now(UTC)
+    groups = [name for name in REPORT_GROUPS if args.get(f"group_{name}")]
+    label = args.get("group_label", "").strip()
+    if label:
+        groups.append(f"label:{label}")
+    query: dict[str, Any] = {
+        "from": _instant(args.get("from", "").strip()) or f"{now.year}-01-01T00:00:00+00:00",
+        "to": _instant(args.get("to", "").strip()) or f"{now.year + 1}-01-01T00:00:00+00:00",
+        "granularity": args.get("granularity") or "month",
+        "status": args.get("status") or "committed",
+    }
+    if groups or "grouped" in args:  # the form was sent: its choice of groups, even none
+        query["group_by"] = ",".join(groups)
+    else:
+        query["group_by"] = "budget"
+    for name in ("organization", "budget_id", "hardware"):
+        if args.get(name, "").strip():
+            query[name] = args[name].strip()
+    if query["group_by"] == "":
+        del query["group_by"]
+    return query

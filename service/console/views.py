@@ -1,0 +1,441 @@
+"""The console's pages. Each one reads its form, validates it with the API's own schemas, and calls the
+same use case as the API, so that the console can never answer differently from the API it stands beside.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import flask
+import marshmallow as ma
+from werkzeug.datastructures import MultiDict
+
+from service.api.reports import csv_response
+from service.auth import CONSOLE_COOKIE, READERS, current_principal, requires, scope
+from service.console import blp, charts, same_origin
+from service.console.formatting import FILTERS, money, number
+from service.console.forms import (
+    BUDGET_KINDS,
+    REPORT_GROUPS,
+    allocation_request,
+    errors_by_field,
+    isoflop_chart,
+    plan_filter_query,
+    report_query,
+)
+from service.core import plan as engine
+from service.db import get_db, get_session
+from service.models import utcnow
+from service.schemas import (
+    AllocationRequestSchema,
+    AllocationSchema,
+    BudgetSchema,
+    CompareQuerySchema,
+    ComparisonSchema,
+    CostReportQuerySchema,
+    FrontierQuerySchema,
+    PlanQuerySchema,
+    PlanRequestSchema,
+    PlanSchema,
+    PlanSummarySchema,
+    UtilizationSchema,
+)
+from service.services import (
+    budgets,
+    hardware,
+    idempotency,
+    keys,
+    laws,
+    organizations,
+    planning,
+    plans,
+    reports,
+)
+from service.services.errors import InvalidFieldError, NotFoundError, ServiceError
+from service.services.pagination import Cursor
+
+for _name, _filter in FILTERS.items():
+    blp.add_app_template_filter(_filter, _name)
+
+LIST_LIMIT = 25
+FRONTIER_POINTS = 25
+MAX_FITTED_LAWS_CHARTED = 5  # the newest; more lines than this would not be readable
+
+
+# --- signing in and out ---------------------------------------------------------------------------------
+
+
+@blp.route("/sign-in", methods=["GET", "POST"])
+def sign_in():
+    target = _local_path(flask.request.values.get("next"))
+    if flask.request.method == "GET":
+        return flask.render_template("console/sign_in.html", next=target, error=None)
+    key = flask.request.form.get("key", "").strip()
+    found = None
+    if key and same_origin():
+        with get_db().read_sessionmaker() as session:
+            found = keys.authenticate(session, key)
+    if found is None:
+        error = (
+            "That API key is not valid (malformed, unknown, revoked or expired)." if key else "Enter a key."
+        )
+        return flask.render_template("console/sign_in.html", next=target, error=error), 422
+    response = flask.redirect(target)
+    # A session cookie (no expiry: gone with the browser), unreadable by scripts, never sent cross-site.
+    response.set_cookie(
+        CONSOLE_COOKIE, key, httponly=True, samesite="Strict", secure=flask.request.is_secure, path="/"
+    )
+    return response
+
+
+@blp.post("/sign-out")
+def sign_out():
+    response = flask.redirect(flask.url_for(".sign_in"))
+    response.delete_cookie(CONSOLE_COOKIE, path="/")
+    return response
+
+
+def _local_path(target: str | None) -> str:
+    """Only a path on this site (never //host or a scheme): an open redirect would help phishing."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return flask.url_for(".planner")
+    return target
+
+
+# --- the planner -------------------------------------------------------------------------------------------
+
+
+@blp.get("/")
+@requires(*READERS)
+def planner():
+    session = get_session()
+    form = flask.request.args
+    context: dict[str, Any] = {"form": form, "errors": {}, "result": None, "chart": None}
+    if form.get("budget"):
+        request, errors = allocation_request(form)
+        if not errors:
+            try:
+                request = AllocationRequestSchema().load(request)
+                outcome = planning.make_allocation(session, request, scope=scope())
+            except (ma.ValidationError, InvalidFieldError) as error:
+                errors = errors_by_field(error)
+            else:
+                context["result"] = AllocationSchema().dump(outcome)
+                context["chart"], context["chart_note"] = isoflop_chart(outcome)
+                context["idempotency_key"] = uuid.uuid4().hex
+        context["errors"] = errors
+    return _render_planner(session, context, 422 if context["errors"] else 200)
+
+
+def _render_planner(session, context: dict[str, Any], status: int):
+    context.update(
+        budget_kinds=BUDGET_KINDS,
+        hardware_profiles=hardware.list_hardware(
+            session, vendor=None, precision=None, limit=100, after=None
+        ).items,
+        published_laws=laws.published_laws(),
+        fitted_laws=_fitted_laws(session),
+        budgets=_budgets(session),
+        organizations=_organizations(session) if current_principal().is_admin else [],
+    )
+    return flask.render_template("console/planner.html", **context), status
+
+
+@blp.post("/plans")
+@requires("planner")
+def save_plan():
+    session = get_session()
+    form = flask.request.form
+    request, errors = allocation_request(form)
+    for name in ("name", "budget_id", "organization"):
+        if form.get(name, "").strip():
+            request[name] = form[name].strip()
+    request.setdefault("organization", _organization_slug() or "")
+    if not errors:
+        try:
+            request = PlanRequestSchema().load(request)
+            key, fingerprint = form.get("idempotency_key"), None
+            principal = current_principal().key_id
+            if key:
+                fingerprint = idempotency.fingerprint("POST", flask.request.path, flask.request.get_data())
+                replay = idempotency.claim(session, principal, key, fingerprint, utcnow())
+                if replay is not None:  # a second click, or the browser resending the form
+                    return flask.redirect(replay.headers["Location"], 303)
+            plan = plans.create_plan(session, request, scope=scope())
+            location = flask.url_for(".plan_page", plan_id=plan.id)
+            stored = idempotency.StoredResponse(303, "", {"Location": location})
+            idempotency.finish(session, stored, principal=principal, key=key or None)
+            return flask.redirect(location, 303)
+        except (ma.ValidationError, InvalidFieldError) as error:
+            session.rollback()
+            errors = errors_by_field(error)
+    context = {"form": form, "errors": errors, "result": None, "chart": None, "saving": True}
+    return _render_planner(session, context, 422)
+
+
+# --- plans -------------------------------------------------------------------------------------------------
+
+
+@blp.get("/plans")
+@requires(*READERS)
+def plan_history():
+    session = get_session()
+    query = PlanQuerySchema().load(plan_filter_query(flask.request.args))
+    limit, cursor = query.pop("limit", LIST_LIMIT), query.pop("cursor", None)
+    page = plans.list_plans(session, plans.PlanFilter(**query), scope=scope(), limit=limit, after=cursor)
+    return flask.render_template(
+        "console/plans.html",
+        plans=PlanSummarySchema(many=True).dump(page.items),
+        next_page=_next_page_args(page.next_cursor),
+        form=flask.request.args,
+        statuses=("draft", "committed", "cancelled"),
+        budgets=_budgets(session),
+        hardware_profiles=hardware.list_hardware(
+            session, vendor=None, precision=None, limit=100, after=None
+        ).items,
+    )
+
+
+@blp.get("/plans/compare")
+@requires(*READERS)
+def compare_plans():
+    ids = ",".join(flask.request.args.getlist("ids"))
+    query = CompareQuerySchema().load({"ids": ids} if ids else {})
+    comparison = plans.compare_plans(get_session(), query["ids"], scope=scope())
+    return flask.render_template("console/compare.html", comparison=ComparisonSchema().dump(comparison))
+
+
+@blp.get("/plans/<uuid:plan_id>")
+@requires(*READERS)
+def plan_page(plan_id: uuid.UUID, error: str | None = None, status: int = 200):
+    plan = plans.get_plan(get_session(), plan_id, scope=scope())
+    return flask.render_template("console/plan.html", plan=PlanSchema().dump(plan), error=error), status
+
+
+@blp.post("/plans/<uuid:plan_id>/<any(commit, cancel):action>")
+@requires("planner", "finance")
+def change_plan(plan_id: uuid.UUID, action: str):
+    session = get_session()
+    change = plans.commit_plan if action == "commit" else plans.cancel_plan
+    try:
+        change(session, plan_id, scope=scope())
+        session.commit()
+    except ServiceError as error:
+        session.rollback()
+        if isinstance(error, NotFoundError):
+            raise
+        return plan_page(plan_id, error=error.detail, status=409)
+    return flask.redirect(flask.url_for(".plan_page", plan_id=plan_id), 303)
+
+
+# --- budgets ------------------------------------------------------------------------------------------------
+
+
+@blp.get("/budgets")
+@requires(*READERS)
+def budget_list():
+    session = get_session()
+    cursor = flask.request.args.get("cursor")
+    page = budgets.list_budgets(
+        session,
+        scope=scope(),
+        organization=None,
+        limit=LIST_LIMIT,
+        after=Cursor.decode(cursor) if cursor else None,
+    )
+    items = BudgetSchema(many=True).dump(page.items)
+    bars = {item["id"]: _utilization_bar(item, f"bar-{item['id']}") for item in items}
+    return flask.render_template(
+        "console/budgets.html", budgets=items, bars=bars, next_page=_next_page_args(page.next_cursor)
+    )
+
+
+@blp.get("/budgets/<uuid:budget_id>")
+@requires(*READERS)
+def budget_page(budget_id: uuid.UUID):
+    session = get_session()
+    use = reports.utilization(session, budget_id, scope=scope(), now=utcnow())
+    budget = BudgetSchema().dump(use.budget)
+    utilization = UtilizationSchema().dump(use)
+    return flask.render_template(
+        "console/budget.html",
+        budget=budget,
+        utilization=utilization,
+        bar=_utilization_bar(budget, "utilization"),
+        burn=_burn_chart(utilization),
+    )
+
+
+def _utilization_bar(budget: Mapping[str, Any], chart_id: str):
+    currency = budget["currency"]
+    committed, amount = money(budget["committed"], currency), money(budget["amount"], currency)
+    return charts.bar(
+        chart_id=chart_id,
+        title=f"{budget['name']}: {committed} committed of {amount}",
+        parts=[(float(budget["committed"]), f"Committed {committed}")],
+        total=float(budget["amount"]),
+        total_label=f"Amount {amount}",
+    )
+
+
+def _burn_chart(utilization: Mapping[str, Any]):
+    months = utilization["months"]
+    step = -(-len(months) // 6)  # at most 6 month labels: more collide on a laptop screen
+    return charts.line_chart(
+        chart_id="burn",
+        title="Committed over the budget's period",
+        description="Cumulative committed money by month of plan start, against the budget's amount.",
+        series=[
+            charts.Series(
+                "Committed (cumulative)",
+                [(index, float(month["cumulative"])) for index, month in enumerate(months)],
+            )
+        ],
+        x_label="Month (plan start)",
+        y_label=f"Money ({utilization['currency']})",
+        reference_lines=[(float(utilization["amount"]), "Amount")],
+        x_ticks=[(index, month["month"]) for index, month in enumerate(months)][::step],
+    )
+
+
+# --- scaling laws ---------------------------------------------------------------------------------------
+
+
+@blp.get("/laws")
+@requires(*READERS)
+def law_frontier():
+    session = get_session()
+    args = {
+        name: flask.request.args[name] for name in ("min_flops", "max_flops") if flask.request.args.get(name)
+    }
+    try:
+        query = FrontierQuerySchema().load(
+            {"min_flops": 1e19, "max_flops": 1e26, **args, "points": FRONTIER_POINTS}
+        )
+        errors: dict[str, list[str]] = {}
+    except ma.ValidationError as error:
+        query = FrontierQuerySchema().load({"min_flops": 1e19, "max_flops": 1e26, "points": FRONTIER_POINTS})
+        errors = errors_by_field(error)
+    named = laws.published_laws() + [
+        laws.engine_law(session, law.slug, scope=scope()) for law in _fitted_laws(session)
+    ]
+    lines: dict[str, list[charts.Series]] = {"params": [], "tokens": []}
+    rows = []
+    for law in named:
+        curve = planning.frontier(law, query["min_flops"], query["max_flops"], query["points"])["points"]
+        # A fitted law with bootstrap fits draws the spread of N and D over them as a band.
+        spreads = (
+            [(point, engine.frontier_intervals(law, point.flops)) for point in curve] if law.samples else []
+        )
+        label = f"{law.slug} (band: 95% bootstrap interval)" if law.samples else law.slug
+        for figure in ("params", "tokens"):
+            band = [
+                (point.flops, *getattr(spread, figure)) for point, spread in spreads if spread is not None
+            ]
+            points = [(point.flops, getattr(point, figure)) for point in curve]
+            lines[figure].append(charts.Series(label, points, band=band))
+        rows.append({"law": law, "curve": curve})
+    frontier_charts = {
+        figure: charts.line_chart(
+            chart_id=f"frontier-{figure}",
+            title=f"Compute-optimal {'model size N' if figure == 'params' else 'training tokens D'}",
+            description=f"{'Parameters' if figure == 'params' else 'Tokens'} against training compute for "
+            "each law, published and fitted by your organisation.",
+            series=series,
+            x_label="Training compute (FLOPs)",
+            y_label="Parameters" if figure == "params" else "Tokens",
+            x_log=True,
+            y_log=True,
+        )
+        for figure, series in lines.items()
+    }
+    return flask.render_template(
+        "console/laws.html", charts=frontier_charts, rows=rows, query=query, errors=errors, number=number
+    )
+
+
+# --- cost report ----------------------------------------------------------------------------------------
+
+
+@blp.get("/reports/costs")
+@requires(*READERS)
+def cost_report():
+    args = report_query(flask.request.args)
+    report, errors = None, {}
+    try:
+        query = CostReportQuerySchema().load(args)
+    except ma.ValidationError as error:
+        errors = errors_by_field(error)
+    else:
+        report = _report(query)
+    return flask.render_template(
+        "console/costs.html",
+        report=report,
+        form=flask.request.args,
+        defaults=args,
+        groups=REPORT_GROUPS,
+        errors=errors,
+        csv_args=MultiDict(flask.request.args),
+    ), (422 if errors else 200)
+
+
+@blp.get("/reports/costs.csv")
+@requires(*READERS)
+def cost_report_csv():
+    query = CostReportQuerySchema().load(report_query(flask.request.args))
+    report = _report(query)
+    filename = f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}.csv"
+    return csv_response(report.columns, report.rows, filename)
+
+
+def _report(query: Mapping[str, Any]) -> reports.CostReport:
+    filters = {name: query[name] for name in ("organization", "budget_id", "hardware") if name in query}
+    return reports.cost_report(
+        get_session(),
+        reports.CostQuery(
+            start=query["from_"],
+            end=query["to"],
+            granularity=query["granularity"],
+            group_by=query["group_by"],
+            status=query["status"],
+            **filters,
+        ),
+        scope=scope(),
+    )
+
+
+# --- shared lookups -------------------------------------------------------------------------------------
+
+
+def _organization_slug() -> str | None:
+    principal = current_principal()
+    if principal.organization_id is None:
+        return None
+    found = organizations.list_organizations(
+        get_session(), scope=principal.organization_id, limit=1, after=None
+    )
+    return found.items[0].slug if found.items else None
+
+
+def _organizations(session):
+    return organizations.list_organizations(session, scope=scope(), limit=100, after=None).items
+
+
+def _budgets(session):
+    return budgets.list_budgets(session, scope=scope(), organization=None, limit=100, after=None).items
+
+
+def _fitted_laws(session):
+    return laws.list_fitted_laws(
+        session, scope=scope(), organization=None, limit=MAX_FITTED_LAWS_CHARTED, after=None
+    ).items
+
+
+def _next_page_args(cursor: str | None) -> dict[str, str] | None:
+    if cursor is None:
+        return None
+    args = flask.request.args.to_dict()
+    args["cursor"] = cursor
+    return args

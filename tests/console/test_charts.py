@@ -1,0 +1,372 @@
+"""Server-side SVG charts: well-formed, accessible, escaped, robust to bad points, the right way up."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+from markupsafe import Markup
+
+from service.console import charts
+from service.console.charts import Marker, Series, bar, format_number, line_chart
+
+NS = "{http://www.w3.org/2000/svg}"
+NASTY = '<script>&"'
+
+
+def parse(markup: Markup) -> ET.Element:
+    return ET.fromstring(str(markup))  # raises unless the output is well-formed XML
+
+
+def chart(series, **options) -> Markup:
+    arguments = {
+        "chart_id": "c",
+        "title": "Title",
+        "description": "Description",
+        "series": series,
+        "x_label": "X",
+        "y_label": "Y",
+    }
+    return line_chart(**(arguments | options))
+
+
+def find(root: ET.Element, tag: str, cls: str | None = None) -> list[ET.Element]:
+    return [e for e in root.iter(NS + tag) if cls is None or cls in e.get("class", "").split()]
+
+
+def texts(root: ET.Element, cls: str | None = None) -> list[str]:
+    return ["".join(e.itertext()) for e in find(root, "text", cls)]
+
+
+def polyline_points(element: ET.Element) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in (p.split(",") for p in element.get("points").split())]
+
+
+def series_groups(root: ET.Element) -> list[ET.Element]:
+    return find(root, "g", "series")
+
+
+def test_the_output_is_one_accessible_svg():
+    markup = chart([Series("a", [(1, 1), (2, 2)])], chart_id="loss")
+    assert isinstance(markup, Markup)
+    root = parse(markup)
+    assert root.tag == NS + "svg"
+    assert root.get("role") == "img"
+    assert root.get("aria-labelledby") == "loss-title loss-desc"
+    assert root.get("width") == "100%"
+    assert root.get("viewBox") == "0 0 640 360"
+    assert root.find(NS + "title").get("id") == "loss-title"
+    assert root.find(NS + "title").text == "Title"
+    assert root.find(NS + "desc").get("id") == "loss-desc"
+    assert root.find(NS + "desc").text == "Description"
+
+
+def test_each_series_draws_one_line_and_a_band_one_polygon_in_its_colour():
+    series = [
+        Series("a", [(1, 1), (2, 2), (3, 3)], band=[(1, 0.5, 1.5), (2, 1.5, 2.5), (3, 2.5, 3.5)]),
+        Series("b", [(1, 2), (2, 3)], dashed=True),
+        Series("c", [(1, 3), (2, 1)]),
+    ]
+    root = parse(chart(series))
+    groups = series_groups(root)
+    assert len(groups) == 3
+    assert [len(find(g, "polyline")) for g in groups] == [1, 1, 1]
+    colours = [find(g, "polyline")[0].get("stroke") for g in groups]
+    assert len(set(colours)) == 3
+    bands = find(root, "polygon", "band")
+    assert len(bands) == 1
+    assert bands[0].get("fill") == colours[0]
+    assert float(bands[0].get("fill-opacity")) == pytest.approx(0.18)
+    assert len(bands[0].get("points").split()) == 6  # the high edge out, the low edge back
+    assert find(groups[1], "polyline")[0].get("stroke-dasharray")
+    assert not find(groups[0], "polyline")[0].get("stroke-dasharray")
+
+
+def test_series_differ_by_marker_shape_too_and_the_legend_names_each():
+    series = [Series(name, [(1, i), (2, i + 1)]) for i, name in enumerate(["alpha", "beta", "gamma"])]
+    root = parse(chart(series))
+    entries = find(root, "g", "legend-entry")
+    assert [texts(entry)[0] for entry in entries] == ["alpha", "beta", "gamma"]
+    # The path commands, without their numbers, tell the shapes apart: a circle, a square, a diamond.
+    shapes = {re.sub(r"[-\d., ]", "", find(entry, "path")[0].get("d")) for entry in entries}
+    assert len(shapes) == 3
+    for group in series_groups(root):
+        assert len(find(group, "path")) == 2  # a marker shape on each point of a short series
+
+
+def test_a_long_series_draws_a_sample_of_marker_shapes():
+    root = parse(chart([Series("a", [(x, x) for x in range(200)])]))
+    (group,) = series_groups(root)
+    assert len(polyline_points(find(group, "polyline")[0])) == 200
+    assert 2 <= len(find(group, "path")) <= 12
+
+
+def contrast_with_white(colour: str) -> float:
+    def linear(channel: int) -> float:
+        c = channel / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    luminance = 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b)
+    return 1.05 / (luminance + 0.05)
+
+
+@pytest.mark.parametrize("colour", charts.PALETTE)
+def test_every_palette_colour_has_3_to_1_contrast_against_white(colour):
+    assert contrast_with_white(colour) >= 3.0
+
+
+@pytest.mark.parametrize("y_log", [False, True])
+@pytest.mark.parametrize("x_log", [False, True])
+def test_a_larger_value_is_drawn_higher_and_further_right(x_log, y_log):
+    root = parse(chart([Series("a", [(1, 1), (10, 10), (100, 100)])], x_log=x_log, y_log=y_log))
+    (line,) = find(root, "polyline")
+    xs, ys = zip(*polyline_points(line), strict=True)
+    assert xs[0] < xs[1] < xs[2]
+    assert ys[0] > ys[1] > ys[2]  # SVG y grows downwards
+    if x_log:  # equal ratios, equal distances
+        assert xs[1] - xs[0] == pytest.approx(xs[2] - xs[1], abs=0.02)
+
+
+def tick_positions(root: ET.Element, cls: str) -> list[tuple[str, float]]:
+    axis = "y" if cls == "y-tick" else "x"
+    return [("".join(e.itertext()), float(e.get(axis))) for e in find(root, "text", cls)]
+
+
+def test_log_ticks_fall_at_powers_of_ten_equally_spaced():
+    series = [Series("a", [(1e19, 1e8), (1e26, 3e12)])]
+    root = parse(chart(series, x_log=True, y_log=True))
+    for cls in ("x-tick", "y-tick"):
+        ticks = tick_positions(root, cls)
+        assert 3 <= len(ticks) <= 8
+        powers = {format_number(10.0**k) for k in range(0, 40)}
+        assert {label for label, _ in ticks} <= powers
+        gaps = [b - a for (_, a), (_, b) in itertools.pairwise(ticks)]
+        assert max(gaps) == pytest.approx(min(gaps), abs=0.02)
+    assert [label for label, _ in tick_positions(root, "x-tick")] == [f"1e{k}" for k in range(19, 27)]
+
+
+def test_log_ticks_are_thinned_to_at_most_8_over_many_decades():
+    root = parse(chart([Series("a", [(1e6, 1), (1e35, 2)])], x_log=True))
+    labels = [label for label, _ in tick_positions(root, "x-tick")]
+    assert 3 <= len(labels) <= 8
+    assert set(labels) <= {format_number(10.0**k) for k in range(0, 40)}
+
+
+def test_log_ticks_use_1_2_5_steps_within_a_decade():
+    root = parse(chart([Series("a", [(1, 2e20), (2, 8e20)])], y_log=True, y_format=lambda v: f"{v:.0e}"))
+    labels = [label for label, _ in tick_positions(root, "y-tick")]
+    assert len(labels) >= 3
+    assert all(label[0] in "125" for label in labels)
+
+
+@pytest.mark.parametrize(
+    ("low", "high"), [(0, 1234), (0, 10), (1.9, 2.6), (-3, 7), (0.013, 0.019), (-50, -41)]
+)
+def test_linear_ticks_are_nice_1_2_5_steps_covering_the_data(low, high):
+    root = parse(chart([Series("a", [(low, 3), (high, 17)])], x_format=lambda v: f"{v:.6g}"))
+    values = [float(label) for label, _ in tick_positions(root, "x-tick")]
+    assert 5 <= len(values) <= 8
+    steps = {round(b - a, 9) for a, b in itertools.pairwise(values)}
+    assert len(steps) == 1
+    (step,) = steps
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    assert round(mantissa, 6) in {1, 2, 5}
+    assert values[0] <= low
+    assert values[-1] >= high
+
+
+@pytest.mark.parametrize("y_log", [False, True])
+def test_a_single_point_still_draws_inside_the_frame(y_log):
+    root = parse(chart([Series("a", [(5, 5)])], y_log=y_log))
+    assert "No data to show" not in texts(root)
+    assert len(tick_positions(root, "y-tick")) >= 2
+    frame = find(root, "rect", "frame")[0]
+    top, height = float(frame.get("y")), float(frame.get("height"))
+    (shape,) = find(series_groups(root)[0], "path")
+    y = float(shape.get("d").split()[1].split("a")[0])
+    assert top < y < top + height
+
+
+def test_caller_text_is_escaped_everywhere():
+    markup = chart(
+        [Series(NASTY, [(1, 1), (2, 2)])],
+        chart_id="c",
+        title=NASTY,
+        description=NASTY,
+        x_label=NASTY,
+        y_label=NASTY,
+        markers=[Marker(1, 1, NASTY)],
+        reference_lines=[(1.5, NASTY)],
+        x_ticks=[(1, NASTY), (2, "two")],
+    )
+    assert "<script>" not in markup
+    root = parse(markup)
+    assert root.find(NS + "title").text == NASTY
+    assert root.find(NS + "desc").text == NASTY
+    assert texts(root).count(NASTY) == 6  # series, marker, reference, tick and both axis titles
+    assert "<script>" not in bar(chart_id="b", title=NASTY, parts=[(1, NASTY)], total=2, total_label=NASTY)
+
+
+def test_points_that_cannot_be_drawn_are_skipped():
+    nan, inf = float("nan"), float("inf")
+    points = [(1, 1), (nan, 2), (2, inf), (3, -1), (4, 0), (-inf, 3), (5, 5)]
+    markup = chart(
+        [Series("a", points, band=[(1, nan, 2), (2, 1, 3), (3, -1, 4), (4, 3, 6)])],
+        y_log=True,
+        markers=[Marker(nan, 1, "m"), Marker(2, -3, "neg")],
+        reference_lines=[(inf, "r"), (-2, "neg")],
+    )
+    lowered = markup.lower()
+    assert "nan" not in lowered
+    assert "inf" not in lowered
+    root = parse(markup)
+    (line,) = find(root, "polyline")
+    assert len(polyline_points(line)) == 2  # (1, 1) and (5, 5)
+    (band,) = find(root, "polygon", "band")
+    assert len(band.get("points").split()) == 4  # the rows at x = 2 and x = 4
+    assert not find(root, "circle", "marker")
+    assert not find(root, "line", "reference")
+
+
+@pytest.mark.parametrize(
+    "series", [[], [Series("a", [])], [Series("a", [(float("nan"), 1), (1, float("inf"))])]]
+)
+def test_an_empty_chart_says_so_and_still_draws_its_frame(series):
+    markup = chart(series, x_log=True, y_log=True)
+    root = parse(markup)
+    assert "No data to show" in texts(root, "empty")
+    assert find(root, "rect", "frame")
+    assert not find(root, "polyline")
+    assert {"X", "Y"} <= set(texts(root, "axis-title"))
+    assert "nan" not in markup.lower()
+
+
+def test_a_marker_draws_a_filled_circle_and_its_label():
+    root = parse(chart([Series("a", [(1, 1), (10, 3)])], markers=[Marker(4, 2, "This plan")]))
+    (circle,) = find(root, "circle", "marker")
+    assert circle.get("fill")
+    assert "This plan" in texts(root)
+
+
+def test_reference_lines_and_markers_widen_the_range():
+    root = parse(
+        chart(
+            [Series("a", [(1, 1), (2, 2)])],
+            reference_lines=[(1000, "Amount 1,000 USD")],
+            markers=[Marker(50, 1, "far")],
+        )
+    )
+    (line,) = find(root, "line", "reference")
+    assert line.get("y1") == line.get("y2")
+    frame = find(root, "rect", "frame")[0]
+    top, left = float(frame.get("y")), float(frame.get("x"))
+    right = left + float(frame.get("width"))
+    assert float(line.get("y1")) >= top
+    assert "Amount 1,000 USD" in texts(root, "reference-label")
+    assert float(find(root, "circle", "marker")[0].get("cx")) <= right
+
+
+def test_explicit_x_ticks_replace_the_automatic_ones():
+    months = [(0, "Jan"), (1, "Feb"), (2, "Mar"), (3, "Apr")]
+    root = parse(chart([Series("a", [(0, 10), (1, 30), (2, 35)])], x_ticks=months))
+    ticks = tick_positions(root, "x-tick")
+    assert [label for label, _ in ticks] == ["Jan", "Feb", "Mar", "Apr"]
+    positions = [x for _, x in ticks]
+    assert positions == sorted(positions)
+    # The tick at x = 3 (past the data) is inside the frame: explicit ticks widen the range.
+    frame = find(root, "rect", "frame")[0]
+    assert positions[-1] <= float(frame.get("x")) + float(frame.get("width")) + 0.01
+
+
+def test_output_is_deterministic_and_coordinates_have_at_most_2_decimals():
+    def draw() -> Markup:
+        return chart(
+            [Series("a", [(1 / 3, 2 / 3), (10 / 7, 1e-3 / 7)], band=[(1 / 3, 0.1, 0.9), (10 / 7, 0, 0.01)])],
+            markers=[Marker(1 / 3, 2 / 3, "m")],
+        )
+
+    markup = draw()
+    assert markup == draw()
+    root = parse(markup)
+    coordinates = []
+    for element in root.iter():
+        for name in ("x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "width", "height", "points", "d"):
+            coordinates += re.findall(r"-?\d+(?:\.\d+)?", element.get(name, ""))
+    assert coordinates
+    assert all(len(c.partition(".")[2]) <= 2 for c in coordinates)
+
+
+def bar_parts(root: ET.Element) -> list[ET.Element]:
+    return find(root, "rect", "part")
+
+
+def test_a_bar_draws_parts_as_fractions_of_the_total():
+    parts = [(300, "Committed"), (200, "Pending")]
+    root = parse(bar(chart_id="u", title="Use", parts=parts, total=1000, total_label="Amount"))
+    assert root.get("aria-labelledby") == "u-title u-desc"
+    track = find(root, "rect", "track")[0]
+    assert "over" not in track.get("class").split()
+    widths = [float(part.get("width")) for part in bar_parts(root)]
+    inner = float(track.get("width"))
+    assert widths == pytest.approx([0.3 * inner, 0.2 * inner], abs=0.01)
+    assert float(bar_parts(root)[1].get("x")) == pytest.approx(float(track.get("x")) + widths[0], abs=0.01)
+    assert "over budget" not in "".join(root.itertext())
+    assert {"Committed", "Pending", "Amount"} <= set(texts(root))
+
+
+def test_a_bar_clips_an_overrun_and_marks_it():
+    markup = bar(chart_id="u", title="Use", parts=[(1300, "Committed")], total=1000, total_label="Amount")
+    root = parse(markup)
+    track = find(root, "rect", "track")[0]
+    assert "over" in track.get("class").split()
+    (part,) = bar_parts(root)
+    assert float(part.get("width")) == pytest.approx(float(track.get("width")))
+    assert find(root, "rect", "overrun")
+    assert "over budget" in "".join(root.itertext())
+    assert "over budget" in root.find(NS + "desc").text
+
+
+def test_a_bar_lists_a_part_of_zero_without_drawing_it():
+    markup = bar(chart_id="u", title="Use", parts=[(0, "Committed 0.00 USD")], total=10, total_label="Amount")
+    root = parse(markup)
+    assert not bar_parts(root)
+    assert "Committed 0.00 USD" in texts(root)
+
+
+@pytest.mark.parametrize("total", [0, -5, float("nan")])
+def test_a_bar_without_a_positive_total_is_empty_with_text(total):
+    markup = bar(chart_id="u", title="Use", parts=[(300, "Committed")], total=total, total_label="No amount")
+    root = parse(markup)
+    assert not bar_parts(root)
+    assert texts(root, "empty")
+    assert "nan" not in markup.lower()
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0, "0"),
+        (950, "950"),
+        (1234, "1.2k"),
+        (12_345, "12k"),
+        (999_600, "1M"),
+        (7e7, "70M"),
+        (7e10, "70B"),
+        (1.4e12, "1.4T"),
+        (3.2e12, "3.2T"),
+        (1e21, "1e21"),
+        (5.76e23, "5.8e23"),
+        (-2500, "-2.5k"),
+        (2.05, "2.05"),
+        (0.25, "0.25"),
+        (0.0004, "4e-4"),
+        (float("nan"), "n/a"),
+        (float("-inf"), "n/a"),
+    ],
+)
+def test_format_number(value, text):
+    assert format_number(value) == text

@@ -1,0 +1,413 @@
+"""The web console over HTTP (Flask's test client): signing in and out, the planner and its errors, saving
+plans once, history and compare, budgets, the scaling-law frontier, the cost report and its CSV, and the
+guards a browser session needs (form tokens, same origin, no open redirect, the cookie never opening the API).
+The browser drives the same pages end to end in tests/e2e/test_console_browser.py."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import re
+import xml.etree.ElementTree as ET
+from decimal import Decimal
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from service.auth import CONSOLE_COOKIE
+from service.console.charts import format_number
+from service.console.forms import report_query
+from service.services.catalog import load_builtin_hardware
+from tests.api.test_laws import store_law
+from tests.builders import year_budget_body
+from tests.conftest import bearer
+
+ORIGIN = {"Origin": "http://localhost"}
+SVG = "{http://www.w3.org/2000/svg}"
+PLANNER_FORM = {
+    "budget_kind": "pf_days",
+    "budget": "6000",
+    "hardware": "h100-sxm",
+    "accelerators": "1024",
+    "law": "chinchilla-2022",
+}
+
+
+@pytest.fixture
+def world(client, session):
+    """Organisation acme with a budget of 5,000,000.00 USD for 2026 (admin `client` made them)."""
+    load_builtin_hardware(session)
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    budget = client.post("/v1/budgets", json=year_budget_body())
+    assert budget.status_code == 201
+    return budget.get_json()
+
+
+@pytest.fixture
+def browser(app, issue_key, world):
+    """A test client signed in to the console as a planner of acme."""
+    return signed_in(app, issue_key("planner", "acme"))
+
+
+def signed_in(app, key: str):
+    browser = app.test_client()
+    response = browser.post("/sign-in", data={"key": key, "next": "/"}, headers=ORIGIN)
+    assert response.status_code == 302, response.get_data(as_text=True)
+    return browser
+
+
+def csrf(page: str) -> str:
+    return re.search(r'name="csrf_token" value="([0-9a-f]+)"', page).group(1)
+
+
+def hidden_fields(page: str, form_action: str) -> dict[str, str]:
+    """The hidden inputs of the form posting to `form_action` on `page`."""
+    start = page.index(f'action="{form_action}"')
+    form = page[start : page.index("</form>", start)]
+    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
+
+
+def svg(page: str, chart_id: str) -> ET.Element:
+    """The chart `chart_id` on `page`, parsed (which also proves it well-formed)."""
+    start = page.index(f'aria-labelledby="{chart_id}-title')
+    start = page.rindex("<svg", 0, start)
+    return ET.fromstring(page[start : page.index("</svg>", start) + len("</svg>")])
+
+
+def save(browser, **extra):
+    planner = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    fields = {**hidden_fields(planner, "/plans"), **extra}
+    return browser.post("/plans", data=fields, headers=ORIGIN)
+
+
+# --- signing in ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/plans", "/budgets", "/laws", "/reports/costs", "/reports/costs.csv"])
+def test_signed_out_pages_send_the_browser_to_sign_in_and_back(app, path):
+    response = app.test_client().get(path)
+    assert response.status_code == 302
+    location = urlsplit(response.headers["Location"])
+    assert location.path == "/sign-in"
+    assert parse_qs(location.query)["next"] == [path]
+
+
+def test_signing_in_keeps_the_key_in_an_httponly_strict_session_cookie(app, issue_key, world):
+    browser = app.test_client()
+    key = issue_key("viewer", "acme")
+    response = browser.post("/sign-in", data={"key": key, "next": "/plans?status=draft"}, headers=ORIGIN)
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/plans?status=draft"
+    cookie = response.headers["Set-Cookie"]
+    assert cookie.startswith(f"{CONSOLE_COOKIE}={key};")
+    assert "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie
+    assert "Path=/" in cookie
+    assert "Expires" not in cookie
+    assert "Max-Age" not in cookie
+    assert browser.get("/plans").status_code == 200
+
+
+@pytest.mark.parametrize("key", ["", "nonsense", "cpk_unknown0_" + "x" * 32])
+def test_a_key_that_is_not_valid_is_refused_on_the_form(app, key):
+    response = app.test_client().post("/sign-in", data={"key": key}, headers=ORIGIN)
+    assert response.status_code == 422
+    assert "Set-Cookie" not in response.headers
+    page = response.get_data(as_text=True)
+    assert 'aria-invalid="true"' in page
+    assert "Enter a key." in page if not key else "That API key is not valid" in page
+
+
+def test_sign_in_only_returns_to_a_path_on_this_site(app, issue_key, world):
+    key = issue_key("viewer", "acme")
+    for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example"):
+        response = app.test_client().post("/sign-in", data={"key": key, "next": target}, headers=ORIGIN)
+        assert response.headers["Location"] == "/"
+
+
+def test_sign_in_from_another_site_is_refused(app, issue_key, world):
+    response = app.test_client().post(
+        "/sign-in", data={"key": issue_key("viewer", "acme")}, headers={"Origin": "https://evil.example"}
+    )
+    assert response.status_code == 422
+    assert "Set-Cookie" not in response.headers
+
+
+def test_a_revoked_key_signs_the_browser_out(app, client, issue_key, world):
+    key = issue_key("planner", "acme")
+    browser = signed_in(app, key)
+    key_uuid = next(
+        item["id"]
+        for item in client.get("/v1/keys").get_json()["items"]
+        if key.split("_")[1] == item["key_id"]
+    )
+    assert client.delete(f"/v1/keys/{key_uuid}").status_code == 204
+    response = browser.get("/plans")
+    assert response.status_code == 302
+    assert response.headers["Location"].startswith("/sign-in")
+    assert f"{CONSOLE_COOKIE}=;" in response.headers["Set-Cookie"]  # forgotten
+
+
+def test_signing_out_forgets_the_key(browser):
+    page = browser.get("/").get_data(as_text=True)
+    response = browser.post("/sign-out", data={"csrf_token": csrf(page)}, headers=ORIGIN)
+    assert response.status_code == 302
+    assert browser.get("/").status_code == 302
+
+
+def test_the_console_cookie_never_opens_the_api(browser):
+    """Otherwise any site could make a signed-in browser call the API (CSRF): it takes only the header."""
+    assert browser.get("/v1/plans").status_code == 401
+
+
+# --- the planner ---------------------------------------------------------------------------------------
+
+
+def test_the_planner_shows_what_the_api_allocates(browser, client):
+    response = browser.get("/", query_string=PLANNER_FORM)
+    assert response.status_code == 200
+    page = response.get_data(as_text=True)
+    body = {**PLANNER_FORM, "pf_days": 6000, "accelerators": 1024}
+    del body["budget_kind"], body["budget"]
+    api = client.post("/v1/allocations", json=body).get_json()
+    assert f'data-figure="params">{format_number(api["params"])}<' in page
+    assert f'data-figure="tokens">{format_number(api["tokens"])}<' in page
+    assert f"{Decimal(api['estimate']['cost']):,.2f} USD" in page
+    assert f"{api['predicted_loss']:.3f}" in page
+    assert "nan" not in page.lower().replace("nanoseconds", "")
+
+
+def test_the_isoflop_chart_marks_the_optimum_at_its_lowest_point(browser):
+    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    chart = svg(page, "isoflop")
+    assert chart.find(f"{SVG}title").text.startswith("IsoFLOP profile at 5.2e23 FLOPs")
+    labels = [text.text for text in chart.iter(f"{SVG}text")]
+    assert "Compute-optimal" in labels
+    assert "Model size N (parameters)" in labels
+
+
+def test_a_fixed_ratio_plan_is_marked_apart_from_the_optimum(browser):
+    form = {**PLANNER_FORM, "law": "", "tokens_per_param": "200"}
+    page = browser.get("/", query_string=form).get_data(as_text=True)
+    labels = [text.text for text in svg(page, "isoflop").iter(f"{SVG}text")]
+    assert {"Compute-optimal", "This plan"} <= set(labels)
+    assert "Losses from chinchilla-2022" in page
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"budget": "-5"}, "budget", "greater than"),
+        ({"budget": "lots"}, "budget", "Not a valid number"),
+        ({"accelerators": "0"}, "accelerators", "greater than or equal to 1"),
+        ({"law": "no-such-law"}, "law", "No scaling law 'no-such-law'"),
+        ({"budget_kind": "cost", "budget": "100", "currency": "EUR"}, "currency", "EUR"),
+    ],
+)
+def test_bad_input_is_shown_beside_its_field(browser, change, field, message):
+    response = browser.get("/", query_string={**PLANNER_FORM, **change})
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    error = re.search(rf'<p class="error" id="{field}-error">([^<]*)</p>', page)
+    assert error is not None, page
+    assert message in html.unescape(error.group(1))
+    assert re.search(rf'id="{field}"[^>]*aria-invalid="true"', page)
+
+
+# --- saving plans --------------------------------------------------------------------------------------
+
+
+def test_saving_a_plan_stores_it_once_even_when_the_form_is_sent_twice(browser, client, world):
+    first = save(browser, name="38B for FY26", budget_id=world["id"])
+    assert first.status_code == 303
+    plan_path = first.headers["Location"]
+    again = save(browser)  # another render: another form, another plan
+    assert again.headers["Location"] != plan_path
+    planner = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    fields = {**hidden_fields(planner, "/plans"), "name": "twice"}
+    once = browser.post("/plans", data=fields, headers=ORIGIN)
+    twice = browser.post("/plans", data=fields, headers=ORIGIN)  # a double click
+    assert once.headers["Location"] == twice.headers["Location"]
+    names = [plan["name"] for plan in client.get("/v1/plans").get_json()["items"]]
+    assert sorted(name or "" for name in names) == ["", "38B for FY26", "twice"]
+    page = browser.get(plan_path).get_data(as_text=True)
+    assert "38B for FY26" in page
+    assert world["id"] in page
+
+
+def test_forms_without_their_token_or_from_elsewhere_change_nothing(browser, client):
+    planner = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    fields = hidden_fields(planner, "/plans")
+    forged = {**fields, "csrf_token": "0" * 64}
+    assert browser.post("/plans", data=forged, headers=ORIGIN).status_code == 400
+    assert browser.post("/plans", data=fields, headers={"Origin": "https://evil.example"}).status_code == 400
+    assert browser.post("/plans", data=fields).status_code == 400  # neither Origin nor Referer
+    assert client.get("/v1/plans").get_json()["items"] == []
+
+
+def test_a_viewer_may_plan_but_not_save(app, issue_key, world, client):
+    viewer = signed_in(app, issue_key("viewer", "acme"))
+    page = viewer.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    assert "Save as plan" not in page
+    response = viewer.post("/plans", data={**PLANNER_FORM, "csrf_token": csrf(page)}, headers=ORIGIN)
+    assert response.status_code == 403
+    assert response.mimetype == "text/html"
+    assert "may not do this" in response.get_data(as_text=True)
+    assert client.get("/v1/plans").get_json()["items"] == []
+
+
+def test_committing_from_the_plan_page_charges_the_budget(browser, client, world):
+    plan_path = save(browser, name="commit me", budget_id=world["id"]).headers["Location"]
+    page = browser.get(plan_path).get_data(as_text=True)
+    response = browser.post(f"{plan_path}/commit", data={"csrf_token": csrf(page)}, headers=ORIGIN)
+    assert response.status_code == 303
+    assert "status-committed" in browser.get(plan_path).get_data(as_text=True)
+    plan = client.get(f"/v1{plan_path}").get_json()
+    assert client.get(f"/v1/budgets/{world['id']}").get_json()["committed"] == plan["cost"]
+    again = browser.post(f"{plan_path}/commit", data={"csrf_token": csrf(page)}, headers=ORIGIN)
+    assert again.status_code == 409  # shown on the plan page, not a bare problem
+    assert "commit me" in again.get_data(as_text=True)
+
+
+# --- history and compare -------------------------------------------------------------------------------
+
+
+def test_history_filters_and_compares_plans(browser, world):
+    first = save(browser, name="on budget", budget_id=world["id"]).headers["Location"].rsplit("/", 1)[1]
+    second = save(browser, name="off budget").headers["Location"].rsplit("/", 1)[1]
+    everything = browser.get("/plans").get_data(as_text=True)
+    assert "on budget" in everything
+    assert "off budget" in everything
+    filtered = browser.get("/plans", query_string={"budget_id": world["id"]}).get_data(as_text=True)
+    assert "on budget" in filtered
+    assert "off budget" not in filtered
+    none_yet = browser.get("/plans", query_string={"created_to": "2020-01-01"}).get_data(as_text=True)
+    assert "No plans match" in none_yet
+    compared = browser.get(f"/plans/compare?ids={first}&ids={second}")
+    assert compared.status_code == 200
+    page = compared.get_data(as_text=True)
+    assert page.index("on budget") < page.index("off budget")
+    assert "Nothing differs" in page  # same inputs, same outputs: the name is not an input
+
+
+def test_comparing_fewer_than_two_plans_explains_why(browser):
+    response = browser.get("/plans/compare")
+    assert response.status_code == 422
+    assert response.mimetype == "text/html"
+    assert "ids" in response.get_data(as_text=True)
+
+
+# --- budgets, laws, costs --------------------------------------------------------------------------------
+
+
+def test_the_budget_page_shows_utilisation_and_burn(browser, client, world):
+    plan_path = save(browser, name="burn", budget_id=world["id"]).headers["Location"]
+    page = browser.get(plan_path).get_data(as_text=True)
+    browser.post(f"{plan_path}/commit", data={"csrf_token": csrf(page)}, headers=ORIGIN)
+    budget = browser.get(f"/budgets/{world['id']}").get_data(as_text=True)
+    burn = svg(budget, "burn")
+    labels = [text.text for text in burn.iter(f"{SVG}text")]
+    assert "Amount" in labels
+    assert "2026-01" in labels
+    assert svg(budget, "utilization") is not None
+    utilization = client.get(f"/v1/budgets/{world['id']}").get_json()["utilization"]
+    assert utilization > 0
+    assert f"({100 * utilization:.1f}%)" in budget
+    listing = browser.get("/budgets").get_data(as_text=True)
+    assert "FY26 pretraining" in listing
+
+
+def test_the_frontier_draws_a_fitted_law_with_its_bootstrap_band(browser, session):
+    store_law(session)  # acme-sweep, 20 bootstrap fits
+    page = browser.get("/laws").get_data(as_text=True)
+    for figure in ("params", "tokens"):
+        chart = svg(page, f"frontier-{figure}")
+        labels = [text.text for text in chart.iter(f"{SVG}text")]
+        assert "acme-sweep (band: 95% bootstrap interval)" in labels
+        assert "chinchilla-2022" in labels
+        assert chart.find(f".//{SVG}polygon") is not None  # the band
+
+
+def test_the_frontier_range_is_validated(browser):
+    response = browser.get("/laws", query_string={"min_flops": "1e25", "max_flops": "1e20"})
+    assert "Must be greater than min_flops." in response.get_data(as_text=True)
+
+
+def test_the_cost_report_page_and_its_csv_agree_with_the_api(browser, client, world):
+    plan_path = save(browser, name="report me", budget_id=world["id"]).headers["Location"]
+    page = browser.get(plan_path).get_data(as_text=True)
+    browser.post(f"{plan_path}/commit", data={"csrf_token": csrf(page)}, headers=ORIGIN)
+    plan = client.get(f"/v1{plan_path}").get_json()
+    year = plan["start_at"][:4]
+    args = {"from": f"{year}-01-01", "to": f"{int(year) + 1}-01-01", "granularity": "none", "grouped": "1"}
+    report = browser.get("/reports/costs", query_string={**args, "group_budget": "1"}).get_data(as_text=True)
+    assert f"{Decimal(plan['cost']):,.2f}" in report
+    download = browser.get("/reports/costs.csv", query_string={**args, "group_budget": "1"})
+    assert download.mimetype == "text/csv"
+    assert "attachment" in download.headers["Content-Disposition"]
+    api_csv = client.get(
+        "/v1/reports/costs",
+        query_string={
+            "from": f"{year}-01-01T00:00:00Z",
+            "to": f"{int(year) + 1}-01-01T00:00:00Z",
+            "group_by": "budget",
+            "format": "csv",
+        },
+    )
+    assert download.get_data(as_text=True) == api_csv.get_data(as_text=True)
+    rows = list(csv.DictReader(io.StringIO(download.get_data(as_text=True))))
+    assert [row["cost"] for row in rows] == [f"{Decimal(plan['cost']):.2f}"]
+
+
+def test_the_report_defaults_to_this_year_by_month_and_budget():
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    query = report_query({}, now=datetime(2026, 5, 1, tzinfo=UTC))
+    assert query == {
+        "from": "2026-01-01T00:00:00+00:00",
+        "to": "2027-01-01T00:00:00+00:00",
+        "granularity": "month",
+        "status": "committed",
+        "group_by": "budget",
+    }
+
+
+# --- pages in general ----------------------------------------------------------------------------------
+
+
+def test_errors_are_pages_with_the_problem_and_its_request_id(browser):
+    response = browser.get("/plans/00000000-0000-0000-0000-000000000000")
+    assert response.status_code == 404
+    assert response.mimetype == "text/html"
+    page = response.get_data(as_text=True)
+    assert "No plan 00000000-0000-0000-0000-000000000000." in page
+    assert response.headers["X-Request-ID"] in page
+
+
+@pytest.mark.parametrize("path", ["/", "/plans", "/budgets", "/laws", "/reports/costs", "/sign-in"])
+def test_every_page_is_locked_down_and_labels_its_inputs(browser, path):
+    response = browser.get(path)
+    assert response.status_code == 200
+    assert "script-src" not in response.headers["Content-Security-Policy"]  # default-src 'none': no scripts
+    assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+    assert response.headers["X-Frame-Options"] == "DENY"
+    assert response.headers["Cache-Control"] == "no-store"
+    page = response.get_data(as_text=True)
+    assert "<script" not in page
+    labelled = set(re.findall(r'<label for="([^"]+)"', page))
+    inputs = re.findall(r'<(?:input|select)(?![^>]*type="(?:hidden|checkbox)")[^>]*\bid="([^"]+)"', page)
+    assert set(inputs) <= labelled, set(inputs) - labelled
+    assert 'lang="en"' in page
+    assert 'href="#main"' in page
+
+
+def test_the_style_sheet_is_served_here(app):
+    response = app.test_client().get("/console/static/console.css")
+    assert response.status_code == 200
+    assert response.mimetype == "text/css"
+
+
+def test_an_api_key_in_the_header_does_not_sign_a_browser_in(app, issue_key, world):
+    response = app.test_client().get("/", headers=bearer(issue_key("planner", "acme")))
+    assert response.status_code == 302

@@ -1,0 +1,295 @@
+"""The web console in headless Chromium against the real server (gunicorn, both databases): sign in, make a
+plan, see its IsoFLOP chart, save it, commit it, find it in history, compare, look at the budget and the
+frontier, download the cost report's CSV, sign out. Each page is saved as a screenshot under
+SCREENSHOT_DIR (default test-artifacts/screenshots/<database>/), and so is the command line at work.
+
+Needs Debian's `chromium` (or CHROMIUM_PATH) and the `playwright` package; `.ci/run` installs both. Without
+them the tests are skipped with the reason, except under CI, where that is a failure.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import requests
+
+from service.console.charts import format_number
+from tests.api.test_laws import fit_body
+from tests.builders import year_budget_body
+from tests.commands import ROOT
+from tests.e2e.conftest import AUTH
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
+try:
+    from playwright.sync_api import Page, expect, sync_playwright
+except ImportError:  # reported below
+    Page = sync_playwright = None
+
+if CHROMIUM is None or sync_playwright is None:
+    missing = "the playwright package" if sync_playwright is None else "a chromium binary"
+    if os.environ.get("CI"):
+        pytest.fail(f"browser tests need {missing}; .ci/run installs it", pytrace=False)
+    pytest.skip(
+        f"browser tests need {missing} (apt-get install chromium; pip install playwright)",
+        allow_module_level=True,
+    )
+
+LAPTOP = {"width": 1366, "height": 900}  # a common laptop screen
+
+
+@pytest.fixture
+def shots(request, empty_database_url):
+    """Saves numbered full-page screenshots for this test and database."""
+    backend = "postgresql" if empty_database_url.startswith("postgresql") else "sqlite"
+    directory = Path(os.environ.get("SCREENSHOT_DIR") or ROOT / "test-artifacts" / "screenshots") / backend
+    directory.mkdir(parents=True, exist_ok=True)
+    taken = []
+
+    def shoot(page, name: str) -> Path:
+        path = directory / f"{len(taken) + 1:02d}-{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        taken.append(path)
+        return path
+
+    return shoot
+
+
+@pytest.fixture
+def acme(server):
+    """Organisation acme, a planner key, a 2026 budget and a fitted law with bootstrap fits (via the API)."""
+    base, _, _ = server
+
+    def post(path, body):
+        response = requests.post(base + path, json=body, headers=AUTH, timeout=120)
+        assert response.status_code in (200, 201), response.text
+        return response.json()
+
+    post("/v1/organizations", {"slug": "acme", "name": "Acme"})
+    key = post("/v1/keys", {"role": "planner", "organization": "acme", "name": "ML lead"})["key"]
+    budget = post("/v1/budgets", year_budget_body())
+    post("/v1/scaling-laws", fit_body(bootstrap={"samples": 20, "seed": 7}))
+    return {"base": base, "key": key, "budget": budget}
+
+
+@pytest.fixture
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def test_a_person_plans_saves_finds_and_reports_a_run(browser, acme, shots, tmp_path):
+    context = browser.new_context(viewport=LAPTOP, accept_downloads=True)
+    journey = Journey(context.new_page(), acme["base"], acme["key"], shots)
+    sign_in(journey)
+    make_a_plan(journey)
+    see_bad_input_named(journey)
+    plan = save_and_commit(journey)
+    save_a_second_plan(journey)
+    filter_history_and_compare(journey)
+    see_the_budget(journey, plan)
+    see_the_frontier(journey)
+    download_the_cost_report(journey, plan, acme["budget"]["id"], tmp_path)
+    sign_out(journey)
+    context.close()
+
+
+@dataclass
+class Journey:
+    page: Page
+    base: str
+    key: str
+    shots: Callable
+
+    def api(self, method: str, path: str, **kwargs) -> dict:
+        headers = {"Authorization": f"Bearer {self.key}"}
+        return requests.request(method, self.base + path, headers=headers, timeout=30, **kwargs).json()
+
+
+def sign_in(journey: Journey) -> None:
+    """Signed out, the console asks for a key, and comes back to where it was going."""
+    page, base = journey.page, journey.base
+    page.goto(base + "/plans")
+    expect(page).to_have_url(base + "/sign-in?next=/plans")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    journey.shots(page, "sign-in")
+    page.get_by_label("API key").fill("cpk_wrong0000_" + "x" * 32)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("not valid")
+    page.get_by_label("API key").fill(journey.key)
+    page.get_by_label("API key").press("Enter")  # the keyboard alone signs in
+    expect(page).to_have_url(base + "/plans")
+    expect(page.get_by_text("No plans match")).to_be_visible()
+
+
+def make_a_plan(journey: Journey) -> None:
+    """The planner: 6000 PF-days on 1024 H100s under the Chinchilla law, as the API allocates them."""
+    page = journey.page
+    page.get_by_role("link", name="Planner", exact=True).click()
+    page.get_by_label("Budget in").select_option("pf_days")
+    page.get_by_label("Amount").fill("6,000")
+    page.get_by_label("Hardware").select_option("h100-sxm")
+    page.get_by_label("Accelerators").fill("1024")
+    page.get_by_label("Scaling law").select_option("chinchilla-2022")
+    page.get_by_role("button", name="Plan", exact=True).click()
+    expect(page.get_by_role("heading", name="Allocation")).to_be_visible()
+    allocation = journey.api(
+        "POST",
+        "/v1/allocations",
+        json={"pf_days": 6000, "hardware": "h100-sxm", "accelerators": 1024, "law": "chinchilla-2022"},
+    )
+    expect(page.locator("[data-figure=params]")).to_have_text(format_number(allocation["params"]))
+    expect(page.locator("[data-figure=tokens]")).to_have_text(format_number(allocation["tokens"]))
+    chart = page.get_by_role("img", name="IsoFLOP profile")
+    expect(chart).to_be_visible()
+    expect(chart.locator("text", has_text="Compute-optimal")).to_have_count(1)
+    assert chart.bounding_box()["width"] > 500  # drawn at a readable size
+    journey.shots(page, "planner")
+
+
+def see_bad_input_named(journey: Journey) -> None:
+    """A bad amount is named beside its field, and nothing is planned."""
+    page = journey.page
+    page.goto(journey.base + "/?budget_kind=pf_days&budget=-1")
+    expect(page.locator("#budget-error")).to_contain_text("greater than")
+    expect(page.get_by_label("Amount")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_role("heading", name="Allocation")).to_have_count(0)
+    journey.shots(page, "planner-error")
+    page.go_back()
+
+
+def save_and_commit(journey: Journey) -> dict:
+    """Save the plan on the budget, then commit it; returns the plan as the API has it."""
+    page = journey.page
+    page.get_by_label("Plan name").fill("38B for FY26")
+    page.get_by_label("Charge to budget").select_option(label="FY26 pretraining (USD)")
+    page.get_by_role("button", name="Save as plan").click()
+    expect(page.get_by_role("heading", name="38B for FY26")).to_be_visible()
+    plan_id = page.url.rsplit("/", 1)[1]
+    page.get_by_role("button", name="Commit to budget").click()
+    expect(page.locator("h1 .status")).to_have_text("committed")
+    journey.shots(page, "plan")
+    return journey.api("GET", f"/v1/plans/{plan_id}")
+
+
+def save_a_second_plan(journey: Journey) -> None:
+    """Off budget with twice the accelerators, to compare with."""
+    page = journey.page
+    page.goto(
+        journey.base
+        + "/?budget_kind=pf_days&budget=6000&hardware=h100-sxm&accelerators=2048&law=chinchilla-2022"
+    )
+    page.get_by_label("Plan name").fill("38B on 2048")
+    page.get_by_role("button", name="Save as plan").click()
+    expect(page.get_by_role("heading", name="38B on 2048")).to_be_visible()
+
+
+def filter_history_and_compare(journey: Journey) -> None:
+    """History has both plans; the status filter keeps the committed one; the two compare side by side."""
+    page = journey.page
+    page.get_by_role("link", name="Plans", exact=True).click()
+    expect(page.get_by_role("link", name="38B for FY26")).to_be_visible()
+    expect(page.get_by_role("link", name="38B on 2048")).to_be_visible()
+    page.get_by_label("Status").select_option("committed")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_role("link", name="38B on 2048")).to_have_count(0)
+    expect(page.get_by_role("link", name="38B for FY26")).to_be_visible()
+    journey.shots(page, "history-filtered")
+    page.get_by_role("link", name="Clear").click()
+    page.get_by_label("Compare 38B for FY26").check()
+    page.get_by_label("Compare 38B on 2048").check()
+    journey.shots(page, "history")
+    page.get_by_role("button", name="Compare selected").click()
+    expect(page.get_by_role("heading", name="Compare plans")).to_be_visible()
+    expect(page.locator("code", has_text="inputs.accelerators")).to_be_visible()
+    journey.shots(page, "compare")
+
+
+def see_the_budget(journey: Journey, plan: dict) -> None:
+    """The budget's utilisation bar and burn chart show the committed plan."""
+    page = journey.page
+    page.get_by_role("link", name="Budgets", exact=True).click()
+    page.get_by_role("link", name="FY26 pretraining").click()
+    expect(page.get_by_text(f"{Decimal(plan['cost']):,.2f} USD").first).to_be_visible()
+    expect(page.get_by_role("img", name="Committed over the budget's period")).to_be_visible()
+    journey.shots(page, "budget")
+
+
+def see_the_frontier(journey: Journey) -> None:
+    """The fitted law beside the published ones, with its bootstrap band."""
+    page = journey.page
+    page.get_by_role("link", name="Scaling laws").click()
+    chart = page.get_by_role("img", name="Compute-optimal model size N")
+    legend = chart.locator("text", has_text="acme-sweep (band: 95% bootstrap interval)")
+    expect(legend).to_have_count(1)
+    assert chart.locator("polygon").count() >= 1
+    journey.shots(page, "laws")
+
+
+def download_the_cost_report(journey: Journey, plan: dict, budget_id: str, directory: Path) -> None:
+    """The cost report, and its CSV: the committed plan's exact cost on its budget."""
+    page, year = journey.page, int(plan["start_at"][:4])
+    page.get_by_role("link", name="Cost report").click()
+    page.get_by_label("From (UTC date)").fill(f"{year}-01-01")
+    page.get_by_label("Before (UTC date)").fill(f"{year + 1}-01-01")
+    page.get_by_role("button", name="Show").click()
+    expect(page.get_by_role("table")).to_contain_text(f"{Decimal(plan['cost']):,.2f}")
+    journey.shots(page, "costs")
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Download CSV").click()
+    download = download_info.value
+    assert download.suggested_filename.endswith(".csv")
+    saved = directory / download.suggested_filename
+    download.save_as(saved)
+    rows = list(csv.DictReader(io.StringIO(saved.read_text())))
+    assert [(row["budget"], row["cost"]) for row in rows] == [(budget_id, f"{Decimal(plan['cost']):.2f}")]
+
+
+def sign_out(journey: Journey) -> None:
+    """Signing out forgets the key."""
+    page = journey.page
+    page.get_by_role("button", name="Sign out").click()
+    expect(page).to_have_url(journey.base + "/sign-in")
+    page.goto(journey.base + "/")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+def test_the_command_line_at_work(browser, acme, shots):
+    """`planner` against the same server, its output shown as a terminal would: the README's picture."""
+    env = {**os.environ, "PLANNER_URL": acme["base"], "PLANNER_API_KEY": acme["key"]}
+    planner = str(Path(sys.executable).parent / "planner")
+    cluster = ["--hardware", "h100-sxm", "--accelerators", "1024", "--law", "chinchilla-2022"]
+    commands = [
+        ["allocate", "--pf-days", "6000", *cluster],
+        ["plan", "create", "--organization", "acme", "--name", "38B for FY26", "--pf-days", "6000", *cluster],
+        ["plan", "list"],
+    ]
+    transcript = []
+    for arguments in commands:
+        done = subprocess.run(
+            [planner, *arguments], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        transcript.append(f"$ planner {' '.join(arguments)}\n{done.stdout}")
+    assert "38B for FY26" in transcript[-1]
+    page = browser.new_page(viewport={"width": 1400, "height": 300})
+    page.set_content(
+        '<pre style="margin:0;padding:16px;background:#1b1f24;color:#e6edf3;'
+        'font:14px/1.4 monospace">' + html.escape("\n".join(transcript)) + "</pre>"
+    )
+    shots(page, "cli")
