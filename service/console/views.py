@@ -5,12 +5,13 @@ same use case as the API, so that the console can never answer differently from 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flask
 import marshmallow as ma
 from werkzeug.datastructures import MultiDict
+from werkzeug.exceptions import BadRequest
 
 from service.api.reports import csv_response
 from service.auth import CONSOLE_COOKIE, READERS, current_principal, requires, scope
@@ -156,22 +157,11 @@ def save_plan():
     if not errors:
         try:
             request = PlanRequestSchema().load(request)
-            key, fingerprint = form.get("idempotency_key"), None
-            principal = current_principal().key_id
-            if key:
-                fingerprint = idempotency.fingerprint("POST", flask.request.path, flask.request.get_data())
-                replay = idempotency.claim(session, principal, key, fingerprint, utcnow())
-                if replay is not None:  # a second click, or the browser resending the form
-                    return flask.redirect(replay.headers["Location"], 303)
-            plan = plans.create_plan(session, request, scope=scope())
-            location = flask.url_for(".plan_page", plan_id=plan.id)
-            stored = idempotency.StoredResponse(303, "", {"Location": location})
-            idempotency.finish(session, stored, principal=principal, key=key or None)
-            return flask.redirect(location, 303)
+            return _once(session, lambda: flask.url_for(".plan_page", plan_id=_create(session, request)))
         except (ma.ValidationError, InvalidFieldError) as error:
             session.rollback()
             errors = errors_by_field(error)
-    context = {"form": form, "errors": errors, "result": None, "chart": None, "saving": True}
+    context = {"form": form, "errors": errors, "result": None, "chart": None}
     return _render_planner(session, context, 422)
 
 
@@ -211,7 +201,10 @@ def compare_plans():
 @requires(*READERS)
 def plan_page(plan_id: uuid.UUID, error: str | None = None, status: int = 200):
     plan = plans.get_plan(get_session(), plan_id, scope=scope())
-    return flask.render_template("console/plan.html", plan=PlanSchema().dump(plan), error=error), status
+    page = flask.render_template(
+        "console/plan.html", plan=PlanSchema().dump(plan), error=error, idempotency_key=uuid.uuid4().hex
+    )
+    return page, status
 
 
 @blp.post("/plans/<uuid:plan_id>/<any(commit, cancel):action>")
@@ -219,15 +212,43 @@ def plan_page(plan_id: uuid.UUID, error: str | None = None, status: int = 200):
 def change_plan(plan_id: uuid.UUID, action: str):
     session = get_session()
     change = plans.commit_plan if action == "commit" else plans.cancel_plan
-    try:
+
+    def act() -> str:
         change(session, plan_id, scope=scope())
-        session.commit()
-    except ServiceError as error:
+        return flask.url_for(".plan_page", plan_id=plan_id)
+
+    try:
+        return _once(session, act)
+    except NotFoundError:
+        raise
+    except ServiceError as error:  # e.g. the budget cannot hold it: said on the plan's page
         session.rollback()
-        if isinstance(error, NotFoundError):
-            raise
         return plan_page(plan_id, error=error.detail, status=409)
-    return flask.redirect(flask.url_for(".plan_page", plan_id=plan_id), 303)
+
+
+def _create(session, request) -> uuid.UUID:
+    return plans.create_plan(session, request, scope=scope()).id
+
+
+def _once(session, act: Callable[[], str]) -> flask.Response:
+    """Run `act` (it writes, and says which page to show next) once per rendered form, and go there.
+
+    Each form that writes carries an idempotency key, used as the API's Idempotency-Key: a second
+    submission of the same form (a double click, a reload) goes where the first went and writes nothing.
+    """
+    principal = current_principal().key_id
+    key = flask.request.form.get("idempotency_key") or None
+    if key is not None:
+        if len(key) > idempotency.MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
+            raise BadRequest("The form's idempotency_key is not valid; reload the page.")
+        fingerprint = idempotency.fingerprint("POST", flask.request.path, flask.request.get_data())
+        replay = idempotency.claim(session, principal, key, fingerprint, utcnow())
+        if replay is not None:
+            return flask.redirect(replay.headers["Location"], 303)
+    location = act()
+    stored = idempotency.StoredResponse(303, "", {"Location": location})
+    idempotency.finish(session, stored, principal=principal, key=key)
+    return flask.redirect(location, 303)
 
 
 # --- budgets ------------------------------------------------------------------------------------------------

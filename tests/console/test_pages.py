@@ -257,17 +257,28 @@ def test_a_viewer_may_plan_but_not_save(app, issue_key, world, client):
     assert client.get("/v1/plans").get_json()["items"] == []
 
 
-def test_committing_from_the_plan_page_charges_the_budget(browser, client, world):
+def test_committing_from_the_plan_page_charges_the_budget_once(browser, client, world):
     plan_path = save(browser, name="commit me", budget_id=world["id"]).headers["Location"]
     page = browser.get(plan_path).get_data(as_text=True)
-    response = browser.post(f"{plan_path}/commit", data={"csrf_token": csrf(page)}, headers=ORIGIN)
-    assert response.status_code == 303
+    form = hidden_fields(page, f"{plan_path}/commit")
+    first = browser.post(f"{plan_path}/commit", data=form, headers=ORIGIN)
+    second = browser.post(f"{plan_path}/commit", data=form, headers=ORIGIN)  # a double click
+    assert first.status_code == second.status_code == 303
+    assert first.headers["Location"] == second.headers["Location"] == plan_path
     assert "status-committed" in browser.get(plan_path).get_data(as_text=True)
     plan = client.get(f"/v1{plan_path}").get_json()
     assert client.get(f"/v1/budgets/{world['id']}").get_json()["committed"] == plan["cost"]
+    ledger = client.get(f"/v1/budgets/{world['id']}/ledger").get_json()["items"]
+    assert len(ledger) == 1
     again = browser.post(f"{plan_path}/commit", data={"csrf_token": csrf(page)}, headers=ORIGIN)
-    assert again.status_code == 409  # shown on the plan page, not a bare problem
+    assert again.status_code == 409  # a new attempt: said on the plan page, not a bare problem
     assert "commit me" in again.get_data(as_text=True)
+
+
+def test_a_forged_idempotency_key_is_refused(browser):
+    planner = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    fields = {**hidden_fields(planner, "/plans"), "idempotency_key": "x" * 300}
+    assert browser.post("/plans", data=fields, headers=ORIGIN).status_code == 400
 
 
 # --- history and compare -------------------------------------------------------------------------------
@@ -411,3 +422,13 @@ def test_the_style_sheet_is_served_here(app):
 def test_an_api_key_in_the_header_does_not_sign_a_browser_in(app, issue_key, world):
     response = app.test_client().get("/", headers=bearer(issue_key("planner", "acme")))
     assert response.status_code == 302
+
+
+def test_an_admin_chooses_the_organisation_a_plan_belongs_to(app, issue_key, world, client):
+    admin = signed_in(app, issue_key("admin"))
+    planner = admin.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    assert '<option value="acme">Acme</option>' in planner
+    fields = {**hidden_fields(planner, "/plans"), "organization": "acme", "name": "admin's"}
+    response = admin.post("/plans", data=fields, headers=ORIGIN)
+    assert response.status_code == 303
+    assert client.get(f"/v1{response.headers['Location']}").get_json()["organization"] == "acme"

@@ -273,7 +273,16 @@ def test_the_command_line_at_work(browser, acme, shots):
     """`planner` against the same server, its output shown as a terminal would: the README's picture."""
     env = {**os.environ, "PLANNER_URL": acme["base"], "PLANNER_API_KEY": acme["key"]}
     planner = str(Path(sys.executable).parent / "planner")
-    cluster = ["--hardware", "h100-sxm", "--accelerators", "1024", "--law", "chinchilla-2022"]
+    cluster = [
+        "--hardware",
+        "h100-sxm",
+        "--accelerators",
+        "1024",
+        "--law",
+        "chinchilla-2022",
+        "--zero-stage",
+        "3",
+    ]
     commands = [
         ["allocate", "--pf-days", "6000", *cluster],
         ["plan", "create", "--organization", "acme", "--name", "38B for FY26", "--pf-days", "6000", *cluster],
@@ -289,7 +298,7 @@ def test_the_command_line_at_work(browser, acme, shots):
     assert "38B for FY26" in transcript[-1]
     page = browser.new_page(viewport={"width": 1400, "height": 300})
     page.set_content(
-        '<pre style="margin:0;padding:16px;background:#1b1f24;color:#e6edf3;'
-        'font:14px/1.4 monospace">' + html.escape("\n".join(transcript)) + "</pre>"
+        '<body style="margin:0;background:#1b1f24"><pre style="margin:0;padding:16px;color:#e6edf3;'
+        'font:14px/1.4 monospace">' + html.escape("\n".join(transcript)) + "</pre></body>"
     )
     shots(page, "cli")
