@@ -37,6 +37,7 @@ from service.schemas import (
     ComparisonSchema,
     CostReportQuerySchema,
     FrontierQuerySchema,
+    ListQuerySchema,
     PlanQuerySchema,
     PlanRequestSchema,
     PlanSchema,
@@ -55,7 +56,6 @@ from service.services import (
     reports,
 )
 from service.services.errors import InvalidFieldError, NotFoundError, ServiceError
-from service.services.pagination import Cursor
 
 for _name, _filter in FILTERS.items():
     blp.add_app_template_filter(_filter, _name)
@@ -258,13 +258,11 @@ def _once(session, act: Callable[[], str]) -> flask.Response:
 @requires(*READERS)
 def budget_list():
     session = get_session()
-    cursor = flask.request.args.get("cursor")
+    query = ListQuerySchema().load(
+        {"cursor": flask.request.args["cursor"]} if "cursor" in flask.request.args else {}
+    )
     page = budgets.list_budgets(
-        session,
-        scope=scope(),
-        organization=None,
-        limit=LIST_LIMIT,
-        after=Cursor.decode(cursor) if cursor else None,
+        session, scope=scope(), organization=None, limit=LIST_LIMIT, after=query.get("cursor")
     )
     items = BudgetSchema(many=True).dump(page.items)
     bars = {item["id"]: _utilization_bar(item, f"bar-{item['id']}") for item in items}

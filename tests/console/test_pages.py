@@ -432,3 +432,52 @@ def test_an_admin_chooses_the_organisation_a_plan_belongs_to(app, issue_key, wor
     response = admin.post("/plans", data=fields, headers=ORIGIN)
     assert response.status_code == 303
     assert client.get(f"/v1{response.headers['Location']}").get_json()["organization"] == "acme"
+
+
+NASTY = [
+    "nan",
+    "inf",
+    "-inf",
+    "1e999",
+    "-0",
+    "",
+    " ",
+    "<script>x</script>",
+    "x" * 5000,
+    "1,2,3",
+    "null",
+    "%00",
+]
+PAGES = {
+    "/": [
+        "budget_kind",
+        "budget",
+        "currency",
+        "hardware",
+        "accelerators",
+        "mfu",
+        "law",
+        "tokens_per_param",
+        "unique_tokens",
+        "inference_tokens",
+    ],
+    "/plans": ["status", "budget_id", "hardware", "label", "created_from", "created_to", "cursor"],
+    "/plans/compare": ["ids"],
+    "/budgets": ["cursor"],
+    "/laws": ["min_flops", "max_flops"],
+    "/reports/costs": ["from", "to", "granularity", "status", "group_label", "budget_id", "hardware"],
+    "/reports/costs.csv": ["from", "to", "granularity", "group_label"],
+}
+
+
+@pytest.mark.parametrize("path", sorted(PAGES))
+def test_no_query_makes_a_page_fail_or_show_nan(browser, path):
+    for name in PAGES[path]:
+        for value in NASTY:
+            args = {**PLANNER_FORM, name: value} if path == "/" else {name: value}
+            response = browser.get(path, query_string=args)
+            assert response.status_code < 500, (name, value)
+            page = response.get_data(as_text=True)
+            assert "<script>x" not in page, (name, value)  # escaped wherever it is echoed
+            if response.mimetype == "text/html" and response.status_code == 200:
+                assert not re.search(r">\s*-?(nan|inf)\s*<", page, re.IGNORECASE), (name, value)
