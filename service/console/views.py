@@ -397,6 +397,7 @@ def cost_report():
         groups=REPORT_GROUPS,
         errors=errors,
         csv_args=MultiDict(flask.request.args),
+        budget_names={str(budget.id): budget.name for budget in _budgets(get_session())},
     ), (422 if errors else 200)
 
 

@@ -354,6 +354,7 @@ def test_the_cost_report_page_and_its_csv_agree_with_the_api(browser, client, wo
     args = {"from": f"{year}-01-01", "to": f"{int(year) + 1}-01-01", "granularity": "none", "grouped": "1"}
     report = browser.get("/reports/costs", query_string={**args, "group_budget": "1"}).get_data(as_text=True)
     assert f"{Decimal(plan['cost']):,.2f}" in report
+    assert f'<a href="/budgets/{world["id"]}">FY26 pretraining</a>' in report  # named, not just an id
     download = browser.get("/reports/costs.csv", query_string={**args, "group_budget": "1"})
     assert download.mimetype == "text/csv"
     assert "attachment" in download.headers["Content-Disposition"]
