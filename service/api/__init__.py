@@ -45,7 +45,8 @@ OPENAPI_SETTINGS = {
         "info": {
             "description": (
                 "Plan the training of large language models: from a compute budget to model size, "
-                "tokens, predicted loss, time and cost. Every error is application/problem+json (RFC 9457)."
+                "tokens, predicted loss, time and cost. Every error is application/problem+json (RFC 9457). "
+                "People may use the web console the same server serves at / (HTML pages, not described here)."
             )
         },
     },

@@ -265,7 +265,7 @@ def budget_list():
         session, scope=scope(), organization=None, limit=LIST_LIMIT, after=query.get("cursor")
     )
     items = BudgetSchema(many=True).dump(page.items)
-    bars = {item["id"]: _utilization_bar(item, f"bar-{item['id']}") for item in items}
+    bars = {item["id"]: _utilization_bar(item, f"bar-{item['id']}", width=320) for item in items}
     return flask.render_template(
         "console/budgets.html", budgets=items, bars=bars, next_page=_next_page_args(page.next_cursor)
     )
@@ -287,7 +287,7 @@ def budget_page(budget_id: uuid.UUID):
     )
 
 
-def _utilization_bar(budget: Mapping[str, Any], chart_id: str):
+def _utilization_bar(budget: Mapping[str, Any], chart_id: str, width: int = 640):
     currency = budget["currency"]
     committed, amount = money(budget["committed"], currency), money(budget["amount"], currency)
     return charts.bar(
@@ -296,6 +296,7 @@ def _utilization_bar(budget: Mapping[str, Any], chart_id: str):
         parts=[(float(budget["committed"]), f"Committed {committed}")],
         total=float(budget["amount"]),
         total_label=f"Amount {amount}",
+        width=width,
     )
 
 

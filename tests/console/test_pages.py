@@ -482,3 +482,26 @@ def test_no_query_makes_a_page_fail_or_show_nan(browser, path):
             assert "<script>x" not in page, (name, value)  # escaped wherever it is echoed
             if response.mimetype == "text/html" and response.status_code == 200:
                 assert not re.search(r">\s*-?(nan|inf)\s*<", page, re.IGNORECASE), (name, value)
+
+
+@pytest.mark.parametrize(
+    ("change", "method"),
+    [
+        ({"budget_kind": "flops", "budget": "1e23"}, "compute-optimal"),
+        ({"budget_kind": "cost", "budget": "2,000,000.00", "currency": "USD"}, "compute-optimal"),
+        ({"budget_kind": "days", "budget": "30"}, "compute-optimal"),
+        ({"budget_kind": "target_loss", "budget": "2.0", "law": "sardana-2024"}, "compute-optimal"),
+        (
+            {"budget_kind": "target_loss", "budget": "2", "law": "sardana-2024", "inference_tokens": "2e12"},
+            "inference-aware",
+        ),
+        ({"unique_tokens": "1e11", "law": "muennighoff-2023-c4"}, "data-constrained"),
+        ({"law": "", "tokens_per_param": "20"}, "fixed-ratio"),
+    ],
+)
+def test_every_kind_of_budget_and_rule_plans(browser, client, change, method):
+    response = browser.get("/", query_string={**PLANNER_FORM, **change})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    page = response.get_data(as_text=True)
+    assert f'<span class="tag">{method}</span>' in page
+    assert svg(page, "isoflop") is not None
