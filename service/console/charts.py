@@ -109,6 +109,7 @@ def _linear_ticks(lo: float, hi: float, fmt: Callable[[float], str], log: bool =
 
 def _log_ticks(lo: float, hi: float, fmt: Callable[[float], str]) -> tuple[float, float, list]:
     """Ticks for a log axis whose range is lo..hi in log10 space."""
+    lo, hi = round(lo, 9), round(hi, 9)  # 1e26 computed as 1.0000000000000002e26 must not add a decade
     if math.ceil(lo) < math.floor(hi):  # two powers of ten or more inside: label decades, thinned to <= 8
         k = 1
         while math.ceil(hi / k) - math.floor(lo / k) + 1 > 8:

@@ -370,3 +370,11 @@ def test_a_bar_without_a_positive_total_is_empty_with_text(total):
 )
 def test_format_number(value, text):
     assert format_number(value) == text
+
+
+def test_a_range_that_ends_on_a_power_of_ten_by_rounding_gains_no_decade():
+    series = Series("a", [(1e19 * (1 - 1e-12), 1.0), (1e26 * (1 + 1e-12), 2.0)])
+    root = parse(chart([series], x_log=True))
+    labels = texts(root, "x-tick")
+    assert labels[0] == "1e19"
+    assert labels[-1] == "1e26"
