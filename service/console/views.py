@@ -172,13 +172,20 @@ def save_plan():
 @requires(*READERS)
 def plan_history():
     session = get_session()
-    query = PlanQuerySchema().load(plan_filter_query(flask.request.args))
-    limit, cursor = query.pop("limit", LIST_LIMIT), query.pop("cursor", None)
-    page = plans.list_plans(session, plans.PlanFilter(**query), scope=scope(), limit=limit, after=cursor)
-    return flask.render_template(
+    items, next_page, errors = [], None, {}
+    try:
+        query = PlanQuerySchema().load(plan_filter_query(flask.request.args))
+    except ma.ValidationError as error:
+        errors = errors_by_field(error)
+    else:
+        limit, cursor = query.pop("limit", LIST_LIMIT), query.pop("cursor", None)
+        page = plans.list_plans(session, plans.PlanFilter(**query), scope=scope(), limit=limit, after=cursor)
+        items, next_page = PlanSummarySchema(many=True).dump(page.items), _next_page_args(page.next_cursor)
+    page = flask.render_template(
         "console/plans.html",
-        plans=PlanSummarySchema(many=True).dump(page.items),
-        next_page=_next_page_args(page.next_cursor),
+        plans=items,
+        next_page=next_page,
+        errors=errors,
         form=flask.request.args,
         statuses=("draft", "committed", "cancelled"),
         budgets=_budgets(session),
@@ -186,6 +193,7 @@ def plan_history():
             session, vendor=None, precision=None, limit=100, after=None
         ).items,
     )
+    return page, 422 if errors else 200
 
 
 @blp.get("/plans/compare")

@@ -505,3 +505,12 @@ def test_every_kind_of_budget_and_rule_plans(browser, client, change, method):
     page = response.get_data(as_text=True)
     assert f'<span class="tag">{method}</span>' in page
     assert svg(page, "isoflop") is not None
+
+
+def test_a_bad_history_filter_is_named_on_the_history_page(browser):
+    response = browser.get("/plans", query_string={"label": "no-colon", "created_from": "yesterday"})
+    assert response.status_code == 422
+    page = html.unescape(response.get_data(as_text=True))
+    assert "Must be key:value" in page
+    assert 'href="#created_from">created from</a>' in page
+    assert '<form method="get" action="/plans"' in page  # the filters stay, to be corrected
