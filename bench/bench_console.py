@@ -27,7 +27,7 @@ from pathlib import Path
 
 import requests
 
-from bench.bench_plans import call, committed_plan, create_budget, scratch_database, serving
+from bench.bench_plans import AUTH, call, committed_plan, create_budget, scratch_database, serving
 from bench.machine import describe
 from tests.api.test_laws import fit_body
 
@@ -49,7 +49,18 @@ def prepare(base: str, bootstrap: int) -> tuple[requests.Session, str, str]:
     for month in range(1, 13):
         committed_plan(base, budget, f"2026-{month:02d}-15T00:00:00Z")
     body = fit_body(organization="bench", bootstrap={"samples": bootstrap, "seed": 7})
-    call("POST", f"{base}/v1/scaling-laws", 201, json=body)
+    fitted = requests.post(f"{base}/v1/scaling-laws", json=body, headers=AUTH, timeout=300)
+    if fitted.status_code == 202:  # a large bootstrap is fitted in the background: wait for it
+        job = fitted.json()["id"]
+        while (status := call("GET", f"{base}/v1/fit-jobs/{job}", 200).json()["status"]) in (
+            "queued",
+            "running",
+        ):
+            time.sleep(1)
+        if status != "succeeded":
+            raise RuntimeError(f"fit job {job}: {status}")
+    elif fitted.status_code != 201:
+        raise RuntimeError(f"fit: {fitted.status_code} {fitted.text[:300]}")
     session = requests.Session()
     signed_in = session.post(
         f"{base}/sign-in", data={"key": key.json()["key"], "next": "/"}, headers={"Origin": base}
