@@ -407,6 +407,8 @@ def test_every_page_is_locked_down_and_labels_its_inputs(browser, path):
     assert response.headers["Cache-Control"] == "no-store"
     page = response.get_data(as_text=True)
     assert "<script" not in page
+    assert '="&#34;' not in page
+    assert "=&#34;" not in page
     labelled = set(re.findall(r'<label for="([^"]+)"', page))
     inputs = re.findall(r'<(?:input|select)(?![^>]*type="(?:hidden|checkbox)")[^>]*\bid="([^"]+)"', page)
     assert set(inputs) <= labelled, set(inputs) - labelled

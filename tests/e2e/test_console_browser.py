@@ -32,12 +32,13 @@ from tests.e2e.conftest import AUTH
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
 try:
+    from axe_playwright_python.sync_playwright import Axe
     from playwright.sync_api import Page, expect, sync_playwright
 except ImportError:  # reported below
     Page = sync_playwright = None
 
 if CHROMIUM is None or sync_playwright is None:
-    missing = "the playwright package" if sync_playwright is None else "a chromium binary"
+    missing = "the playwright and axe-playwright-python packages" if sync_playwright is None else "chromium"
     if os.environ.get("CI"):
         pytest.fail(f"browser tests need {missing}; .ci/run installs it", pytrace=False)
     pytest.skip(
@@ -50,16 +51,20 @@ LAPTOP = {"width": 1366, "height": 900}  # a common laptop screen
 
 @pytest.fixture
 def shots(request, empty_database_url):
-    """Saves numbered full-page screenshots for this test and database."""
+    """Saves numbered full-page screenshots for this test and database, and checks each page against
+    axe-core's accessibility rules (WCAG 2.x A and AA among them): any violation fails the test."""
     backend = "postgresql" if empty_database_url.startswith("postgresql") else "sqlite"
     directory = Path(os.environ.get("SCREENSHOT_DIR") or ROOT / "test-artifacts" / "screenshots") / backend
     directory.mkdir(parents=True, exist_ok=True)
     taken = []
 
-    def shoot(page, name: str) -> Path:
+    def shoot(page, name: str, *, audit: bool = True) -> Path:
         path = directory / f"{len(taken) + 1:02d}-{name}.png"
         page.screenshot(path=str(path), full_page=True)
         taken.append(path)
+        if audit:
+            results = Axe().run(page)
+            assert results.violations_count == 0, f"{name}: {results.generate_report()}"
         return path
 
     return shoot
@@ -301,4 +306,4 @@ def test_the_command_line_at_work(browser, acme, shots):
         '<body style="margin:0;background:#1b1f24"><pre style="margin:0;padding:16px;color:#e6edf3;'
         'font:14px/1.4 monospace">' + html.escape("\n".join(transcript)) + "</pre></body>"
     )
-    shots(page, "cli")
+    shots(page, "cli", audit=False)  # a picture of a terminal, not a page of the console
