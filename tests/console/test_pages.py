@@ -516,3 +516,15 @@ def test_a_bad_history_filter_is_named_on_the_history_page(browser):
     assert "Must be key:value" in page
     assert 'href="#created_from">created from</a>' in page
     assert '<form method="get" action="/plans"' in page  # the filters stay, to be corrected
+
+
+def test_a_data_constrained_plan_is_drawn_on_the_repeated_data_curve_at_its_minimum(browser):
+    form = {**PLANNER_FORM, "unique_tokens": "1e11", "law": "muennighoff-2023-c4"}
+    chart = svg(browser.get("/", query_string=form).get_data(as_text=True), "isoflop")
+    labels = [text.text for text in chart.iter(f"{SVG}text")]
+    assert {"Compute-optimal, unlimited data", "This plan", "100B unique tokens, repeated"} <= set(labels)
+    repeated = chart.find(f".//{SVG}g[@data-series='1']/{SVG}polyline")
+    heights = [float(point.split(",")[1]) for point in repeated.get("points").split()]
+    plan_mark = chart.findall(f".//{SVG}circle[@class='marker']")[-1]  # markers in order: optimum, plan
+    # Lower loss is drawn lower (a larger SVG y): no point of the repeated-data curve is below the plan.
+    assert float(plan_mark.get("cy")) >= max(heights) - 0.5
