@@ -528,3 +528,14 @@ def test_a_data_constrained_plan_is_drawn_on_the_repeated_data_curve_at_its_mini
     plan_mark = chart.findall(f".//{SVG}circle[@class='marker']")[-1]  # markers in order: optimum, plan
     # Lower loss is drawn lower (a larger SVG y): no point of the repeated-data curve is below the plan.
     assert float(plan_mark.get("cy")) >= max(heights) - 0.5
+
+
+def test_a_person_over_the_rate_limit_gets_a_page_saying_when_to_retry(app_with, issue_key, client, world):
+    limited = app_with(rate_limit_per_minute=60, rate_limit_burst=2)
+    browser = signed_in(limited, issue_key("viewer", "acme"))
+    answers = [browser.get("/plans") for _ in range(4)]
+    refused = [response for response in answers if response.status_code == 429]
+    assert refused, [response.status_code for response in answers]
+    assert refused[0].mimetype == "text/html"
+    assert int(refused[0].headers["Retry-After"]) >= 1
+    assert "429 Too Many Requests" in refused[0].get_data(as_text=True)
