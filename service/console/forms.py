@@ -3,20 +3,13 @@ their refusals back to messages beside the form fields."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import marshmallow as ma
-from markupsafe import Markup
 
-from service.console import charts
-from service.core import allocate
-from service.core import plan as engine
-from service.core.validation import InvalidInput
 from service.schemas import REPORT_GROUPS
-from service.services import planning
 from service.services.errors import InvalidFieldError
 
 # The budget a person plans with: one amount in one of these units.
@@ -42,7 +35,6 @@ INTEGER_FIELDS = frozenset({"accelerators"})
 NUMBER_FIELDS = frozenset(
     {"budget", "accelerators", "mfu", "tokens_per_param", "unique_tokens", "inference_tokens"}
 )
-DEFAULT_REFERENCE_LAW = "chinchilla-2022"  # the IsoFLOP chart's law when the plan uses a fixed ratio
 
 
 def _number_text(text: str) -> str:
@@ -104,55 +96,6 @@ def _flatten(tree: Any, member: str):
                 yield from _flatten(item, member)
     else:
         yield member or "_form", [str(tree)]
-
-
-def isoflop_chart(outcome: engine.Plan) -> tuple[Markup | None, str | None]:
-    """The IsoFLOP profile at the plan's budget (loss against model size, the law's optimum and the plan
-    marked), and a note on which law draws it; (None, why) when the law cannot draw it at this budget."""
-    law = outcome.law or engine.published(DEFAULT_REFERENCE_LAW)
-    flops = outcome.allocation.flops
-    try:
-        profile = planning.isoflop(law, flops, 41, 10.0)
-    except InvalidFieldError as error:
-        return None, f"No IsoFLOP profile at this budget: {error.detail}"
-    optimal, allocation = profile["optimal"], outcome.allocation
-    series = [
-        charts.Series(
-            law.slug or "law", [(point.params, point.predicted_loss) for point in profile["points"]]
-        )
-    ]
-    markers = [charts.Marker(optimal.params, optimal.predicted_loss, "Compute-optimal")]
-    if outcome.method == "data-constrained":
-        # With repeated data the loss is another curve (Muennighoff et al. 2023); the plan is its minimum.
-        unique = allocation.unique_tokens
-        repeated = [(n, _repeated_loss(law, n, flops, unique)) for n, _ in series[0].points]
-        series.append(charts.Series(f"{charts.format_number(unique)} unique tokens, repeated", repeated))
-        markers[0] = charts.Marker(optimal.params, optimal.predicted_loss, "Compute-optimal, unlimited data")
-    plan_loss = allocation.predicted_loss or law.law.loss(allocation.params, allocation.tokens)
-    if abs(allocation.params / optimal.params - 1) > 0.01:
-        markers.append(charts.Marker(allocation.params, plan_loss, "This plan"))
-    note = None if outcome.law else f"Losses from {DEFAULT_REFERENCE_LAW}: the plan uses a fixed ratio."
-    chart = charts.line_chart(
-        chart_id="isoflop",
-        title=f"IsoFLOP profile at {charts.format_number(flops)} FLOPs",
-        description=f"Predicted loss against model size when {charts.format_number(flops)} FLOPs are spent "
-        f"(D = C / 6N), under {law.slug or 'the given law'}; the minimum is the compute-optimal size.",
-        series=series,
-        x_label="Model size N (parameters)",
-        y_label="Predicted loss (nats/token)",
-        x_log=True,
-        markers=markers,
-    )
-    return chart, note
-
-
-def _repeated_loss(law: engine.NamedLaw, params: float, flops: float, unique: float) -> float:
-    """The loss of `params` trained on C/(6N) tokens drawn from `unique` ones; NaN (not drawn) where the law
-    refuses the size."""
-    try:
-        return allocate.data_constrained_loss(law.law, params, flops / (6 * params), unique)
-    except InvalidInput:
-        return math.nan
 
 
 def _instant(text: str | None) -> str | None:

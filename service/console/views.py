@@ -15,18 +15,16 @@ from werkzeug.exceptions import BadRequest
 
 from service.api.reports import csv_response
 from service.auth import CONSOLE_COOKIE, READERS, current_principal, requires, scope
-from service.console import blp, charts, same_origin
-from service.console.formatting import FILTERS, money, number
+from service.console import blp, figures, same_origin
+from service.console.formatting import FILTERS
 from service.console.forms import (
     BUDGET_KINDS,
     REPORT_GROUPS,
     allocation_request,
     errors_by_field,
-    isoflop_chart,
     plan_filter_query,
     report_query,
 )
-from service.core import plan as engine
 from service.db import get_db, get_session
 from service.models import utcnow
 from service.schemas import (
@@ -124,7 +122,7 @@ def planner():
                 errors = errors_by_field(error)
             else:
                 context["result"] = AllocationSchema().dump(outcome)
-                context["chart"], context["chart_note"] = isoflop_chart(outcome)
+                context["chart"], context["chart_note"] = figures.isoflop_chart(outcome)
                 context["idempotency_key"] = uuid.uuid4().hex
         context["errors"] = errors
     return _render_planner(session, context, 422 if context["errors"] else 200)
@@ -273,7 +271,7 @@ def budget_list():
         session, scope=scope(), organization=None, limit=LIST_LIMIT, after=query.get("cursor")
     )
     items = BudgetSchema(many=True).dump(page.items)
-    bars = {item["id"]: _utilization_bar(item, f"bar-{item['id']}", width=320) for item in items}
+    bars = {item["id"]: figures.utilization_bar(item, f"bar-{item['id']}", width=320) for item in items}
     return flask.render_template(
         "console/budgets.html", budgets=items, bars=bars, next_page=_next_page_args(page.next_cursor)
     )
@@ -290,41 +288,8 @@ def budget_page(budget_id: uuid.UUID):
         "console/budget.html",
         budget=budget,
         utilization=utilization,
-        bar=_utilization_bar(budget, "utilization"),
-        burn=_burn_chart(utilization),
-    )
-
-
-def _utilization_bar(budget: Mapping[str, Any], chart_id: str, width: int = 640):
-    currency = budget["currency"]
-    committed, amount = money(budget["committed"], currency), money(budget["amount"], currency)
-    return charts.bar(
-        chart_id=chart_id,
-        title=f"{budget['name']}: {committed} committed of {amount}",
-        parts=[(float(budget["committed"]), f"Committed {committed}")],
-        total=float(budget["amount"]),
-        total_label=f"Amount {amount}",
-        width=width,
-    )
-
-
-def _burn_chart(utilization: Mapping[str, Any]):
-    months = utilization["months"]
-    step = -(-len(months) // 6)  # at most 6 month labels: more collide on a laptop screen
-    return charts.line_chart(
-        chart_id="burn",
-        title="Committed over the budget's period",
-        description="Cumulative committed money by month of plan start, against the budget's amount.",
-        series=[
-            charts.Series(
-                "Committed (cumulative)",
-                [(index, float(month["cumulative"])) for index, month in enumerate(months)],
-            )
-        ],
-        x_label="Month (plan start)",
-        y_label=f"Money ({utilization['currency']})",
-        reference_lines=[(float(utilization["amount"]), "Amount")],
-        x_ticks=[(index, month["month"]) for index, month in enumerate(months)][::step],
+        bar=figures.utilization_bar(budget, "utilization"),
+        burn=figures.burn_chart(utilization),
     )
 
 
@@ -338,50 +303,16 @@ def law_frontier():
     args = {
         name: flask.request.args[name] for name in ("min_flops", "max_flops") if flask.request.args.get(name)
     }
+    shown = {"min_flops": 1e19, "max_flops": 1e26}  # from today's small runs to beyond the largest
     try:
-        query = FrontierQuerySchema().load(
-            {"min_flops": 1e19, "max_flops": 1e26, **args, "points": FRONTIER_POINTS}
-        )
-        errors: dict[str, list[str]] = {}
-    except ma.ValidationError as error:
-        query = FrontierQuerySchema().load({"min_flops": 1e19, "max_flops": 1e26, "points": FRONTIER_POINTS})
-        errors = errors_by_field(error)
+        query, errors = FrontierQuerySchema().load({**shown, **args}), {}
+    except ma.ValidationError as error:  # said beside the range, and the default range drawn
+        query, errors = FrontierQuerySchema().load(shown), errors_by_field(error)
     named = laws.published_laws() + [
         laws.engine_law(session, law.slug, scope=scope()) for law in _fitted_laws(session)
     ]
-    lines: dict[str, list[charts.Series]] = {"params": [], "tokens": []}
-    rows = []
-    for law in named:
-        curve = planning.frontier(law, query["min_flops"], query["max_flops"], query["points"])["points"]
-        # A fitted law with bootstrap fits draws the spread of N and D over them as a band.
-        spreads = (
-            [(point, engine.frontier_intervals(law, point.flops)) for point in curve] if law.samples else []
-        )
-        label = f"{law.slug} (band: 95% bootstrap interval)" if law.samples else law.slug
-        for figure in ("params", "tokens"):
-            band = [
-                (point.flops, *getattr(spread, figure)) for point, spread in spreads if spread is not None
-            ]
-            points = [(point.flops, getattr(point, figure)) for point in curve]
-            lines[figure].append(charts.Series(label, points, band=band))
-        rows.append({"law": law, "curve": curve})
-    frontier_charts = {
-        figure: charts.line_chart(
-            chart_id=f"frontier-{figure}",
-            title=f"Compute-optimal {'model size N' if figure == 'params' else 'training tokens D'}",
-            description=f"{'Parameters' if figure == 'params' else 'Tokens'} against training compute for "
-            "each law, published and fitted by your organisation.",
-            series=series,
-            x_label="Training compute (FLOPs)",
-            y_label="Parameters" if figure == "params" else "Tokens",
-            x_log=True,
-            y_log=True,
-        )
-        for figure, series in lines.items()
-    }
-    return flask.render_template(
-        "console/laws.html", charts=frontier_charts, rows=rows, query=query, errors=errors, number=number
-    )
+    frontier, rows = figures.frontier_charts(named, query["min_flops"], query["max_flops"], FRONTIER_POINTS)
+    return flask.render_template("console/laws.html", charts=frontier, rows=rows, query=query, errors=errors)
 
 
 # --- cost report ----------------------------------------------------------------------------------------
