@@ -35,6 +35,7 @@ from service.schemas import (
     ComparisonSchema,
     CostReportQuerySchema,
     FrontierQuerySchema,
+    LedgerEntrySchema,
     ListQuerySchema,
     PlanQuerySchema,
     PlanRequestSchema,
@@ -284,12 +285,15 @@ def budget_page(budget_id: uuid.UUID):
     use = reports.utilization(session, budget_id, scope=scope(), now=utcnow())
     budget = BudgetSchema().dump(use.budget)
     utilization = UtilizationSchema().dump(use)
+    ledger = plans.list_ledger(session, budget_id, scope=scope(), limit=LIST_LIMIT, after=None)
     return flask.render_template(
         "console/budget.html",
         budget=budget,
         utilization=utilization,
         bar=figures.utilization_bar(budget, "utilization"),
         burn=figures.burn_chart(utilization),
+        ledger=LedgerEntrySchema(many=True).dump(ledger.items),
+        more_ledger=ledger.next_cursor is not None,
     )
 
 

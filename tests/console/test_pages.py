@@ -325,6 +325,7 @@ def test_the_budget_page_shows_utilisation_and_burn(browser, client, world):
     utilization = client.get(f"/v1/budgets/{world['id']}").get_json()["utilization"]
     assert utilization > 0
     assert f"({100 * utilization:.1f}%)" in budget
+    assert "<td>commit</td>" in budget  # its ledger entry
     listing = browser.get("/budgets").get_data(as_text=True)
     assert "FY26 pretraining" in listing
 
