@@ -24,6 +24,7 @@ install: $(STAMP)
 run: install migrate
 	@echo "Serving on http://$${HOST:-127.0.0.1}:$${PORT:-8000}; call it with:"
 	@echo "  curl -H 'Authorization: Bearer $(PLANNER_ADMIN_KEY)' localhost:$${PORT:-8000}/v1/organizations"
+	@echo "or open http://$${HOST:-127.0.0.1}:$${PORT:-8000}/ in a browser and sign in with that key."
 	$(BIN)/gunicorn -c gunicorn.conf.py
 
 ## Apply migrations and load built-in data; both are idempotent.
