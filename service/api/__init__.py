@@ -13,7 +13,7 @@ from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 from service import http_status
 from service.api import budgets, hardware, health, keys, laws, organizations, planning, plans, reports
 from service.api.base import SlugConverter
-from service.auth import CONSOLE_BLUEPRINT, SECURITY_SCHEME
+from service.auth import SECURITY_SCHEME
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
 from service.schemas import (
     NAMED_VARIANTS,
@@ -28,6 +28,7 @@ from service.schemas import (
 )
 
 API_VERSION = "1.0.0"
+API_PREFIX = "/v1/"
 
 OPENAPI_SETTINGS = {
     "API_TITLE": "Compute Planner",
@@ -91,7 +92,7 @@ class PlannerApi(Api):
 
 def _with_common_responses(spec: dict) -> dict:
     for path, operations in spec["paths"].items():
-        if path.startswith("/v1/"):
+        if path.startswith(API_PREFIX):
             for method, operation in operations.items():
                 if method != "parameters":
                     for status, name in COMMON_RESPONSES.items():
@@ -103,8 +104,8 @@ def _check_body() -> None:
     request = flask.request
     if request.routing_exception is not None or request.method not in _BODY_METHODS:
         return  # 404 and 405 come first
-    if request.blueprint == CONSOLE_BLUEPRINT:
-        return  # the console's pages post HTML forms
+    if not request.path.startswith(API_PREFIX):
+        return  # only the API takes bodies as JSON (the console's pages post HTML forms)
     chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
     if chunked and len(request.get_data(cache=True)) >= (request.max_content_length or float("inf")):
         # Werkzeug stops reading a chunked body at the limit without saying so; it would parse as bad JSON.

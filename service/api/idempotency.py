@@ -102,7 +102,7 @@ def _key() -> str | None:
         return None
     # The draft sends the key as a structured-field string ("..."); plain tokens are common too.
     key = raw[1:-1] if len(raw) > 2 and raw[0] == raw[-1] == '"' else raw
-    if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH or not all(33 <= ord(c) <= 126 for c in key):
+    if not idempotency.is_valid_key(key):
         raise InvalidHeaderError(
             HEADER, f"Must be 1 to {idempotency.MAX_KEY_LENGTH} visible ASCII characters, e.g. a UUID."
         )

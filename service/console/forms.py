@@ -137,13 +137,11 @@ def report_query(args: Mapping[str, str], now: datetime | None = None) -> dict[s
         "granularity": args.get("granularity") or "month",
         "status": args.get("status") or "committed",
     }
-    if groups or "grouped" in args:  # the form was sent: its choice of groups, even none
-        query["group_by"] = ",".join(groups)
-    else:
-        query["group_by"] = "budget"
+    # Once the form was sent, its choice of groups (even none); before, by budget.
+    group_by = ",".join(groups) if groups or "grouped" in args else "budget"
+    if group_by:
+        query["group_by"] = group_by
     for name in ("organization", "budget_id", "hardware"):
         if args.get(name, "").strip():
             query[name] = args[name].strip()
-    if query["group_by"] == "":
-        del query["group_by"]
     return query

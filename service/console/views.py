@@ -14,7 +14,7 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest
 
 from service.api.reports import csv_response
-from service.auth import CONSOLE_COOKIE, READERS, current_principal, requires, scope
+from service.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
 from service.console import blp, figures, same_origin
 from service.console.formatting import FILTERS
 from service.console.forms import (
@@ -25,7 +25,7 @@ from service.console.forms import (
     plan_filter_query,
     report_query,
 )
-from service.db import get_db, get_session
+from service.db import get_session
 from service.models import utcnow
 from service.schemas import (
     AllocationRequestSchema,
@@ -47,7 +47,6 @@ from service.services import (
     budgets,
     hardware,
     idempotency,
-    keys,
     laws,
     organizations,
     planning,
@@ -73,11 +72,7 @@ def sign_in():
     if flask.request.method == "GET":
         return flask.render_template("console/sign_in.html", next=target, error=None)
     key = flask.request.form.get("key", "").strip()
-    found = None
-    if key and same_origin():
-        with get_db().read_sessionmaker() as session:
-            found = keys.authenticate(session, key)
-    if found is None:
+    if not (key and same_origin() and admit(key)):
         error = (
             "That API key is not valid (malformed, unknown, revoked or expired)." if key else "Enter a key."
         )
@@ -246,7 +241,7 @@ def _once(session, act: Callable[[], str]) -> flask.Response:
     principal = current_principal().key_id
     key = flask.request.form.get("idempotency_key") or None
     if key is not None:
-        if len(key) > idempotency.MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
+        if not idempotency.is_valid_key(key):
             raise BadRequest("The form's idempotency_key is not valid; reload the page.")
         fingerprint = idempotency.fingerprint("POST", flask.request.path, flask.request.get_data())
         replay = idempotency.claim(session, principal, key, fingerprint, utcnow())
@@ -374,13 +369,8 @@ def _report(query: Mapping[str, Any]) -> reports.CostReport:
 
 
 def _organization_slug() -> str | None:
-    principal = current_principal()
-    if principal.organization_id is None:
-        return None
-    found = organizations.list_organizations(
-        get_session(), scope=principal.organization_id, limit=1, after=None
-    )
-    return found.items[0].slug if found.items else None
+    organization_id = current_principal().organization_id
+    return None if organization_id is None else organizations.slug_of(get_session(), organization_id)
 
 
 def _organizations(session):

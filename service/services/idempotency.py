@@ -37,6 +37,11 @@ class StoredResponse:
     headers: dict[str, str]
 
 
+def is_valid_key(key: str) -> bool:
+    """1 to MAX_KEY_LENGTH visible ASCII characters (a UUID, say)."""
+    return 1 <= len(key) <= MAX_KEY_LENGTH and all(33 <= ord(c) <= 126 for c in key)
+
+
 def fingerprint(method: str, path: str, body: bytes) -> str:
     """Hash of the request; the body canonically (key order and whitespace do not matter) when it is JSON."""
     try:

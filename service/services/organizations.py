@@ -28,6 +28,10 @@ def get_organization(session: Session, slug: str, *, scope: uuid.UUID | None) ->
     return organization
 
 
+def slug_of(session: Session, organization_id: uuid.UUID) -> str:
+    return session.scalars(select(Organization.slug).where(Organization.id == organization_id)).one()
+
+
 def named_in_body(session: Session, slug: str, *, scope: uuid.UUID | None) -> Organization:
     """The organisation a request body names (a 422 at #/organization when it is not one the caller sees)."""
     try:
