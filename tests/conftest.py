@@ -183,3 +183,44 @@ def empty_database_url(request, tmp_path) -> Iterator[str]:
         return
     with scratch_postgres_database(POSTGRES_URL, f"{normalise_url(POSTGRES_URL).database}_scratch") as url:
         yield url
+
+
+# --- The browser tests: counted apart when skipped, and required where a run must include them -------------
+
+BROWSER_TESTS = "tests/e2e/test_console_browser.py::"
+NO_BROWSER = "skipped: no browser"
+
+
+def _is_browser_test(report) -> bool:
+    return report.nodeid.startswith(BROWSER_TESTS)
+
+
+def pytest_report_teststatus(report, config):
+    """A browser test skipped for want of a browser is its own category, so the summary line says
+    "N skipped: no browser" rather than hiding them among the other skips."""
+    if report.when == "setup" and report.skipped and _is_browser_test(report):
+        return NO_BROWSER, "b", "SKIPPED (no browser)"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter):
+    reasons = {report.longrepr[2] for report in terminalreporter.stats.get(NO_BROWSER, [])}
+    for reason in sorted(reasons):
+        terminalreporter.write_line(f"{NO_BROWSER}: {reason.removeprefix('Skipped: ')}", yellow=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With REQUIRE_BROWSER_TESTS set (.ci/run sets it), a run in which the browser tests did not run (none
+    passed, or some were skipped for want of a browser) fails."""
+    if not os.environ.get("REQUIRE_BROWSER_TESTS") or exitstatus != pytest.ExitCode.OK:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    passed = [report for report in reporter.stats.get("passed", []) if _is_browser_test(report)]
+    skipped = reporter.stats.get(NO_BROWSER, [])
+    if skipped or not passed:
+        why = f"{len(skipped)} skipped for want of a browser" if skipped else "none of them passed"
+        reporter.ensure_newline()
+        reporter.write_line(
+            f"REQUIRE_BROWSER_TESTS is set, but the browser tests did not run: {why}", red=True
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
