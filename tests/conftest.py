@@ -7,6 +7,7 @@ never see each other's rows; the code under test commits to a SAVEPOINT inside i
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from flask import Flask
 from flask.testing import FlaskClient
 from hypothesis import settings
 from sqlalchemy import Engine, select
@@ -73,9 +75,25 @@ def connection(engine):
         transaction.rollback()
 
 
+@pytest.fixture(scope="module")
+def module_connection(engine):
+    """A connection inside a transaction for a whole module, rolled back when the module ends: for a module
+    that builds one world for all its tests and runs each of them in a SAVEPOINT on it (see
+    tests/api/test_access_matrix.py)."""
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        yield connection
+        transaction.rollback()
+
+
+def sessions_on(connection) -> sessionmaker:
+    """Sessions whose commits are SAVEPOINTs inside `connection`'s transaction."""
+    return sessionmaker(bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False)
+
+
 @pytest.fixture
 def session_factory(connection):
-    return sessionmaker(bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False)
+    return sessions_on(connection)
 
 
 @pytest.fixture
@@ -93,19 +111,30 @@ class BufferedClient(FlaskClient):
         return super().open(*args, **kwargs)
 
 
+def build_app(database_url: str, **settings) -> Flask:
+    """The service for tests, on `database_url`; `on_transaction` puts it on a test's connection."""
+    # No background runner: it would share the test's connection from another thread. Tests run fit jobs
+    # with service.jobs.run_pending.
+    config = Config(database_url=database_url, testing=True, fit_jobs_in_process=False)
+    app = create_app(config.with_overrides(settings))
+    app.test_client_class = BufferedClient
+    return app
+
+
+def on_transaction(app: Flask, session_factory: sessionmaker) -> Flask:
+    database = get_db(app)
+    database.sessionmaker = database.read_sessionmaker = session_factory
+    return app
+
+
 @pytest.fixture
 def app_with(database_url, session_factory):
-    """Builds apps on the test's transaction with settings of the test's choosing: app_with(threads=8)."""
+    """Builds apps on the test's transaction with settings of the test's choosing: app_with(threads=8).
+    For a test that changes its app (settings, routes); the others share `app`."""
     apps = []
 
     def make(**settings):
-        # No background runner: it would share the test's connection from another thread. Tests run fit
-        # jobs with service.jobs.run_pending.
-        config = Config(database_url=database_url, testing=True, fit_jobs_in_process=False)
-        apps.append(create_app(config.with_overrides(settings)))
-        apps[-1].test_client_class = BufferedClient
-        database = get_db(apps[-1])
-        database.sessionmaker = database.read_sessionmaker = session_factory
+        apps.append(on_transaction(build_app(database_url, **settings), session_factory))
         return apps[-1]
 
     yield make
@@ -113,9 +142,22 @@ def app_with(database_url, session_factory):
         get_db(app).engine.dispose()
 
 
+@pytest.fixture(scope="session")
+def _default_apps() -> Iterator[dict[str, Flask]]:
+    apps: dict[str, Flask] = {}
+    yield apps
+    for app in apps.values():
+        get_db(app).engine.dispose()
+
+
 @pytest.fixture
-def app(app_with):
-    return app_with()
+def app(database_url, session_factory, _default_apps):
+    """The service with its default settings, on the test's transaction. One app per database serves every
+    test (building one costs 0.1-0.3 s, mostly flask-smorest writing the OpenAPI document) and is handed each
+    test's sessions; it holds no other state between requests. A test that changes an app uses app_with."""
+    if database_url not in _default_apps:
+        _default_apps[database_url] = build_app(database_url)
+    return on_transaction(_default_apps[database_url], session_factory)
 
 
 @pytest.fixture
@@ -130,22 +172,23 @@ def service_log():
     logger.removeHandler(handler)
 
 
+def issue_key_in(session, role: str, organization: str | None = None) -> str:
+    """A real API key for `role` (in `organization`, made if missing), committed in `session`."""
+    if (
+        organization is not None
+        and session.scalar(select(Organization).where(Organization.slug == organization)) is None
+    ):
+        session.add(Organization(slug=organization, name=organization.title()))
+        session.commit()
+    return keys.create_key(
+        session, {"role": role, "organization_slug": organization, "name": f"test {role}"}
+    ).key
+
+
 @pytest.fixture
 def issue_key(session):
     """Issues a real API key (in the test's transaction): issue_key("finance", "acme") -> the full key."""
-
-    def issue(role: str, organization: str | None = None) -> str:
-        if (
-            organization is not None
-            and session.scalar(select(Organization).where(Organization.slug == organization)) is None
-        ):
-            session.add(Organization(slug=organization, name=organization.title()))
-            session.commit()
-        return keys.create_key(
-            session, {"role": role, "organization_slug": organization, "name": f"test {role}"}
-        ).key
-
-    return issue
+    return functools.partial(issue_key_in, session)
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -168,11 +211,21 @@ def make_app():
 
 
 @pytest.fixture
-def client(app, issue_key):
+def client_of(issue_key):
+    """client_of(app): a client of `app` (e.g. one from app_with) calling as an admin."""
+
+    def make(app: Flask) -> FlaskClient:
+        client = app.test_client()
+        client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {issue_key('admin')}"
+        return client
+
+    return make
+
+
+@pytest.fixture
+def client(app, client_of):
     """A client calling as an admin; tests about roles pass their own Authorization header."""
-    client = app.test_client()
-    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {issue_key('admin')}"
-    return client
+    return client_of(app)
 
 
 @pytest.fixture(params=BACKENDS)

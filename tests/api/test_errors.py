@@ -104,17 +104,19 @@ def test_an_unknown_query_parameter_is_rejected(client):
 
 
 @pytest.fixture
-def failing_app(app):
+def failing_client(app_with, client_of):
     def explode():
         raise RuntimeError("secret internal detail")
 
+    app = app_with()
     app.add_url_rule("/explode", "explode", explode)
-    return app
+    return client_of(app)
 
 
 def test_an_unexpected_exception_is_a_500_problem_without_internals_and_is_logged_with_its_id(
-    failing_app, client, service_log
+    failing_client, service_log
 ):
+    client = failing_client
     response = client.get("/explode", headers={"X-Request-ID": "req-123"})
     body = assert_problem(response, 500)
     text = response.get_data(as_text=True)

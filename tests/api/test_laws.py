@@ -722,8 +722,8 @@ def test_more_than_100000_runs_are_refused_and_so_is_too_much_bootstrap_work(cli
     assert count(session, FittedLaw) == count(session, FitJob) == 0
 
 
-def test_a_body_over_the_upload_limit_is_413(client, app, session, orgs):
-    app.config["MAX_FIT_UPLOAD_LENGTH"] = 2_000
+def test_a_body_over_the_upload_limit_is_413(app_with, client_of, session, orgs):
+    client = client_of(app_with(max_fit_upload_length=2_000))
     body = fit_body()
     assert len(json.dumps(body)) > 2_000
     problem = assert_problem(client.post("/v1/scaling-laws", json=body), 413)
