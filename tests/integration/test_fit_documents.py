@@ -10,6 +10,8 @@ import pytest
 from service.core import fit
 from service.services import laws
 
+pytestmark = pytest.mark.usefixtures("small_fit_grid")  # the grid search is tests/core/test_fit.py's
+
 RUNS = {"params": [], "tokens": [], "loss": []}
 for size in (5e7, 1e8, 2e8, 5e8, 1e9, 2e9):
     for tokens in (1e9, 3e9, 1e10, 3e10, 1e11):

@@ -22,6 +22,8 @@ from service.models import FitJob, FittedLaw, utcnow
 from service.services import laws
 from tests.conftest import BufferedClient, bearer
 
+pytestmark = pytest.mark.usefixtures("small_fit_grid")  # the grid search is tests/core/test_fit.py's
+
 ADMIN_KEY = "cpk_fitjobs1_" + "f" * 40
 TRUE = {"E": 1.82, "A": 480.0, "B": 2100.0, "alpha": 0.35, "beta": 0.37}
 
