@@ -12,7 +12,7 @@ from typing import Any
 import flask
 import marshmallow as ma
 from werkzeug.datastructures import MultiDict
-from werkzeug.exceptions import BadRequest
+from werkzeug.exceptions import BadRequest, TooManyRequests
 
 from service.api.reports import csv_response
 from service.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
@@ -73,7 +73,13 @@ def sign_in():
     if flask.request.method == "GET":
         return flask.render_template("console/sign_in.html", next=target, error=None)
     key = flask.request.form.get("key", "").strip()
-    if not (key and same_origin() and admit(key)):
+    try:
+        admitted = key and same_origin() and admit(key)
+    except TooManyRequests as refused:  # too many failures from this address: the form, to try again later
+        error = f"Too many failed sign-ins from this address; try again in {refused.retry_after} seconds."
+        page = flask.render_template("console/sign_in.html", next=target, error=error)
+        return page, 429, {"Retry-After": str(refused.retry_after)}
+    if not admitted:
         error = (
             "That API key is not valid (malformed, unknown, revoked or expired)." if key else "Enter a key."
         )

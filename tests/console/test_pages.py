@@ -215,6 +215,25 @@ def test_sign_in_from_another_site_is_refused(app, issue_key, world):
     assert "Set-Cookie" not in response.headers
 
 
+def test_too_many_failed_sign_ins_from_one_address_get_a_page_saying_when_to_retry(app_with, issue_key):
+    app = app_with(auth_failures_per_minute=3)
+    valid = issue_key("viewer", "acme")
+    assert signed_in(app, valid)
+    wrong = {"key": "cpk_guess0000_" + "x" * 43}
+    assert [app.test_client().post("/sign-in", data=wrong, headers=ORIGIN).status_code for _ in range(3)] == [
+        422
+    ] * 3
+    refused = app.test_client().post("/sign-in", data=wrong, headers=ORIGIN)
+    assert refused.status_code == 429
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert refused.mimetype == "text/html"
+    page = refused.get_data(as_text=True)
+    assert "Too many failed" in page
+    assert 'name="key"' in page  # the form, to try again later
+    assert "Set-Cookie" not in refused.headers
+    assert signed_in(app, valid)  # a key in use from the same address still signs in
+
+
 def test_a_revoked_key_signs_the_browser_out(app, client, issue_key, world):
     key = issue_key("planner", "acme")
     browser = signed_in(app, key)
