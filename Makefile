@@ -5,8 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 FLASK := $(BIN)/flask --app service
 # A development admin key so that a newcomer's first curl works; set your own (and keep it secret) anywhere
-# that is not your laptop.
-PLANNER_ADMIN_KEY ?= cpk_localdev_insecure-development-admin-key
+# that is not your laptop. `make run` prints the key only when it is this one: whatever it prints ends up in
+# the server's log, and a real key must not.
+DEVELOPMENT_ADMIN_KEY := cpk_localdev_insecure-development-admin-key
+PLANNER_ADMIN_KEY ?= $(DEVELOPMENT_ADMIN_KEY)
 export PLANNER_ADMIN_KEY
 
 .PHONY: install run test lint format openapi migrate clean
@@ -23,8 +25,14 @@ install: $(STAMP)
 ## Serve the API on 127.0.0.1:$PORT (default 8000), on $DATABASE_URL (default: SQLite under var/).
 run: install migrate
 	@echo "Serving on http://$${HOST:-127.0.0.1}:$${PORT:-8000}; call it with:"
-	@echo "  curl -H 'Authorization: Bearer $(PLANNER_ADMIN_KEY)' localhost:$${PORT:-8000}/v1/organizations"
-	@echo "or open http://$${HOST:-127.0.0.1}:$${PORT:-8000}/ in a browser and sign in with that key."
+	@if [ "$$PLANNER_ADMIN_KEY" = "$(DEVELOPMENT_ADMIN_KEY)" ]; then \
+		echo "  curl -H 'Authorization: Bearer $(DEVELOPMENT_ADMIN_KEY)' localhost:$${PORT:-8000}/v1/organizations"; \
+		echo "or open http://$${HOST:-127.0.0.1}:$${PORT:-8000}/ in a browser and sign in with that key."; \
+	else \
+		echo '  curl -H "Authorization: Bearer $$PLANNER_ADMIN_KEY"' "localhost:$${PORT:-8000}/v1/organizations"; \
+		echo "with the admin key in your PLANNER_ADMIN_KEY (not printed here), or open"; \
+		echo "http://$${HOST:-127.0.0.1}:$${PORT:-8000}/ in a browser and sign in with it."; \
+	fi
 	$(BIN)/gunicorn -c gunicorn.conf.py
 
 ## Apply migrations and load built-in data; both are idempotent.

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from flask import Flask
 from sqlalchemy.exc import SQLAlchemyError
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from service import auth, cli, console, jobs, ratelimit, request_context
 from service.api import init_api
@@ -36,7 +37,14 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     Database(create_db_engine(config)).init_app(app)
     request_context.init_app(app)
     auth.init_app(app)  # after the request id is set, before any body is looked at
-    ratelimit.init_app(app, config.rate_limit_per_minute, config.rate_limit_burst)  # once the key is known
+    ratelimit.init_app(  # the per-key limit runs once the key is known
+        app, config.rate_limit_per_minute, config.rate_limit_burst, config.auth_failures_per_minute
+    )
+    if config.trusted_proxy_hops:
+        # The client's address, for the failure limit, as the last that many proxies forwarded it; what
+        # came before them in X-Forwarded-For anyone may have written. gunicorn already reads their
+        # X-Forwarded-Proto (FORWARDED_ALLOW_IPS).
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=config.trusted_proxy_hops, x_proto=0)
     audit.install()
     init_api(app)
     console.init_app(app)

@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Forbidden, Unauthorized
 
+from service import ratelimit
 from service.db import READ_METHODS, get_db, get_session
 from service.services import keys
 from service.services.audit import act_as
@@ -71,14 +72,10 @@ def _authenticate() -> None:
 
 
 def admit(key: str) -> Principal | None:
-    """Make the holder of `key` this request's principal; None (and nobody admitted) when it is not valid."""
-    if flask.request.method in READ_METHODS:
-        # A read authenticates in the request's own transaction: one checkout and BEGIN fewer per request.
-        found = keys.authenticate(get_session(), key)
-    else:
-        # A write looks its key up apart, so that (on SQLite) it takes the write lock only once admitted.
-        with get_db().read_sessionmaker() as session:
-            found = keys.authenticate(session, key)
+    """Make the holder of `key` this request's principal; None (and nobody admitted) when it is not valid.
+    Too many failures from the client's address lately: 429, and `key` is not even looked up."""
+    # A malformed key is refused by its shape, at no cost; only a well-formed one could be a guess.
+    found = ratelimit.limit_failures(key, lambda: _look_up(key)) if keys.parse(key) else None
     if found is None:
         return None
     principal, stale = found
@@ -88,6 +85,15 @@ def admit(key: str) -> Principal | None:
     if "db_session" in flask.g:
         act_as(flask.g.db_session, principal.key_id, flask.g.get("request_id"))
     return principal
+
+
+def _look_up(key: str) -> tuple[Principal, bool] | None:
+    if flask.request.method in READ_METHODS:
+        # A read authenticates in the request's own transaction: one checkout and BEGIN fewer per request.
+        return keys.authenticate(get_session(), key)
+    # A write looks its key up apart, so that (on SQLite) it takes the write lock only once admitted.
+    with get_db().read_sessionmaker() as session:
+        return keys.authenticate(session, key)
 
 
 def _touch_after_response(response: flask.Response) -> flask.Response:

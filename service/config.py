@@ -60,6 +60,9 @@ class Config:
     db_statement_timeout_ms: int = 30_000  # PostgreSQL: a statement running longer is cancelled (503)
     rate_limit_per_minute: int = 0  # requests per API key and minute; 0 turns the limit off
     rate_limit_burst: int = 0  # requests a key may send at once; 0: a tenth of a minute's worth
+    # Failed authentications per client address and minute (and at once); on by default, 0 turns it off.
+    auth_failures_per_minute: int = 30
+    trusted_proxy_hops: int = 0  # reverse proxies in front that append the client to X-Forwarded-For
     web_concurrency: int = 2
     threads: int = 4
     migrations_dir: Path = field(default=PROJECT_ROOT / "migrations")
@@ -95,6 +98,8 @@ class Config:
             db_statement_timeout_ms=_int(env, "DB_STATEMENT_TIMEOUT_MS", default.db_statement_timeout_ms),
             rate_limit_per_minute=_int(env, "RATE_LIMIT_PER_MINUTE", default.rate_limit_per_minute),
             rate_limit_burst=_int(env, "RATE_LIMIT_BURST", default.rate_limit_burst),
+            auth_failures_per_minute=_int(env, "AUTH_FAILURES_PER_MINUTE", default.auth_failures_per_minute),
+            trusted_proxy_hops=_int(env, "TRUSTED_PROXY_HOPS", default.trusted_proxy_hops),
             web_concurrency=_int(env, "WEB_CONCURRENCY", default.web_concurrency, minimum=1),
             threads=_int(env, "THREADS", default.threads, minimum=1),
             admin_key=env.get("PLANNER_ADMIN_KEY") or None,

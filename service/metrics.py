@@ -55,7 +55,9 @@ DATABASE_ERRORS = Counter(
     "Requests answered 503 because the database was unreachable, timed out or busy, by the error's type.",
     ["error"],
 )
-RATE_LIMITED = Counter("planner_rate_limited_total", "Requests refused with 429 by the per-key rate limit.")
+RATE_LIMITED = Counter(
+    "planner_rate_limited_total", "Requests refused with 429, by the limit that refused them.", ["limit"]
+)  # key (requests per API key), auth_failures (failed authentications per client address)
 
 
 def observe_request(response: flask.Response, seconds: float) -> None:

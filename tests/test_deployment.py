@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -29,12 +31,47 @@ def test_make_run_sets_up_the_database_then_serves_with_the_gunicorn_config():
     prerequisites, recipe = makefile_target("run")
     assert prerequisites == ["install", "migrate"]
     assert recipe[-1] == "$(BIN)/" + " ".join(SERVE_COMMAND)
-    assert "Authorization: Bearer $(PLANNER_ADMIN_KEY)" in " ".join(recipe[:-1])  # tells how to call it
     _, setup = makefile_target("migrate")
     assert setup == ["$(FLASK) " + " ".join(SETUP_COMMAND[3:])]
     assert re.search(
         r"^FLASK := \$\(BIN\)/flask --app service$", (ROOT / "Makefile").read_text(), re.MULTILINE
     )
+
+
+def what_make_run_prints(tmp_path, *arguments: str, **environment: str) -> str:
+    """Everything `make run` prints, run for real up to a stand-in gunicorn (install and migrate taken as
+    done), with PLANNER_ADMIN_KEY only where the test puts it."""
+    stand_in = tmp_path / "gunicorn"
+    stand_in.write_text("#!/bin/sh\necho gunicorn started\n")
+    stand_in.chmod(0o755)
+    inherited = {"PLANNER_ADMIN_KEY", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
+    env = {name: value for name, value in os.environ.items() if name not in inherited} | environment
+    command = ["make", "--no-print-directory", "-o", "install", "-o", "migrate", "run", f"BIN={tmp_path}"]
+    done = subprocess.run(
+        [*command, *arguments], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "gunicorn started" in done.stdout
+    return done.stdout + done.stderr
+
+
+DEVELOPMENT_KEY = "cpk_localdev_insecure-development-admin-key"
+REAL_KEY = "cpk_prod7_" + "Secret-only-the-operator-knows"
+
+
+def test_make_run_prints_the_development_key_it_uses_by_default(tmp_path):
+    printed = what_make_run_prints(tmp_path)
+    assert f"Authorization: Bearer {DEVELOPMENT_KEY}" in printed
+
+
+@pytest.mark.parametrize("given", ["environment", "make variable"])
+def test_make_run_never_prints_a_real_admin_key(tmp_path, given):
+    if given == "environment":
+        printed = what_make_run_prints(tmp_path, PLANNER_ADMIN_KEY=REAL_KEY)
+    else:
+        printed = what_make_run_prints(tmp_path, f"PLANNER_ADMIN_KEY={REAL_KEY}")
+    assert "Secret-only-the-operator-knows" not in printed
+    assert "PLANNER_ADMIN_KEY" in printed  # says where the key comes from
+    assert DEVELOPMENT_KEY not in printed
 
 
 def test_the_compose_app_runs_the_same_gunicorn_command_as_make_run(compose):

@@ -53,7 +53,8 @@ OPENAPI_SETTINGS = {
     },
 }
 
-# What any /v1 operation may answer besides its own responses: the key's rate limit, database trouble.
+# What any /v1 operation may answer besides its own responses: a rate limit (the key's, or failed
+# authentications from the address), database trouble.
 COMMON_RESPONSES = {"429": "TOO_MANY_REQUESTS", "503": "SERVICE_UNAVAILABLE"}
 RETRY_AFTER = {
     "Retry-After": {

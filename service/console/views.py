@@ -4,6 +4,7 @@ same use case as the API, so that the console can never answer differently from 
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import flask
 import marshmallow as ma
 from werkzeug.datastructures import MultiDict
-from werkzeug.exceptions import BadRequest
+from werkzeug.exceptions import BadRequest, TooManyRequests
 
 from service.api.reports import csv_response
 from service.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
@@ -72,7 +73,13 @@ def sign_in():
     if flask.request.method == "GET":
         return flask.render_template("console/sign_in.html", next=target, error=None)
     key = flask.request.form.get("key", "").strip()
-    if not (key and same_origin() and admit(key)):
+    try:
+        admitted = key and same_origin() and admit(key)
+    except TooManyRequests as refused:  # too many failures from this address: the form, to try again later
+        error = f"Too many failed sign-ins from this address; try again in {refused.retry_after} seconds."
+        page = flask.render_template("console/sign_in.html", next=target, error=error)
+        return page, 429, {"Retry-After": str(refused.retry_after)}
+    if not admitted:
         error = (
             "That API key is not valid (malformed, unknown, revoked or expired)." if key else "Enter a key."
         )
@@ -92,11 +99,25 @@ def sign_out():
     return response
 
 
+# What the WHATWG URL parser trims from both ends of a URL, and what it drops anywhere in one.
+_C0_CONTROLS_AND_SPACE = "".join(map(chr, range(0x21)))
+_DROPPED_BY_BROWSERS = dict.fromkeys(map(ord, "\t\n\r"))
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
 def _local_path(target: str | None) -> str:
-    """Only a path on this site (never //host or a scheme): an open redirect would help phishing."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+    """Only a path on this site (never //host or a scheme): an open redirect would help phishing.
+
+    `target` is judged as a browser will read it (the WHATWG URL parser): C0 controls and spaces trimmed from
+    both ends, tabs and newlines dropped anywhere, a backslash read as a slash. Judged as written instead,
+    `/<TAB>/evil.example` would pass as a path and reach the browser as `//evil.example`.
+    """
+    path = (target or "").strip(_C0_CONTROLS_AND_SPACE).translate(_DROPPED_BY_BROWSERS).replace("\\", "/")
+    # No page of this site has another control character in its address, and a Location header carrying
+    # one may be refused on its way out: those go to the planner too.
+    if not path.startswith("/") or path.startswith("//") or _CONTROL.search(path):
         return flask.url_for(".planner")
-    return target
+    return path
 
 
 # --- the planner -------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import io
 import re
 import xml.etree.ElementTree as ET
 from decimal import Decimal
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import pytest
 
@@ -119,11 +119,92 @@ def test_a_key_that_is_not_valid_is_refused_on_the_form(app, key):
     assert "Enter a key." in page if not key else "That API key is not valid" in page
 
 
-def test_sign_in_only_returns_to_a_path_on_this_site(app, issue_key, world):
+# What a browser's URL parser (WHATWG URL) ignores in a Location before resolving it: C0 controls and spaces
+# at either end, tabs and newlines anywhere; and it reads a backslash as a slash in an http(s) URL.
+_C0_OR_SPACE = "".join(map(chr, range(0x21)))
+
+
+def where_a_browser_goes(location: str, base: str = "http://localhost/sign-in") -> tuple[str, str]:
+    """(scheme, host) a browser on `base` is sent to by `location`."""
+    cleaned = location.strip(_C0_OR_SPACE).translate({ord(c): None for c in "\t\n\r"}).replace("\\", "/")
+    target = urlsplit(urljoin(base, cleaned))
+    return target.scheme, target.netloc
+
+
+ELSEWHERE = [
+    "https://evil.example/",
+    "//evil.example/x",
+    "///evil.example",
+    "/\\evil.example",
+    "\\\\evil.example",
+    "\\/evil.example",
+    "/\t/evil.example",
+    "/\n/evil.example",
+    "/\r/evil.example",
+    "/\r\n/evil.example",
+    "\t//evil.example",
+    "/\t\\evil.example",
+    " //evil.example",
+    "\x00//evil.example",
+    "\x1f/\\evil.example",
+    "https:evil.example",
+    "https:/evil.example",
+    "HTTP://evil.example",
+    "javascript:alert(1)",
+    " javascript:alert(1)",
+    "java\tscript:alert(1)",
+    "data:text/html,<p>hi",
+    "evil.example",
+    "\u3000//evil.example",  # an ideographic space is not stripped: not a path at all
+    "\uff0f\uff0fevil.example",  # fullwidth solidi
+    "",
+]
+
+
+@pytest.mark.parametrize("target", ELSEWHERE)
+def test_sign_in_sends_anything_but_a_path_on_this_site_to_the_planner(app, issue_key, target):
     key = issue_key("viewer", "acme")
-    for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example"):
-        response = app.test_client().post("/sign-in", data={"key": key, "next": target}, headers=ORIGIN)
-        assert response.headers["Location"] == "/"
+    response = app.test_client().post("/sign-in", data={"key": key, "next": target}, headers=ORIGIN)
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/plans?status=draft",
+        "/%2F%2Fevil.example",
+        "/%09/evil.example",
+        "/%5Cevil.example",
+        "/..//evil.example",
+        "/plans?next=//evil.example#//evil.example",
+        "/pl\u00e4ns",
+        "/plans\\x",
+        "/pl\tans",
+    ],
+)
+def test_sign_in_returns_to_a_path_on_this_site_however_it_is_spelled(app, issue_key, target):
+    key = issue_key("viewer", "acme")
+    response = app.test_client().post("/sign-in", data={"key": key, "next": target}, headers=ORIGIN)
+    assert response.status_code == 302
+    location = response.headers["Location"]
+    assert location.startswith("/")
+    assert not location.startswith(("//", "/\\"))
+    assert where_a_browser_goes(location) == ("http", "localhost")
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["/\r\nSet-Cookie: planted=1", "/plans\n", "\r\n", "/a\x00b", "\x00", "/a\x7fb", "/" + "a" * 100_000],
+)
+def test_sign_in_answers_any_next_with_a_page_or_a_redirect_never_a_500(app, issue_key, target):
+    page = app.test_client().get("/sign-in", query_string={"next": target})
+    assert page.status_code == 200
+    key = issue_key("viewer", "acme")
+    response = app.test_client().post("/sign-in", data={"key": key, "next": target}, headers=ORIGIN)
+    assert response.status_code == 302
+    assert "planted" not in response.headers.get("Set-Cookie", "")
+    assert where_a_browser_goes(response.headers["Location"]) == ("http", "localhost")
 
 
 def test_sign_in_from_another_site_is_refused(app, issue_key, world):
@@ -132,6 +213,25 @@ def test_sign_in_from_another_site_is_refused(app, issue_key, world):
     )
     assert response.status_code == 422
     assert "Set-Cookie" not in response.headers
+
+
+def test_too_many_failed_sign_ins_from_one_address_get_a_page_saying_when_to_retry(app_with, issue_key):
+    app = app_with(auth_failures_per_minute=3)
+    valid = issue_key("viewer", "acme")
+    assert signed_in(app, valid)
+    wrong = {"key": "cpk_guess0000_" + "x" * 43}
+    assert [app.test_client().post("/sign-in", data=wrong, headers=ORIGIN).status_code for _ in range(3)] == [
+        422
+    ] * 3
+    refused = app.test_client().post("/sign-in", data=wrong, headers=ORIGIN)
+    assert refused.status_code == 429
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert refused.mimetype == "text/html"
+    page = refused.get_data(as_text=True)
+    assert "Too many failed" in page
+    assert 'name="key"' in page  # the form, to try again later
+    assert "Set-Cookie" not in refused.headers
+    assert signed_in(app, valid)  # a key in use from the same address still signs in
 
 
 def test_a_revoked_key_signs_the_browser_out(app, client, issue_key, world):
