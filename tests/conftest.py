@@ -12,7 +12,8 @@ import io
 import json
 import logging
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,12 +23,13 @@ from hypothesis import settings
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import sessionmaker
 
-from service import create_app, migrate
+from service import create_app, migrate, ratelimit
 from service.config import Config
 from service.core import fit
 from service.db import create_db_engine, get_db, normalise_url
 from service.logs import JsonFormatter
 from service.models import Organization
+from service.ratelimit import FailedAuthentications
 from service.services import keys
 from tests.commands import scratch_postgres_database
 
@@ -155,10 +157,20 @@ def _default_apps() -> Iterator[dict[str, Flask]]:
 def app(database_url, session_factory, _default_apps):
     """The service with its default settings, on the test's transaction. One app per database serves every
     test (building one costs 0.1-0.3 s, mostly flask-smorest writing the OpenAPI document) and is handed each
-    test's sessions; it holds no other state between requests. A test that changes an app uses app_with."""
+    test's sessions and an empty table of failed authentications, the only state it keeps between requests.
+    A test that changes an app uses app_with."""
     if database_url not in _default_apps:
         _default_apps[database_url] = build_app(database_url)
-    return on_transaction(_default_apps[database_url], session_factory)
+    app = _default_apps[database_url]
+    forget_failed_authentications(app)
+    return on_transaction(app, session_factory)
+
+
+def forget_failed_authentications(app: Flask, clock: Callable[[], float] = time.monotonic) -> None:
+    """A new, empty table of failed authentications for `app`, counting time by `clock`."""
+    per_minute = app.extensions["planner.config"].auth_failures_per_minute
+    if per_minute:
+        app.extensions[ratelimit.FAILURES_EXTENSION_KEY] = FailedAuthentications(per_minute, clock=clock)
 
 
 # 45 of the fit's 4 500 starts (every 100th): on the tests' clean sweeps they reach the full grid's optimum
