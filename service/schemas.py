@@ -320,6 +320,15 @@ class ModelShapeSchema(StrictSchema):
             raise ma.ValidationError("Must divide d_model.", "heads")
 
 
+class JsonBoolean(ma.fields.Boolean):
+    """JSON true or false only: marshmallow's Boolean also reads 1, "yes" or "on" as true."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
 class ClusterFieldsSchema(StrictSchema):
     """Where and how a run is trained; shared by allocations and estimates."""
 
@@ -347,6 +356,12 @@ class ClusterFieldsSchema(StrictSchema):
     optimizer = ma.fields.String(validate=validate.OneOf(sorted(OPTIMIZER_STATE_BYTES)))
     recomputation = ma.fields.String(validate=validate.OneOf(RECOMPUTATION_MODES))
     tensor_parallel = ma.fields.Integer(strict=True, validate=validate.Range(1, MAX_ACCELERATORS))
+    sequence_parallel = JsonBoolean(
+        metadata={
+            "description": "Megatron sequence parallelism alongside tensor parallelism: splits the layer "
+            "norm and dropout activations too (Korthikanti et al. 2022); default true."
+        },
+    )
     shape = ma.fields.Nested(
         ModelShapeSchema,
         metadata={"description": "Transformer shape: attention FLOPs and activation memory."},
@@ -360,6 +375,7 @@ class ClusterFieldsSchema(StrictSchema):
         "optimizer",
         "recomputation",
         "tensor_parallel",
+        "sequence_parallel",
         "shape",
     )
 
@@ -693,6 +709,7 @@ class MemorySchema(ma.Schema):
     zero_stage = ma.fields.Integer()
     data_parallel = ma.fields.Integer()
     tensor_parallel = ma.fields.Integer()
+    sequence_parallel = ma.fields.Boolean()
     bytes_per_param = ma.fields.Float()
     model_states_bytes = ma.fields.Float()
     activations_bytes = ma.fields.Float()

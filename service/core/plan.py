@@ -53,6 +53,7 @@ class Cluster:
     shape: cluster.ModelShape | None = None
     recomputation: str = "none"
     tensor_parallel: int = 1
+    sequence_parallel: bool = True  # Megatron's default with tensor parallelism (Korthikanti et al. 2022)
 
     @property
     def peak_flops_per_second(self) -> float:
@@ -188,6 +189,7 @@ def estimate(
         shape=on.shape,
         recomputation=on.recomputation,
         tensor_parallel=on.tensor_parallel,
+        sequence_parallel=on.sequence_parallel,
     )
     notes = caveats.unusual_mfu(on.mfu)
     if law is not None and law.fitted_range is not None:

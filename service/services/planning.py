@@ -29,7 +29,7 @@ _ARGUMENT_FIELDS = {
 
 _CLUSTER_FIELDS = frozenset(
     {"hardware", "accelerators", "mfu", "precision", "price_per_hour", "currency", "zero_stage", "optimizer"}
-    | {"recomputation", "tensor_parallel", "shape"}
+    | {"recomputation", "tensor_parallel", "sequence_parallel", "shape"}
 )
 ALLOCATION_FIELDS = (
     _CLUSTER_FIELDS
@@ -129,7 +129,10 @@ def _cluster(request: Mapping[str, Any], hardware: plan.Hardware | None) -> plan
     shape = request.get("shape")
     options = {
         name: request[name]
-        for name in ("mfu", "precision", "zero_stage", "optimizer", "recomputation", "tensor_parallel")
+        for name in (
+            *("mfu", "precision", "zero_stage", "optimizer"),
+            *("recomputation", "tensor_parallel", "sequence_parallel"),
+        )
         if name in request
     }
     return plan.Cluster(

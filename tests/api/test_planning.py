@@ -137,6 +137,32 @@ def test_an_estimate_with_a_shape_counts_attention_and_activations(client, catal
     assert body["memory"]["activations_bytes"] == pytest.approx(32 * 4096 * 4096 * 34)
 
 
+LLAMA_65B = {"layers": 80, "d_model": 8192, "heads": 64, "sequence_length": 2048, "micro_batch": 1}
+
+
+@pytest.mark.parametrize(("options", "gigabytes"), [({"sequence_parallel": False}, 17.45), ({}, 5.70)])
+def test_an_estimate_says_whether_sequence_parallelism_split_the_activations(
+    client, catalog, options, gigabytes
+):
+    body = client.post(
+        "/v1/estimates",
+        json={
+            "params": 65.2e9,
+            "tokens": 1.4e12,
+            "hardware": "h100-sxm",
+            "accelerators": 2048,
+            "shape": LLAMA_65B,
+            "recomputation": "selective",
+            "tensor_parallel": 8,
+            "zero_stage": 1,
+            **options,
+        },
+    ).get_json()
+
+    assert body["memory"]["activations_bytes"] / 1e9 == pytest.approx(gigabytes, abs=0.005)
+    assert body["memory"]["sequence_parallel"] is options.get("sequence_parallel", True)
+
+
 @pytest.mark.parametrize(
     ("body", "pointer"),
     [
@@ -174,6 +200,15 @@ def test_an_estimate_with_a_shape_counts_attention_and_activations(client, catal
             {"flops": 1e22, "hardware": "h100-sxm", "accelerators": 8, "tensor_parallel": 3},
             "#/tensor_parallel",
         ),
+        (
+            {"flops": 1e22, "hardware": "h100-sxm", "accelerators": 8, "sequence_parallel": "yes"},
+            "#/sequence_parallel",
+        ),
+        (
+            {"flops": 1e22, "hardware": "h100-sxm", "accelerators": 8, "sequence_parallel": 1},
+            "#/sequence_parallel",
+        ),
+        ({"flops": 1e22, "sequence_parallel": False}, "#/hardware"),
         (
             {
                 "flops": 1e22,
