@@ -21,6 +21,7 @@ from service.core.cluster import (
     OPTIMIZER_STATE_BYTES,
     RECOMPUTATION_MODES,
 )
+from service.core.hyper import FLOPS_DEFINITIONS
 from service.core.plan import ENGINE_VERSION
 from service.core.units import (
     MAX_ACCELERATORS,
@@ -781,6 +782,15 @@ class HyperparametersSchema(ma.Schema):
     batch_tokens = ma.fields.Float()
     learning_rate = ma.fields.Float()
     source = ma.fields.String()
+    flops = ma.fields.Float(metadata={"description": "The compute C the power laws were evaluated at."})
+    flops_definition = ma.fields.String(
+        metadata={
+            "enum": list(FLOPS_DEFINITIONS),
+            "description": "Which C: MD is DeepSeek's own, M·D with M = 72·layers·d_model² + "
+            "12·layers·d_model·sequence_length non-embedding FLOPs per token (attention included), used "
+            "when a shape is given; 6ND is the plan's 6·N·D standing in for it otherwise.",
+        }
+    )
     note = ma.fields.Constant("A starting point fitted on small budgets, not a prescription.")
 
 

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from service.core import allocate, cluster, units
+from service.core import allocate, cluster, hyper, units
 from service.core import validation as v
 from service.core import warnings as caveats
 from service.core.fit import CONFIDENCE
@@ -360,7 +360,7 @@ def plan(
         law=law,
         inference=inference,
         estimate=run,
-        hyperparameters=hyperparameters_for(allocation.flops),
+        hyperparameters=_hyperparameters(allocation, on),
         caveats=notes,
         intervals=spread,
     )
@@ -388,7 +388,7 @@ def fixed(
         law=law,
         inference=None,
         estimate=run,
-        hyperparameters=hyperparameters_for(allocation.flops),
+        hyperparameters=_hyperparameters(allocation, on),
         caveats=list(run.caveats),
         intervals=None
         if law is None
@@ -398,6 +398,15 @@ def fixed(
             fixed=True,
         ),
     )
+
+
+def _hyperparameters(allocation: allocate.Allocation, on: Cluster | None) -> Hyperparameters:
+    """DeepSeek's hints at their own compute M·D when the model's shape is known, else at the plan's FLOPs,
+    which are 6·N·D without a shape."""
+    if on is None or on.shape is None:
+        return hyperparameters_for(allocation.flops)
+    flops = hyper.deepseek_flops(allocation.tokens, on.shape)
+    return hyperparameters_for(flops, definition=hyper.DEEPSEEK_FLOPS)
 
 
 def _law_for(

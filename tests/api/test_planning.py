@@ -163,6 +163,17 @@ def test_an_estimate_says_whether_sequence_parallelism_split_the_activations(
     assert body["memory"]["sequence_parallel"] is options.get("sequence_parallel", True)
 
 
+def test_hyperparameter_hints_say_which_compute_they_were_taken_at(client, catalog):
+    plain = allocate(client, flops=5.76e23).get_json()["hyperparameters"]
+    cluster = {"hardware": "h100-sxm", "accelerators": 2048, "shape": LLAMA_65B}
+    shaped = allocate(client, flops=5.76e23, **cluster).get_json()
+
+    assert (plain["flops"], plain["flops_definition"]) == (5.76e23, "6ND")
+    M = 72 * 80 * 8192**2 + 12 * 80 * 8192 * 2048  # DeepSeek's non-embedding FLOPs per token
+    assert shaped["hyperparameters"]["flops"] == pytest.approx(M * shaped["tokens"], rel=1e-12)
+    assert shaped["hyperparameters"]["flops_definition"] == "MD"
+
+
 @pytest.mark.parametrize(
     ("body", "pointer"),
     [
