@@ -464,7 +464,8 @@ class CaveatSchema(ma.Schema):
         required=True,
         metadata={
             "description": "Stable code: extrapolation, repeated_data, repetition_without_gain, "
-            "does_not_fit_memory, binding_limit, unusual_mfu; of fitted laws: not_converged, "
+            "repetition_constants_from_c4, does_not_fit_memory, binding_limit, unusual_mfu; of fitted laws: "
+            "not_converged, "
             "unstable_bootstrap."
         },
     )

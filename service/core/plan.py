@@ -337,7 +337,7 @@ def plan(
 
     allocation, method, inference = allocate_with(None if law is None else law.law)
     if method == "data-constrained":
-        notes += _repetition_caveats(allocation)
+        notes += _repetition_caveats(allocation) + _repetition_constants_caveat(law)
     spread = None if law is None else _intervals_over(law.samples, lambda rule: allocate_with(rule)[0])
     if law is not None and law.fitted_range is not None:
         notes += caveats.extrapolation(
@@ -495,6 +495,23 @@ def _binding_caveat(limits: list[Limit]) -> list[caveats.Caveat]:
             caveats.BINDING_LIMIT,
             f"The {binding.kind} limit binds at {binding.flops:.3g} FLOPs ({others}).",
             {"binding": binding.kind, "flops": binding.flops},
+        )
+    ]
+
+
+def _repetition_constants_caveat(law: NamedLaw) -> list[caveats.Caveat]:
+    """Muennighoff et al. 2023 fitted R_D* and R_N* jointly with their C4 law; with another law (another
+    corpus, another model family) they are borrowed, not fitted."""
+    if law.law == PUBLISHED_LAWS[DATA_CONSTRAINED_LAW].law:
+        return []
+    return [
+        caveats.Caveat(
+            caveats.REPETITION_CONSTANTS_FROM_C4,
+            f"The repetition constants R_D* = {allocate.REPEATED_TOKENS_DECAY:.4g} and R_N* = "
+            f"{allocate.EXCESS_PARAMS_DECAY:.4g} (how fast repeated tokens and excess parameters lose their "
+            "value) were fitted by Muennighoff et al. 2023 together with their C4 law, "
+            f"{DATA_CONSTRAINED_LAW}; applied to {law.slug or 'this law'} they are an assumption, not a fit.",
+            {"law": law.slug, "fitted_with": DATA_CONSTRAINED_LAW},
         )
     ]
 

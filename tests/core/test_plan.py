@@ -77,6 +77,27 @@ def test_unique_tokens_default_to_the_datablations_law_and_warn_about_many_epoch
     assert "repeated_data" in codes(result)
 
 
+@pytest.mark.parametrize("slug", ["chinchilla-2022", "epoch-2024"])
+def test_repetition_constants_applied_to_a_law_other_than_the_c4_fit_they_came_with_get_a_caveat(slug):
+    result = plan.plan(plan.Budget(flops=1e23), unique_tokens=1e11, law=plan.published(slug))
+
+    caveat = next(caveat for caveat in result.caveats if caveat.code == "repetition_constants_from_c4")
+    assert slug in caveat.message
+    assert "muennighoff-2023-c4" in caveat.message
+    assert caveat.details == {"law": slug, "fitted_with": "muennighoff-2023-c4"}
+
+
+def test_the_c4_law_with_its_own_repetition_constants_gets_no_provenance_caveat():
+    c4 = plan.published("muennighoff-2023-c4")
+    same_coefficients = plan.NamedLaw(c4.law, name="inline law")
+
+    for law in (None, c4, same_coefficients):
+        result = plan.plan(plan.Budget(flops=1e23), unique_tokens=1e11, law=law)
+        assert "repetition_constants_from_c4" not in codes(result)
+    unconstrained = plan.plan(plan.Budget(flops=1e23), law=plan.published("epoch-2024"))
+    assert "repetition_constants_from_c4" not in codes(unconstrained)
+
+
 def test_repetition_far_past_any_gain_gets_its_own_caveat():
     result = plan.plan(plan.Budget(flops=1e25), unique_tokens=1e10)
     assert result.allocation.epochs > plan.EPOCHS_WITHOUT_GAIN
