@@ -269,6 +269,7 @@ def test_the_published_laws_are_listed_with_their_sources_and_ranges(client):
         "sardana-2024",
     ]
     assert body["next_cursor"] is None
+    assert all("70B on 1.4T" in law["note"] for law in body["items"])  # each compared with Chinchilla
     epoch = client.get("/v1/scaling-laws/epoch-2024").get_json()
     assert epoch["fitted_range"]["max_params"] == 1.62e10
     assert "arXiv:2404.10102" in epoch["source"]
