@@ -20,7 +20,10 @@ from service.core.fit import CONFIDENCE
 from service.core.hyper import Hyperparameters, hyperparameters_for
 from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw
 
-ENGINE_VERSION = "1.1.0"  # 1.1: allocations with a bootstrapped law carry intervals
+# 1.1: allocations with a bootstrapped law carry intervals. 1.2: activations without sequence parallelism,
+# DeepSeek's hints at their own C = M·D when the shape is known (and saying which C), the
+# repetition_constants_from_c4 caveat, extrapolation distances in percent within a factor of ten.
+ENGINE_VERSION = "1.2.0"
 DEFAULT_MFU = 0.4
 DEFAULT_PRECISION = "bf16"
 # Past this many epochs a repeated token is worth less than a tenth of a fresh one: the marginal value of
