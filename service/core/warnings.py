@@ -39,16 +39,16 @@ def extrapolation(fitted: FittedRange, params: float, tokens: float, flops: floa
         ("flops", flops, fitted.min_flops, fitted.max_flops),
     ):
         if high is not None and value > high:
-            side, bound_name, bound, percent = "above", "max", high, 100 * (value / high - 1)
+            side, bound_name, bound, factor = "above", "max", high, value / high
         elif low is not None and value < low:
-            side, bound_name, bound, percent = "below", "min", low, 100 * (1 - value / low)
+            side, bound_name, bound, factor = "below", "min", low, low / value
         else:
             continue
-        orders = abs(math.log10(value / bound))
+        orders = math.log10(factor)
         caveats.append(
             Caveat(
                 EXTRAPOLATION,
-                f"{quantity} = {value:.3g} is {_distance(orders, percent)} {side} the range {law} was "
+                f"{quantity} = {value:.3g} is {_distance(factor, side)} {side} the range {law} was "
                 f"fitted on ({bound_name} {bound:.3g}); the prediction is an extrapolation.",
                 {"quantity": quantity, "orders_of_magnitude": float(f"{orders:.3g}"), "bound": bound},
             )
@@ -56,11 +56,15 @@ def extrapolation(fitted: FittedRange, params: float, tokens: float, flops: floa
     return caveats
 
 
-def _distance(orders: float, percent: float) -> str:
-    """How far past a bound, readably: within a factor of ten, in percent ("6.2%": orders of magnitude
-    would round a small excess to 0.0), beyond it in orders of magnitude."""
-    if orders >= 1:
-        return f"{orders:.1f} orders of magnitude"
+def _distance(factor: float, side: str) -> str:
+    """How far past a bound (`factor` ≥ 1 times), readably: within a factor of two in percent ("6.2%",
+    where orders of magnitude would round to 0.0), then as the factor up to ten, then in orders of
+    magnitude."""
+    if factor >= 10:
+        return f"{math.log10(factor):.1f} orders of magnitude"
+    if factor >= 2:
+        return f"a factor of {factor:.2g}"
+    percent = 100 * (factor - 1 if side == "above" else 1 - 1 / factor)
     return f"{percent:.0f}%" if percent >= 10 else f"{percent:.2g}%"
 
 

@@ -19,9 +19,9 @@ def caveat_for(**values):
 
 @pytest.mark.parametrize(
     ("params", "said"),
-    [(1.6e10 * 1.0001, "0.01% above"), (1.7e10, "6.2% above"), (6.4e10, "300% above")],
+    [(1.6e10 * 1.0001, "is 0.01% above"), (1.7e10, "is 6.2% above"), (3.1e10, "is 94% above")],
 )
-def test_a_value_less_than_ten_times_past_the_range_is_said_in_percent_never_zero_orders(params, said):
+def test_a_value_less_than_twice_past_the_range_is_said_in_percent_never_zero_orders(params, said):
     caveat = caveat_for(params=params)
 
     assert said in caveat.message
@@ -33,6 +33,14 @@ def test_a_value_below_the_range_is_said_as_the_share_it_falls_short():
     caveat = caveat_for(tokens=4e9)
 
     assert "tokens = 4e+09 is 20% below the range chinchilla-2022 was fitted on (min 5e+09)" in caveat.message
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [({"params": 5.2e10}, "is a factor of 3.2 above"), ({"tokens": 1e9}, "is a factor of 5 below")],
+)
+def test_a_value_two_to_ten_times_past_the_range_is_said_as_the_factor(values, said):
+    assert said in caveat_for(**values).message
 
 
 @pytest.mark.parametrize(
