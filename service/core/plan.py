@@ -22,7 +22,7 @@ from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS,
 
 # 1.1: allocations with a bootstrapped law carry intervals. 1.2: activations without sequence parallelism,
 # DeepSeek's hints at their own C = M·D when the shape is known (and saying which C), the
-# repetition_constants_from_c4 caveat, extrapolation distances in percent within a factor of ten.
+# repetition_constants_from_c4 caveat, extrapolation distances near the range in percent or as a factor.
 ENGINE_VERSION = "1.2.0"
 DEFAULT_MFU = 0.4
 DEFAULT_PRECISION = "bf16"
