@@ -130,8 +130,13 @@ def _cluster(request: Mapping[str, Any], hardware: plan.Hardware | None) -> plan
     options = {
         name: request[name]
         for name in (
-            *("mfu", "precision", "zero_stage", "optimizer"),
-            *("recomputation", "tensor_parallel", "sequence_parallel"),
+            "mfu",
+            "precision",
+            "zero_stage",
+            "optimizer",
+            "recomputation",
+            "tensor_parallel",
+            "sequence_parallel",
         )
         if name in request
     }
