@@ -21,6 +21,7 @@ from service.core.cluster import (
     OPTIMIZER_STATE_BYTES,
     RECOMPUTATION_MODES,
 )
+from service.core.hyper import FLOPS_DEFINITIONS
 from service.core.plan import ENGINE_VERSION
 from service.core.units import (
     MAX_ACCELERATORS,
@@ -320,6 +321,15 @@ class ModelShapeSchema(StrictSchema):
             raise ma.ValidationError("Must divide d_model.", "heads")
 
 
+class JsonBoolean(ma.fields.Boolean):
+    """JSON true or false only: marshmallow's Boolean also reads 1, "yes" or "on" as true."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
 class ClusterFieldsSchema(StrictSchema):
     """Where and how a run is trained; shared by allocations and estimates."""
 
@@ -347,6 +357,12 @@ class ClusterFieldsSchema(StrictSchema):
     optimizer = ma.fields.String(validate=validate.OneOf(sorted(OPTIMIZER_STATE_BYTES)))
     recomputation = ma.fields.String(validate=validate.OneOf(RECOMPUTATION_MODES))
     tensor_parallel = ma.fields.Integer(strict=True, validate=validate.Range(1, MAX_ACCELERATORS))
+    sequence_parallel = JsonBoolean(
+        metadata={
+            "description": "Megatron sequence parallelism alongside tensor parallelism: splits the layer "
+            "norm and dropout activations too (Korthikanti et al. 2022); default true."
+        },
+    )
     shape = ma.fields.Nested(
         ModelShapeSchema,
         metadata={"description": "Transformer shape: attention FLOPs and activation memory."},
@@ -360,6 +376,7 @@ class ClusterFieldsSchema(StrictSchema):
         "optimizer",
         "recomputation",
         "tensor_parallel",
+        "sequence_parallel",
         "shape",
     )
 
@@ -447,8 +464,8 @@ class CaveatSchema(ma.Schema):
         required=True,
         metadata={
             "description": "Stable code: extrapolation, repeated_data, repetition_without_gain, "
-            "does_not_fit_memory, binding_limit, unusual_mfu; of fitted laws: not_converged, "
-            "unstable_bootstrap."
+            "repetition_constants_from_c4, does_not_fit_memory, binding_limit, unusual_mfu; of fitted laws: "
+            "not_converged, unstable_bootstrap."
         },
     )
     message = ma.fields.String(required=True)
@@ -693,6 +710,7 @@ class MemorySchema(ma.Schema):
     zero_stage = ma.fields.Integer()
     data_parallel = ma.fields.Integer()
     tensor_parallel = ma.fields.Integer()
+    sequence_parallel = ma.fields.Boolean()
     bytes_per_param = ma.fields.Float()
     model_states_bytes = ma.fields.Float()
     activations_bytes = ma.fields.Float()
@@ -764,6 +782,15 @@ class HyperparametersSchema(ma.Schema):
     batch_tokens = ma.fields.Float()
     learning_rate = ma.fields.Float()
     source = ma.fields.String()
+    flops = ma.fields.Float(metadata={"description": "The compute C the power laws were evaluated at."})
+    flops_definition = ma.fields.String(
+        metadata={
+            "enum": list(FLOPS_DEFINITIONS),
+            "description": "Which C: MD is DeepSeek's own, M·D with M = 72·layers·d_model² + "
+            "12·layers·d_model·sequence_length non-embedding FLOPs per token (attention included), used "
+            "when a shape is given; 6ND is the plan's 6·N·D standing in for it otherwise.",
+        }
+    )
     note = ma.fields.Constant("A starting point fitted on small budgets, not a prescription.")
 
 

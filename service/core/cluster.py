@@ -153,6 +153,7 @@ class MemoryEstimate:
     min_accelerators: int | None
     tensor_parallel: int = 1
     min_data_parallel: int | None = None
+    sequence_parallel: bool = True
 
 
 def training_memory(
@@ -166,6 +167,7 @@ def training_memory(
     shape: ModelShape | None = None,
     recomputation: str = "none",
     tensor_parallel: int = 1,
+    sequence_parallel: bool = True,
 ) -> MemoryEstimate:
     """Training memory per accelerator, whether it fits, and the smallest data-parallel degree that fits.
 
@@ -178,10 +180,14 @@ def training_memory(
     ZeRO's Table 1 with model parallelism (replicated layer norms and biases are ignored).
 
     Activations per layer, Korthikanti et al. 2022 Table 2, with s the sequence length, b the micro-batch,
-    h d_model and a the heads: no recomputation s·b·h·(34 + 5·a·s/h) at t = 1 and, with tensor and sequence
-    parallelism, s·b·h·(34/t + 5·a·s/(h·t)); selective recomputation s·b·h·34/t; full recomputation s·b·h·2.
-    Table 2 counts 16-bit activations (1-byte dropout masks), so fp32 activations take about twice as much.
-    Pipeline parallelism and memory fragmentation are not modelled.
+    h d_model, a the heads and t the tensor-parallel size: no recomputation s·b·h·(34 + 5·a·s/h) at t = 1;
+    with tensor parallelism alone s·b·h·(10 + 24/t + 5·a·s/(h·t)), since the layer norms, dropouts and
+    residual inputs (10·s·b·h) are replicated on every rank; with sequence parallelism too (Megatron's
+    `sequence_parallel`, the default here) those are split along the sequence and the whole is
+    s·b·h·(34/t + 5·a·s/(h·t)). Selective recomputation drops the 5·a·s/(h·t) attention-score term; full
+    recomputation keeps only each layer's input, s·b·h·2, in every case (one row of Table 2). Table 2 counts
+    16-bit activations (1-byte dropout masks), so fp32 activations take about twice as much. Pipeline
+    parallelism and memory fragmentation are not modelled.
 
     The data-parallel degree needed is the smallest N_d with fixed + sharded/N_d ≤ memory_bytes, solved in
     closed form; None when no degree up to `units.MAX_ACCELERATORS` fits (always so at stage 0 when it does
@@ -195,6 +201,8 @@ def training_memory(
     w, g, master_copy = _PRECISION_STORAGE[_choice("precision", precision, tuple(_PRECISION_STORAGE))]
     mode = _choice("recomputation", recomputation, RECOMPUTATION_MODES)
     t = _whole_at_most("tensor_parallel", tensor_parallel, units.MAX_ACCELERATORS)
+    if not isinstance(sequence_parallel, bool):
+        raise v.InvalidInput("sequence_parallel", f"must be true or false, got {sequence_parallel!r}")
     if shape is not None:
         _check_shape(shape)
         if shape.heads % t:
@@ -211,7 +219,7 @@ def training_memory(
     }[stage]
     replicated = replicated_per_param * Psi
     sharded = sharded_per_param * Psi
-    activations = _activation_bytes(shape, mode, t) if shape is not None else 0.0
+    activations = _activation_bytes(shape, mode, t, sequence_parallel) if shape is not None else 0.0
 
     def model_states_at(degree: int) -> float:
         return replicated + sharded / degree
@@ -233,10 +241,11 @@ def training_memory(
         min_accelerators=None if min_data_parallel is None else min_data_parallel * t,
         tensor_parallel=t,
         min_data_parallel=min_data_parallel,
+        sequence_parallel=sequence_parallel,
     )
 
 
-def _activation_bytes(shape: ModelShape, mode: str, tensor_parallel: int) -> float:
+def _activation_bytes(shape: ModelShape, mode: str, tensor_parallel: int, sequence_parallel: bool) -> float:
     """Korthikanti et al. 2022 Table 2, summed over layers; symbols as in `training_memory`."""
     s, b, h, a, t = (
         float(shape.sequence_length),
@@ -246,11 +255,12 @@ def _activation_bytes(shape: ModelShape, mode: str, tensor_parallel: int) -> flo
         float(tensor_parallel),
     )
     if mode == "full":
-        per_layer = s * b * h * 2.0
-    elif mode == "selective":
-        per_layer = s * b * h * 34.0 / t
-    else:
-        per_layer = s * b * h * (34.0 / t + 5.0 * a * s / (h * t))
+        return shape.layers * s * b * h * 2.0
+    # Of the 34·s·b·h without attention scores, 24 are inside the tensor-parallel blocks; the other 10 are
+    # split only by sequence parallelism.
+    per_layer = s * b * h * (34.0 / t if sequence_parallel else 10.0 + 24.0 / t)
+    if mode == "none":
+        per_layer += s * b * h * 5.0 * a * s / (h * t)
     return shape.layers * per_layer
 
 

@@ -159,6 +159,11 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             source="Hoffmann et al. 2022, arXiv:2203.15556, Approach 3; unrounded values as used in "
             "Besiroglu et al. 2024's notebook and kyo-takano/chinchilla",
             fitted_range=_CHINCHILLA_RANGE,
+            note="Hoffmann et al.'s Approach 3: the parametric loss fitted to their runs. At Chinchilla's "
+            "own budget (5.76e23 FLOPs) it allocates 40B parameters on 2.4T tokens (59 tokens per "
+            "parameter), where the paper's recommendation, from its Approaches 1 and 2, is Chinchilla "
+            "itself: 70B on 1.4T, about 20 tokens per parameter (the default rule here). Besiroglu et al. "
+            "2024 found this fit inconsistent with the other two approaches and refitted it: epoch-2024.",
         ),
         PublishedLaw(
             slug="chinchilla-2022-rounded",
@@ -166,8 +171,11 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             law=ScalingLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28),
             source="Hoffmann et al. 2022, arXiv:2203.15556, §3.3",
             fitted_range=_CHINCHILLA_RANGE,
-            note="The printed, rounded exponents move the allocation noticeably (32B instead of 40B at the "
-            "Gopher budget); prefer chinchilla-2022.",
+            note="Approach 3 with the coefficients as printed in the paper. The rounded exponents move the "
+            "allocation: 32B parameters on 3.0T tokens (93 tokens per parameter) at Chinchilla's budget "
+            "(5.76e23 FLOPs), against 40B for the unrounded chinchilla-2022 and the paper's recommendation "
+            "of 70B on 1.4T (about 20 tokens per parameter). For Approach 3 prefer chinchilla-2022; for "
+            "its corrected refit, epoch-2024.",
         ),
         PublishedLaw(
             slug="epoch-2024",
@@ -175,6 +183,10 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             law=ScalingLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658),
             source="Besiroglu et al. 2024, 'Chinchilla Scaling: A replication attempt', arXiv:2404.10102",
             fitted_range=_EPOCH_RANGE,
+            note="Besiroglu et al.'s refit of Hoffmann et al.'s Approach 3 to the data of Chinchilla's "
+            "Figure 4, with the original fit's flaws corrected. It agrees with the paper's recommendation: "
+            "72B parameters on 1.3T tokens (18 tokens per parameter) at Chinchilla's budget (5.76e23 FLOPs), "
+            "where Chinchilla is 70B on 1.4T (about 20).",
         ),
         PublishedLaw(
             slug="muennighoff-2023-c4",
@@ -191,6 +203,11 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             source="Muennighoff et al. 2023, 'Scaling Data-Constrained Language Models', arXiv:2305.16264; "
             "coefficients from huggingface/datablations",
             fitted_range=_DATABLATIONS_RANGE,
+            note="The base law Muennighoff et al. fitted on C4 together with the repetition constants of "
+            "data-constrained scaling, which is why data-constrained plans default to it. Its two exponents "
+            "are equal, so it allocates the same tokens per parameter at every budget: 70B parameters on "
+            "1.4T tokens (20 tokens per parameter) at Chinchilla's budget (5.76e23 FLOPs), as the paper's "
+            "recommendation, 70B on 1.4T.",
         ),
         PublishedLaw(
             slug="sardana-2024",
@@ -198,6 +215,10 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             law=ScalingLaw(E=1.69, A=406.4, B=410.7, alpha=0.336, beta=0.283),
             source="Sardana et al. 2024, 'Beyond Chinchilla-Optimal', arXiv:2401.00448",
             fitted_range=_CHINCHILLA_RANGE,
+            note="The law Sardana et al. size inference-aware models with: Hoffmann et al.'s printed E, A "
+            "and B with exponents 0.336 and 0.283. Like Approach 3 it favours smaller models on more data: "
+            "42B parameters on 2.3T tokens (55 tokens per parameter) at Chinchilla's budget (5.76e23 FLOPs), "
+            "against the paper's recommendation of 70B on 1.4T (about 20).",
         ),
     )
 }

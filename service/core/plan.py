@@ -13,14 +13,17 @@ from decimal import Decimal
 
 import numpy as np
 
-from service.core import allocate, cluster, units
+from service.core import allocate, cluster, hyper, units
 from service.core import validation as v
 from service.core import warnings as caveats
 from service.core.fit import CONFIDENCE
 from service.core.hyper import Hyperparameters, hyperparameters_for
 from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw
 
-ENGINE_VERSION = "1.1.0"  # 1.1: allocations with a bootstrapped law carry intervals
+# 1.1: allocations with a bootstrapped law carry intervals. 1.2: activations without sequence parallelism,
+# DeepSeek's hints at their own C = M·D when the shape is known (and saying which C), the
+# repetition_constants_from_c4 caveat, extrapolation distances near the range in percent or as a factor.
+ENGINE_VERSION = "1.2.0"
 DEFAULT_MFU = 0.4
 DEFAULT_PRECISION = "bf16"
 # Past this many epochs a repeated token is worth less than a tenth of a fresh one: the marginal value of
@@ -53,6 +56,7 @@ class Cluster:
     shape: cluster.ModelShape | None = None
     recomputation: str = "none"
     tensor_parallel: int = 1
+    sequence_parallel: bool = True  # Megatron's default with tensor parallelism (Korthikanti et al. 2022)
 
     @property
     def peak_flops_per_second(self) -> float:
@@ -188,6 +192,7 @@ def estimate(
         shape=on.shape,
         recomputation=on.recomputation,
         tensor_parallel=on.tensor_parallel,
+        sequence_parallel=on.sequence_parallel,
     )
     notes = caveats.unusual_mfu(on.mfu)
     if law is not None and law.fitted_range is not None:
@@ -335,7 +340,7 @@ def plan(
 
     allocation, method, inference = allocate_with(None if law is None else law.law)
     if method == "data-constrained":
-        notes += _repetition_caveats(allocation)
+        notes += _repetition_caveats(allocation) + _repetition_constants_caveat(law)
     spread = None if law is None else _intervals_over(law.samples, lambda rule: allocate_with(rule)[0])
     if law is not None and law.fitted_range is not None:
         notes += caveats.extrapolation(
@@ -358,7 +363,7 @@ def plan(
         law=law,
         inference=inference,
         estimate=run,
-        hyperparameters=hyperparameters_for(allocation.flops),
+        hyperparameters=_hyperparameters(allocation, on),
         caveats=notes,
         intervals=spread,
     )
@@ -386,7 +391,7 @@ def fixed(
         law=law,
         inference=None,
         estimate=run,
-        hyperparameters=hyperparameters_for(allocation.flops),
+        hyperparameters=_hyperparameters(allocation, on),
         caveats=list(run.caveats),
         intervals=None
         if law is None
@@ -396,6 +401,15 @@ def fixed(
             fixed=True,
         ),
     )
+
+
+def _hyperparameters(allocation: allocate.Allocation, on: Cluster | None) -> Hyperparameters:
+    """DeepSeek's hints at their own compute M·D when the model's shape is known, else at the plan's FLOPs,
+    which are 6·N·D without a shape."""
+    if on is None or on.shape is None:
+        return hyperparameters_for(allocation.flops)
+    flops = hyper.deepseek_flops(allocation.tokens, on.shape)
+    return hyperparameters_for(flops, definition=hyper.DEEPSEEK_FLOPS)
 
 
 def _law_for(
@@ -484,6 +498,23 @@ def _binding_caveat(limits: list[Limit]) -> list[caveats.Caveat]:
             caveats.BINDING_LIMIT,
             f"The {binding.kind} limit binds at {binding.flops:.3g} FLOPs ({others}).",
             {"binding": binding.kind, "flops": binding.flops},
+        )
+    ]
+
+
+def _repetition_constants_caveat(law: NamedLaw) -> list[caveats.Caveat]:
+    """Muennighoff et al. 2023 fitted R_D* and R_N* jointly with their C4 law; with another law (another
+    corpus, another model family) they are borrowed, not fitted."""
+    if law.law == PUBLISHED_LAWS[DATA_CONSTRAINED_LAW].law:
+        return []
+    return [
+        caveats.Caveat(
+            caveats.REPETITION_CONSTANTS_FROM_C4,
+            f"The repetition constants R_D* = {allocate.REPEATED_TOKENS_DECAY:.4g} and R_N* = "
+            f"{allocate.EXCESS_PARAMS_DECAY:.4g} (how fast repeated tokens and excess parameters lose their "
+            "value) were fitted by Muennighoff et al. 2023 together with their C4 law, "
+            f"{DATA_CONSTRAINED_LAW}; applied to {law.slug or 'this law'} they are an assumption, not a fit.",
+            {"law": law.slug, "fitted_with": DATA_CONSTRAINED_LAW},
         )
     ]
 

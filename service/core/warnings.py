@@ -10,6 +10,7 @@ from service.core.laws import FittedRange
 EXTRAPOLATION = "extrapolation"
 REPEATED_DATA = "repeated_data"
 REPETITION_WITHOUT_GAIN = "repetition_without_gain"
+REPETITION_CONSTANTS_FROM_C4 = "repetition_constants_from_c4"
 DOES_NOT_FIT_MEMORY = "does_not_fit_memory"
 BINDING_LIMIT = "binding_limit"
 UNUSUAL_MFU = "unusual_mfu"
@@ -38,20 +39,33 @@ def extrapolation(fitted: FittedRange, params: float, tokens: float, flops: floa
         ("flops", flops, fitted.min_flops, fitted.max_flops),
     ):
         if high is not None and value > high:
-            orders, side, bound_name, bound = math.log10(value / high), "above", "max", high
+            side, bound_name, bound, factor = "above", "max", high, value / high
         elif low is not None and value < low:
-            orders, side, bound_name, bound = math.log10(low / value), "below", "min", low
+            side, bound_name, bound, factor = "below", "min", low, low / value
         else:
             continue
+        orders = math.log10(factor)
         caveats.append(
             Caveat(
                 EXTRAPOLATION,
-                f"{quantity} = {value:.3g} is {orders:.1f} orders of magnitude {side} the range {law} was "
+                f"{quantity} = {value:.3g} is {_distance(factor, side)} {side} the range {law} was "
                 f"fitted on ({bound_name} {bound:.3g}); the prediction is an extrapolation.",
-                {"quantity": quantity, "orders_of_magnitude": round(orders, 2), "bound": bound},
+                {"quantity": quantity, "orders_of_magnitude": float(f"{orders:.3g}"), "bound": bound},
             )
         )
     return caveats
+
+
+def _distance(factor: float, side: str) -> str:
+    """How far past a bound (`factor` ≥ 1 times), readably: within a factor of two in percent ("6.2%",
+    where orders of magnitude would round to 0.0), then as the factor up to ten, then in orders of
+    magnitude."""
+    if factor >= 10:
+        return f"{math.log10(factor):.1f} orders of magnitude"
+    if factor >= 2:
+        return f"a factor of {factor:.2g}"
+    percent = 100 * (factor - 1 if side == "above" else 1 - 1 / factor)
+    return f"{percent:.0f}%" if percent >= 10 else f"{percent:.2g}%"
 
 
 def unusual_mfu(mfu: float) -> list[Caveat]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,7 +30,14 @@ _ARGUMENT_FIELDS = {
 
 _CLUSTER_FIELDS = frozenset(
     {"hardware", "accelerators", "mfu", "precision", "price_per_hour", "currency", "zero_stage", "optimizer"}
-    | {"recomputation", "tensor_parallel", "shape"}
+    | {"recomputation", "tensor_parallel", "sequence_parallel", "shape"}
+)
+# Request fields that plan.Cluster takes as they are, by the same names (mfu, ..., sequence_parallel); the
+# hardware and the shape are resolved first, and accelerators is required.
+_CLUSTER_OPTIONS = tuple(
+    field.name
+    for field in dataclasses.fields(plan.Cluster)
+    if field.name not in {"hardware", "accelerators", "shape"}
 )
 ALLOCATION_FIELDS = (
     _CLUSTER_FIELDS
@@ -127,11 +135,7 @@ def _cluster(request: Mapping[str, Any], hardware: plan.Hardware | None) -> plan
     if hardware is None:
         return None
     shape = request.get("shape")
-    options = {
-        name: request[name]
-        for name in ("mfu", "precision", "zero_stage", "optimizer", "recomputation", "tensor_parallel")
-        if name in request
-    }
+    options = {name: request[name] for name in _CLUSTER_OPTIONS if name in request}
     return plan.Cluster(
         hardware=hardware,
         accelerators=request["accelerators"],

@@ -137,6 +137,43 @@ def test_an_estimate_with_a_shape_counts_attention_and_activations(client, catal
     assert body["memory"]["activations_bytes"] == pytest.approx(32 * 4096 * 4096 * 34)
 
 
+LLAMA_65B = {"layers": 80, "d_model": 8192, "heads": 64, "sequence_length": 2048, "micro_batch": 1}
+
+
+@pytest.mark.parametrize(("options", "gigabytes"), [({"sequence_parallel": False}, 17.45), ({}, 5.70)])
+def test_an_estimate_says_whether_sequence_parallelism_split_the_activations(
+    client, catalog, options, gigabytes
+):
+    body = client.post(
+        "/v1/estimates",
+        json={
+            "params": 65.2e9,
+            "tokens": 1.4e12,
+            "hardware": "h100-sxm",
+            "accelerators": 2048,
+            "shape": LLAMA_65B,
+            "recomputation": "selective",
+            "tensor_parallel": 8,
+            "zero_stage": 1,
+            **options,
+        },
+    ).get_json()
+
+    assert body["memory"]["activations_bytes"] / 1e9 == pytest.approx(gigabytes, abs=0.005)
+    assert body["memory"]["sequence_parallel"] is options.get("sequence_parallel", True)
+
+
+def test_hyperparameter_hints_say_which_compute_they_were_taken_at(client, catalog):
+    plain = allocate(client, flops=5.76e23).get_json()["hyperparameters"]
+    cluster = {"hardware": "h100-sxm", "accelerators": 2048, "shape": LLAMA_65B}
+    shaped = allocate(client, flops=5.76e23, **cluster).get_json()
+
+    assert (plain["flops"], plain["flops_definition"]) == (5.76e23, "6ND")
+    M = 72 * 80 * 8192**2 + 12 * 80 * 8192 * 2048  # DeepSeek's non-embedding FLOPs per token
+    assert shaped["hyperparameters"]["flops"] == pytest.approx(M * shaped["tokens"], rel=1e-12)
+    assert shaped["hyperparameters"]["flops_definition"] == "MD"
+
+
 @pytest.mark.parametrize(
     ("body", "pointer"),
     [
@@ -174,6 +211,15 @@ def test_an_estimate_with_a_shape_counts_attention_and_activations(client, catal
             {"flops": 1e22, "hardware": "h100-sxm", "accelerators": 8, "tensor_parallel": 3},
             "#/tensor_parallel",
         ),
+        (
+            {"flops": 1e22, "hardware": "h100-sxm", "accelerators": 8, "sequence_parallel": "yes"},
+            "#/sequence_parallel",
+        ),
+        (
+            {"flops": 1e22, "hardware": "h100-sxm", "accelerators": 8, "sequence_parallel": 1},
+            "#/sequence_parallel",
+        ),
+        ({"flops": 1e22, "sequence_parallel": False}, "#/hardware"),
         (
             {
                 "flops": 1e22,
@@ -223,6 +269,7 @@ def test_the_published_laws_are_listed_with_their_sources_and_ranges(client):
         "sardana-2024",
     ]
     assert body["next_cursor"] is None
+    assert all("70B on 1.4T" in law["note"] for law in body["items"])  # each compared with Chinchilla
     epoch = client.get("/v1/scaling-laws/epoch-2024").get_json()
     assert epoch["fitted_range"]["max_params"] == 1.62e10
     assert "arXiv:2404.10102" in epoch["source"]

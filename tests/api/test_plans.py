@@ -434,6 +434,15 @@ REPRODUCED = {
         "zero_stage": 1,
         "tensor_parallel": 2,
     },
+    "shape-without-sequence-parallelism": {
+        "params": 7e9,
+        "tokens": 1e12,
+        "accelerators": 64,
+        "shape": {"layers": 32, "d_model": 4096, "heads": 32, "sequence_length": 4096, "micro_batch": 2},
+        "recomputation": "selective",
+        "tensor_parallel": 8,
+        "sequence_parallel": False,
+    },
 }
 
 

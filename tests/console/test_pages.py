@@ -18,6 +18,7 @@ import pytest
 from service.auth import CONSOLE_COOKIE
 from service.console.charts import format_number
 from service.console.forms import report_query
+from service.core.laws import PUBLISHED_LAWS
 from service.services.catalog import load_builtin_hardware
 from tests.api.test_laws import store_law
 from tests.builders import year_budget_body
@@ -278,6 +279,26 @@ def test_the_planner_shows_what_the_api_allocates(browser, client):
     assert "nan" not in page.lower().replace("nanoseconds", "")
 
 
+def selected_law(page: str) -> str:
+    """The value of the option the planner's law menu has selected ("" for the fixed ratio)."""
+    menu = page[page.index('<select id="law"') : page.index("</select>", page.index('<select id="law"'))]
+    chosen = re.findall(r'<option value="([^"]*)" selected>', menu)
+    assert len(chosen) <= 1
+    return chosen[0] if chosen else re.search(r'<option value="([^"]*)"', menu).group(1)
+
+
+def test_the_planner_starts_from_the_apis_default_rule_of_20_tokens_per_parameter(browser, client):
+    empty_form = browser.get("/").get_data(as_text=True)
+    assert selected_law(empty_form) == ""
+
+    planned = browser.get("/", query_string={"budget_kind": "pf_days", "budget": "6000", "law": ""})
+    api = client.post("/v1/allocations", json={"pf_days": 6000}).get_json()
+    page = planned.get_data(as_text=True)
+    assert api["method"] == "fixed-ratio"
+    assert f'<span class="tag">{api["method"]}</span>' in page
+    assert f'data-figure="params">{format_number(api["params"])}<' in page
+
+
 def test_the_isoflop_chart_marks_the_optimum_at_its_lowest_point(browser):
     page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
     chart = svg(page, "isoflop")
@@ -439,6 +460,13 @@ def test_the_frontier_draws_a_fitted_law_with_its_bootstrap_band(browser, sessio
         assert "acme-sweep (band: 95% bootstrap interval)" in labels
         assert "chinchilla-2022" in labels
         assert chart.find(f".//{SVG}polygon") is not None  # the band
+
+
+def test_the_laws_page_shows_each_published_laws_note(browser):
+    page = html.unescape(browser.get("/laws").get_data(as_text=True))
+
+    for law in PUBLISHED_LAWS.values():
+        assert law.note in page
 
 
 def test_the_frontier_range_is_validated(browser):

@@ -394,6 +394,57 @@ def test_tensor_and_sequence_parallelism_divide_activations_by_t(mode):
     assert split == pytest.approx(alone / 8, rel=1e-12)
 
 
+# LLaMA-65B (Touvron et al. 2023, Table 2): 80 layers, d_model 8192, 64 heads, context 2048; one sequence per
+# micro-batch.
+LLAMA_65B = ModelShape(layers=80, d_model=8192, heads=64, sequence_length=2048, micro_batch=1)
+
+
+@pytest.mark.parametrize(("sequence_parallel", "gigabytes"), [(False, 17.45), (True, 5.70)])
+def test_llama_65b_at_t_8_selective_needs_17_45_gb_of_activations_without_sequence_parallelism_5_70_with(
+    sequence_parallel, gigabytes
+):
+    # Korthikanti et al. 2022, Table 2, per layer: s·b·h·(10 + 24/t) with tensor parallelism alone, s·b·h·34/t
+    # with sequence parallelism too: 2048 · 8192 · 13 · 80 = 17.45e9 and 2048 · 8192 · 4.25 · 80 = 5.70e9.
+    result = memory(
+        shape=LLAMA_65B, recomputation="selective", tensor_parallel=8, sequence_parallel=sequence_parallel
+    )
+
+    assert result.activations_bytes / GB == pytest.approx(gigabytes, abs=0.005)
+    assert result.sequence_parallel is sequence_parallel
+
+
+def test_tensor_parallelism_alone_does_not_split_the_layer_norm_and_dropout_activations():
+    s, b, h, a, t = 2048, 1, 8192, 64, 8
+
+    result = memory(shape=LLAMA_65B, recomputation="none", tensor_parallel=t, sequence_parallel=False)
+
+    assert result.activations_bytes == pytest.approx(80 * s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
+
+
+@pytest.mark.parametrize("mode", ["none", "selective", "full"])
+def test_sequence_parallelism_changes_nothing_without_tensor_parallelism_and_nothing_under_full_recomputation(
+    mode,
+):
+    def activations(**options):
+        return memory(shape=shape(), recomputation=mode, **options).activations_bytes
+
+    assert activations(sequence_parallel=False) == activations(sequence_parallel=True)
+    if mode == "full":  # Table 2 stores each layer's 2·s·b·h input whatever the parallelism
+        assert activations(tensor_parallel=8, sequence_parallel=False) == activations(tensor_parallel=8)
+
+
+def test_sequence_parallelism_is_assumed_unless_turned_off():
+    assumed = memory(shape=LLAMA_65B, recomputation="selective", tensor_parallel=8)
+
+    assert assumed.sequence_parallel is True
+    assert (
+        assumed.activations_bytes
+        == memory(
+            shape=LLAMA_65B, recomputation="selective", tensor_parallel=8, sequence_parallel=True
+        ).activations_bytes
+    )
+
+
 def test_recomputation_saves_memory_in_order_none_selective_full():
     by_mode = {
         mode: memory(shape=shape(), recomputation=mode).activations_bytes
@@ -526,6 +577,8 @@ def test_min_accelerators_is_minimal_for_any_size(params, memory_bytes, stage, l
         ("recomputation", "partial"),
         ("tensor_parallel", 0),
         ("tensor_parallel", 3),  # does not divide MPT-7B's 32 heads
+        ("sequence_parallel", "yes"),
+        ("sequence_parallel", 1),
         ("shape", "32 layers"),
     ],
 )

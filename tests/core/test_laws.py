@@ -48,6 +48,26 @@ def test_chinchilla_unrounded_gives_40b_at_the_gopher_budget_and_the_rounded_set
     )
 
 
+@pytest.mark.parametrize("slug", list(PUBLISHED_LAWS))
+def test_every_built_in_law_notes_how_its_allocation_compares_with_chinchillas_70b_on_1_4t(slug):
+    published = PUBLISHED_LAWS[slug]
+    # Hoffmann et al. 2022 trained Chinchilla, 70B parameters on 1.4T tokens, with Gopher's 5.76e23 FLOPs.
+    N, D = published.law.optimal_params(5.76e23), published.law.optimal_tokens(5.76e23)
+
+    assert f"{N / 1e9:.0f}B parameters on {D / 1e12:.1f}T tokens ({D / N:.0f} tokens per parameter)" in (
+        published.note
+    )
+    assert "70B on 1.4T" in published.note
+
+
+def test_the_approach_3_note_says_40b_on_2_4t_where_the_paper_recommends_70b_on_1_4t():
+    note = PUBLISHED_LAWS["chinchilla-2022"].note
+
+    assert "Approach 3" in note
+    assert "40B parameters on 2.4T tokens (59 tokens per parameter)" in note
+    assert "20 tokens per parameter" in note
+
+
 def test_the_epoch_set_puts_about_20_4_tokens_per_parameter_at_1e22_flops():
     law = PUBLISHED_LAWS["epoch-2024"].law
     assert law.optimal_tokens(1e22) / law.optimal_params(1e22) == pytest.approx(20.4, abs=0.05)

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.core import plan
+from service.core.cluster import ModelShape
 from service.core.units import PF_DAY_FLOPS
 from service.core.validation import InvalidInput
 
@@ -76,6 +77,27 @@ def test_unique_tokens_default_to_the_datablations_law_and_warn_about_many_epoch
     assert "repeated_data" in codes(result)
 
 
+@pytest.mark.parametrize("slug", ["chinchilla-2022", "epoch-2024"])
+def test_repetition_constants_applied_to_a_law_other_than_the_c4_fit_they_came_with_get_a_caveat(slug):
+    result = plan.plan(plan.Budget(flops=1e23), unique_tokens=1e11, law=plan.published(slug))
+
+    caveat = next(caveat for caveat in result.caveats if caveat.code == "repetition_constants_from_c4")
+    assert slug in caveat.message
+    assert "muennighoff-2023-c4" in caveat.message
+    assert caveat.details == {"law": slug, "fitted_with": "muennighoff-2023-c4"}
+
+
+def test_the_c4_law_with_its_own_repetition_constants_gets_no_provenance_caveat():
+    c4 = plan.published("muennighoff-2023-c4")
+    same_coefficients = plan.NamedLaw(c4.law, name="inline law")
+
+    for law in (None, c4, same_coefficients):
+        result = plan.plan(plan.Budget(flops=1e23), unique_tokens=1e11, law=law)
+        assert "repetition_constants_from_c4" not in codes(result)
+    unconstrained = plan.plan(plan.Budget(flops=1e23), law=plan.published("epoch-2024"))
+    assert "repetition_constants_from_c4" not in codes(unconstrained)
+
+
 def test_repetition_far_past_any_gain_gets_its_own_caveat():
     result = plan.plan(plan.Budget(flops=1e25), unique_tokens=1e10)
     assert result.allocation.epochs > plan.EPOCHS_WITHOUT_GAIN
@@ -118,6 +140,25 @@ def test_an_mfu_outside_what_large_runs_achieve_gets_a_caveat():
 def test_hyperparameter_hints_come_with_every_plan():
     result = plan.plan(plan.Budget(flops=1e22))
     assert result.hyperparameters.batch_tokens == pytest.approx(0.2920 * 1e22**0.3271, rel=1e-9)
+
+
+def test_without_a_shape_the_hints_are_taken_at_the_plans_6nd():
+    result = plan.fixed(7e9, 1e12, cluster())
+
+    assert result.hyperparameters.flops == pytest.approx(6 * 7e9 * 1e12, rel=1e-15)
+    assert result.hyperparameters.flops_definition == "6ND"
+
+
+def test_with_a_shape_the_hints_are_taken_at_deepseeks_own_compute_m_times_d():
+    # DeepSeek LLM 2024 fit their hints against C = M·D, M = 72·L·d² + 12·L·d·s FLOPs per token.
+    llama_65b = ModelShape(layers=80, d_model=8192, heads=64, sequence_length=2048)
+    M = 72 * 80 * 8192**2 + 12 * 80 * 8192 * 2048
+
+    result = plan.fixed(65.2e9, 1.4e12, cluster(shape=llama_65b, zero_stage=3))
+
+    assert result.hyperparameters.flops == pytest.approx(M * 1.4e12, rel=1e-12)
+    assert result.hyperparameters.flops_definition == "MD"
+    assert result.hyperparameters.batch_tokens == pytest.approx(0.2920 * (M * 1.4e12) ** 0.3271, rel=1e-9)
 
 
 def test_the_estimate_spends_the_flops_at_the_effective_rate():

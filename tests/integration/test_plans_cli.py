@@ -40,3 +40,20 @@ def test_verify_passes_for_stored_plans_and_names_one_whose_result_was_altered(a
     assert "2 plans re-evaluated, 1 differ" in refused.output
     assert ids[0] in refused.output
     assert ids[1] not in refused.output
+
+
+def test_a_plan_stored_without_sequence_parallel_verifies_as_sequence_parallel(app, client, session):
+    # Plans made before the field existed have no `sequence_parallel` in their inputs; their activations were
+    # counted with sequence parallelism, which is the default.
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    shape = {"layers": 80, "d_model": 8192, "heads": 64, "sequence_length": 2048}
+    body = client.post(
+        "/v1/plans",
+        json={**INLINE_PLAN, "shape": shape, "tensor_parallel": 8, "recomputation": "selective"},
+    ).get_json()
+    assert "sequence_parallel" not in body["inputs"]
+    assert body["result"]["estimate"]["memory"]["activations_bytes"] == 80 * 2048 * 8192 * 34 / 8
+
+    verified = app.test_cli_runner().invoke(args=["plans", "verify"])
+    assert verified.exit_code == 0, verified.output
+    assert "1 plans re-evaluated, 0 differ" in verified.output
