@@ -74,3 +74,26 @@ def test_migrations_run_without_the_requests_statement_timeout(empty_database_ur
         engine.dispose()
     assert in_force
     assert set(in_force) == {"0"}
+
+
+def test_a_migration_may_wait_for_an_answer_longer_than_a_request_may(empty_database_url):
+    """A request gives up on an answer after DB_STATEMENT_TIMEOUT_MS and 2 s (the database may be frozen); a
+    migration's statement may run for minutes."""
+    engine = create_db_engine(Config(database_url=empty_database_url, db_statement_timeout_ms=200))
+    if engine.dialect.name != "postgresql":
+        engine.dispose()
+        pytest.skip("SQLite has no statement timeout")
+    slowed: list[str] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _slow_first_table(_connection, cursor, statement, *_):
+        if statement.lstrip().startswith("CREATE TABLE") and not slowed:
+            slowed.append(statement)
+            cursor.connection.execute("SELECT pg_sleep(2.5)")  # beyond a request's 0.2 s + 2 s
+
+    try:
+        migrate.upgrade(engine)
+        assert tables(engine) == set(Base.metadata.tables)
+    finally:
+        engine.dispose()
+    assert slowed
