@@ -11,7 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from service import auth, cli, console, jobs, ratelimit, request_context
 from service.api import init_api
 from service.config import Config
-from service.db import Database, create_db_engine, get_db
+from service.db import Database, create_db_engine, create_readiness_engine, get_db
 from service.logs import configure_logging
 from service.services import audit, keys
 from service.services.health import expected_head
@@ -33,7 +33,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     app.extensions["planner.config"] = config
     app.extensions["planner.schema_head"] = expected_head(config.migrations_dir)
 
-    Database(create_db_engine(config)).init_app(app)
+    Database(create_db_engine(config), create_readiness_engine(config)).init_app(app)
     request_context.init_app(app)
     auth.init_app(app)  # after the request id is set, before any body is looked at
     ratelimit.init_app(app, config.rate_limit_per_minute, config.rate_limit_burst)  # once the key is known

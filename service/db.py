@@ -7,7 +7,7 @@ from pathlib import Path
 
 import flask
 import psycopg
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, NullPool, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -39,6 +39,8 @@ ANSWER_GRACE_SECONDS = 2
 KEEPALIVE_IDLE_SECONDS = 10
 KEEPALIVE_INTERVAL_SECONDS = 5
 KEEPALIVE_COUNT = 3
+# /readyz: connecting, and each answer, within this many seconds (its own connections, never the pool's).
+READINESS_TIMEOUT_SECONDS = 2
 
 
 def create_db_engine(config: Config) -> Engine:
@@ -62,6 +64,18 @@ def create_db_engine(config: Config) -> Engine:
     # gets no longer than connecting does.
     in_use = statement_timeout_ms / 1000 + ANSWER_GRACE_SECONDS if statement_timeout_ms else None
     _bound_answers(engine, in_use=in_use, idle=config.db_connect_timeout_seconds)
+    return engine
+
+
+def create_readiness_engine(config: Config) -> Engine | None:
+    """PostgreSQL: connections of /readyz's own, made for each probe, so that it answers within seconds even
+    while requests hold every pooled connection or wait for a frozen database. None for SQLite."""
+    url = normalise_url(config.database_url)
+    if url.get_backend_name() == "sqlite":
+        return None
+    connect_args = _postgres_connect_args(READINESS_TIMEOUT_SECONDS, READINESS_TIMEOUT_SECONDS * 1000)
+    engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+    _bound_answers(engine, in_use=READINESS_TIMEOUT_SECONDS, idle=READINESS_TIMEOUT_SECONDS)
     return engine
 
 
@@ -172,12 +186,16 @@ READ_ONLY = {"sqlite_begin": "DEFERRED"}
 class Database:
     """What a Flask app needs to talk to its database."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, readiness_engine: Engine | None = None):
         self.engine = engine
         self.sessionmaker: sessionmaker[Session] = sessionmaker(bind=engine, expire_on_commit=False)
         # Sessions that only read: on SQLite they begin DEFERRED and never wait for the write lock.
         self.read_sessionmaker: sessionmaker[Session] = sessionmaker(
             bind=engine.execution_options(**READ_ONLY), expire_on_commit=False
+        )
+        # /readyz's (create_readiness_engine); SQLite's probe reads like any request.
+        self.readiness_sessionmaker: sessionmaker[Session] = (
+            sessionmaker(bind=readiness_engine) if readiness_engine is not None else self.read_sessionmaker
         )
 
     def init_app(self, app: flask.Flask) -> None:
