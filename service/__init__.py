@@ -12,7 +12,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from service import auth, cli, console, jobs, ratelimit, request_context
 from service.api import init_api
 from service.config import Config
-from service.db import Database, create_db_engine, get_db
+from service.db import Database, create_db_engine, create_readiness_engine, get_db
 from service.logs import configure_logging
 from service.services import audit, keys
 from service.services.health import expected_head
@@ -34,7 +34,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     app.extensions["planner.config"] = config
     app.extensions["planner.schema_head"] = expected_head(config.migrations_dir)
 
-    Database(create_db_engine(config)).init_app(app)
+    Database(create_db_engine(config), create_readiness_engine(config)).init_app(app)
     request_context.init_app(app)
     auth.init_app(app)  # after the request id is set, before any body is looked at
     ratelimit.init_app(  # the per-key limit runs once the key is known

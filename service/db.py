@@ -6,7 +6,8 @@ import logging
 from pathlib import Path
 
 import flask
-from sqlalchemy import Engine, create_engine, event
+import psycopg
+from sqlalchemy import Connection, Engine, NullPool, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -29,25 +30,120 @@ def normalise_url(database_url: str) -> URL:
 
 SQLITE_SORT_THREADS = 4
 
+# A statement's answer may take this long beyond DB_STATEMENT_TIMEOUT_MS before the service takes the server
+# for frozen: a server that runs cancels the statement itself first, and its error arrives well within it.
+ANSWER_GRACE_SECONDS = 2
+# TCP gives up on a database host that has gone away (a partition, a dead host): data sent and not
+# acknowledged within DB_CONNECT_TIMEOUT_SECONDS fails the connection (tcp_user_timeout), and an idle pooled
+# connection is probed after this many seconds of silence, then every KEEPALIVE_INTERVAL_SECONDS.
+KEEPALIVE_IDLE_SECONDS = 10
+KEEPALIVE_INTERVAL_SECONDS = 5
+KEEPALIVE_COUNT = 3
+# /readyz: connecting, and each answer, within this many seconds (its own connections, never the pool's).
+READINESS_TIMEOUT_SECONDS = 2
+
 
 def create_db_engine(config: Config) -> Engine:
     url = normalise_url(config.database_url)
     if url.get_backend_name() == "sqlite":
         return _create_sqlite_engine(url, config.sqlite_busy_timeout_ms)
     # Database trouble must surface as a prompt error (503 to the caller), never a hung worker: bounded waits
-    # to connect, for a pooled connection and for each statement (0 turns the statement timeout off). A
-    # connection that broke while idle (a database restart) is found by the pre-ping and replaced.
-    return create_engine(
+    # to connect, for a pooled connection and for each answer (README, "When the database is in trouble").
+    # A connection that broke while idle (a database restart) is found by the pre-ping and replaced.
+    statement_timeout_ms = config.db_statement_timeout_ms
+    engine = create_engine(
         url,
         pool_pre_ping=True,
         pool_size=config.db_pool_size,
         max_overflow=config.db_pool_size,
         pool_timeout=config.db_pool_timeout_seconds,
-        connect_args={
-            "connect_timeout": config.db_connect_timeout_seconds,
-            "options": f"-c statement_timeout={int(config.db_statement_timeout_ms)}",
-        },
+        connect_args=_postgres_connect_args(config.db_connect_timeout_seconds, statement_timeout_ms),
     )
+    # Whoever turns the statement timeout off (0) lets statements run as long as they take: answers are then
+    # not bounded either. The pre-ping of a pooled connection is answered at once by a server that runs: it
+    # gets no longer than connecting does.
+    in_use = statement_timeout_ms / 1000 + ANSWER_GRACE_SECONDS if statement_timeout_ms else None
+    _bound_answers(engine, in_use=in_use, idle=config.db_connect_timeout_seconds)
+    return engine
+
+
+def create_readiness_engine(config: Config) -> Engine | None:
+    """PostgreSQL: connections of /readyz's own, made for each probe, so that it answers within seconds even
+    while requests hold every pooled connection or wait for a frozen database. None for SQLite."""
+    url = normalise_url(config.database_url)
+    if url.get_backend_name() == "sqlite":
+        return None
+    connect_args = _postgres_connect_args(READINESS_TIMEOUT_SECONDS, READINESS_TIMEOUT_SECONDS * 1000)
+    engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+    _bound_answers(engine, in_use=READINESS_TIMEOUT_SECONDS, idle=READINESS_TIMEOUT_SECONDS)
+    return engine
+
+
+def _postgres_connect_args(connect_timeout_seconds: int, statement_timeout_ms: int) -> dict[str, object]:
+    return {
+        "connect_timeout": connect_timeout_seconds,
+        "options": f"-c statement_timeout={int(statement_timeout_ms)}",
+        "keepalives": 1,
+        "keepalives_idle": KEEPALIVE_IDLE_SECONDS,
+        "keepalives_interval": KEEPALIVE_INTERVAL_SECONDS,
+        "keepalives_count": KEEPALIVE_COUNT,
+        "tcp_user_timeout": connect_timeout_seconds * 1000,
+    }
+
+
+class _BoundedConnection(psycopg.Connection):
+    """A psycopg connection that waits for the server's answer `answer_timeout` seconds at most (None: as
+    long as it takes).
+
+    A server that is frozen but keeps its connections open (a hung host, a stopped process: the kernel still
+    acknowledges what is sent and answers keepalives) never answers, and its statement_timeout cannot fire:
+    psycopg alone waits forever, and neither TCP keepalives nor tcp_user_timeout notice (measured on a
+    SIGSTOPped server, as tests/reliability/test_frozen_database.py makes one). Past the bound the connection
+    is closed, since what the server would still send is unknown; SQLAlchemy takes the error for a disconnect
+    and discards the connection with the rest of its pool, and the request gets a 503.
+    """
+
+    answer_timeout: float | None = None
+
+    def wait(self, gen, *args, timeout: float | None = None, **kwargs):
+        # Every wait on an open connection comes here: statements, commit, rollback, the pre-ping.
+        if timeout is not None:  # psycopg's own bounded waits (notifies) expect their timeout
+            return super().wait(gen, *args, timeout=timeout, **kwargs)
+        try:
+            return super().wait(gen, *args, timeout=self.answer_timeout, **kwargs)
+        except psycopg.errors._WaitTimeout:  # what psycopg's wait() raises when `timeout` runs out
+            self.close()
+            raise psycopg.OperationalError(
+                f"the database did not answer within {self.answer_timeout:g} s; connection closed"
+            ) from None
+
+
+def _bound_answers(engine: Engine, *, in_use: float | None, idle: float) -> None:
+    """Connections of `engine` wait `in_use` seconds for an answer while checked out, `idle` seconds for the
+    pre-ping that precedes a checkout (the pool pings before its `checkout` event)."""
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(_dialect, _record, cargs, cparams):
+        connection = _BoundedConnection.connect(*cargs, **cparams)
+        connection.answer_timeout = in_use
+        return connection
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection, _record, _proxy):
+        dbapi_connection.answer_timeout = in_use
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(dbapi_connection, _record):
+        if dbapi_connection is not None:  # None: invalidated
+            dbapi_connection.answer_timeout = idle
+
+
+def lift_request_bounds(connection: Connection) -> None:
+    """PostgreSQL: no statement timeout for the rest of this transaction, and no bound on answers until the
+    connection goes back to its pool. For migrations: a schema change on a large table may take minutes."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+        connection.connection.dbapi_connection.answer_timeout = None
 
 
 def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
@@ -90,12 +186,16 @@ READ_ONLY = {"sqlite_begin": "DEFERRED"}
 class Database:
     """What a Flask app needs to talk to its database."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, readiness_engine: Engine | None = None):
         self.engine = engine
         self.sessionmaker: sessionmaker[Session] = sessionmaker(bind=engine, expire_on_commit=False)
         # Sessions that only read: on SQLite they begin DEFERRED and never wait for the write lock.
         self.read_sessionmaker: sessionmaker[Session] = sessionmaker(
             bind=engine.execution_options(**READ_ONLY), expire_on_commit=False
+        )
+        # /readyz's (create_readiness_engine); SQLite's probe reads like any request.
+        self.readiness_sessionmaker: sessionmaker[Session] = (
+            sessionmaker(bind=readiness_engine) if readiness_engine is not None else self.read_sessionmaker
         )
 
     def init_app(self, app: flask.Flask) -> None:

@@ -8,6 +8,7 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from sqlalchemy import Connection, Engine
 
+from service import db
 from service.config import Config
 from service.services.locks import hold_setup_lock
 
@@ -24,22 +25,15 @@ def alembic_config(connection: Connection, migrations_dir: Path = MIGRATIONS_DIR
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as connection:
-        _no_statement_timeout(connection)
+        db.lift_request_bounds(connection)
         hold_setup_lock(connection)
         command.upgrade(alembic_config(connection), revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     with engine.begin() as connection:
-        _no_statement_timeout(connection)
+        db.lift_request_bounds(connection)
         command.downgrade(alembic_config(connection), revision)
-
-
-def _no_statement_timeout(connection: Connection) -> None:
-    """A migration may rewrite or index a large table for minutes: DB_STATEMENT_TIMEOUT_MS bounds requests,
-    not schema changes (PostgreSQL; for this transaction only)."""
-    if connection.dialect.name == "postgresql":
-        connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
 
 
 def check(engine: Engine) -> None:

@@ -29,7 +29,7 @@ def healthz():
 def readyz():
     """The database is reachable and its schema is at the migration head this code expects."""
     readiness = check_readiness(
-        get_db().read_sessionmaker, flask.current_app.extensions["planner.schema_head"]
+        get_db().readiness_sessionmaker, flask.current_app.extensions["planner.schema_head"]
     )
     if not readiness.ready:
         return problem_response(

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from service import create_app
+from service.config import Config
+from service.db import get_db
 from service.services.health import expected_head
 from tests.problems import assert_problem
 
@@ -37,3 +42,17 @@ def test_readyz_is_a_503_problem_when_the_schema_is_not_migrated(make_app, empty
     client = make_app(empty_database_url).test_client()
     body = assert_problem(client.get("/readyz"), 503)
     assert "expected" in body["detail"]
+
+
+def test_readyz_answers_while_requests_hold_every_pooled_connection(database_url):
+    """On PostgreSQL /readyz connects on its own: it never waits DB_POOL_TIMEOUT_SECONDS behind requests."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite's probe reads like any request; it has no pool to wait for")
+    app = create_app(Config(database_url=database_url, testing=True, db_pool_size=1))
+    engine = get_db(app).engine
+    try:
+        with engine.connect(), engine.connect():  # the pool's one connection and its one overflow
+            response = app.test_client().get("/readyz")
+        assert response.status_code == 200, response.get_data(as_text=True)
+    finally:
+        engine.dispose()

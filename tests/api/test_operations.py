@@ -189,3 +189,20 @@ def test_a_statement_that_runs_past_the_timeout_is_cancelled():
             connection.execute(text("SELECT pg_sleep(2)"))
     finally:
         engine.dispose()
+
+
+@pytest.mark.skipif(not POSTGRES_URL, reason="PostgreSQL's statement_timeout; set TEST_DATABASE_URL")
+def test_an_answer_that_never_comes_is_given_up_after_the_statement_timeout_and_2_s():
+    """What ends a statement on a frozen database, whose own statement_timeout cannot fire (tests/reliability
+    freezes one): here the server's timeout is off, so that only the client's bound can end the wait."""
+    engine = create_db_engine(Config(database_url=POSTGRES_URL, db_statement_timeout_ms=200))
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SET statement_timeout = 0")
+            with pytest.raises(OperationalError, match=r"did not answer within 2\.2 s") as given_up:
+                connection.execute(text("SELECT pg_sleep(5)"))
+            assert given_up.value.connection_invalidated  # never used again
+        with engine.connect() as connection:  # the pool connects afresh
+            assert connection.scalar(text("SELECT 1")) == 1
+    finally:
+        engine.dispose()

@@ -53,12 +53,20 @@ def test_check_detects_a_model_that_has_no_migration(empty_engine):
         Base.metadata.remove(extra)
 
 
-def test_migrations_run_without_the_requests_statement_timeout(empty_database_url):
-    """A schema change on a large table may take minutes: DB_STATEMENT_TIMEOUT_MS bounds requests only."""
+@pytest.fixture
+def request_bounded_engine(empty_database_url):
+    """PostgreSQL, with a request's statement timeout of 200 ms (and so a bound of 2.2 s on answers)."""
     engine = create_db_engine(Config(database_url=empty_database_url, db_statement_timeout_ms=200))
     if engine.dialect.name != "postgresql":
         engine.dispose()
         pytest.skip("SQLite has no statement timeout")
+    yield engine
+    engine.dispose()
+
+
+def test_migrations_run_without_the_requests_statement_timeout(request_bounded_engine):
+    """A schema change on a large table may take minutes: DB_STATEMENT_TIMEOUT_MS bounds requests only."""
+    engine = request_bounded_engine
     in_force: list[str] = []
 
     @event.listens_for(engine, "before_cursor_execute")
@@ -66,11 +74,25 @@ def test_migrations_run_without_the_requests_statement_timeout(empty_database_ur
         if statement.lstrip().startswith("CREATE TABLE"):
             in_force.append(cursor.connection.execute("SHOW statement_timeout").fetchone()[0])
 
-    try:
-        migrate.upgrade(engine)
-        with engine.connect() as connection:  # and requests keep theirs
-            assert connection.exec_driver_sql("SHOW statement_timeout").scalar() == "200ms"
-    finally:
-        engine.dispose()
+    migrate.upgrade(engine)
+    with engine.connect() as connection:  # and requests keep theirs
+        assert connection.exec_driver_sql("SHOW statement_timeout").scalar() == "200ms"
     assert in_force
     assert set(in_force) == {"0"}
+
+
+def test_a_migration_may_wait_for_an_answer_longer_than_a_request_may(request_bounded_engine):
+    """A request gives up on an answer after DB_STATEMENT_TIMEOUT_MS and 2 s (the database may be frozen); a
+    migration's statement may run for minutes."""
+    engine = request_bounded_engine
+    slowed: list[str] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _slow_first_table(_connection, cursor, statement, *_):
+        if statement.lstrip().startswith("CREATE TABLE") and not slowed:
+            slowed.append(statement)
+            cursor.connection.execute("SELECT pg_sleep(2.5)")  # beyond a request's 0.2 s + 2 s
+
+    migrate.upgrade(engine)
+    assert tables(engine) == set(Base.metadata.tables)
+    assert slowed

@@ -48,6 +48,17 @@ def _as_postgres_user(command: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # The command name (2nd field) is in parentheses and may hold spaces: the parent pid follows it.
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return sorted(found)
+
+
 @dataclass
 class Cluster:
     """A PostgreSQL server of our own: a data directory, a port, and a socket directory."""
@@ -71,6 +82,27 @@ class Cluster:
     def stop(self, mode: str = "fast") -> None:
         """`fast` ends every session (their transactions roll back); `immediate` is a crash."""
         self._ctl("-m", mode, "stop")
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The server stopped whole (SIGSTOP to the postmaster, then to every process it started), as on a
+        frozen host: its TCP connections stay open and the kernel still acknowledges what clients send and
+        answers their keepalives, but nothing answers a query, a connection or a cancel request. SIGCONT
+        afterwards, whatever happened."""
+        postmaster = int((self.directory / "data" / "postmaster.pid").read_text().split()[0])
+        stopped = []
+        try:
+            os.kill(postmaster, signal.SIGSTOP)
+            stopped.append(postmaster)
+            for pid in children(postmaster):  # a stopped postmaster starts no more of them
+                with contextlib.suppress(ProcessLookupError):  # a backend that has just exited
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+            yield
+        finally:
+            for pid in reversed(stopped):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
 
 @pytest.fixture(scope="session")
@@ -146,6 +178,10 @@ class Server:
                 pytest.fail(f"gunicorn did not become ready: {self.log_path.read_text()[-3000:]}")
             time.sleep(0.2)
 
+    def workers(self) -> list[int]:
+        """gunicorn's worker processes: the same ones later means that none was replaced."""
+        return children(self.process.pid)
+
     def crash(self) -> None:
         """SIGKILL to the master and every worker at once: nothing gets to clean up."""
         os.killpg(self.process.pid, signal.SIGKILL)
@@ -167,14 +203,14 @@ class Server:
 
 
 @contextlib.contextmanager
-def serving(cluster: Cluster, directory: Path) -> Iterator[Server]:
-    """A fresh schema on the cluster (the previous one is dropped), set up and served."""
+def serving(cluster: Cluster, directory: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """A fresh schema on the cluster (the previous one is dropped), set up and served with settings `env`."""
     engine = create_engine(cluster.url)
     with engine.begin() as connection:
         connection.execute(text("DROP SCHEMA public CASCADE"))
         connection.execute(text("CREATE SCHEMA public"))
     engine.dispose()
-    server = Server(cluster.url, directory / "server.log")
+    server = Server(cluster.url, directory / "server.log", env)
     server.setup()
     server.start()
     try:
