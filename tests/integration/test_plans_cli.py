@@ -57,3 +57,23 @@ def test_a_plan_stored_without_sequence_parallel_verifies_as_sequence_parallel(a
     verified = app.test_cli_runner().invoke(args=["plans", "verify"])
     assert verified.exit_code == 0, verified.output
     assert "1 plans re-evaluated, 0 differ" in verified.output
+
+
+def test_plans_of_an_older_engine_are_counted_apart_and_do_not_fail_verify(app, client, session):
+    # After an upgrade that changed the science, an older engine's plans would come out differently today:
+    # expected, and they keep the result they were made with. Only this engine's plans must reproduce.
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    old, current = (client.post("/v1/plans", json=INLINE_PLAN).get_json() for _ in range(2))
+    snapshot = {**old["snapshot"], "engine_version": "0.9.0"}
+    result = {**old["result"], "params": old["result"]["params"] * 1.01}
+    session.execute(
+        update(Plan).where(Plan.id == uuid.UUID(old["id"])).values(snapshot=snapshot, result=result)
+    )
+    session.commit()
+
+    verified = app.test_cli_runner().invoke(args=["plans", "verify"])
+
+    assert verified.exit_code == 0, verified.output
+    assert "1 plans re-evaluated, 0 differ" in verified.output
+    assert "1 plans of older engines (0.9.0: 1, 1 of them would now differ)" in verified.output
+    assert current["id"] not in verified.output
