@@ -3,8 +3,10 @@ saying why when the runs are not an IsoFLOP grid."""
 
 from __future__ import annotations
 
+import csv
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from service.core import isoflop_fit as iso
 from service.core.fit import TOKENS_PER_PARAM_BUDGETS
+from service.core.isoflop_fit import MIN_BUDGETS
 from service.core.laws import PUBLISHED_LAWS
 from service.core.validation import InvalidInput
 
@@ -235,3 +238,62 @@ def test_the_result_is_a_reason_or_all_finite_numbers(runs):
     assert all(math.isfinite(number) for number in numbers), result
     assert min(result.params_coefficient, result.tokens_coefficient, *result.tokens_per_param.values()) > 0
     assert result.a + result.b == pytest.approx(1.0, abs=1e-9 * max(1.0, abs(result.a)))
+
+
+# --- Runs that are not an IsoFLOP sweep -------------------------------------------------------------------
+
+# Chinchilla's Figure 4 as extracted by Besiroglu et al. 2024, kept beside the project (not copied into it).
+CHINCHILLA = (
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "chinchilla_fig4_epoch_svg_extracted.csv"
+)
+
+
+def scattered_runs(count=300, seed=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of compute spread evenly (in logs) from 1e18 to 1e21 FLOPs, each of a size from 1/4 to 4 times
+    the law's optimum at its compute: what teams have when they gather the runs they happen to have made."""
+    rng = np.random.default_rng(seed)
+    flops = np.exp(rng.uniform(math.log(1e18), math.log(1e21), count))
+    params = np.array([LAW.optimal_params(c) for c in flops]) * np.exp(
+        rng.uniform(-1, 1, count) * math.log(4)
+    )
+    tokens = flops / (6 * params)
+    return params, tokens, LAW.E + LAW.A / params**LAW.alpha + LAW.B / tokens**LAW.beta
+
+
+@given(noisy_grids)
+def test_the_budgets_of_a_sweep_are_set_apart(runs):
+    # Runs a few percent off budgets 4x apart: nothing to say, whatever the noise.
+    result = iso.fit_isoflop(*runs)
+    assert isinstance(result, iso.IsoflopUnavailable) or result.scattered == ()
+
+
+def test_budgets_cut_from_scattered_runs_are_named():
+    result = iso.fit_isoflop(*scattered_runs())
+    assert isinstance(result, iso.IsoflopFit), result  # an answer, but from profiles the grouping made up
+    # At 100 runs a decade, every budget has runs of other budgets within the tolerance of its own.
+    assert len(result.budgets) >= MIN_BUDGETS
+    assert result.scattered == tuple(budget.flops for budget in result.budgets)
+
+
+def test_a_budget_is_named_when_runs_of_another_come_within_the_tolerance_of_its_own():
+    params, tokens, _ = isoflop_grid(budgets=(1e18, 1e19, 1e20), centres=(1.0, 1.0, 1.0))
+    tokens[9:18] *= 10 ** np.linspace(0.0, 0.04, 9)  # the 1e19 profile's runs spread over 0.04 decades
+    # A run 0.07 decades above 1e19 is beyond the tolerance of the profile's lowest run, so it starts a budget
+    # of its own, but within the tolerance of the profile's highest.
+    params, tokens = np.r_[params, 2e8], np.r_[tokens, 1e19 * 10**0.07 / (6 * 2e8)]
+    result = iso.fit_isoflop(params, tokens, LAW.E + LAW.A / params**LAW.alpha + LAW.B / tokens**LAW.beta)
+    assert isinstance(result, iso.IsoflopFit), result
+    assert [budget.runs for budget in result.budgets] == [9, 9, 9]
+    assert result.scattered == (result.budgets[1].flops,)
+
+
+@pytest.mark.skipif(not CHINCHILLA.exists(), reason="the Chinchilla data is kept beside the project")
+def test_chinchillas_figure_4_runs_are_not_an_isoflop_sweep():
+    with CHINCHILLA.open() as handle:
+        rows = list(csv.DictReader(handle))
+    params = np.array([float(row["Model Size"]) for row in rows])
+    tokens = np.array([float(row["Training FLOP"]) for row in rows]) / (6 * params)
+    result = iso.fit_isoflop(params, tokens, np.array([float(row["loss"]) for row in rows]))
+    assert isinstance(result, iso.IsoflopFit), result
+    # Their compute is spread evenly rather than at nine budgets: the grouping makes 51 of them.
+    assert len(result.scattered) > 0.8 * len(result.budgets) > 20
