@@ -431,12 +431,20 @@ class InfluentialRun:
 @dataclass(frozen=True)
 class Influence:
     """The runs far off a fitted law, worst first, and the law fitted to the other runs: how far they sway
-    the fit is the difference between the two."""
+    the fit is the difference between law_with and law_without (at each of TOKENS_PER_PARAM_BUDGETS)."""
 
     runs: tuple[InfluentialRun, ...]
     typical_log_residual: float  # 1.4826 x the median absolute deviation of every run's residual
+    law_with: ScalingLaw  # every run, refitted as law_without is: what law_without is compared with
     law_without: ScalingLaw
-    tokens_per_param_without: dict[float, float]  # at each of TOKENS_PER_PARAM_BUDGETS
+
+    @property
+    def tokens_per_param_with(self) -> dict[float, float]:
+        return _tokens_per_param(self.law_with)
+
+    @property
+    def tokens_per_param_without(self) -> dict[float, float]:
+        return _tokens_per_param(self.law_without)
 
 
 def influence_of_outliers(
@@ -447,26 +455,37 @@ def influence_of_outliers(
 
     The refit starts from the full fit's best few distinct end points, as a bootstrap resample does, rather
     than the whole grid: leaving out a few runs moves the optimum, not to another basin (on Chinchilla's runs
-    it lands where the whole grid does, at a fortieth of the cost).
+    it lands where the whole grid does, at a fortieth of the cost). Every run is refitted the same way from
+    the same points, so that the two laws differ by the runs left out, not by how far a descent went: a start
+    of the grid stops sooner than a refit, in the flat valley where A and alpha trade off.
     """
     typical = 1.4826 * float(np.median(np.abs(residual - np.median(residual))))
     size = np.abs(residual)
     outliers = np.flatnonzero(size > max(OUTLIER_SCALES * typical, OUTLIER_FLOOR))
     worst_first = outliers[np.argsort(-size[outliers], kind="stable")]
     outliers = worst_first[: min(MAX_LEFT_OUT, max(1, size.size // 10))]
-    kept = np.setdiff1d(np.arange(size.size), outliers)
-    if outliers.size == 0 or kept.size < MIN_RUNS or np.unique(n[kept]).size < MIN_MODEL_SIZES:
+    kept = np.ones(size.size, dtype=bool)
+    kept[outliers] = False
+    if outliers.size == 0 or kept.sum() < MIN_RUNS or np.unique(n[kept]).size < MIN_MODEL_SIZES:
         return None
-    log_n, log_d, log_loss = np.log(n[kept]), np.log(d[kept]), np.log(loss[kept])
+    log_n, log_d, log_loss = np.log(n), np.log(d), np.log(loss)
+    starts = _distinct_best(solution.ends, BOOTSTRAP_RESTARTS)
+    count = starts.shape[0]
+    weights = np.vstack((np.ones((count, size.size)), np.tile(kept.astype(float), (count, 1))))
 
     def evaluate(rows, theta):
-        return objective_and_gradient(theta, log_n, log_d, log_loss)
+        return objective_and_gradient(theta, log_n, log_d, log_loss, weights=weights[rows])
 
-    starts = _distinct_best(solution.ends, BOOTSTRAP_RESTARTS)
-    ends = _descend(evaluate, starts, MAX_ITERATIONS, from_grid=False, gradient_tolerance=REFIT_TOLERANCE)
-    best = int(np.argmin(ends.f))
-    law = _law_of(ends.x[best]) if ends.converged[best] else None
-    if law is None:
+    ends = _descend(
+        evaluate,
+        np.vstack((starts, starts)),
+        MAX_ITERATIONS,
+        from_grid=False,
+        gradient_tolerance=REFIT_TOLERANCE,
+    )
+    best = np.argmin(ends.f.reshape(2, count), axis=1) + np.array([0, count])
+    law_with, law_without = (_law_of(ends.x[row]) if ends.converged[row] else None for row in best)
+    if law_with is None or law_without is None:
         return None
     return Influence(
         runs=tuple(
@@ -480,8 +499,8 @@ def influence_of_outliers(
             for run in outliers
         ),
         typical_log_residual=typical,
-        law_without=law,
-        tokens_per_param_without=_tokens_per_param(law),
+        law_with=law_with,
+        law_without=law_without,
     )
 
 

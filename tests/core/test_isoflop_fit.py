@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.core import isoflop_fit as iso
+from service.core import warnings as caveats
 from service.core.fit import TOKENS_PER_PARAM_BUDGETS
 from service.core.isoflop_fit import MIN_BUDGETS
 from service.core.laws import PUBLISHED_LAWS
@@ -285,6 +286,24 @@ def test_a_budget_is_named_when_runs_of_another_come_within_the_tolerance_of_its
     assert isinstance(result, iso.IsoflopFit), result
     assert [budget.runs for budget in result.budgets] == [9, 9, 9]
     assert result.scattered == (result.budgets[1].flops,)
+
+
+def test_budgets_cut_from_scattered_runs_are_a_warning_that_names_them():
+    result = iso.fit_isoflop(*scattered_runs())
+    [caveat] = caveats.not_an_isoflop_sweep(result)
+    assert caveat.code == "not_an_isoflop_sweep"
+    assert caveat.details == {
+        "budgets": list(result.scattered),
+        "budgets_used": len(result.budgets),
+        "tolerance_decades": iso.BUDGET_TOLERANCE_DECADES,
+    }
+    assert f"{len(result.scattered)} of the {len(result.budgets)} budgets" in caveat.message
+
+
+def test_a_sweep_or_no_isoflop_fit_is_no_warning():
+    assert caveats.not_an_isoflop_sweep(fitted(jitter=0.04, seed=7)) == []
+    unavailable = iso.fit_isoflop(*isoflop_grid(budgets=(1e19,), centres=(1.0,)))
+    assert caveats.not_an_isoflop_sweep(unavailable) == []
 
 
 @pytest.mark.skipif(not CHINCHILLA.exists(), reason="the Chinchilla data is kept beside the project")
