@@ -7,22 +7,17 @@ find the same optimum as the whole grid on these runs) to stay fast.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from service.core import fit
 from service.core import warnings as caveats
+from tests.chinchilla import chinchilla_runs, needs_chinchilla
 
 TRUE = {"E": 1.82, "A": 480.0, "B": 2100.0, "alpha": 0.35, "beta": 0.37}
 FEW_STARTS = fit.default_grid()[::90]
-# Chinchilla's Figure 4 as extracted by Besiroglu et al. 2024, kept beside the project (not copied into it).
-CHINCHILLA = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "chinchilla_fig4_epoch_svg_extracted.csv"
-)
 
 
 @pytest.fixture(autouse=True)
@@ -155,13 +150,9 @@ def test_runs_within_their_noise_are_no_warning():
     assert caveats.influential_runs(fit.fit_law(*sweep(noise=0.005))) == []
 
 
-@pytest.mark.skipif(not CHINCHILLA.exists(), reason="the Chinchilla data is kept beside the project")
+@needs_chinchilla
 def test_chinchillas_highest_losses_are_named_and_without_them_the_allocation_is_besiroglus():
-    with CHINCHILLA.open() as handle:
-        rows = list(csv.DictReader(handle))
-    n = np.array([float(row["Model Size"]) for row in rows])
-    d = np.array([float(row["Training FLOP"]) for row in rows]) / (6 * n)
-    loss = np.array([float(row["loss"]) for row in rows])
+    n, d, loss = chinchilla_runs()
     result = fit.fit_law(n, d, loss)
     # Issue 18: all 245 runs give beta 0.453 and 6.3 tokens per parameter at 1e24 FLOPs.
     assert result.law.beta == pytest.approx(0.453, abs=0.001)

@@ -3,10 +3,8 @@ saying why when the runs are not an IsoFLOP grid."""
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from service.core.fit import TOKENS_PER_PARAM_BUDGETS
 from service.core.isoflop_fit import MIN_BUDGETS
 from service.core.laws import PUBLISHED_LAWS
 from service.core.validation import InvalidInput
+from tests.chinchilla import chinchilla_runs, needs_chinchilla
 
 LAW = PUBLISHED_LAWS["chinchilla-2022-rounded"].law  # E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28
 BUDGETS = tuple(np.geomspace(1e18, 1e21, 6))
@@ -243,11 +242,6 @@ def test_the_result_is_a_reason_or_all_finite_numbers(runs):
 
 # --- Runs that are not an IsoFLOP sweep -------------------------------------------------------------------
 
-# Chinchilla's Figure 4 as extracted by Besiroglu et al. 2024, kept beside the project (not copied into it).
-CHINCHILLA = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "chinchilla_fig4_epoch_svg_extracted.csv"
-)
-
 
 def scattered_runs(count=300, seed=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Runs of compute spread evenly (in logs) from 1e18 to 1e21 FLOPs, each of a size from 1/4 to 4 times
@@ -306,13 +300,9 @@ def test_a_sweep_or_no_isoflop_fit_is_no_warning():
     assert caveats.not_an_isoflop_sweep(unavailable) == []
 
 
-@pytest.mark.skipif(not CHINCHILLA.exists(), reason="the Chinchilla data is kept beside the project")
+@needs_chinchilla
 def test_chinchillas_figure_4_runs_are_not_an_isoflop_sweep():
-    with CHINCHILLA.open() as handle:
-        rows = list(csv.DictReader(handle))
-    params = np.array([float(row["Model Size"]) for row in rows])
-    tokens = np.array([float(row["Training FLOP"]) for row in rows]) / (6 * params)
-    result = iso.fit_isoflop(params, tokens, np.array([float(row["loss"]) for row in rows]))
+    result = iso.fit_isoflop(*chinchilla_runs())
     assert isinstance(result, iso.IsoflopFit), result
     # Their compute is spread evenly rather than at nine budgets: the grouping makes 51 of them.
     assert len(result.scattered) > 0.8 * len(result.budgets) > 20
