@@ -137,9 +137,9 @@ def set_apart(log_flops: np.ndarray, groups: list[np.ndarray]) -> list[bool]:
 
     The runs of an IsoFLOP sweep sit at a few budgets far apart, and group the same way whatever run the
     grouping starts from. Runs of scattered compute are only cut into groups: a run just beyond the tolerance
-    of a group's lowest run starts the next one, though it is as close to the group's highest as they are to
-    each other, and each profile then mixes runs up to 12% apart in compute (Chinchilla's Figure 4 runs, for
-    one: 51 groups of compute spread evenly, not the nine budgets of its IsoFLOP sweeps).
+    of a group's lowest run starts the next group, though it may lie a hair above the group's highest, and
+    each profile then mixes runs up to 12% apart in compute (Chinchilla's Figure 4 runs, for one: 51 groups of
+    compute spread evenly, not the nine budgets of its IsoFLOP sweeps).
     """
     tolerance = BUDGET_TOLERANCE_DECADES * math.log(10)
     gaps = [log_flops[higher].min() - log_flops[lower].max() for lower, higher in itertools.pairwise(groups)]
