@@ -328,11 +328,17 @@ def law_frontier():
         query, errors = FrontierQuerySchema().load({**shown, **args}), {}
     except ma.ValidationError as error:  # said beside the range, and the default range drawn
         query, errors = FrontierQuerySchema().load(shown), errors_by_field(error)
-    named = laws.published_laws() + [
-        laws.engine_law(session, law.slug, scope=scope()) for law in _fitted_laws(session)
-    ]
+    fitted = _fitted_laws(session)
+    named = laws.published_laws() + [laws.engine_law(session, law.slug, scope=scope()) for law in fitted]
     frontier, rows = figures.frontier_charts(named, query["min_flops"], query["max_flops"], FRONTIER_POINTS)
-    return flask.render_template("console/laws.html", charts=frontier, rows=rows, query=query, errors=errors)
+    return flask.render_template(
+        "console/laws.html",
+        charts=frontier,
+        rows=rows,
+        query=query,
+        errors=errors,
+        warned=[law for law in fitted if law.warnings],  # what each fit leaves in doubt
+    )
 
 
 # --- cost report ----------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ caller can still report the parametric fit.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ class IsoflopFit:
     budgets: tuple[IsoflopBudget, ...]  # the profiles used, by increasing compute
     skipped: tuple[SkippedBudget, ...]
     tokens_per_param: dict[float, float]  # D_opt / N_opt at each of TOKENS_PER_PARAM_BUDGETS
+    scattered: tuple[float, ...]  # compute of the budgets used that are not set apart from others (set_apart)
 
     def optimal_params(self, flops: float) -> float:
         return _power(self.params_coefficient, self.a, flops)
@@ -100,16 +102,20 @@ def fit_isoflop(
         )
     budgets: list[tuple[IsoflopBudget, float]] = []  # with each budget's ln C, for the regression
     skipped: list[SkippedBudget] = []
-    for group in budget_groups(log_flops):
+    scattered: list[float] = []
+    groups = budget_groups(log_flops)
+    for group, apart in zip(groups, set_apart(log_flops, groups), strict=True):
         log_budget = float(log_flops[group].mean())
         outcome = _profile_optimum(log_budget, np.log(params[group]), losses[group])
         if isinstance(outcome, str):
             skipped.append(SkippedBudget(flops=math.exp(log_budget), runs=group.size, reason=outcome))
         else:
             budgets.append((outcome, log_budget))
+            if not apart:
+                scattered.append(outcome.flops)
     if len(budgets) < MIN_BUDGETS:
         return IsoflopUnavailable(_too_few_budgets(len(budgets), skipped))
-    return _power_laws(budgets, skipped)
+    return _power_laws(budgets, skipped, scattered)
 
 
 def budget_groups(log_flops: np.ndarray) -> list[np.ndarray]:
@@ -123,6 +129,25 @@ def budget_groups(log_flops: np.ndarray) -> list[np.ndarray]:
             groups.append(order[start:position])
             start = position
     return groups
+
+
+def set_apart(log_flops: np.ndarray, groups: list[np.ndarray]) -> list[bool]:
+    """Whether each budget group (from `budget_groups`) is more than BUDGET_TOLERANCE_DECADES from every run
+    of the groups beside it.
+
+    The runs of an IsoFLOP sweep sit at a few budgets far apart, and group the same way whatever run the
+    grouping starts from. Runs of scattered compute are only cut into groups: a run just beyond the tolerance
+    of a group's lowest run starts the next group, though it may lie a hair above the group's highest, and
+    each profile then mixes runs up to 12% apart in compute (Chinchilla's Figure 4 runs, for one: 51 groups of
+    compute spread evenly, not the nine budgets of its IsoFLOP sweeps).
+    """
+    tolerance = BUDGET_TOLERANCE_DECADES * math.log(10)
+    gaps = [log_flops[higher].min() - log_flops[lower].max() for lower, higher in itertools.pairwise(groups)]
+    return [
+        (position == 0 or gaps[position - 1] > tolerance)
+        and (position == len(gaps) or gaps[position] > tolerance)
+        for position in range(len(groups))
+    ]
 
 
 def _profile_optimum(log_budget: float, log_params: np.ndarray, losses: np.ndarray) -> IsoflopBudget | str:
@@ -159,7 +184,9 @@ def _profile_optimum(log_budget: float, log_params: np.ndarray, losses: np.ndarr
     )
 
 
-def _power_laws(budgets: list[tuple[IsoflopBudget, float]], skipped: list[SkippedBudget]):
+def _power_laws(
+    budgets: list[tuple[IsoflopBudget, float]], skipped: list[SkippedBudget], scattered: list[float]
+):
     log_flops = np.array([log_budget for _, log_budget in budgets])
     log_optima = np.log([[budget.optimal_params, budget.optimal_tokens] for budget, _ in budgets])
     x = log_flops - log_flops.mean()
@@ -184,6 +211,7 @@ def _power_laws(budgets: list[tuple[IsoflopBudget, float]], skipped: list[Skippe
         tokens_coefficient=math.exp(log_k_d),
         budgets=tuple(budget for budget, _ in budgets),
         skipped=tuple(skipped),
+        scattered=tuple(scattered),
         tokens_per_param={
             budget: math.exp(log_ratio)
             for budget, log_ratio in zip(TOKENS_PER_PARAM_BUDGETS, log_ratios, strict=True)

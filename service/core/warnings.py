@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from service.core.fit import LawFit
+from service.core.isoflop_fit import BUDGET_TOLERANCE_DECADES, IsoflopFit, IsoflopUnavailable
 from service.core.laws import FittedRange
 
 EXTRAPOLATION = "extrapolation"
@@ -16,11 +18,18 @@ BINDING_LIMIT = "binding_limit"
 UNUSUAL_MFU = "unusual_mfu"
 NOT_CONVERGED = "not_converged"  # of a fitted law
 UNSTABLE_BOOTSTRAP = "unstable_bootstrap"  # of a fitted law
+INFLUENTIAL_RUNS = "influential_runs"  # of a fitted law
+NOT_AN_ISOFLOP_SWEEP = "not_an_isoflop_sweep"  # of a fitted law's IsoFLOP fit (Approach 2)
 
 # Muennighoff et al. 2023: up to about 4 epochs, repeated tokens are worth nearly as much as fresh ones.
 MAX_WORTHWHILE_EPOCHS = 4.0
 # Large runs report MFU of roughly 0.3-0.55 (hardware.md "Utilisation"); outside 0.2-0.6 is suspicious.
 USUAL_MFU = (0.2, 0.6)
+# Runs far off a fitted law are worth a warning when the law fitted without them moves the compute-optimal
+# model size (and the tokens, the other way) by more than this at a budget the fit reports; leaving out the
+# worst runs of a sweep with 0.5% noise moves it 2-3%.
+INFLUENTIAL_SHIFT = 0.10
+RUNS_NAMED = 5  # in an influential_runs message; its details list every run
 
 
 @dataclass(frozen=True)
@@ -78,5 +87,77 @@ def unusual_mfu(mfu: float) -> list[Caveat]:
             f"MFU {mfu:g} is outside {low:g}-{high:g}, the range large training runs achieve "
             "(most land at 0.35-0.45); the time and cost estimates depend on it directly.",
             {"mfu": mfu},
+        )
+    ]
+
+
+def influential_runs(fitted: LawFit) -> list[Caveat]:
+    """The runs far off a fitted law, when the law fitted without them allocates a budget differently."""
+    influence = fitted.influence
+    if influence is None:
+        return []
+    with_them, without = influence.tokens_per_param_with, influence.tokens_per_param_without
+    # At a budget C with D/N = r, N = sqrt(C / (6·r)): the model size moves by the root of r's move. Whether
+    # it moves is judged between the two refits (alike but for the runs); what is shown is against the law
+    # as fitted, which the refit of every run matches unless the fit stopped short of its optimum.
+    flops = max(with_them, key=lambda budget: abs(math.log(without[budget] / with_them[budget])))
+    if abs(math.log(without[flops] / with_them[flops])) <= 2 * math.log1p(INFLUENTIAL_SHIFT):
+        return []
+    smaller = math.sqrt(without[flops] / fitted.tokens_per_param[flops])  # N with them / N without
+    runs, law, law_without = influence.runs, fitted.law, influence.law_without
+    named = ", ".join(
+        f"run {run.index} (params {run.params:.3g}, tokens {run.tokens:.3g}, loss {run.loss:.4g}, "
+        f"log residual {run.log_residual:+.3f})"
+        for run in runs[:RUNS_NAMED]
+    )
+    if len(runs) > RUNS_NAMED:
+        named += f" and {len(runs) - RUNS_NAMED} more"
+    model = f"{smaller:.2g} times smaller" if smaller > 1 else f"{1 / smaller:.2g} times larger"
+    message = (
+        f"{len(runs)} run{'s are' if len(runs) > 1 else ' is'} far off the fitted law (the typical log "
+        f"residual is {influence.typical_log_residual:.2g}) and sway it: {named}. Fitted without them, the "
+        f"law calls for {without[flops]:.3g} tokens per parameter at {flops:.0e} FLOPs instead of "
+        f"{fitted.tokens_per_param[flops]:.3g}, a compute-optimal model {model} "
+        f"(alpha {law_without.alpha:.3g} and beta {law_without.beta:.3g} instead of {law.alpha:.3g} and "
+        f"{law.beta:.3g}). Check those runs (stopped early, diverged, logged wrong?) and fit again without "
+        "them if they do not belong."
+    )
+    return [
+        Caveat(
+            INFLUENTIAL_RUNS,
+            message,
+            {
+                "runs": [vars(run).copy() for run in runs],
+                "typical_log_residual": influence.typical_log_residual,
+                "without": {name: getattr(law_without, name) for name in ("E", "A", "B", "alpha", "beta")},
+                "tokens_per_param": [
+                    {"flops": budget, "with": ratio, "without": without[budget]}
+                    for budget, ratio in fitted.tokens_per_param.items()
+                ],
+            },
+        )
+    ]
+
+
+def not_an_isoflop_sweep(isoflop: IsoflopFit | IsoflopUnavailable) -> list[Caveat]:
+    """Budgets of an IsoFLOP fit that are cuts through runs of scattered compute (isoflop_fit.set_apart)."""
+    if isinstance(isoflop, IsoflopUnavailable) or not isoflop.scattered:
+        return []
+    percent = 100 * (10**BUDGET_TOLERANCE_DECADES - 1)
+    return [
+        Caveat(
+            NOT_AN_ISOFLOP_SWEEP,
+            "The IsoFLOP fit (Approach 2) grouped runs that are not an IsoFLOP sweep: "
+            f"{len(isoflop.scattered)} of the {len(isoflop.budgets)} budgets it used come within "
+            f"{percent:.0f}% in compute of runs of the budgets beside them. Those are cuts through scattered "
+            f"runs, not budgets the runs were trained at, and each profile mixes runs up to {percent:.0f}% "
+            "apart in compute, so the exponent and optima are rougher than they look. The parametric fit "
+            "takes every run as it is; Approach 2 wants several model sizes trained at each of a few budgets "
+            "far apart.",
+            {
+                "budgets": list(isoflop.scattered),
+                "budgets_used": len(isoflop.budgets),
+                "tolerance_decades": BUDGET_TOLERANCE_DECADES,
+            },
         )
     ]

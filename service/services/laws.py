@@ -61,6 +61,7 @@ def fit_columns(request: Mapping[str, Any]) -> dict[str, Any]:
         field = "bootstrap" if error.argument == "bootstrap" else "runs"
         raise InvalidFieldError(f"#/{field}", error.message[0].upper() + error.message[1:] + ".") from None
     n, d, loss = (np.asarray(runs[name], dtype=float) for name in ("params", "tokens", "loss"))
+    isoflop = isoflop_fit.fit_isoflop(n, d, loss)
     return {
         **{name: getattr(result.law, name) for name in COEFFICIENTS},
         "fitted_range": vars(result.fitted_range).copy(),
@@ -79,8 +80,8 @@ def fit_columns(request: Mapping[str, Any]) -> dict[str, Any]:
         "bootstrap_laws": []
         if result.bootstrap is None
         else [[getattr(law, name) for name in COEFFICIENTS] for law in result.bootstrap.laws],
-        "isoflop": _isoflop_document(isoflop_fit.fit_isoflop(n, d, loss)),
-        "warnings": [vars(caveat) for caveat in _fit_caveats(result)],
+        "isoflop": _isoflop_document(isoflop),
+        "warnings": [vars(caveat) for caveat in _fit_caveats(result, isoflop)],
         "runs": dict(runs),
     }
 
@@ -114,7 +115,9 @@ def _isoflop_document(result: isoflop_fit.IsoflopFit | isoflop_fit.IsoflopUnavai
     }
 
 
-def _fit_caveats(result: fit.LawFit) -> list[caveats.Caveat]:
+def _fit_caveats(
+    result: fit.LawFit, isoflop: isoflop_fit.IsoflopFit | isoflop_fit.IsoflopUnavailable
+) -> list[caveats.Caveat]:
     found = []
     if not result.converged:
         found.append(
@@ -135,7 +138,7 @@ def _fit_caveats(result: fit.LawFit) -> list[caveats.Caveat]:
                 {"unusable": bootstrap.unusable, "samples": bootstrap.samples},
             )
         )
-    return found
+    return found + caveats.influential_runs(result) + caveats.not_an_isoflop_sweep(isoflop)
 
 
 # --- Creating -------------------------------------------------------------------------------------------

@@ -469,6 +469,22 @@ def test_the_laws_page_shows_each_published_laws_note(browser):
         assert law.note in page
 
 
+def test_the_laws_page_shows_what_a_fitted_law_warns_of(browser, session):
+    warning = {
+        "code": "influential_runs",
+        "message": "2 runs are far off the fitted law and sway it: run 36 (params 5e+09, tokens 6e+08, ...).",
+        "details": {"runs": [{"index": 36}, {"index": 37}]},
+    }
+    store_law(session, warnings=[warning])
+    store_law(session, slug="acme-clean")  # no warnings: nothing said of it
+    page = browser.get("/laws").get_data(as_text=True)
+    [listed] = re.findall(r'<div class="warnings".*?</div>', page, flags=re.S)
+    assert "acme-sweep" in listed
+    assert "acme-clean" not in listed
+    assert "<code>influential_runs</code>" in listed
+    assert html.escape(warning["message"]) in listed
+
+
 def test_the_frontier_range_is_validated(browser):
     response = browser.get("/laws", query_string={"min_flops": "1e25", "max_flops": "1e20"})
     assert "Must be greater than min_flops." in response.get_data(as_text=True)

@@ -12,9 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.core import isoflop_fit as iso
+from service.core import warnings as caveats
 from service.core.fit import TOKENS_PER_PARAM_BUDGETS
+from service.core.isoflop_fit import MIN_BUDGETS
 from service.core.laws import PUBLISHED_LAWS
 from service.core.validation import InvalidInput
+from tests.chinchilla import chinchilla_runs, needs_chinchilla
 
 LAW = PUBLISHED_LAWS["chinchilla-2022-rounded"].law  # E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28
 BUDGETS = tuple(np.geomspace(1e18, 1e21, 6))
@@ -235,3 +238,71 @@ def test_the_result_is_a_reason_or_all_finite_numbers(runs):
     assert all(math.isfinite(number) for number in numbers), result
     assert min(result.params_coefficient, result.tokens_coefficient, *result.tokens_per_param.values()) > 0
     assert result.a + result.b == pytest.approx(1.0, abs=1e-9 * max(1.0, abs(result.a)))
+
+
+# --- Runs that are not an IsoFLOP sweep -------------------------------------------------------------------
+
+
+def scattered_runs(count=300, seed=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of compute spread evenly (in logs) from 1e18 to 1e21 FLOPs, each of a size from 1/4 to 4 times
+    the law's optimum at its compute: what teams have when they gather the runs they happen to have made."""
+    rng = np.random.default_rng(seed)
+    flops = np.exp(rng.uniform(math.log(1e18), math.log(1e21), count))
+    params = np.array([LAW.optimal_params(c) for c in flops]) * np.exp(
+        rng.uniform(-1, 1, count) * math.log(4)
+    )
+    tokens = flops / (6 * params)
+    return params, tokens, LAW.E + LAW.A / params**LAW.alpha + LAW.B / tokens**LAW.beta
+
+
+@given(noisy_grids)
+def test_the_budgets_of_a_sweep_are_set_apart(runs):
+    # Runs a few percent off budgets 4x apart: nothing to say, whatever the noise.
+    result = iso.fit_isoflop(*runs)
+    assert isinstance(result, iso.IsoflopUnavailable) or result.scattered == ()
+
+
+def test_budgets_cut_from_scattered_runs_are_named():
+    result = iso.fit_isoflop(*scattered_runs())
+    assert isinstance(result, iso.IsoflopFit), result  # an answer, but from profiles the grouping made up
+    # At 100 runs a decade, every budget has runs of other budgets within the tolerance of its own.
+    assert len(result.budgets) >= MIN_BUDGETS
+    assert result.scattered == tuple(budget.flops for budget in result.budgets)
+
+
+def test_a_budget_is_named_when_runs_of_another_come_within_the_tolerance_of_its_own():
+    params, tokens, _ = isoflop_grid(budgets=(1e18, 1e19, 1e20), centres=(1.0, 1.0, 1.0))
+    tokens[9:18] *= 10 ** np.linspace(0.0, 0.04, 9)  # the 1e19 profile's runs spread over 0.04 decades
+    # A run 0.07 decades above 1e19 is beyond the tolerance of the profile's lowest run, so it starts a budget
+    # of its own, but within the tolerance of the profile's highest.
+    params, tokens = np.r_[params, 2e8], np.r_[tokens, 1e19 * 10**0.07 / (6 * 2e8)]
+    result = iso.fit_isoflop(params, tokens, LAW.E + LAW.A / params**LAW.alpha + LAW.B / tokens**LAW.beta)
+    assert isinstance(result, iso.IsoflopFit), result
+    assert [budget.runs for budget in result.budgets] == [9, 9, 9]
+    assert result.scattered == (result.budgets[1].flops,)
+
+
+def test_budgets_cut_from_scattered_runs_are_a_warning_that_names_them():
+    result = iso.fit_isoflop(*scattered_runs())
+    [caveat] = caveats.not_an_isoflop_sweep(result)
+    assert caveat.code == "not_an_isoflop_sweep"
+    assert caveat.details == {
+        "budgets": list(result.scattered),
+        "budgets_used": len(result.budgets),
+        "tolerance_decades": iso.BUDGET_TOLERANCE_DECADES,
+    }
+    assert f"{len(result.scattered)} of the {len(result.budgets)} budgets" in caveat.message
+
+
+def test_a_sweep_or_no_isoflop_fit_is_no_warning():
+    assert caveats.not_an_isoflop_sweep(fitted(jitter=0.04, seed=7)) == []
+    unavailable = iso.fit_isoflop(*isoflop_grid(budgets=(1e19,), centres=(1.0,)))
+    assert caveats.not_an_isoflop_sweep(unavailable) == []
+
+
+@needs_chinchilla
+def test_chinchillas_figure_4_runs_are_not_an_isoflop_sweep():
+    result = iso.fit_isoflop(*chinchilla_runs())
+    assert isinstance(result, iso.IsoflopFit), result
+    # Their compute is spread evenly rather than at nine budgets: the grouping makes 51 of them.
+    assert len(result.scattered) > 0.8 * len(result.budgets) > 20
