@@ -91,12 +91,14 @@ def test_sigterm_stops_the_server_cleanly(server):
 
 
 def slow_fit_body() -> dict:
-    """A synchronous fit that takes seconds: 500 runs (the most fitted in the request) and 200 resamples."""
+    """A synchronous fit that takes a few seconds (150 runs: about 2.5 s on an idle 2-core machine), long
+    enough to be in flight a second after it was sent, and short enough to finish within gunicorn's 30 s of
+    grace on a machine loaded several times over (500 runs took over 30 s at a load average of 7)."""
     runs = [
         {"params": n, "tokens": d, "loss": 1.8 + 480 / n**0.35 + 2100 / d**0.37 + 0.002 * math.sin(i)}
-        for i, (n, d) in enumerate((1e7 * 1.3**a, 1e9 * 1.4**b) for a in range(25) for b in range(20))
+        for i, (n, d) in enumerate((1e7 * 1.6**a, 1e9 * 1.9**b) for a in range(15) for b in range(10))
     ]
-    return {"organization": "acme", "name": "Slow", "runs": runs, "bootstrap": {"samples": 200, "seed": 1}}
+    return {"organization": "acme", "name": "Slow", "runs": runs}
 
 
 def test_sigterm_lets_the_requests_in_flight_finish(server):
