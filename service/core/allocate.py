@@ -14,8 +14,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scipy.optimize import minimize_scalar
-
 from service.core import validation as v
 from service.core.laws import ScalingLaw
 from service.core.units import MAX_FLOPS, MAX_PARAMS, MAX_TOKENS, MIN_TOKENS, budget_flops
@@ -213,5 +211,9 @@ def _minimise(function: Callable[[float], float], low: float, high: float, grid:
     values = [function(low + i * step) for i in range(grid + 1)]
     best = min(range(grid + 1), key=values.__getitem__)
     left, right = low + max(best - 1, 0) * step, low + min(best + 1, grid) * step
+    # Imported here: scipy.optimize takes half a second to import, which every process of the service (the
+    # server's, each command's) would pay at start for plans that most of them never make.
+    from scipy.optimize import minimize_scalar  # noqa: PLC0415
+
     result = minimize_scalar(function, bounds=(left, right), method="bounded", options={"xatol": 1e-10})
     return result.x if result.fun <= values[best] else low + best * step
