@@ -17,13 +17,15 @@ SERVE_COMMAND = ["gunicorn", "-c", "gunicorn.conf.py"]
 
 
 @contextlib.contextmanager
-def scratch_postgres_database(server_url: str, prefix: str) -> Iterator[str]:
-    """A brand-new empty PostgreSQL database on the server of `server_url`, dropped afterwards."""
+def scratch_postgres_database(server_url: str, prefix: str, template: str | None = None) -> Iterator[str]:
+    """A brand-new PostgreSQL database on the server of `server_url`, dropped afterwards: empty, or a copy of
+    the database named `template`."""
     admin_url = normalise_url(server_url)
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    copy = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
+        connection.execute(text(f'CREATE DATABASE "{name}"{copy}'))
     try:
         yield admin_url.set(database=name).render_as_string(hide_password=False)
     finally:

@@ -1,23 +1,30 @@
-"""The real server for end-to-end tests: `flask setup` then gunicorn with the repository's config.
+"""The real server for end-to-end tests: `flask setup` then gunicorn with the repository's config, as
+`make run` does.
 
 `server` yields (base URL, gunicorn process, server log path). Its size comes from the fixtures
 `server_workers` (gunicorn processes, WEB_CONCURRENCY) and `server_threads` (threads per process, THREADS;
 None: the service's default), and `server_env` adds settings; a test module overrides them by defining
-fixtures of the same name.
+fixtures of the same name. Its database (`server_database_url`) is a copy of one that the real `flask setup`
+made once per run and database, so that each server does not pay for the migrations and the catalog again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import requests
+from sqlalchemy.engine import make_url
 
-from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND, free_port
+from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND, free_port, scratch_postgres_database
+from tests.conftest import BACKENDS, POSTGRES_URL
 
 BIN = Path(sys.executable).parent
 ADMIN_KEY = "cpk_e2eadmin_" + "e2e-secret-" * 4
@@ -39,14 +46,55 @@ def server_env() -> dict[str, str]:
     return {}
 
 
+def set_up(database_url: str) -> None:
+    """What `make run` does first: migrations, built-in data and the admin key."""
+    env = {**os.environ, "DATABASE_URL": database_url, "PLANNER_ADMIN_KEY": ADMIN_KEY}
+    subprocess.run(
+        [BIN / SETUP_COMMAND[0], *SETUP_COMMAND[1:]], cwd=ROOT, env=env, check=True, capture_output=True
+    )
+
+
+@pytest.fixture(scope="session")
+def set_up_templates(tmp_path_factory) -> Iterator[Callable[[str], str]]:
+    """template(backend): a database that `flask setup` made, once per run (on first use): SQLite's file,
+    or the name of a PostgreSQL database for servers' databases to be created from (CREATE DATABASE ...
+    TEMPLATE)."""
+    templates: dict[str, str] = {}
+    with contextlib.ExitStack() as cleanup:
+
+        def template(backend: str) -> str:
+            if backend not in templates:
+                if backend == "sqlite":
+                    url = f"sqlite:///{tmp_path_factory.mktemp('template') / 'planner.db'}"
+                else:
+                    url = cleanup.enter_context(scratch_postgres_database(POSTGRES_URL, "planner_template"))
+                set_up(url)
+                templates[backend] = make_url(url).database
+            return templates[backend]
+
+        yield template
+
+
+@pytest.fixture(params=BACKENDS)
+def server_database_url(request, tmp_path, set_up_templates) -> Iterator[str]:
+    """A database of the server's own, as `flask setup` leaves it: a copy of the run's template."""
+    template = set_up_templates(request.param)
+    if request.param == "sqlite":
+        shutil.copyfile(template, tmp_path / "planner.db")
+        yield f"sqlite:///{tmp_path / 'planner.db'}"
+        return
+    with scratch_postgres_database(POSTGRES_URL, "planner_e2e", template=template) as url:
+        yield url
+
+
 @pytest.fixture
-def server(empty_database_url, tmp_path, server_workers, server_threads, server_env):
+def server(server_database_url, tmp_path, server_workers, server_threads, server_env):
     port = free_port()
     env = {
         name: value
         for name, value in {
             **os.environ,
-            "DATABASE_URL": empty_database_url,
+            "DATABASE_URL": server_database_url,
             "PORT": str(port),
             "WEB_CONCURRENCY": str(server_workers),
             "PLANNER_ADMIN_KEY": ADMIN_KEY,
@@ -56,9 +104,6 @@ def server(empty_database_url, tmp_path, server_workers, server_threads, server_
         }.items()
         if value is not None  # server_env unsets a variable with None
     }
-    subprocess.run(
-        [BIN / SETUP_COMMAND[0], *SETUP_COMMAND[1:]], cwd=ROOT, env=env, check=True, capture_output=True
-    )
     log_path = tmp_path / "server.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(

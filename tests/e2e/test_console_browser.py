@@ -53,10 +53,10 @@ LAPTOP = {"width": 1366, "height": 900}  # a common laptop screen
 
 
 @pytest.fixture
-def shots(request, empty_database_url):
+def shots(request, server_database_url):
     """Saves numbered full-page screenshots for this test and database, and checks each page against
     axe-core's accessibility rules (WCAG 2.x A and AA among them): any violation fails the test."""
-    backend = "postgresql" if empty_database_url.startswith("postgresql") else "sqlite"
+    backend = "postgresql" if server_database_url.startswith("postgresql") else "sqlite"
     directory = Path(os.environ.get("SCREENSHOT_DIR") or ROOT / "test-artifacts" / "screenshots") / backend
     directory.mkdir(parents=True, exist_ok=True)
     taken = []

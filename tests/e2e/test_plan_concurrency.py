@@ -90,10 +90,10 @@ class Contention:
 
 
 @pytest.fixture
-def contention(empty_database_url) -> Iterator[Contention]:
+def contention(server_database_url) -> Iterator[Contention]:
     met = Contention([])
     yield met
-    met.assert_as_promised("postgresql" if empty_database_url.startswith("postgresql") else "sqlite")
+    met.assert_as_promised("postgresql" if server_database_url.startswith("postgresql") else "sqlite")
 
 
 def check(response: requests.Response, status: int) -> Any:
