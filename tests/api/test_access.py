@@ -16,16 +16,9 @@ from service.config import Config
 from service.db import get_db
 from service.logs import JsonFormatter
 from service.models import ApiKey, AuditEntry
+from tests.api.test_access_matrix import BUDGET
 from tests.conftest import bearer
 from tests.problems import assert_problem
-
-BUDGET = {
-    "name": "b",
-    "amount": "1000.00",
-    "currency": "USD",
-    "period_start": "2026-01-01T00:00:00Z",
-    "period_end": "2027-01-01T00:00:00Z",
-}
 
 
 def test_every_operation_but_the_probes_and_metrics_declares_a_security_requirement(client):
