@@ -162,10 +162,57 @@ def _currency_codes() -> frozenset[str]:
 CURRENCY_CODES = _currency_codes()
 
 
-def positive_float(maximum: float, description: str, **kwargs) -> ma.fields.Float:
-    """A finite number > 0 and <= maximum; NaN and Infinity refused (Python's JSON parser accepts them)."""
-    return ma.fields.Float(
-        allow_nan=False,
+class _NoText:
+    """Refuses text where a request body wants a JSON number: "100" is not 100 (the OpenAPI type is number).
+    Query parameters, form fields and CSV cells are text by nature: they use marshmallow's own fields, or go
+    through `numeral` first."""
+
+    def _validated(self, value):
+        if isinstance(value, str):
+            # "100" is told why it is refused; "lots" is simply not a number.
+            raise self.make_error("invalid" if isinstance(numeral(value), str) else "text")
+        return super()._validated(value)
+
+
+class Number(_NoText, ma.fields.Float):
+    """A finite JSON number in a request body: NaN and Infinity refused (Python's JSON parser reads them)."""
+
+    default_error_messages = {"text": "Must be a number, not a string."}
+
+    def __init__(self, **kwargs):
+        kwargs["allow_nan"] = False
+        super().__init__(**kwargs)
+
+
+class WholeNumber(_NoText, ma.fields.Integer):
+    """A JSON integer in a request body. As JSON Schema has it, any number whose fraction is zero is one:
+    80000000000.0 and 8e10 are 80000000000; 8.5, true and "8" are refused."""
+
+    default_error_messages = {"text": "Must be an integer, not a string."}
+
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, **kwargs)
+
+    def _validated(self, value):
+        if isinstance(value, float) and value.is_integer():  # False for NaN and the infinities
+            value = int(value)
+        return super()._validated(value)
+
+
+def numeral(text: str) -> int | float | str:
+    """A form field or a CSV cell as the JSON number it spells ("8" -> 8, "5e7" -> 5e7), so that it loads as
+    a JSON body would; other text stays text, for the schema to refuse naming the field."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def positive_float(maximum: float, description: str, **kwargs) -> Number:
+    """A finite number > 0 and <= maximum."""
+    return Number(
         validate=validate.Range(min=0, min_inclusive=False, max=maximum),
         # apispec renders min_inclusive=False as an inclusive minimum; say it explicitly (OpenAPI 3.0 form).
         metadata={"description": description, "exclusiveMinimum": True, **kwargs.pop("metadata", {})},
@@ -173,10 +220,11 @@ def positive_float(maximum: float, description: str, **kwargs) -> ma.fields.Floa
     )
 
 
-def budget_float(description: str, **kwargs) -> ma.fields.Float:
-    """A compute budget in FLOPs, within what the engine answers for."""
-    return ma.fields.Float(
-        allow_nan=False,
+def budget_float(description: str, *, field: type[ma.fields.Float] = Number, **kwargs) -> ma.fields.Float:
+    """A compute budget in FLOPs, within what the engine answers for; query parameters (text) pass
+    `field=ma.fields.Float`, which reads numerals."""
+    return field(
+        allow_nan=False,  # for ma.fields.Float (Number always refuses NaN)
         validate=validate.Range(min=MIN_FLOPS, max=MAX_FLOPS),
         metadata={"description": description, **kwargs.pop("metadata", {})},
         **kwargs,
@@ -304,15 +352,11 @@ class InlineLawSchema(StrictSchema):
 
 
 class ModelShapeSchema(StrictSchema):
-    layers = ma.fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
-    d_model = ma.fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
-    heads = ma.fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
-    sequence_length = ma.fields.Integer(
-        required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION)
-    )
-    micro_batch = ma.fields.Integer(
-        load_default=1, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION)
-    )
+    layers = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    d_model = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    heads = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    sequence_length = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    micro_batch = WholeNumber(load_default=1, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
 
     @ma.validates_schema
     def _heads_divide_width(self, data, **kwargs):
@@ -328,9 +372,8 @@ class ClusterFieldsSchema(StrictSchema):
         "Slug of a hardware profile (GET /v1/hardware), e.g. h100-sxm.",
         metadata={"example": "h100-sxm"},
     )
-    accelerators = ma.fields.Integer(strict=True, validate=validate.Range(1, MAX_ACCELERATORS))
-    mfu = ma.fields.Float(
-        allow_nan=False,
+    accelerators = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
+    mfu = Number(
         validate=validate.Range(min=0, max=1, min_inclusive=False),
         metadata={"description": "Model FLOPs utilisation, (0, 1]; default 0.4.", "exclusiveMinimum": True},
     )
@@ -341,12 +384,12 @@ class ClusterFieldsSchema(StrictSchema):
         allow_zero=True, metadata={"description": "Overrides the hardware's price per accelerator-hour."}
     )
     currency = CurrencyField()
-    zero_stage = ma.fields.Integer(
-        strict=True, validate=validate.Range(0, 3), metadata={"description": "ZeRO stage; default 0."}
+    zero_stage = WholeNumber(
+        validate=validate.Range(0, 3), metadata={"description": "ZeRO stage; default 0."}
     )
     optimizer = ma.fields.String(validate=validate.OneOf(sorted(OPTIMIZER_STATE_BYTES)))
     recomputation = ma.fields.String(validate=validate.OneOf(RECOMPUTATION_MODES))
-    tensor_parallel = ma.fields.Integer(strict=True, validate=validate.Range(1, MAX_ACCELERATORS))
+    tensor_parallel = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
     shape = ma.fields.Nested(
         ModelShapeSchema,
         metadata={"description": "Transformer shape: attention FLOPs and activation memory."},
@@ -378,8 +421,7 @@ BUDGET_FIELDS = ("flops", "pf_days", "target_loss", "cost", "accelerator_hours",
 
 class AllocationRequestSchema(ClusterFieldsSchema):
     flops = budget_float("Training compute budget in FLOPs.", metadata={"example": 1e23})
-    pf_days = ma.fields.Float(
-        allow_nan=False,
+    pf_days = Number(
         validate=validate.Range(min=MIN_FLOPS / PF_DAY_FLOPS, max=MAX_FLOPS / PF_DAY_FLOPS),
         metadata={"description": "Training compute budget in PF-days (8.64e19 FLOPs each).", "example": 6000},
     )
@@ -393,8 +435,7 @@ class AllocationRequestSchema(ClusterFieldsSchema):
         "Slug of a scaling law (GET /v1/scaling-laws), e.g. chinchilla-2022.",
         metadata={"example": "chinchilla-2022"},
     )
-    unique_tokens = ma.fields.Float(
-        allow_nan=False,
+    unique_tokens = Number(
         validate=validate.Range(min=MIN_TOKENS, max=MAX_TOKENS),
         metadata={"description": "Unique tokens available (at least one): data-constrained allocation."},
     )
@@ -502,12 +543,12 @@ class FitRunSchema(StrictSchema):
 
 
 class BootstrapRequestSchema(StrictSchema):
-    samples = ma.fields.Integer(
+    samples = WholeNumber(
         required=True,
         validate=validate.Range(10, MAX_BOOTSTRAP_SAMPLES),
         metadata={"description": "Resamples of the runs to fit; 1 000 is usual.", "example": 1000},
     )
-    seed = ma.fields.Integer(
+    seed = WholeNumber(
         validate=validate.Range(0, 2**32 - 1),
         metadata={"description": "Seed of the resampling (reported back; chosen at random if omitted)."},
     )
@@ -805,7 +846,7 @@ class AllocationSchema(ma.Schema):
 
 
 class IsoflopQuerySchema(StrictSchema):
-    flops = budget_float("The fixed budget.", required=True)
+    flops = budget_float("The fixed budget.", field=ma.fields.Float, required=True)
     points = ma.fields.Integer(load_default=41, validate=validate.Range(3, 401))
     span = ma.fields.Float(
         load_default=10.0,
@@ -823,8 +864,8 @@ class IsoflopSchema(ma.Schema):
 
 
 class FrontierQuerySchema(StrictSchema):
-    min_flops = budget_float("Smallest budget.", required=True)
-    max_flops = budget_float("Largest budget.", required=True)
+    min_flops = budget_float("Smallest budget.", field=ma.fields.Float, required=True)
+    max_flops = budget_float("Largest budget.", field=ma.fields.Float, required=True)
     points = ma.fields.Integer(load_default=21, validate=validate.Range(2, 401))
 
     @ma.validates_schema
@@ -868,23 +909,21 @@ class HardwareSchema(StrictSchema):
     name = Text(required=True, validate=validate.Length(min=1, max=200))
     vendor = Text(required=True, validate=validate.Length(min=1, max=100), metadata={"example": "NVIDIA"})
     peak_flops = ma.fields.Nested(PeakFlopsSchema, required=True, metadata={"minProperties": 1})
-    memory_bytes = ma.fields.Integer(
+    memory_bytes = WholeNumber(
         required=True,
-        strict=True,
         validate=validate.Range(1, int(MAX_MEMORY_BYTES)),
         metadata={"example": 80e9},
     )
-    memory_bandwidth_bytes_per_second = ma.fields.Integer(
-        required=True, strict=True, validate=validate.Range(1, 10**16), metadata={"example": 3.35e12}
+    memory_bandwidth_bytes_per_second = WholeNumber(
+        required=True, validate=validate.Range(1, 10**16), metadata={"example": 3.35e12}
     )
-    interconnect_bandwidth_bytes_per_second = ma.fields.Integer(
+    interconnect_bandwidth_bytes_per_second = WholeNumber(
         allow_none=True,
-        strict=True,
         validate=validate.Range(1, 10**16),
         metadata={"description": "Scale-up link, bidirectional total as vendors quote it."},
     )
     interconnect = Text(allow_none=True, validate=validate.Length(max=100), metadata={"example": "NVLink 4"})
-    tdp_watts = ma.fields.Integer(allow_none=True, strict=True, validate=validate.Range(1, 100_000))
+    tdp_watts = WholeNumber(allow_none=True, validate=validate.Range(1, 100_000))
     source = Text(
         required=True, validate=validate.Length(min=1, max=500), metadata={"example": "our datasheet"}
     )
@@ -1098,8 +1137,8 @@ class PlanInputsSchema(AllocationRequestSchema):
         required=True,
         metadata={"example": "h100-sxm"},
     )
-    accelerators = ma.fields.Integer(
-        strict=True, required=True, validate=validate.Range(1, MAX_ACCELERATORS), metadata={"example": 1024}
+    accelerators = WholeNumber(
+        required=True, validate=validate.Range(1, MAX_ACCELERATORS), metadata={"example": 1024}
     )
 
     # Replaces the allocation request's check (same name): a fixed model needs no budget.

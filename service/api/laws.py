@@ -33,6 +33,7 @@ from service.schemas import (
     LawPageSchema,
     LawQuerySchema,
     ScalingLawSchema,
+    numeral,
 )
 from service.services import laws, planning
 from service.services.preconditions import etag
@@ -173,7 +174,9 @@ def _fit_body() -> dict:
         raise ma.ValidationError({name: ["Unknown field."] for name in unknown})
     body: dict = {name: form[name] for name in ("organization", "name", "slug") if name in form}
     bootstrap = {
-        name: form[f"bootstrap_{name}"] for name in ("samples", "seed") if f"bootstrap_{name}" in form
+        name: numeral(form[f"bootstrap_{name}"])
+        for name in ("samples", "seed")
+        if f"bootstrap_{name}" in form
     }
     if bootstrap:
         body["bootstrap"] = bootstrap
@@ -185,7 +188,8 @@ def _fit_body() -> dict:
 
 
 def _csv_runs(stream) -> list[dict]:
-    """CSV rows as runs (numbers stay strings: the schema validates them as it does JSON's)."""
+    """CSV rows as runs, their cells read as numbers where they are numerals (the schema then validates
+    them as it does JSON's)."""
     try:
         reader = csv.DictReader(io.TextIOWrapper(stream, encoding="utf-8-sig", newline=""))
         columns = [name.strip().lower() for name in reader.fieldnames or []]
@@ -201,7 +205,7 @@ def _csv_runs(stream) -> list[dict]:
                 raise ma.ValidationError(
                     {"runs": {len(runs): [f"Line {reader.line_num} has more cells than the header."]}}
                 )
-            runs.append({name: value for name, value in row.items() if value not in (None, "")})
+            runs.append({name: numeral(value) for name, value in row.items() if value not in (None, "")})
         return runs
     except (UnicodeDecodeError, csv.Error) as error:
         raise ma.ValidationError({"runs": [f"Not a UTF-8 CSV file: {error}."]}) from None
