@@ -15,6 +15,7 @@ from service.api.base import (
     LINK_HEADER,
     LOCATION_HEADER,
     Blueprint,
+    conditional_read,
     conditional_write,
     if_match,
     page_response,
@@ -51,6 +52,7 @@ PREFER_PARAMETER = {
     "schema": {"type": "string", "example": "respond-async"},
     "description": "`respond-async` queues the fit as a job whatever its size (RFC 7240).",
 }
+BOOTSTRAP_REQUEST = "#/components/schemas/BootstrapRequest"
 FIT_REQUEST_BODY = {
     "required": True,
     "content": {
@@ -58,18 +60,32 @@ FIT_REQUEST_BODY = {
         "multipart/form-data": {
             "schema": {
                 "type": "object",
+                "additionalProperties": False,
                 "required": ["organization", "name", "runs"],
+                "allOf": [
+                    {
+                        "anyOf": [
+                            {"properties": {"bootstrap_seed": {"not": {}}}},
+                            {"required": ["bootstrap_samples"]},
+                        ]
+                    }
+                ],
+                "description": "Rules between fields: `bootstrap_seed` needs `bootstrap_samples`.",
+                # The fields of the JSON body, by reference: one rule for both.
                 "properties": {
-                    "organization": {"type": "string"},
-                    "name": {"type": "string"},
-                    "slug": {"type": "string"},
+                    **{
+                        name: {"$ref": f"#/components/schemas/FitRequest/properties/{name}"}
+                        for name in ("organization", "name", "slug")
+                    },
                     "runs": {
                         "type": "string",
                         "format": "binary",
                         "description": "CSV, UTF-8, with a header row: params, loss, and tokens or flops.",
                     },
-                    "bootstrap_samples": {"type": "integer"},
-                    "bootstrap_seed": {"type": "integer"},
+                    **{
+                        f"bootstrap_{name}": {"$ref": f"{BOOTSTRAP_REQUEST}/properties/{name}"}
+                        for name in ("samples", "seed")
+                    },
                 },
             }
         },
@@ -216,6 +232,7 @@ def _csv_runs(stream) -> list[dict]:
 @blp.response(200, ScalingLawSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
 @blp.alt_response(409, response="CONFLICT")
+@conditional_read(blp)
 def get_law(slug):
     """One scaling law: published, or fitted by your organisation (with an ETag).
 

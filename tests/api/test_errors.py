@@ -85,7 +85,11 @@ INLINE_GPU = {"peak_flops": {"bf16": 1e15}, "memory_bytes": 8e10}
 INLINE_LAW = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 ESTIMATE = {"params": 7e9, "tokens": 1.4e11, "hardware": INLINE_GPU, "accelerators": 8}
 SHAPE = {"layers": 32, "d_model": 4096, "heads": 32, "sequence_length": 4096}
-FIT = {"organization": "acme", "name": "Sweep", "runs": [{"params": 5e7, "tokens": 1e9, "loss": 3.7}]}
+FIT = {
+    "organization": "acme",
+    "name": "Sweep",
+    "runs": [{"params": 5e7 * size, "tokens": 1e9, "loss": 4 - size / 10} for size in range(1, 6)],
+}
 
 # A body valid as far as its schema goes, and the path to one of its numbers.
 NUMBER_MEMBERS = {

@@ -6,6 +6,7 @@ import os
 import re
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 import schemathesis
 import yaml
@@ -16,6 +17,8 @@ from service import create_app
 from service.config import Config
 from service.core import fit
 from service.services.catalog import load_builtin_hardware
+from tests.builders import year_budget_body
+from tests.problems import assert_problem
 
 CROSS_FIELD_RULES = {
     "POST /v1/allocations",
@@ -106,6 +109,136 @@ def test_every_error_response_is_documented_as_problem_json(client):
             if method == "parameters":
                 continue
             assert "default" in operation["responses"], f"{method} {path} documents no error response"
+
+
+def _operations_of(spec: dict):
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            if method != "parameters":
+                yield f"{method.upper()} {path}", operation
+
+
+def _headers_of(operation: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in operation.get("parameters", []) if p["in"] == "header"}
+
+
+def test_every_precondition_is_documented_with_the_answers_it_gives(client):
+    spec = client.get("/openapi.json").get_json()
+    writes = readings = 0
+    for label, operation in _operations_of(spec):
+        headers = _headers_of(operation)
+        if headers.get("If-Match", {}).get("required"):
+            writes += 1
+            assert {"412", "428"} <= set(operation["responses"]), label
+        answers_an_etag = "ETag" in operation["responses"].get("200", {}).get("headers", {})
+        if label.startswith("GET ") and answers_an_etag:
+            readings += 1
+            assert "If-None-Match" in headers, label
+            assert not headers["If-None-Match"]["required"], label
+            assert "304" in operation["responses"], label
+    # PUT, PATCH and DELETE of hardware and budgets, DELETE of laws; GET of each kind of single resource.
+    assert (writes, readings) == (7, 5)
+
+
+def test_a_get_with_the_current_etag_is_answered_304_as_documented(client):
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    tag = client.get("/v1/organizations/acme").headers["ETag"]
+    response = client.get("/v1/organizations/acme", headers={"If-None-Match": tag})
+    assert (response.status_code, response.headers["ETag"], response.data) == (304, tag, b"")
+
+
+def test_a_cursor_is_described_as_the_server_reads_it(client):
+    spec = client.get("/openapi.json").get_json()
+    cursors = [
+        parameter["schema"]
+        for _, operation in _operations_of(spec)
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "cursor"
+    ]
+    assert len(cursors) == 9
+    described = {"type": "string", "minLength": 1, "pattern": "^[A-Za-z0-9_-]+$"}
+    assert all(cursor == described for cursor in cursors)
+    for made_up in ("", "not a cursor", "bm90IGpzb24"):  # the last is base64 of "not json"
+        body = assert_problem(client.get("/v1/organizations", query_string={"cursor": made_up}), 422)
+        assert body["errors"] == [{"parameter": "cursor", "detail": "Not a valid cursor."}]
+
+
+# Bodies the server refuses (422 at `pointer`) or accepts (None) for how their fields go together, which the
+# description's JSON Schema must judge the same way.
+COMBINATIONS = [
+    ("/v1/allocations", "AllocationRequest", {"pf_days": 6000}, None),
+    ("/v1/allocations", "AllocationRequest", {"law": "chinchilla-2022"}, "#"),
+    ("/v1/allocations", "AllocationRequest", {"flops": 1e22, "pf_days": 10}, "#/pf_days"),
+    ("/v1/allocations", "AllocationRequest", {"target_loss": 2.5, "flops": 1e22}, "#/flops"),
+    ("/v1/allocations", "AllocationRequest", {"days": 30}, "#/hardware"),
+    ("/v1/allocations", "AllocationRequest", {"pf_days": 10, "hardware": "h100-sxm"}, "#/accelerators"),
+    ("/v1/allocations", "AllocationRequest", {"pf_days": 10, "mfu": 0.5}, "#/hardware"),
+    (
+        "/v1/allocations",
+        "AllocationRequest",
+        {"cost": "100.00", "hardware": "h100-sxm", "accelerators": 8},
+        "#/currency",
+    ),
+    ("/v1/allocations", "AllocationRequest", {"pf_days": 10, "inference_tokens": 1e12}, "#/inference_tokens"),
+    (
+        "/v1/allocations",
+        "AllocationRequest",
+        {"pf_days": 10, "tokens_per_param": 20, "unique_tokens": 1e12},
+        "#/tokens_per_param",
+    ),
+    ("/v1/allocations", "AllocationRequest", {"target_loss": 2.5, "unique_tokens": 1e12}, "#/unique_tokens"),
+    ("/v1/hardware/no-such-gpu", "HardwarePatch", {"currency": "USD"}, "#/price_per_hour"),
+    ("/v1/keys", "ApiKey", {"name": "k", "role": "admin", "organization": "acme"}, "#/organization"),
+    ("/v1/keys", "ApiKey", {"name": "k", "role": "viewer"}, "#/organization"),
+    ("/v1/keys", "ApiKey", {"name": "k", "role": "viewer", "organization": "acme"}, None),
+]
+
+
+@pytest.mark.parametrize(("path", "component", "body", "pointer"), COMBINATIONS)
+def test_the_description_and_the_server_agree_on_which_fields_go_together(
+    client, session, path, component, body, pointer
+):
+    load_builtin_hardware(session)
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    spec = client.get("/openapi.json").get_json()
+    described = jsonschema_rs.Draft4Validator(
+        {"components": spec["components"], "$ref": f"#/components/schemas/{component}"}
+    )
+    send = client.patch if component == "HardwarePatch" else client.post
+    response = send(path, json=body, headers={"If-Match": "*"})
+    assert described.is_valid(body) == (pointer is None)
+    if pointer is None:
+        assert response.status_code in (200, 201), response.get_data(as_text=True)
+    else:
+        assert [error["pointer"] for error in assert_problem(response, 422)["errors"]] == [pointer]
+
+
+def test_a_time_is_taken_by_the_year_it_is_written_in_as_the_description_says(client):
+    spec = client.get("/openapi.json").get_json()
+    pattern = spec["components"]["schemas"]["Budget"]["properties"]["period_start"]["pattern"]
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    # 1970 where it is written, 1969 in UTC: the description's pattern admits it, and so does the server.
+    earliest = "1970-01-01T00:00:00+01:00"
+    response = client.post("/v1/budgets", json={**year_budget_body(), "period_start": earliest})
+    assert re.match(pattern, earliest)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    assert response.get_json()["period_start"] == "1969-12-31T23:00:00+00:00"
+    latest = "9999-01-01T00:00:00+14:00"  # 9998 in UTC, but written in 9999
+    response = client.post("/v1/budgets", json={**year_budget_body(), "period_end": latest})
+    assert not re.match(pattern, latest)
+    assert [error["pointer"] for error in assert_problem(response, 422)["errors"]] == ["#/period_end"]
+
+
+def test_every_training_precision_the_description_offers_is_one_the_engine_trains_at(client):
+    spec = client.get("/openapi.json").get_json()
+    offered = spec["components"]["schemas"]["EstimateRequest"]["properties"]["precision"]["enum"]
+    assert "int8" not in offered  # profiles quote int8 OP/s for inference; no run trains at it
+    peaks = dict.fromkeys(("fp32", "tf32", "bf16", "fp16", "fp8", "int8"), 1e15)
+    hardware = {"peak_flops": peaks, "memory_bytes": 8e10}
+    for precision in offered:
+        body = {"params": 7e9, "tokens": 1.4e11, "hardware": hardware, "accelerators": 8}
+        response = client.post("/v1/estimates", json={**body, "precision": precision})
+        assert response.status_code == 200, precision
 
 
 def test_the_docs_page_is_served_with_its_assets_from_this_server(client):
