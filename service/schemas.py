@@ -120,6 +120,11 @@ def _must_follow(field: ma.fields.Field, other: str) -> str:
 def rules_document(schema: ma.Schema) -> dict:
     """The schema's RULES in JSON Schema, for its OpenAPI component: an allOf, and the rules in words."""
     nullable = {field.data_key or name for name, field in schema.load_fields.items() if field.allow_none}
+    return rules_json(schema.RULES, nullable)
+
+
+def rules_json(rules: tuple[Rule, ...], nullable: set[str] | frozenset[str] = frozenset()) -> dict:
+    """`rules` as an allOf, and in words; `nullable`: the fields for which null is not given."""
 
     def given(key: str) -> dict:
         not_null = {"properties": {key: {"not": {"enum": [None]}}}} if key in nullable else {}
@@ -129,11 +134,11 @@ def rules_document(schema: ma.Schema) -> dict:
         null = {"nullable": True, "enum": [None]}
         return {"properties": {key: null if key in nullable else {"not": {}} for key in keys}}
 
-    if not schema.RULES:
+    if not rules:
         return {}
     return {
-        "allOf": [rule.schema(given, absent) for rule in schema.RULES],
-        "description": "Rules between fields: " + "; ".join(rule.text for rule in schema.RULES) + ".",
+        "allOf": [rule.schema(given, absent) for rule in rules],
+        "description": "Rules between fields: " + "; ".join(rule.text for rule in rules) + ".",
     }
 
 

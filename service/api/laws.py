@@ -35,7 +35,9 @@ from service.schemas import (
     LawQuerySchema,
     ScalingLawSchema,
     numeral,
+    rules_json,
 )
+from service.schemas import requires as needs  # a rule between fields (auth's `requires` guards views)
 from service.services import laws, planning
 from service.services.preconditions import etag
 
@@ -62,15 +64,8 @@ FIT_REQUEST_BODY = {
                 "type": "object",
                 "additionalProperties": False,
                 "required": ["organization", "name", "runs"],
-                "allOf": [
-                    {
-                        "anyOf": [
-                            {"properties": {"bootstrap_seed": {"not": {}}}},
-                            {"required": ["bootstrap_samples"]},
-                        ]
-                    }
-                ],
-                "description": "Rules between fields: `bootstrap_seed` needs `bootstrap_samples`.",
+                # A seed alone makes a bootstrap without samples (refused at #/bootstrap/samples).
+                **rules_json((needs("bootstrap_seed", "bootstrap_samples"),)),
                 # The fields of the JSON body, by reference: one rule for both.
                 "properties": {
                     **{
