@@ -358,7 +358,17 @@ def _runs(path: Path) -> list[dict]:
     text = path.read_text(encoding="utf-8-sig")
     if path.suffix.lower() == ".json":
         return json.loads(text)
-    return [{name.strip(): value for name, value in row.items()} for row in csv.DictReader(io.StringIO(text))]
+    rows = csv.DictReader(io.StringIO(text))
+    return [{name.strip(): _number(value) for name, value in row.items()} for row in rows]
+
+
+def _number(cell: str) -> float | str:
+    """A CSV cell as the JSON number the API takes (it refuses "5e7" in quotes); other text as it is, for the
+    server to name."""
+    try:
+        return float(cell)
+    except (TypeError, ValueError):
+        return cell
 
 
 def _hardware_list(client: PlannerClient, args: argparse.Namespace) -> None:

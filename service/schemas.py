@@ -6,12 +6,16 @@ import copy
 import re
 import secrets
 import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, date
 from decimal import Decimal
+from typing import Any
 
 import marshmallow as ma
 import pycountry
 from marshmallow import validate
+from webargs.fields import DelimitedList
 
 from service.catalog import PRECISIONS
 from service.core import fit
@@ -37,13 +41,129 @@ from service.services.keys import ROLES as KEY_ROLES
 from service.services.pagination import DEFAULT_LIMIT, MAX_LIMIT, Cursor
 
 SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])$"
+# What the engine's memory model trains at (core/cluster.py): every catalog precision but int8, which
+# profiles quote for inference.
+TRAINING_PRECISIONS = tuple(precision for precision in PRECISIONS if precision != "int8")
+
+
+# --- Rules between fields -----------------------------------------------------------------------------------
+# A schema's RULES are checked by its validator and stated in JSON Schema in the OpenAPI description (an allOf
+# that service/api adds to the schema's component), both from the one declaration: the document says what the
+# server does. An order between two values, which JSON Schema cannot state, is declared on the later field as
+# metadata `x-greater-than` (the other field's name): the validator checks it and the description carries it.
+
+GREATER_THAN = "x-greater-than"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Which fields must or must not be given together."""
+
+    # Of the request's values by name (None: not given): the error (message, field it names), if broken.
+    broken: Callable[[Mapping[str, Any]], tuple[str, str] | None]
+    schema: Callable[[Callable[[str], dict], Callable[..., dict]], dict]  # of JSON Schema: given, absent
+    text: str  # the rule in words, for the description
+
+
+def _names(fields: tuple[str, ...]) -> str:
+    return ", ".join(f"`{name}`" for name in fields)
+
+
+def requires(
+    fields: str | tuple[str, ...], other: str, message: str | None = None, *, at: str | None = None
+) -> Rule:
+    """Each of `fields` needs `other` ("Required with <the first given>." at `other` by default)."""
+    fields = (fields,) if isinstance(fields, str) else fields
+
+    def broken(value):
+        first = next((name for name in fields if value[name] is not None), None)
+        if first is not None and value[other] is None:
+            return message or f"Required with {first}.", at or other
+        return None
+
+    return Rule(
+        broken=broken,
+        schema=lambda given, absent: {"anyOf": [absent(*fields), given(other)]},
+        text=f"{_names(fields)} {'needs' if len(fields) == 1 else 'need'} `{other}`",
+    )
+
+
+def excludes(field: str, others: str | tuple[str, ...], message: str, *, at: str | None = None) -> Rule:
+    """`field` goes with none of `others` (the error at the first of them given, or at `at`)."""
+    others = (others,) if isinstance(others, str) else others
+
+    def broken(value):
+        first = next((name for name in others if value[name] is not None), None)
+        if value[field] is not None and first is not None:
+            return message, at or first
+        return None
+
+    return Rule(
+        broken=broken,
+        schema=lambda given, absent: {"anyOf": [absent(field), absent(*others)]},
+        text=f"`{field}` with none of {_names(others)}",
+    )
+
+
+def one_at_least(fields: tuple[str, ...], message: str, *, at: str = "_schema") -> Rule:
+    return Rule(
+        broken=lambda value: None if any(value[name] is not None for name in fields) else (message, at),
+        schema=lambda given, absent: {"anyOf": [given(name) for name in fields]},
+        text=f"one of {_names(fields)} at least",
+    )
+
+
+def _must_follow(field: ma.fields.Field, other: str) -> str:
+    """What a field marked `x-greater-than` must be, in the words of its error and of the description."""
+    return f"Must be {'after' if isinstance(field, ma.fields.DateTime) else 'greater than'} {other}."
+
+
+def rules_document(schema: ma.Schema) -> dict:
+    """The schema's RULES in JSON Schema, for its OpenAPI component: an allOf, and the rules in words."""
+    nullable = {field.data_key or name for name, field in schema.load_fields.items() if field.allow_none}
+    return rules_json(schema.RULES, nullable)
+
+
+def rules_json(rules: tuple[Rule, ...], nullable: set[str] | frozenset[str] = frozenset()) -> dict:
+    """`rules` as an allOf, and in words; `nullable`: the fields for which null is not given."""
+
+    def given(key: str) -> dict:
+        not_null = {"properties": {key: {"not": {"enum": [None]}}}} if key in nullable else {}
+        return {"required": [key], **not_null}
+
+    def absent(*keys: str) -> dict:  # or null, where null is allowed
+        null = {"nullable": True, "enum": [None]}
+        return {"properties": {key: null if key in nullable else {"not": {}} for key in keys}}
+
+    if not rules:
+        return {}
+    return {
+        "allOf": [rule.schema(given, absent) for rule in rules],
+        "description": "Rules between fields: " + "; ".join(rule.text for rule in rules) + ".",
+    }
 
 
 class StrictSchema(ma.Schema):
-    """Rejects unknown fields: a misspelt field must fail loudly, not be silently ignored."""
+    """Rejects unknown fields: a misspelt field must fail loudly, not be silently ignored. Checks the
+    schema's RULES and the order of the fields marked `x-greater-than`."""
+
+    RULES: tuple[Rule, ...] = ()
 
     class Meta:
         unknown = ma.RAISE
+
+    @ma.validates_schema
+    def _follows_its_rules(self, data, **kwargs):
+        # Rules name fields as requests do; `data` has them by attribute. Null is not given (PATCH clears).
+        fields = {field.data_key or name: field for name, field in self.load_fields.items()}
+        value = {key: data.get(field.attribute or field.name) for key, field in fields.items()}
+        for rule in self.RULES:
+            if (error := rule.broken(value)) is not None:
+                raise ma.ValidationError(*error)
+        for key, field in fields.items():
+            other = field.metadata.get(GREATER_THAN)
+            if other is not None and None not in (value[key], value[other]) and value[key] <= value[other]:
+                raise ma.ValidationError(_must_follow(field, other), key)
 
     @ma.pre_load
     def _refuse_read_only(self, data, **kwargs):
@@ -81,26 +201,40 @@ class Text(ma.fields.String):
         super().__init__(validate=validators, **kwargs)
 
 
+# The years a time may be written in: what the pattern below says, and what UtcDateTime checks.
+FIRST_YEAR, LAST_YEAR = 1970, 9998
+YEAR_PATTERN = r"^(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-"
+
+
 class UtcDateTime(ma.fields.AwareDateTime):
-    """An ISO 8601 time with an offset, loaded as UTC; years 1970-9998, so that no conversion overflows."""
+    """An ISO 8601 time with an offset, loaded as UTC. Its year as written is 1970-9998 (a pattern the
+    OpenAPI description can state), so that converting it to UTC never overflows."""
+
+    def __init__(self, **kwargs):
+        metadata = {"pattern": YEAR_PATTERN, **kwargs.pop("metadata", {})}
+        super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
         moment = super()._deserialize(value, attr, data, **kwargs)
-        try:
-            moment = moment.astimezone(UTC)
-        except OverflowError:
-            raise ma.ValidationError("Must be between the years 1970 and 9998.") from None
-        if not 1970 <= moment.year <= 9998:
-            raise ma.ValidationError("Must be between the years 1970 and 9998.")
-        return moment
+        if not FIRST_YEAR <= moment.year <= LAST_YEAR:
+            raise ma.ValidationError(f"Must be between the years {FIRST_YEAR} and {LAST_YEAR}.")
+        return moment.astimezone(UTC)
 
 
 class CursorField(ma.fields.String):
-    """An opaque pagination cursor; loads into a `Cursor`."""
+    """An opaque pagination cursor (base64url, as `next_cursor` gives it); loads into a `Cursor`."""
+
+    PATTERN = r"^[A-Za-z0-9_-]+$"
+
+    def __init__(self, **kwargs):
+        metadata = {"minLength": 1, "pattern": self.PATTERN, **kwargs.pop("metadata", {})}
+        super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
         token = super()._deserialize(value, attr, data, **kwargs)
         try:
+            if not re.fullmatch(self.PATTERN, token):  # so not empty either
+                raise ValueError("Not a valid cursor.")
             return Cursor.decode(token)
         except ValueError as exc:
             raise ma.ValidationError(str(exc)) from exc
@@ -113,8 +247,11 @@ class ListQuerySchema(StrictSchema):
         metadata={"description": f"Items per page (at most {MAX_LIMIT})."},
     )
     cursor = CursorField(
-        load_default=None,
-        metadata={"description": "The `next_cursor` of the previous page; omit for the newest items."},
+        load_default=lambda: None,  # a callable: the description shows no default (null is no query value)
+        metadata={
+            "description": "The `next_cursor` of the previous page; omit for the newest items. A cursor "
+            "this service did not issue is a 422."
+        },
     )
 
 
@@ -163,10 +300,66 @@ def _currency_codes() -> frozenset[str]:
 CURRENCY_CODES = _currency_codes()
 
 
-def positive_float(maximum: float, description: str, **kwargs) -> ma.fields.Float:
-    """A finite number > 0 and <= maximum; NaN and Infinity refused (Python's JSON parser accepts them)."""
-    return ma.fields.Float(
-        allow_nan=False,
+class _NoText:
+    """Refuses text where a request body wants a JSON number: "100" is not 100 (the OpenAPI type is number).
+    Query parameters, form fields and CSV cells are text by nature: they use marshmallow's own fields, or go
+    through `numeral` first."""
+
+    def _validated(self, value):
+        if isinstance(value, str):
+            # "100" is told why it is refused; "lots" is simply not a number.
+            raise self.make_error("invalid" if isinstance(numeral(value), str) else "text")
+        return super()._validated(value)
+
+
+class Number(_NoText, ma.fields.Float):
+    """A finite JSON number in a request body: NaN and Infinity refused (Python's JSON parser reads them)."""
+
+    default_error_messages = {"text": "Must be a number, not a string."}
+
+    def __init__(self, **kwargs):
+        kwargs["allow_nan"] = False
+        super().__init__(**kwargs)
+
+
+class WholeNumber(_NoText, ma.fields.Integer):
+    """A JSON integer in a request body. As JSON Schema has it, any number whose fraction is zero is one:
+    80000000000.0 and 8e10 are 80000000000; 8.5, true and "8" are refused."""
+
+    default_error_messages = {"text": "Must be an integer, not a string."}
+
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, **kwargs)
+
+    def _validated(self, value):
+        if isinstance(value, float) and value.is_integer():  # False for NaN and the infinities
+            value = int(value)
+        return super()._validated(value)
+
+
+class JsonBoolean(ma.fields.Boolean):
+    """JSON true or false only: marshmallow's Boolean also reads 1, "yes" or "on" as true."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
+def numeral(text: str) -> int | float | str:
+    """A form field or a CSV cell as the JSON number it spells ("8" -> 8, "5e7" -> 5e7), so that it loads as
+    a JSON body would; other text stays text, for the schema to refuse naming the field."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def positive_float(maximum: float, description: str, **kwargs) -> Number:
+    """A finite number > 0 and <= maximum."""
+    return Number(
         validate=validate.Range(min=0, min_inclusive=False, max=maximum),
         # apispec renders min_inclusive=False as an inclusive minimum; say it explicitly (OpenAPI 3.0 form).
         metadata={"description": description, "exclusiveMinimum": True, **kwargs.pop("metadata", {})},
@@ -174,10 +367,11 @@ def positive_float(maximum: float, description: str, **kwargs) -> ma.fields.Floa
     )
 
 
-def budget_float(description: str, **kwargs) -> ma.fields.Float:
-    """A compute budget in FLOPs, within what the engine answers for."""
-    return ma.fields.Float(
-        allow_nan=False,
+def budget_float(description: str, *, field: type[ma.fields.Float] = Number, **kwargs) -> ma.fields.Float:
+    """A compute budget in FLOPs, within what the engine answers for; query parameters (text) pass
+    `field=ma.fields.Float`, which reads numerals."""
+    return field(
+        allow_nan=False,  # for ma.fields.Float (Number always refuses NaN)
         validate=validate.Range(min=MIN_FLOPS, max=MAX_FLOPS),
         metadata={"description": description, **kwargs.pop("metadata", {})},
         **kwargs,
@@ -195,7 +389,13 @@ class MoneyField(ma.fields.Decimal):
 
     def __init__(self, *, allow_zero: bool = False, **kwargs):
         self.allow_zero = allow_zero
-        metadata = {"example": "1234.56", "pattern": r"^\d{1,12}(\.\d{1,6})?$", **kwargs.pop("metadata", {})}
+        metadata = {
+            "example": "1234.56",
+            "pattern": r"^\d{1,12}(\.\d{1,6})?$",
+            # What a request may send; what the service answers may be zero ("committed": "0.00").
+            **({} if allow_zero or kwargs.get("dump_only") else {"not": {"pattern": r"^0+(\.0+)?$"}}),
+            **kwargs.pop("metadata", {}),
+        }
         super().__init__(as_string=True, allow_nan=False, metadata=metadata, **kwargs)
 
     def _serialize(self, value, attr, obj, **kwargs):
@@ -253,6 +453,15 @@ class SlugOrObject(ma.fields.Field):
         return value if value is None or isinstance(value, str) else self.schema_class().dump(value)
 
 
+def greater_than_to_property(self, field, ret, **kwargs) -> dict:
+    """apispec attribute function: say in words the order `x-greater-than` declares."""
+    other = field.metadata.get(GREATER_THAN)
+    if other is None:
+        return {}
+    said = _must_follow(field, f"`{other}`")
+    return {"description": f"{ret['description']} {said}" if ret.get("description") else said}
+
+
 def slug_or_object_to_property(self, field, **kwargs) -> dict:
     """apispec attribute function: document a SlugOrObject as oneOf a slug string and the inline schema."""
     if not isinstance(field, SlugOrObject):
@@ -290,10 +499,7 @@ class InlineHardwareSchema(StrictSchema):
     price_per_hour = MoneyField(allow_zero=True, metadata={"description": "Price per accelerator-hour."})
     currency = CurrencyField()
 
-    @ma.validates_schema
-    def _price_has_a_currency(self, data, **kwargs):
-        if data.get("price_per_hour") is not None and data.get("currency") is None:
-            raise ma.ValidationError("Required with price_per_hour.", "currency")
+    RULES = (requires("price_per_hour", "currency"),)
 
 
 class InlineLawSchema(StrictSchema):
@@ -305,29 +511,16 @@ class InlineLawSchema(StrictSchema):
 
 
 class ModelShapeSchema(StrictSchema):
-    layers = ma.fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
-    d_model = ma.fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
-    heads = ma.fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
-    sequence_length = ma.fields.Integer(
-        required=True, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION)
-    )
-    micro_batch = ma.fields.Integer(
-        load_default=1, strict=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION)
-    )
+    layers = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    d_model = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    heads = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    sequence_length = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    micro_batch = WholeNumber(load_default=1, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
 
     @ma.validates_schema
     def _heads_divide_width(self, data, **kwargs):
         if {"heads", "d_model"} <= set(data) and data["d_model"] % data["heads"]:
             raise ma.ValidationError("Must divide d_model.", "heads")
-
-
-class JsonBoolean(ma.fields.Boolean):
-    """JSON true or false only: marshmallow's Boolean also reads 1, "yes" or "on" as true."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, bool):
-            raise self.make_error("invalid", input=value)
-        return value
 
 
 class ClusterFieldsSchema(StrictSchema):
@@ -338,25 +531,25 @@ class ClusterFieldsSchema(StrictSchema):
         "Slug of a hardware profile (GET /v1/hardware), e.g. h100-sxm.",
         metadata={"example": "h100-sxm"},
     )
-    accelerators = ma.fields.Integer(strict=True, validate=validate.Range(1, MAX_ACCELERATORS))
-    mfu = ma.fields.Float(
-        allow_nan=False,
+    accelerators = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
+    mfu = Number(
         validate=validate.Range(min=0, max=1, min_inclusive=False),
         metadata={"description": "Model FLOPs utilisation, (0, 1]; default 0.4.", "exclusiveMinimum": True},
     )
     precision = ma.fields.String(
-        validate=validate.OneOf(PRECISIONS), metadata={"description": "Training precision; default bf16."}
+        validate=validate.OneOf(TRAINING_PRECISIONS),
+        metadata={"description": "Training precision; default bf16. The hardware must have a peak at it."},
     )
     price_per_hour = MoneyField(
         allow_zero=True, metadata={"description": "Overrides the hardware's price per accelerator-hour."}
     )
     currency = CurrencyField()
-    zero_stage = ma.fields.Integer(
-        strict=True, validate=validate.Range(0, 3), metadata={"description": "ZeRO stage; default 0."}
+    zero_stage = WholeNumber(
+        validate=validate.Range(0, 3), metadata={"description": "ZeRO stage; default 0."}
     )
     optimizer = ma.fields.String(validate=validate.OneOf(sorted(OPTIMIZER_STATE_BYTES)))
     recomputation = ma.fields.String(validate=validate.OneOf(RECOMPUTATION_MODES))
-    tensor_parallel = ma.fields.Integer(strict=True, validate=validate.Range(1, MAX_ACCELERATORS))
+    tensor_parallel = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
     sequence_parallel = JsonBoolean(
         metadata={
             "description": "Megatron sequence parallelism alongside tensor parallelism: splits the layer "
@@ -380,23 +573,63 @@ class ClusterFieldsSchema(StrictSchema):
         "shape",
     )
 
-    @ma.validates_schema
-    def _cluster_needs_hardware(self, data, **kwargs):
-        if data.get("hardware") is None:
-            given = [name for name in self.CLUSTER_OPTIONS if name in data]
-            if given:
-                raise ma.ValidationError(f"Required with {given[0]}.", "hardware")
-        elif "accelerators" not in data:
-            raise ma.ValidationError("Required with hardware.", "accelerators")
+    RULES = (
+        requires(CLUSTER_OPTIONS, "hardware"),
+        requires("hardware", "accelerators"),
+        requires("price_per_hour", "currency"),
+    )
 
 
 BUDGET_FIELDS = ("flops", "pf_days", "target_loss", "cost", "accelerator_hours", "days")
+RULE_FIELDS = ("tokens_per_param", "unique_tokens", "inference_tokens")  # how a budget is allocated
+ALLOCATES_NOTHING = "A plan for a given params and tokens allocates nothing."
+
+
+def allocation_rules(budgets: tuple[str, ...], *, or_a_model: bool = False) -> tuple[Rule, ...]:
+    """An allocation request's rules, given the fields that count as its budget (a plan's "budget" is one);
+    `or_a_model`: a plan may give the model instead (`params` and `tokens`), and then no budget or rule."""
+    model = (
+        (
+            requires("params", "tokens"),
+            requires("tokens", "params"),
+            excludes("params", (*BUDGET_FIELDS, *RULE_FIELDS), ALLOCATES_NOTHING),
+        )
+        if or_a_model
+        else ()
+    )
+    fixed_ratio_only = "A fixed ratio cannot honour target_loss or unique_tokens; give a law instead."
+    return (
+        *model,
+        one_at_least(
+            (*budgets, *(["params"] if or_a_model else [])),
+            "Give a budget: flops, pf_days, target_loss, cost, accelerator_hours or days.",
+        ),
+        excludes("flops", "pf_days", "Give the compute budget once: flops or pf_days."),
+        excludes(
+            "target_loss",
+            tuple(name for name in budgets if name != "target_loss"),
+            "A target loss cannot be combined with another budget.",
+        ),
+        requires(("cost", "accelerator_hours", "days"), "hardware"),
+        requires("cost", "currency"),
+        excludes("tokens_per_param", "law", "Give either tokens_per_param or law.", at="tokens_per_param"),
+        # The engine refuses these too; stated here, they are in the description.
+        excludes(
+            "tokens_per_param", ("target_loss", "unique_tokens"), fixed_ratio_only, at="tokens_per_param"
+        ),
+        requires(
+            "inference_tokens",
+            "target_loss",
+            "Needs target_loss: the inference-aware model is the cheapest to reach a loss.",
+            at="inference_tokens",
+        ),
+        excludes("target_loss", "unique_tokens", "Not with target_loss: give a compute budget instead."),
+    )
 
 
 class AllocationRequestSchema(ClusterFieldsSchema):
     flops = budget_float("Training compute budget in FLOPs.", metadata={"example": 1e23})
-    pf_days = ma.fields.Float(
-        allow_nan=False,
+    pf_days = Number(
         validate=validate.Range(min=MIN_FLOPS / PF_DAY_FLOPS, max=MAX_FLOPS / PF_DAY_FLOPS),
         metadata={"description": "Training compute budget in PF-days (8.64e19 FLOPs each).", "example": 6000},
     )
@@ -410,8 +643,7 @@ class AllocationRequestSchema(ClusterFieldsSchema):
         "Slug of a scaling law (GET /v1/scaling-laws), e.g. chinchilla-2022.",
         metadata={"example": "chinchilla-2022"},
     )
-    unique_tokens = ma.fields.Float(
-        allow_nan=False,
+    unique_tokens = Number(
         validate=validate.Range(min=MIN_TOKENS, max=MAX_TOKENS),
         metadata={"description": "Unique tokens available (at least one): data-constrained allocation."},
     )
@@ -419,28 +651,7 @@ class AllocationRequestSchema(ClusterFieldsSchema):
         MAX_TOKENS * 1e3, "Lifetime inference tokens: inference-aware allocation (with target_loss)."
     )
 
-    def _budgets_given(self, data) -> list[str]:
-        return [name for name in BUDGET_FIELDS if name in data]
-
-    @ma.validates_schema
-    def _one_budget_of_each_kind(self, data, **kwargs):
-        given = self._budgets_given(data)
-        if not given:
-            raise ma.ValidationError(
-                "Give a budget: flops, pf_days, target_loss, cost, accelerator_hours or days.", "_schema"
-            )
-        if "flops" in data and "pf_days" in data:
-            raise ma.ValidationError("Give the compute budget once: flops or pf_days.", "pf_days")
-        if "target_loss" in data and len(given) > 1:
-            other = next(name for name in given if name != "target_loss")
-            raise ma.ValidationError("A target loss cannot be combined with another budget.", other)
-        for name in ("cost", "accelerator_hours", "days"):
-            if name in data and data.get("hardware") is None:
-                raise ma.ValidationError(f"Required with {name}.", "hardware")
-        if "cost" in data and "currency" not in data:
-            raise ma.ValidationError("Required with cost.", "currency")
-        if "tokens_per_param" in data and "law" in data:
-            raise ma.ValidationError("Give either tokens_per_param or law.", "tokens_per_param")
+    RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS)
 
 
 class EstimateRequestSchema(ClusterFieldsSchema):
@@ -512,19 +723,19 @@ class FitRunSchema(StrictSchema):
     flops = positive_float(MAX_FLOPS, "Its training compute, 6·params·tokens (instead of tokens).")
     loss = positive_float(100, "Final loss (nats per token) on held-out data.", required=True)
 
-    @ma.validates_schema
-    def _tokens_or_flops(self, data, **kwargs):
-        if ("tokens" in data) == ("flops" in data):
-            raise ma.ValidationError("Give either tokens or flops.", "tokens")
+    RULES = (
+        one_at_least(("tokens", "flops"), "Give either tokens or flops.", at="tokens"),
+        excludes("tokens", "flops", "Give either tokens or flops.", at="tokens"),
+    )
 
 
 class BootstrapRequestSchema(StrictSchema):
-    samples = ma.fields.Integer(
+    samples = WholeNumber(
         required=True,
         validate=validate.Range(10, MAX_BOOTSTRAP_SAMPLES),
         metadata={"description": "Resamples of the runs to fit; 1 000 is usual.", "example": 1000},
     )
-    seed = ma.fields.Integer(
+    seed = WholeNumber(
         validate=validate.Range(0, 2**32 - 1),
         metadata={"description": "Seed of the resampling (reported back; chosen at random if omitted)."},
     )
@@ -532,7 +743,9 @@ class BootstrapRequestSchema(StrictSchema):
 
 class FitRequestSchema(StrictSchema):
     organization = ma.fields.String(
-        required=True, validate=validate.Regexp(SLUG_PATTERN), metadata={"example": "acme-research"}
+        required=True,
+        validate=validate.Regexp(SLUG_PATTERN),
+        metadata={"description": "Slug of the (existing) organisation the law is for.", "example": "acme"},
     )
     name = Text(
         required=True, validate=validate.Length(min=1, max=200), metadata={"example": "Acme 2026 sweep"}
@@ -546,10 +759,15 @@ class FitRequestSchema(StrictSchema):
     runs = ma.fields.List(
         ma.fields.Nested(FitRunSchema),
         required=True,
-        validate=validate.Length(min=1, max=MAX_FIT_RUNS),
+        validate=validate.Length(
+            min=fit.MIN_RUNS,
+            max=MAX_FIT_RUNS,
+            error=f"Give at least {fit.MIN_RUNS} runs, at most {MAX_FIT_RUNS}.",
+        ),
         metadata={
-            "description": f"At least {fit.MIN_RUNS} runs of at least {fit.MIN_MODEL_SIZES} model sizes; at "
-            f"most {MAX_FIT_RUNS}."
+            "description": f"At least {fit.MIN_RUNS} runs of at least {fit.MIN_MODEL_SIZES} model sizes, "
+            f"{fit.MIN_RUNS} of them at distinct (params, tokens), with losses that fall with scale "
+            f"(params x tokens); at most {MAX_FIT_RUNS}."
         },
     )
     bootstrap = ma.fields.Nested(BootstrapRequestSchema)
@@ -832,7 +1050,7 @@ class AllocationSchema(ma.Schema):
 
 
 class IsoflopQuerySchema(StrictSchema):
-    flops = budget_float("The fixed budget.", required=True)
+    flops = budget_float("The fixed budget.", field=ma.fields.Float, required=True)
     points = ma.fields.Integer(load_default=41, validate=validate.Range(3, 401))
     span = ma.fields.Float(
         load_default=10.0,
@@ -850,14 +1068,14 @@ class IsoflopSchema(ma.Schema):
 
 
 class FrontierQuerySchema(StrictSchema):
-    min_flops = budget_float("Smallest budget.", required=True)
-    max_flops = budget_float("Largest budget.", required=True)
+    min_flops = budget_float("Smallest budget.", field=ma.fields.Float, required=True)
+    max_flops = budget_float(
+        "Largest budget.",
+        field=ma.fields.Float,
+        required=True,
+        metadata={GREATER_THAN: "min_flops"},
+    )
     points = ma.fields.Integer(load_default=21, validate=validate.Range(2, 401))
-
-    @ma.validates_schema
-    def _ordered(self, data, **kwargs):
-        if {"min_flops", "max_flops"} <= set(data) and data["max_flops"] <= data["min_flops"]:
-            raise ma.ValidationError("Must be greater than min_flops.", "max_flops")
 
 
 class FrontierSchema(ma.Schema):
@@ -868,6 +1086,13 @@ class FrontierSchema(ma.Schema):
 # --- Hardware catalog ---------------------------------------------------------------------------------------
 
 ISO_DATE_PATTERN = r"^\d{4}(-\d{2}(-\d{2})?)?$"
+# What _is_reduced_iso_date admits, as the description states it: a year (not 0000), a month of it, or a date.
+_YEAR, _MONTH = "([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])", "(0[1-9]|1[0-2])"
+REDUCED_ISO_DATE = [
+    {"pattern": f"^{_YEAR}$"},
+    {"pattern": f"^{_YEAR}-{_MONTH}$"},
+    {"pattern": f"^{_YEAR}-", "format": "date"},
+]
 
 
 def _is_reduced_iso_date(text: str) -> None:
@@ -895,23 +1120,21 @@ class HardwareSchema(StrictSchema):
     name = Text(required=True, validate=validate.Length(min=1, max=200))
     vendor = Text(required=True, validate=validate.Length(min=1, max=100), metadata={"example": "NVIDIA"})
     peak_flops = ma.fields.Nested(PeakFlopsSchema, required=True, metadata={"minProperties": 1})
-    memory_bytes = ma.fields.Integer(
+    memory_bytes = WholeNumber(
         required=True,
-        strict=True,
         validate=validate.Range(1, int(MAX_MEMORY_BYTES)),
         metadata={"example": 80e9},
     )
-    memory_bandwidth_bytes_per_second = ma.fields.Integer(
-        required=True, strict=True, validate=validate.Range(1, 10**16), metadata={"example": 3.35e12}
+    memory_bandwidth_bytes_per_second = WholeNumber(
+        required=True, validate=validate.Range(1, 10**16), metadata={"example": 3.35e12}
     )
-    interconnect_bandwidth_bytes_per_second = ma.fields.Integer(
+    interconnect_bandwidth_bytes_per_second = WholeNumber(
         allow_none=True,
-        strict=True,
         validate=validate.Range(1, 10**16),
         metadata={"description": "Scale-up link, bidirectional total as vendors quote it."},
     )
     interconnect = Text(allow_none=True, validate=validate.Length(max=100), metadata={"example": "NVLink 4"})
-    tdp_watts = ma.fields.Integer(allow_none=True, strict=True, validate=validate.Range(1, 100_000))
+    tdp_watts = WholeNumber(allow_none=True, validate=validate.Range(1, 100_000))
     source = Text(
         required=True, validate=validate.Length(min=1, max=500), metadata={"example": "our datasheet"}
     )
@@ -927,7 +1150,10 @@ class HardwareSchema(StrictSchema):
     price_as_of = ma.fields.String(
         allow_none=True,
         validate=_is_reduced_iso_date,
-        metadata={"description": "When the price was quoted (ISO 8601, year or month precision allowed)."},
+        metadata={
+            "description": "When the price was quoted (ISO 8601, year or month precision allowed).",
+            "anyOf": REDUCED_ISO_DATE,
+        },
     )
     price_source = Text(allow_none=True, validate=validate.Length(max=500))
     price_effective_at = ma.fields.AwareDateTime(dump_only=True, allow_none=True)
@@ -935,13 +1161,10 @@ class HardwareSchema(StrictSchema):
     created_at = ma.fields.AwareDateTime(dump_only=True)
     updated_at = ma.fields.AwareDateTime(dump_only=True)
 
-    @ma.validates_schema
-    def _price_has_a_currency(self, data, **kwargs):
-        if data.get("price_per_hour") is not None and data.get("currency") is None:
-            raise ma.ValidationError("Required with price_per_hour.", "currency")
-        described = [f for f in ("currency", "price_as_of", "price_source") if data.get(f) is not None]
-        if data.get("price_per_hour") is None and described:
-            raise ma.ValidationError(f"Required with {described[0]}.", "price_per_hour")
+    RULES = (
+        requires("price_per_hour", "currency"),
+        requires(("currency", "price_as_of", "price_source"), "price_per_hour"),
+    )
 
 
 class HardwarePageSchema(PageSchema):
@@ -972,6 +1195,7 @@ class HardwarePricePageSchema(PageSchema):
 # --- Budgets ------------------------------------------------------------------------------------------------
 
 LABEL_KEY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+MAX_LABELS = 50
 
 
 def labels_field(description: str, example: dict[str, str]) -> ma.fields.Dict:
@@ -983,9 +1207,22 @@ def labels_field(description: str, example: dict[str, str]) -> ma.fields.Dict:
             )
         ),
         values=Text(validate=validate.Length(max=200)),
-        validate=validate.Length(max=50),
-        metadata={"description": description, "example": example},
+        validate=_at_most_50_labels,
+        metadata={
+            "description": f"{description} At most {MAX_LABELS}; keys are 1-63 of a-z, 0-9, _ . - (starting "
+            "a-z0-9).",
+            "example": example,
+            "maxProperties": MAX_LABELS,
+            # OpenAPI 3.0 has no propertyNames (JSON Schema 2020-12 does): the keys' rule as an extension.
+            "x-propertyNames": {"pattern": LABEL_KEY_PATTERN},
+        },
     )
+
+
+def _at_most_50_labels(labels: dict) -> None:
+    # A function, not validate.Length, which apispec would describe as a string's maxLength.
+    if len(labels) > MAX_LABELS:
+        raise ma.ValidationError(f"At most {MAX_LABELS} labels.")
 
 
 class BudgetSchema(StrictSchema):
@@ -996,7 +1233,7 @@ class BudgetSchema(StrictSchema):
         required=True,
         attribute="organization_slug",
         validate=validate.Regexp(SLUG_PATTERN, error="Must be an organization slug."),
-        metadata={"description": "Slug of the organisation the budget belongs to.", "example": "acme"},
+        metadata={"description": "Slug of the (existing) organisation it belongs to.", "example": "acme"},
     )
     name = Text(
         required=True, validate=validate.Length(min=1, max=200), metadata={"example": "Q1 pretraining"}
@@ -1006,7 +1243,10 @@ class BudgetSchema(StrictSchema):
     period_start = UtcDateTime(
         required=True, metadata={"description": "Start of the period (inclusive), ISO 8601 with offset."}
     )
-    period_end = UtcDateTime(required=True, metadata={"description": "End of the period (exclusive)."})
+    period_end = UtcDateTime(
+        required=True,
+        metadata={"description": "End of the period (exclusive).", GREATER_THAN: "period_start"},
+    )
     max_flops = positive_float(MAX_FLOPS, "Optional cap on committed training FLOPs.", allow_none=True)
     max_accelerator_hours = positive_float(
         1e15, "Optional cap on committed accelerator-hours.", allow_none=True
@@ -1015,7 +1255,7 @@ class BudgetSchema(StrictSchema):
         ma.fields.String(validate=validate.Regexp(SLUG_PATTERN, error="Must be a hardware slug.")),
         attribute="allowed_hardware_slugs",
         validate=validate.Length(max=100),
-        metadata={"description": "Hardware slugs plans may use; empty or absent: any."},
+        metadata={"description": "Slugs of (existing) profiles plans may use; empty or absent: any."},
     )
     labels = labels_field("Free key/value pairs, e.g. cost centres.", {"cost_center": "ml-42"})
     committed = MoneyField(dump_only=True, metadata={"description": "Committed by plans."})
@@ -1025,11 +1265,6 @@ class BudgetSchema(StrictSchema):
     utilization = ma.fields.Float(dump_only=True, metadata={"description": "committed / amount"})
     created_at = ma.fields.AwareDateTime(dump_only=True)
     updated_at = ma.fields.AwareDateTime(dump_only=True)
-
-    @ma.validates_schema
-    def _period_is_ordered(self, data, **kwargs):
-        if {"period_start", "period_end"} <= set(data) and data["period_end"] <= data["period_start"]:
-            raise ma.ValidationError("Must be after period_start.", "period_end")
 
 
 class BudgetPageSchema(PageSchema):
@@ -1056,6 +1291,32 @@ NAMED_VARIANTS = {
 # --- API keys and the audit log -----------------------------------------------------------------------------
 
 
+def _organization_by_role() -> tuple[Rule, ...]:
+    """Admin keys belong to no organisation; every other role's key to one."""
+    admin = {"properties": {"role": {"enum": ["admin"]}}}
+    not_admin = {"properties": {"role": {"not": {"enum": ["admin"]}}}}
+    return (
+        Rule(
+            broken=lambda value: (
+                ("Admin keys belong to no organization; leave it out.", "organization")
+                if value["role"] == "admin" and value["organization"] is not None
+                else None
+            ),
+            schema=lambda given, absent: {"anyOf": [not_admin, absent("organization")]},
+            text="an admin key has no `organization`",
+        ),
+        Rule(
+            broken=lambda value: (
+                (f"Required for a {value['role']} key.", "organization")
+                if value["role"] != "admin" and value["organization"] is None
+                else None
+            ),
+            schema=lambda given, absent: {"anyOf": [admin, given("organization")]},
+            text="a planner, finance or viewer key needs `organization`",
+        ),
+    )
+
+
 class ApiKeySchema(StrictSchema):
     id = ma.fields.UUID(dump_only=True)
     key_id = ma.fields.String(dump_only=True, metadata={"description": "The public part of the key."})
@@ -1065,14 +1326,21 @@ class ApiKeySchema(StrictSchema):
         attribute="organization_slug",
         allow_none=True,
         validate=validate.Regexp(SLUG_PATTERN, error="Must be an organization slug."),
-        metadata={"description": "Required for planner, finance and viewer keys; absent for admin keys."},
+        metadata={
+            "description": "An existing organisation's slug: required for planner, finance and viewer keys, "
+            "absent for admin keys."
+        },
     )
-    expires_at = UtcDateTime(allow_none=True, metadata={"description": "When the key stops working."})
+    expires_at = UtcDateTime(
+        allow_none=True, metadata={"description": "When the key stops working; in the future."}
+    )
     created_at = ma.fields.AwareDateTime(dump_only=True)
     revoked_at = ma.fields.AwareDateTime(dump_only=True, allow_none=True)
     last_used_at = ma.fields.AwareDateTime(
         dump_only=True, allow_none=True, metadata={"description": "To the minute."}
     )
+
+    RULES = _organization_by_role()
 
 
 class IssuedKeySchema(ApiKeySchema):
@@ -1125,23 +1393,11 @@ class PlanInputsSchema(AllocationRequestSchema):
         required=True,
         metadata={"example": "h100-sxm"},
     )
-    accelerators = ma.fields.Integer(
-        strict=True, required=True, validate=validate.Range(1, MAX_ACCELERATORS), metadata={"example": 1024}
+    accelerators = WholeNumber(
+        required=True, validate=validate.Range(1, MAX_ACCELERATORS), metadata={"example": 1024}
     )
 
-    # Replaces the allocation request's check (same name): a fixed model needs no budget.
-    @ma.validates_schema
-    def _one_budget_of_each_kind(self, data, **kwargs):
-        fixed = [name for name in ("params", "tokens") if name in data]
-        if not fixed:
-            super()._one_budget_of_each_kind(data, **kwargs)
-            return
-        if len(fixed) == 1:
-            missing = "tokens" if fixed == ["params"] else "params"
-            raise ma.ValidationError(f"Required with {fixed[0]}.", missing)
-        for name in (*BUDGET_FIELDS, "tokens_per_param", "unique_tokens", "inference_tokens"):
-            if name in data:
-                raise ma.ValidationError("A plan for a given params and tokens allocates nothing.", name)
+    RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS, or_a_model=True)
 
 
 class PlanRequestSchema(PlanInputsSchema):
@@ -1150,7 +1406,7 @@ class PlanRequestSchema(PlanInputsSchema):
     organization = ma.fields.String(
         required=True,
         validate=validate.Regexp(SLUG_PATTERN, error="Must be an organization slug."),
-        metadata={"description": "Slug of the organisation the plan belongs to.", "example": "acme"},
+        metadata={"description": "Slug of the (existing) organisation it belongs to.", "example": "acme"},
     )
     budget_id = ma.fields.UUID(
         metadata={"description": "The budget the plan is charged to when committed (same organisation)."}
@@ -1170,20 +1426,14 @@ class PlanRequestSchema(PlanInputsSchema):
         }
     )
 
-    def _budgets_given(self, data) -> list[str]:
-        # "budget": "remaining" is a money budget (cost), whose amount the budget supplies.
-        return super()._budgets_given(data) + (["budget"] if "budget" in data else [])
-
-    @ma.validates_schema
-    def _remaining_needs_a_budget(self, data, **kwargs):
-        if "budget" not in data:
-            return
-        if "budget_id" not in data:
-            raise ma.ValidationError("Required with budget.", "budget_id")
-        if "cost" in data:
-            raise ma.ValidationError('Give cost or "budget": "remaining", not both.', "cost")
-        if "params" in data:
-            raise ma.ValidationError("A plan for a given params and tokens allocates nothing.", "budget")
+    # "budget": "remaining" is a money budget (cost), whose amount the budget supplies.
+    RULES = (
+        *ClusterFieldsSchema.RULES,
+        *allocation_rules((*BUDGET_FIELDS, "budget"), or_a_model=True),
+        requires("budget", "budget_id"),
+        excludes("budget", "cost", 'Give cost or "budget": "remaining", not both.', at="cost"),
+        excludes("budget", "params", ALLOCATES_NOTHING, at="budget"),
+    )
 
 
 def _revision_fields() -> dict[str, ma.fields.Field]:
@@ -1297,21 +1547,25 @@ class PlanQuerySchema(ListQuerySchema):
         }
     )
     created_from = UtcDateTime(metadata={"description": "Created at or after (inclusive)."})
-    created_to = UtcDateTime(metadata={"description": "Created before (exclusive)."})
-
-    @ma.validates_schema
-    def _window_is_ordered(self, data, **kwargs):
-        if {"created_from", "created_to"} <= set(data) and data["created_to"] <= data["created_from"]:
-            raise ma.ValidationError("Must be after created_from.", "created_to")
+    created_to = UtcDateTime(
+        metadata={"description": "Created before (exclusive).", GREATER_THAN: "created_from"}
+    )
 
 
 MAX_COMPARED = 10
 
 
-class PlanIdsField(ma.fields.String):
+class PlanIdsField(DelimitedList):
+    """2 to 10 plan ids, each once: comma-separated in a query (an array, style form, in the description)."""
+
+    def __init__(self, **kwargs):
+        limits = {"minItems": 2, "maxItems": MAX_COMPARED, "uniqueItems": True}
+        super().__init__(ma.fields.UUID(), metadata={**limits, **kwargs.pop("metadata", {})}, **kwargs)
+
     def _deserialize(self, value, attr, data, **kwargs):
-        text = super()._deserialize(value, attr, data, **kwargs)
-        parts = [part.strip() for part in text.split(",")]
+        if not isinstance(value, str):
+            raise self.make_error("invalid")
+        parts = [part.strip() for part in value.split(",")]
         try:
             ids = [uuid.UUID(part) for part in parts]
         except ValueError:
@@ -1390,12 +1644,19 @@ MAX_REPORT_GROUPS = 3
 _GROUP = "(organization|budget|hardware|status|label:" + LABEL_KEY_PATTERN.strip("^$") + ")"
 
 
-class GroupByField(ma.fields.String):
-    """One to three of organization, budget, hardware, status and label:<key>, comma-separated."""
+class GroupByField(DelimitedList):
+    """One to three of organization, budget, hardware, status and label:<key>, each once: comma-separated in
+    a query (an array, style form, in the description)."""
+
+    def __init__(self, **kwargs):
+        limits = {"minItems": 1, "maxItems": MAX_REPORT_GROUPS, "uniqueItems": True}
+        group = ma.fields.String(metadata={"pattern": f"^{_GROUP}$"})
+        super().__init__(group, metadata={**limits, **kwargs.pop("metadata", {})}, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        text = super()._deserialize(value, attr, data, **kwargs)
-        names = tuple(part.strip() for part in text.split(","))
+        if not isinstance(value, str):
+            raise self.make_error("invalid")
+        names = tuple(part.strip() for part in value.split(","))
         for name in names:
             label = name.startswith("label:") and re.fullmatch(LABEL_KEY_PATTERN, name.removeprefix("label:"))
             if name not in REPORT_GROUPS and not label:
@@ -1415,18 +1676,20 @@ class CostReportQuerySchema(StrictSchema):
         required=True,
         metadata={"description": "Plans starting at or after (inclusive), ISO 8601 with an offset."},
     )
-    to = UtcDateTime(required=True, metadata={"description": "Plans starting before (exclusive)."})
+    to = UtcDateTime(
+        required=True,
+        metadata={"description": "Plans starting before (exclusive).", GREATER_THAN: "from"},
+    )
     granularity = ma.fields.String(
         load_default="none",
         validate=validate.OneOf(REPORT_GRANULARITIES),
         metadata={"description": "Rows per UTC day, ISO week (from Monday) or month; none: one per group."},
     )
     group_by = GroupByField(
-        load_default=(),
+        load_default=tuple,  # a callable: the description shows no default (none is no query value)
         metadata={
-            "pattern": f"^{_GROUP}(,{_GROUP}){{0,{MAX_REPORT_GROUPS - 1}}}$",
             "description": "Up to 3 of organization, budget, hardware, status, label:<key>; comma-separated.",
-            "example": "budget,label:team",
+            "example": ["budget", "label:team"],
         },
     )
     organization = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
@@ -1441,11 +1704,6 @@ class CostReportQuerySchema(StrictSchema):
         validate=validate.OneOf(["json", "csv"]),
         metadata={"description": "csv for text/csv (as with Accept: text/csv); json by default."},
     )
-
-    @ma.validates_schema
-    def _window_is_ordered(self, data, **kwargs):
-        if {"from_", "to"} <= set(data) and data["to"] <= data["from_"]:
-            raise ma.ValidationError("Must be after from.", "to")
 
 
 class CostRowSchema(ma.Schema):

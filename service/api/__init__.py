@@ -5,6 +5,9 @@ from __future__ import annotations
 from http import HTTPStatus
 
 import flask
+from apispec.ext.marshmallow import MarshmallowPlugin
+from apispec.ext.marshmallow.common import resolve_schema_instance
+from apispec.ext.marshmallow.openapi import OpenAPIConverter
 from flask_smorest import Api
 from flask_smorest.utils import prepare_response
 from swagger_ui_bundle import swagger_ui_path
@@ -24,6 +27,9 @@ from service.schemas import (
     InlineHardwareSchema,
     InlineLawSchema,
     MoneyField,
+    StrictSchema,
+    greater_than_to_property,
+    rules_document,
     slug_or_object_to_property,
 )
 
@@ -66,6 +72,19 @@ RETRY_AFTER = {
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # Operations that take training runs: bodies up to MAX_FIT_UPLOAD_LENGTH, as JSON or a multipart CSV upload.
 UPLOAD_ENDPOINTS = frozenset({"scaling-laws.fit_law"})
+
+
+class _Converter(OpenAPIConverter):
+    def schema2jsonschema(self, schema):
+        jsonschema = super().schema2jsonschema(schema)
+        instance = resolve_schema_instance(schema)
+        return jsonschema | (rules_document(instance) if isinstance(instance, StrictSchema) else {})
+
+
+class _MarshmallowPlugin(MarshmallowPlugin):
+    """Components state their schema's rules between fields (see service/schemas.py)."""
+
+    Converter = _Converter
 
 
 class PlannerApi(Api):
@@ -144,7 +163,7 @@ def _swagger_ui_static(filename: str) -> flask.Response:
 def init_api(app: flask.Flask) -> Api:
     app.config.update(OPENAPI_SETTINGS)
     app.url_map.converters["slug"] = SlugConverter
-    api = PlannerApi(app)
+    api = PlannerApi(app, spec_kwargs={"marshmallow_plugin": _MarshmallowPlugin()})
     api.register_field(MoneyField, "string", None)  # a decimal string, never a JSON number
     api.register_converter(SlugConverter, lambda _converter: {"type": "string", "pattern": SLUG_PATTERN})
     # One place through which both /openapi.json and `flask openapi write` get the document.
@@ -160,6 +179,7 @@ def init_api(app: flask.Flask) -> Api:
     for name, schema in NAMED_VARIANTS.items():
         api.spec.components.schema(name, schema=schema)
     api.ma_plugin.converter.add_attribute_function(slug_or_object_to_property)
+    api.ma_plugin.converter.add_attribute_function(greater_than_to_property)
     app.before_request(_check_body)
     app.after_request(_conditional_get)
     app.add_url_rule("/docs/static/<path:filename>", "swagger_ui_static", _swagger_ui_static)

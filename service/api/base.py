@@ -23,13 +23,27 @@ LOCATION_HEADER = {"Location": {"description": "Path of the created resource.", 
 ETAG_HEADER = {"ETag": {"description": "Version of the resource (strong).", "schema": {"type": "string"}}}
 
 
-IF_MATCH_PARAMETER = {
-    "in": "header",
-    "name": "If-Match",
-    "required": True,
-    "schema": {"type": "string"},
-    "description": "The ETag of your last read: 428 without it, 412 when the resource has changed since.",
-}
+def _header_parameter(name: str, description: str, *, required: bool) -> dict:
+    return {
+        "in": "header",
+        "name": name,
+        "required": required,
+        "schema": {"type": "string"},
+        "description": description,
+    }
+
+
+IF_MATCH_PARAMETER = _header_parameter(
+    "If-Match",
+    "The ETag of your last read: 428 without it, 412 when the resource has changed since.",
+    required=True,
+)
+IF_NONE_MATCH_PARAMETER = _header_parameter(
+    "If-None-Match",
+    "The ETag of your copy: 304 with no body when the resource has not changed since.",
+    required=False,
+)
+NOT_MODIFIED = {"description": "Not Modified: your copy is current.", "headers": ETAG_HEADER}
 
 
 def conditional_write(blueprint: flask_smorest.Blueprint):
@@ -41,6 +55,11 @@ def conditional_write(blueprint: flask_smorest.Blueprint):
         return blueprint.alt_response(428, response="PRECONDITION_REQUIRED")(view)
 
     return decorate
+
+
+def conditional_read(blueprint: flask_smorest.Blueprint):
+    """Document a GET that honours If-None-Match (its 304; see service/api/__init__.py)."""
+    return blueprint.doc(parameters=[IF_NONE_MATCH_PARAMETER], responses={"304": NOT_MODIFIED})
 
 
 def if_match() -> str | None:

@@ -7,6 +7,7 @@ from service.api.base import (
     LINK_HEADER,
     LOCATION_HEADER,
     Blueprint,
+    conditional_read,
     conditional_write,
     etag_header,
     if_match,
@@ -55,6 +56,7 @@ def create_budget(body):
 @requires(*READERS)
 @blp.response(200, BudgetSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
+@conditional_read(blp)
 def get_budget(budget_id):
     """One budget with what is committed and what remains."""
     budget = budgets.get_budget(get_session(), budget_id, scope=scope())

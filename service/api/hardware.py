@@ -7,6 +7,7 @@ from service.api.base import (
     LINK_HEADER,
     LOCATION_HEADER,
     Blueprint,
+    conditional_read,
     conditional_write,
     etag_header,
     if_match,
@@ -57,6 +58,7 @@ def create_hardware(body):
 @requires(*READERS)
 @blp.response(200, HardwareSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
+@conditional_read(blp)
 def get_hardware(slug):
     """One hardware profile with its current price. Send If-None-Match to get 304 when unchanged."""
     profile = hardware.get_hardware(get_session(), slug)

@@ -15,6 +15,7 @@ from service.api.base import (
     LINK_HEADER,
     LOCATION_HEADER,
     Blueprint,
+    conditional_read,
     conditional_write,
     if_match,
     page_response,
@@ -33,7 +34,10 @@ from service.schemas import (
     LawPageSchema,
     LawQuerySchema,
     ScalingLawSchema,
+    numeral,
+    rules_json,
 )
+from service.schemas import requires as needs  # a rule between fields (auth's `requires` guards views)
 from service.services import laws, planning
 from service.services.preconditions import etag
 
@@ -50,6 +54,7 @@ PREFER_PARAMETER = {
     "schema": {"type": "string", "example": "respond-async"},
     "description": "`respond-async` queues the fit as a job whatever its size (RFC 7240).",
 }
+BOOTSTRAP_REQUEST = "#/components/schemas/BootstrapRequest"
 FIT_REQUEST_BODY = {
     "required": True,
     "content": {
@@ -57,18 +62,25 @@ FIT_REQUEST_BODY = {
         "multipart/form-data": {
             "schema": {
                 "type": "object",
+                "additionalProperties": False,
                 "required": ["organization", "name", "runs"],
+                # A seed alone makes a bootstrap without samples (refused at #/bootstrap/samples).
+                **rules_json((needs("bootstrap_seed", "bootstrap_samples"),)),
+                # The fields of the JSON body, by reference: one rule for both.
                 "properties": {
-                    "organization": {"type": "string"},
-                    "name": {"type": "string"},
-                    "slug": {"type": "string"},
+                    **{
+                        name: {"$ref": f"#/components/schemas/FitRequest/properties/{name}"}
+                        for name in ("organization", "name", "slug")
+                    },
                     "runs": {
                         "type": "string",
                         "format": "binary",
                         "description": "CSV, UTF-8, with a header row: params, loss, and tokens or flops.",
                     },
-                    "bootstrap_samples": {"type": "integer"},
-                    "bootstrap_seed": {"type": "integer"},
+                    **{
+                        f"bootstrap_{name}": {"$ref": f"{BOOTSTRAP_REQUEST}/properties/{name}"}
+                        for name in ("samples", "seed")
+                    },
                 },
             }
         },
@@ -173,7 +185,9 @@ def _fit_body() -> dict:
         raise ma.ValidationError({name: ["Unknown field."] for name in unknown})
     body: dict = {name: form[name] for name in ("organization", "name", "slug") if name in form}
     bootstrap = {
-        name: form[f"bootstrap_{name}"] for name in ("samples", "seed") if f"bootstrap_{name}" in form
+        name: numeral(form[f"bootstrap_{name}"])
+        for name in ("samples", "seed")
+        if f"bootstrap_{name}" in form
     }
     if bootstrap:
         body["bootstrap"] = bootstrap
@@ -185,7 +199,8 @@ def _fit_body() -> dict:
 
 
 def _csv_runs(stream) -> list[dict]:
-    """CSV rows as runs (numbers stay strings: the schema validates them as it does JSON's)."""
+    """CSV rows as runs, their cells read as numbers where they are numerals (the schema then validates
+    them as it does JSON's)."""
     try:
         reader = csv.DictReader(io.TextIOWrapper(stream, encoding="utf-8-sig", newline=""))
         columns = [name.strip().lower() for name in reader.fieldnames or []]
@@ -201,7 +216,7 @@ def _csv_runs(stream) -> list[dict]:
                 raise ma.ValidationError(
                     {"runs": {len(runs): [f"Line {reader.line_num} has more cells than the header."]}}
                 )
-            runs.append({name: value for name, value in row.items() if value not in (None, "")})
+            runs.append({name: numeral(value) for name, value in row.items() if value not in (None, "")})
         return runs
     except (UnicodeDecodeError, csv.Error) as error:
         raise ma.ValidationError({"runs": [f"Not a UTF-8 CSV file: {error}."]}) from None
@@ -212,6 +227,7 @@ def _csv_runs(stream) -> list[dict]:
 @blp.response(200, ScalingLawSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
 @blp.alt_response(409, response="CONFLICT")
+@conditional_read(blp)
 def get_law(slug):
     """One scaling law: published, or fitted by your organisation (with an ETag).
 

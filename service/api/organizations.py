@@ -1,6 +1,14 @@
 from __future__ import annotations
 
-from service.api.base import ETAG_HEADER, LINK_HEADER, LOCATION_HEADER, Blueprint, etag_header, page_response
+from service.api.base import (
+    ETAG_HEADER,
+    LINK_HEADER,
+    LOCATION_HEADER,
+    Blueprint,
+    conditional_read,
+    etag_header,
+    page_response,
+)
 from service.auth import READERS, requires, scope
 from service.db import get_session
 from service.schemas import ListQuerySchema, OrganizationPageSchema, OrganizationSchema
@@ -34,6 +42,7 @@ def create_organization(body):
 @requires(*READERS)
 @blp.response(200, OrganizationSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
+@conditional_read(blp)
 def get_organization(slug):
     """One organisation by slug."""
     organization = organizations.get_organization(get_session(), slug, scope=scope())

@@ -22,6 +22,11 @@ def create_allocation(request):
     `days` on a `hardware` cluster (the tightest limit binds; `flops`/`pf_days` may join them). The rule is
     `tokens_per_param` (default 20) or a `law`; `unique_tokens` makes it data-constrained and
     `inference_tokens` (with `target_loss`) inference-aware.
+
+    Which fields go together is in the request's schema. What no schema can say is a 422 naming the field
+    too: a `hardware` or `law` slug that names none, a precision the hardware has no peak at, a `currency`
+    other than the hardware's price's without a `price_per_hour`, a `target_loss` the law cannot reach, and
+    figures beyond what the engine answers for (1e35 FLOPs, 1e16 parameters, 1e18 tokens, a cost of 1e12).
     """
     return planning.make_allocation(get_session(read_only=True), request, scope=scope())
 
@@ -31,5 +36,11 @@ def create_allocation(request):
 @blp.arguments(EstimateRequestSchema)
 @blp.response(200, EstimateSchema)
 def create_estimate(request):
-    """Time, accelerator-hours, cost and memory of training `params` on `tokens` on a cluster."""
+    """Time, accelerator-hours, cost and memory of training `params` on `tokens` on a cluster.
+
+    As for allocations, what no schema can say is a 422 naming the field: a slug that names nothing, a
+    precision the hardware has no peak at, a `tensor_parallel` that does not divide the accelerators (and the
+    shape's heads), figures beyond what the engine answers for (1e35 FLOPs with the attention term, a cost
+    of 1e12).
+    """
     return planning.make_estimate(get_session(read_only=True), request, scope=scope())

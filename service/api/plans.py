@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import flask
 
-from service.api.base import ETAG_HEADER, LINK_HEADER, LOCATION_HEADER, Blueprint, etag_header, page_response
+from service.api.base import (
+    ETAG_HEADER,
+    LINK_HEADER,
+    LOCATION_HEADER,
+    Blueprint,
+    conditional_read,
+    etag_header,
+    page_response,
+)
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
 from service.db import get_session
@@ -53,6 +61,10 @@ def create_plan(request):
     The plan keeps its inputs, a snapshot of what it used (hardware figures and the price in force, the law,
     the engine version) and every output. With `budget_id` it is charged to that budget when committed;
     `"budget": "remaining"` makes the budget's remaining amount its money budget.
+
+    Besides what an allocation refuses (see POST /v1/allocations), a 422 names the field for an organisation
+    or budget that does not exist, a plan charged to a budget without a cost in the budget's currency, and a
+    run that would end after the year 9998.
     """
     return _created(plans.create_plan(get_session(), request, scope=scope()))
 
@@ -71,6 +83,7 @@ def compare_plans(ids):
 @requires(*READERS)
 @blp.response(200, PlanSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
+@conditional_read(blp)
 def get_plan(plan_id):
     """One plan: inputs, snapshot, result, status."""
     plan = plans.get_plan(get_session(), plan_id, scope=scope())

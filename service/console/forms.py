@@ -9,7 +9,7 @@ from typing import Any
 
 import marshmallow as ma
 
-from service.schemas import REPORT_GROUPS
+from service.schemas import REPORT_GROUPS, numeral
 from service.services.errors import InvalidFieldError
 
 # The budget a person plans with: one amount in one of these units.
@@ -20,8 +20,8 @@ BUDGET_KINDS = {
     "days": "Deadline (days)",
     "target_loss": "Target loss",
 }
-# Planner fields passed through as typed (after the budget), and those that must be whole numbers (the
-# schemas take integers strictly: "8" is refused where 8 is wanted).
+# Planner fields passed through as typed (after the budget), and those that are numbers: the schemas take
+# JSON numbers only ("8" is refused where 8 is wanted), so a form's numerals are read as numbers first.
 PLANNER_FIELDS = (
     "hardware",
     "accelerators",
@@ -31,7 +31,6 @@ PLANNER_FIELDS = (
     "unique_tokens",
     "inference_tokens",
 )
-INTEGER_FIELDS = frozenset({"accelerators"})
 NUMBER_FIELDS = frozenset(
     {"budget", "accelerators", "mfu", "tokens_per_param", "unique_tokens", "inference_tokens"}
 )
@@ -53,15 +52,14 @@ def allocation_request(form: Mapping[str, str]) -> tuple[dict[str, Any], dict[st
     elif not budget:
         errors["budget"] = ["Enter a budget."]
     else:
-        request[kind] = budget
+        request[kind] = budget if kind == "cost" else numeral(budget)  # money stays a decimal string
     if kind == "cost":
         request["currency"] = form.get("currency", "").strip().upper()
     for name in PLANNER_FIELDS:
         text = form.get(name, "").strip()
         if not text:
             continue
-        text = _number_text(text) if name in NUMBER_FIELDS else text
-        request[name] = int(text) if name in INTEGER_FIELDS and text.isdigit() else text
+        request[name] = numeral(_number_text(text)) if name in NUMBER_FIELDS else text
     return request, errors
 
 

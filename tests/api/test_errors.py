@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from service.services.catalog import load_builtin_hardware
+from tests.builders import gpu_body, year_budget_body
 from tests.problems import assert_problem
 
 WELL_FORMED_KEY = "cpk_abcd1234_" + "s" * 43
@@ -77,6 +79,96 @@ def test_a_value_of_the_wrong_type_is_a_422_problem(client):
     response = client.post("/v1/organizations", json={**VALID_ORGANIZATION, "name": 12})
     body = assert_problem(response, 422)
     assert body["errors"] == [{"pointer": "#/name", "detail": "Not a valid string."}]
+
+
+INLINE_GPU = {"peak_flops": {"bf16": 1e15}, "memory_bytes": 8e10}
+INLINE_LAW = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+ESTIMATE = {"params": 7e9, "tokens": 1.4e11, "hardware": INLINE_GPU, "accelerators": 8}
+SHAPE = {"layers": 32, "d_model": 4096, "heads": 32, "sequence_length": 4096}
+FIT = {
+    "organization": "acme",
+    "name": "Sweep",
+    "runs": [{"params": 5e7 * size, "tokens": 1e9, "loss": 4 - size / 10} for size in range(1, 6)],
+}
+
+# A body valid as far as its schema goes, and the path to one of its numbers.
+NUMBER_MEMBERS = {
+    "pf_days": ("/v1/allocations", {"pf_days": 6000}, ("pf_days",)),
+    "mfu": (
+        "/v1/allocations",
+        {"pf_days": 6000, "hardware": INLINE_GPU, "accelerators": 8, "mfu": 0.5},
+        ("mfu",),
+    ),
+    "accelerators": (
+        "/v1/allocations",
+        {"pf_days": 6000, "hardware": "h100-sxm", "accelerators": 8},
+        ("accelerators",),
+    ),
+    "inline law": ("/v1/allocations", {"pf_days": 6000, "law": INLINE_LAW}, ("law", "alpha")),
+    "params": ("/v1/estimates", ESTIMATE, ("params",)),
+    "inline hardware": ("/v1/estimates", ESTIMATE, ("hardware", "memory_bytes")),
+    "shape": ("/v1/estimates", {**ESTIMATE, "shape": SHAPE}, ("shape", "layers")),
+    "hardware memory": ("/v1/hardware", gpu_body(), ("memory_bytes",)),
+    "hardware peak": ("/v1/hardware", gpu_body(), ("peak_flops", "bf16")),
+    "budget cap": ("/v1/budgets", {**year_budget_body(), "max_flops": 1e24}, ("max_flops",)),
+    "plan accelerators": (
+        "/v1/plans",
+        {"organization": "acme", "pf_days": 6000, "hardware": "h100-sxm", "accelerators": 8},
+        ("accelerators",),
+    ),
+    "fit run": ("/v1/scaling-laws", FIT, ("runs", 0, "params")),
+    "bootstrap samples": (
+        "/v1/scaling-laws",
+        {**FIT, "bootstrap": {"samples": 20}},
+        ("bootstrap", "samples"),
+    ),
+}
+
+
+def _replaced(document, path: tuple, value):
+    """`document` (JSON) with the member at `path` replaced by `value`."""
+    if not path:
+        return value
+    head, *rest = path
+    copy = list(document) if isinstance(document, list) else dict(document)
+    copy[head] = _replaced(document[head], tuple(rest), value)
+    return copy
+
+
+def _member(document, path: tuple):
+    for step in path:
+        document = document[step]
+    return document
+
+
+@pytest.mark.parametrize("target", list(NUMBER_MEMBERS.values()), ids=list(NUMBER_MEMBERS))
+def test_a_number_sent_as_a_string_is_a_422_naming_the_field(client, session, target):
+    load_builtin_hardware(session)
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    path, body, member = target
+    numeral = str(_member(body, member))  # "6000", "0.5", "1e+24": what a careless client quotes
+    response = client.post(path, json=_replaced(body, member, numeral))
+    errors = assert_problem(response, 422)["errors"]
+    assert [error["pointer"] for error in errors] == ["#/" + "/".join(map(str, member))]
+    assert "not a string" in errors[0]["detail"]
+
+
+def test_an_integer_written_with_a_fraction_of_zero_is_that_integer(client):
+    # JSON Schema: an integer is any number with a zero fractional part, 80000000000.0 and 8e10 alike.
+    body = {**gpu_body(), "memory_bytes": 80000000000.0, "memory_bandwidth_bytes_per_second": 2e12}
+    response = client.post("/v1/hardware", json=body)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    created = response.get_json()
+    stored = (created["memory_bytes"], created["memory_bandwidth_bytes_per_second"])
+    assert stored == (8 * 10**10, 2 * 10**12)
+    assert all(isinstance(number, int) for number in stored)  # written back as integers, not 8e10
+
+
+@pytest.mark.parametrize("value", [8.5, True, 1e400])
+def test_an_integer_field_refuses_fractions_booleans_and_infinity(client, value):
+    body = {"pf_days": 6000, "hardware": INLINE_GPU, "accelerators": value}
+    errors = assert_problem(client.post("/v1/allocations", json=body), 422)["errors"]
+    assert [error["pointer"] for error in errors] == ["#/accelerators"]
 
 
 @pytest.mark.parametrize("name", ["nul\u0000byte", "bell\u0007", "new\nline", "lone\ud800surrogate"])

@@ -350,7 +350,7 @@ def test_a_request_without_the_required_fields_is_a_422_problem_naming_each(clie
         ({"peak_flops": {"bf16": "lots"}}, "#/peak_flops/bf16"),
         ({"peak_flops": 1e15}, "#/peak_flops"),
         ({"memory_bytes": 0}, "#/memory_bytes"),
-        ({"memory_bytes": 80e9}, "#/memory_bytes"),
+        ({"memory_bytes": 80e9 + 0.5}, "#/memory_bytes"),  # an integer-valued 80e9 is an integer
         ({"memory_bytes": "80GB"}, "#/memory_bytes"),
         ({"memory_bandwidth_bytes_per_second": -1}, "#/memory_bandwidth_bytes_per_second"),
         ({"tdp_watts": 0}, "#/tdp_watts"),

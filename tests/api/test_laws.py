@@ -276,7 +276,7 @@ BROKEN_CSVS = {
     "an unknown column": (b"size,tokens,loss\n1e8,1e9,3.0\n", "#/runs", "must name params, loss"),
     "no header": (b"1e8,1e9,3.0\n2e8,1e9,2.9\n", "#/runs", "must name params, loss"),
     "an empty file": (b"", "#/runs", "must name params, loss"),
-    "a header only": (b"params,tokens,loss\n", "#/runs", "Length must be between 1"),
+    "a header only": (b"params,tokens,loss\n", "#/runs", "Give at least 5 runs"),
     "bytes that are not UTF-8": (b"params,tokens,loss\n1e8,1e9,2.9\xe9\n", "#/runs", "Not a UTF-8 CSV file"),
     "a UTF-16 file": ("params,tokens,loss\n1e8,1e9,3\n".encode("utf-16"), "#/runs", "Not a UTF-8 CSV"),
     "a word for a number": (b"params,tokens,loss\n1e8,1e9,3.0\n2e8,1e9,low\n", "#/runs/1/loss", "number"),

@@ -182,6 +182,22 @@ def test_planner_creates_commits_lists_plans_and_downloads_the_csv(server, plann
     assert report.stdout.splitlines()[0].startswith("budget,currency,plans")
 
 
+def test_planner_fits_a_law_to_runs_from_a_csv_file(server, planner, tmp_path):
+    runs = tmp_path / "runs.csv"
+    lines = ["params,tokens,loss"] + [
+        f"{n:g},{d:g},{1.69 + 406.4 / n**0.34 + 410.7 / d**0.28:.4f}"
+        for n in (5e7, 1e8, 2e8, 5e8, 1e9, 2e9)
+        for d in (1e9, 1e10, 1e11)
+    ]
+    runs.write_text("\n".join(lines) + "\n")
+    fitted = planner_cli(
+        server, "--json", "law", "fit", "--organization", "acme", "--name", "CSV sweep", "--runs", str(runs)
+    )
+    assert fitted.returncode == 0, fitted.stderr
+    law = json.loads(fitted.stdout)
+    assert (law["slug"], law["fit"]["runs"]) == ("csv-sweep", 18)
+
+
 def test_planner_reports_an_error_with_its_fields_and_exits_1(server, planner):
     refused = planner_cli(server, "plan", "create", "--organization", "acme", "--pf-days", "-5")
     assert refused.returncode == 1

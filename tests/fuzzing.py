@@ -1,0 +1,334 @@
+"""What the fuzz tests share: the OpenAPI description as schemathesis loads it, with the hooks that keep the
+requests it draws to the rules the description states but JSON Schema cannot, so that every check runs on
+every operation, positive_data_acceptance included (valid requests must be accepted).
+
+JSON Schema states which fields go together (each component's allOf); the description says the rest in words
+and, where it can, in an extension (`x-greater-than`, `x-propertyNames`). The hooks follow schemathesis' guide
+to extending it: requests draw real values for what must exist (an organisation, a budget, a catalog profile,
+a published law) and only combinations the stated rules admit. A hook never drops a check; it shapes what is
+drawn, and each says the rule it keeps to.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import uuid
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import schemathesis
+
+from service.services.pagination import Cursor
+
+# The profile requests name: priced (in USD) and with a peak at every precision but int8.
+PROFILE = "h100-sxm"
+PROFILE_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+LAWS = ("chinchilla-2022", "epoch-2024")
+
+
+# The planning engine refuses (422, naming the field) runs whose figures leave what it answers for: over
+# 1e35 FLOPs, 1e16 parameters or 1e18 tokens, a cost over 1e12, a run ending after the year 9998, a target
+# loss it cannot reach. No schema can say which combinations of in-range numbers do (the operations'
+# descriptions say it in words). Drawn planning figures are taken to magnitudes real plans have, where none
+# does: a value in (low, high), log-uniform, chosen by the drawn value.
+MAGNITUDES = {
+    "flops": (1e18, 1e24),
+    "pf_days": (0.1, 1e4),
+    "accelerator_hours": (10, 1e7),
+    "days": (1, 100),
+    "tokens_per_param": (1, 1000),
+    "unique_tokens": (1e9, 1e13),
+    "inference_tokens": (1e9, 1e14),
+    "accelerators": (8, 4096),
+    "mfu": (0.2, 1),
+    "params": (1e6, 1e11),
+    "tokens": (1e8, 1e13),
+    "span": (1.5, 100),
+}
+HARDWARE_MAGNITUDES = {"memory_bytes": (1e9, 1e12), "memory_bandwidth_bytes_per_second": (1e11, 1e13)}
+PEAK_MAGNITUDE = (1e14, 1e16)
+LAW_MAGNITUDES = {"E": (1, 3), "A": (100, 500), "B": (100, 500), "alpha": (0.33, 0.5), "beta": (0.33, 0.5)}
+SHAPE_MAGNITUDES = {
+    "layers": (1, 128),
+    "heads": (1, 64),
+    "sequence_length": (128, 8192),
+    "micro_batch": (1, 16),
+}
+LARGEST_WIDTH = 16384
+MONEY_MAGNITUDES = {"cost": (1e3, 1e9), "price_per_hour": (0.01, 10)}
+TARGET_MARGIN = (0.3, 1.5)  # above the law's irreducible loss
+WHOLE_NUMBERS = {"accelerators", "layers", "heads", "sequence_length", "micro_batch"}
+PUBLISHED_E = {"chinchilla-2022": 1.69, "epoch-2024": 1.82}
+LATEST_START = 8000  # a run of these magnitudes ends centuries before 9998
+
+
+@dataclass(frozen=True)
+class World:
+    """What exists for requests to name: an organisation with a USD budget."""
+
+    organization: str
+    budget_id: str
+
+
+def loaded(document: dict, world: World) -> schemathesis.BaseSchema:
+    """The description for schemathesis, with the hooks below (set `schema.app`, or call with a base URL)."""
+    schema = schemathesis.openapi.from_dict(copy.deepcopy(document))
+    extensions = dict(_extensions(document))
+    schema.hook("map_case")(lambda context, case: _keep_to_rules(case, world, *extensions[_label(case)]))
+    return schema
+
+
+def _label(case) -> str:
+    return f"{case.method.upper()} {case.path}"
+
+
+def _extensions(document: dict) -> Iterator[tuple[str, tuple[tuple, tuple]]]:
+    """Per operation, the `x-greater-than` pairs (query or body, later, earlier), and the body members with
+    `x-propertyNames` (name, pattern of their keys)."""
+    schemas = document["components"]["schemas"]
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            pairs = [
+                ("query", parameter["name"], parameter["schema"]["x-greater-than"])
+                for parameter in operation.get("parameters", [])
+                if "x-greater-than" in parameter.get("schema", {})
+            ]
+            keys = []
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                reference = content.get("schema", {}).get("$ref", "")
+                properties = schemas.get(reference.rsplit("/", 1)[-1], {}).get("properties", {})
+                for name, value in properties.items():
+                    if "x-greater-than" in value:
+                        pairs.append(("body", name, value["x-greater-than"]))
+                    if "x-propertyNames" in value:
+                        keys.append((name, value["x-propertyNames"]["pattern"]))
+            yield f"{method.upper()} {path}", (tuple(pairs), tuple(keys))
+
+
+def _members(case, where: str) -> dict | None:
+    members = case.query if where == "query" else case.body
+    return members if isinstance(members, dict) else None
+
+
+def _keep_to_rules(case, world: World, pairs, keys):
+    if case.headers and "Idempotency-Key" in case.headers:
+        # A client sends a new key with each new request; a key sent again with another body is a 422.
+        case.headers["Idempotency-Key"] = f"{case.headers['Idempotency-Key'][:200]}-{uuid.uuid4().hex}"
+    if isinstance(case.query, dict) and isinstance(case.query.get("cursor"), str):
+        case.query["cursor"] = _issued_cursor(case.query["cursor"])
+    if _label(case) in PLANNING:
+        for where in (case.query, case.body):
+            if isinstance(where, dict):
+                _real_magnitudes(where)
+    for where, later, earlier in pairs:
+        members = _members(case, where)
+        if members and members.get(later) is not None and members.get(earlier) is not None:
+            _in_order(members, later, earlier)
+    if isinstance(case.body, dict):
+        _real_references(case.body, world)
+        _peak_at_the_precision(case.body)
+        _shape_that_divides(case.body)
+        _future_expiry(case.body)
+        _runs_that_make_a_law(case.body)
+        _keys_that_match(case.body, keys)
+    return case
+
+
+def _in_order(members: dict, later: str, earlier: str) -> None:
+    """`x-greater-than`: two values drawn the wrong way round are swapped; of a tie, the later is moved on
+    (a second for times, twice as large for numbers), or the earlier back where moving on would leave 9998."""
+    if isinstance(members[later], str):
+        high, low = datetime.fromisoformat(members[later]), datetime.fromisoformat(members[earlier])
+        if high < low:
+            members[later], members[earlier] = members[earlier], members[later]
+        elif high == low and high.year < 9998:
+            members[later] = (high + timedelta(seconds=1)).isoformat()
+        elif high == low:
+            members[earlier] = (low - timedelta(seconds=1)).isoformat()
+    elif members[later] < members[earlier]:
+        members[later], members[earlier] = members[earlier], members[later]
+    elif members[later] == members[earlier]:
+        members[later] = members[later] * 2
+
+
+PLANNING = {
+    "POST /v1/allocations",
+    "POST /v1/estimates",
+    "POST /v1/plans",
+    "POST /v1/plans/{plan_id}/revise",
+    "GET /v1/scaling-laws/{slug}/isoflop",
+    "GET /v1/scaling-laws/{slug}/frontier",
+}
+
+
+def _within(drawn, low: float, high: float) -> float:
+    share = zlib.crc32(repr(drawn).encode()) / 0xFFFFFFFF
+    return low * (high / low) ** share
+
+
+def _scaled(members: dict, magnitudes: dict) -> None:
+    for name, (low, high) in magnitudes.items():
+        value = members.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            scaled = _within(value, low, high)
+            members[name] = round(scaled) if name in WHOLE_NUMBERS else scaled
+        elif isinstance(value, str) and name in MONEY_MAGNITUDES:
+            members[name] = f"{_within(value, low, high):.2f}"
+
+
+def _real_magnitudes(members: dict) -> None:
+    """Planning figures of the magnitudes real plans have (see MAGNITUDES)."""
+    curve = dict.fromkeys(("min_flops", "max_flops"), MAGNITUDES["flops"])
+    _scaled(members, MAGNITUDES | MONEY_MAGNITUDES | curve)
+    hardware = members.get("hardware")
+    if isinstance(hardware, dict):
+        _scaled(hardware, HARDWARE_MAGNITUDES | MONEY_MAGNITUDES)
+        if isinstance(hardware.get("peak_flops"), dict):
+            _scaled(hardware["peak_flops"], dict.fromkeys(hardware["peak_flops"], PEAK_MAGNITUDE))
+    law = members.get("law")
+    if isinstance(law, dict):
+        _scaled(law, LAW_MAGNITUDES)
+    if isinstance(members.get("shape"), dict):
+        _scaled(members["shape"], SHAPE_MAGNITUDES)
+        shape = members["shape"]
+        if isinstance(shape.get("d_model"), int):
+            shape["d_model"] = max(1, min(shape["d_model"], LARGEST_WIDTH))
+    if isinstance(members.get("target_loss"), int | float):
+        named = law if isinstance(law, str) else "epoch-2024"  # the larger E, whichever law the engine takes
+        floor = law.get("E") if isinstance(law, dict) else PUBLISHED_E.get(named, PUBLISHED_E["epoch-2024"])
+        if isinstance(floor, int | float):
+            members["target_loss"] = floor + _within(members["target_loss"], *TARGET_MARGIN)
+    start = members.get("start_at")
+    if isinstance(start, str) and datetime.fromisoformat(start).year > LATEST_START:
+        members["start_at"] = f"{LATEST_START}{start[4:]}"
+    needs_price = members.get("cost") is not None and members.get("price_per_hour") is None
+    if needs_price and isinstance(hardware, dict) and hardware.get("price_per_hour") is None:
+        # A money budget needs a price: the hardware's, or the request's own.
+        members["price_per_hour"], members["currency"] = "2.00", members.get("currency") or "USD"
+
+
+def _issued_cursor(drawn: str) -> str:
+    """A cursor is one the service issued (`next_cursor`): the drawn text picks a position it could issue."""
+    seed = zlib.crc32(drawn.encode())
+    moment = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=seed)
+    return Cursor(moment, uuid.UUID(int=seed)).encode()
+
+
+def _pick(options: tuple[str, ...], drawn: str) -> str:
+    return options[zlib.crc32(drawn.encode()) % len(options)]
+
+
+def _real_references(body: dict, world: World) -> None:
+    """Names must name what exists ("No organization 'x'" otherwise): the world's, a catalog profile,
+    a published law. A request on the catalog profile keeps to what it has: its currency (USD) unless it
+    gives its own price, and a precision it has a peak at."""
+    if isinstance(body.get("organization"), str):
+        body["organization"] = world.organization
+    if isinstance(body.get("budget_id"), str):
+        body["budget_id"] = world.budget_id
+    if isinstance(body.get("law"), str):
+        body["law"] = _pick(LAWS, body["law"])
+    if isinstance(body.get("allowed_hardware"), list):
+        body["allowed_hardware"] = [PROFILE] * min(len(body["allowed_hardware"]), 1)
+    if isinstance(body.get("hardware"), str):
+        body["hardware"] = PROFILE
+        if body.get("precision") not in (None, *PROFILE_PRECISIONS):
+            body["precision"] = "bf16"
+    if body.get("currency") is not None and body.get("price_per_hour") is None:
+        # Without a price of its own, a request's currency is its hardware's: amounts are never mixed.
+        hardware = body.get("hardware")
+        priced = isinstance(hardware, dict) and hardware.get("price_per_hour") is not None
+        body["currency"] = hardware.get("currency") if priced else "USD"
+    if "budget_id" in body:  # a plan charged to the budget costs in its currency (USD), so it needs a price
+        if body.get("currency") is not None:
+            body["currency"] = "USD"
+        hardware = body.get("hardware")
+        if isinstance(hardware, dict):
+            hardware.update(currency="USD", price_per_hour=hardware.get("price_per_hour") or "2.00")
+
+
+def _peak_at_the_precision(body: dict) -> None:
+    """Inline hardware has a peak at the run's precision (bf16 unless `precision` says otherwise), one the
+    engine trains at (int8 is not)."""
+    hardware = body.get("hardware")
+    peaks = hardware.get("peak_flops") if isinstance(hardware, dict) else None
+    if isinstance(peaks, dict) and body.get("precision", "bf16") not in peaks:
+        trainable = [precision for precision in peaks if precision in PROFILE_PRECISIONS]
+        if not trainable:
+            peaks["bf16"], trainable = 1e15, ["bf16"]
+        body["precision"] = trainable[0]
+
+
+def _shape_that_divides(body: dict) -> None:
+    """`heads` divides `d_model`; `tensor_parallel` divides the accelerators and the heads (Megatron splits
+    heads across tensor-parallel ranks)."""
+    shape = body.get("shape") if isinstance(body.get("shape"), dict) else {}
+    if isinstance(shape.get("heads"), int) and isinstance(shape.get("d_model"), int):
+        shape["d_model"] = shape["heads"] * max(1, shape["d_model"] // shape["heads"])
+    tensor_parallel = body.get("tensor_parallel")
+    if isinstance(tensor_parallel, int) and isinstance(body.get("accelerators"), int):
+        tensor_parallel = math.gcd(tensor_parallel, body["accelerators"])
+        if isinstance(shape.get("heads"), int):
+            tensor_parallel = math.gcd(tensor_parallel, shape["heads"])
+        body["tensor_parallel"] = tensor_parallel
+
+
+def _runs_that_make_a_law(body: dict) -> None:
+    """Training runs that can be fitted, and resampled for a bootstrap: a sweep of 6 sizes by 6 token counts
+    on Chinchilla's law, giving tokens or flops as the first drawn run does. A name that makes no slug comes
+    with a slug. The fuzzer checks the contract, not the fit: a bootstrap answered at once has 10 samples."""
+    runs = body.get("runs")
+    sweep = [(n, d, _chinchilla(n, d)) for n in SWEEP_PARAMS for d in SWEEP_TOKENS]
+    if isinstance(runs, bytes | str):  # a multipart upload: a CSV file
+        lines = ["params,tokens,loss", *(f"{n!r},{d!r},{loss!r}" for n, d, loss in sweep)]
+        body["runs"] = "\n".join(lines).encode()
+    elif isinstance(runs, list) and runs and isinstance(runs[0], dict):
+        given = "flops" if "flops" in runs[0] else "tokens"
+        body["runs"] = [
+            {"params": n, given: 6 * n * d if given == "flops" else d, "loss": loss} for n, d, loss in sweep
+        ]
+    else:
+        return
+    if "slug" not in body and len(re.sub(r"[^a-z0-9]", "", str(body.get("name", "")).lower())) < 2:
+        body["slug"] = f"fit-{zlib.crc32(str(body.get('name')).encode()):x}"
+    samples = body.get("bootstrap", {}).get("samples") if isinstance(body.get("bootstrap"), dict) else None
+    if isinstance(samples, int) and samples <= SYNC_BOOTSTRAP_SAMPLES:
+        body["bootstrap"]["samples"] = 10
+
+
+SWEEP_PARAMS = (5e7, 1e8, 2e8, 5e8, 1e9, 2e9)
+SWEEP_TOKENS = (1e9, 3e9, 1e10, 3e10, 1e11, 2e11)
+SYNC_BOOTSTRAP_SAMPLES = 200  # more are fitted by a job (202), which the in-process fuzzer does not run
+
+
+def _chinchilla(params: float, tokens: float) -> float:
+    return 1.69 + 406.4 / params**0.34 + 410.7 / tokens**0.28
+
+
+def _keys_that_match(body: dict, properties: tuple[tuple[str, str], ...]) -> None:
+    """`x-propertyNames`: a member's keys match its pattern (a drawn key that does not is replaced)."""
+    for name, pattern in properties:
+        if isinstance(body.get(name), dict):
+            body[name] = {_matching(key, pattern): value for key, value in body[name].items()}
+
+
+def _matching(key: str, pattern: str) -> str:
+    if re.fullmatch(pattern, key):
+        return key
+    replaced = f"k{zlib.crc32(key.encode('utf-8', 'surrogatepass')):x}"
+    assert re.fullmatch(pattern, replaced), f"{replaced} does not match {pattern}"
+    return replaced
+
+
+def _future_expiry(body: dict) -> None:
+    """A key's `expires_at` is in the future (or it would never work)."""
+    expires_at = body.get("expires_at") if "role" in body else None
+    soon = datetime.now(UTC) + timedelta(hours=1)
+    if isinstance(expires_at, str) and datetime.fromisoformat(expires_at) <= soon:
+        body["expires_at"] = "9998-01-01T00:00:00Z"
