@@ -81,8 +81,9 @@ def test_a_queued_fit_is_run_by_the_server_and_its_law_plans(base):
 
 def test_a_fit_whose_worker_is_killed_is_resumed_and_stored_once(base, server):
     _, master, _ = server
-    # Large enough to be running for several seconds (about 2 s per 1 000 resamples of 30 runs).
-    location = submit(base, "resumed", bootstrap={"samples": 5000, "seed": 2})
+    # Large enough to be running for a few seconds when the worker is killed, a fraction of a second after it
+    # started (about 2 s per 1 000 resamples of 30 runs on an idle machine).
+    location = submit(base, "resumed", bootstrap={"samples": 1500, "seed": 2})
     running = poll(base, location, {"running", "succeeded", "failed"})
     assert running["status"] == "running", running
     workers = subprocess.run(["pgrep", "-P", str(master.pid)], capture_output=True, text=True, check=True)
