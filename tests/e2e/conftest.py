@@ -4,8 +4,9 @@
 `server` yields (base URL, gunicorn process, server log path). Its size comes from the fixtures
 `server_workers` (gunicorn processes, WEB_CONCURRENCY) and `server_threads` (threads per process, THREADS;
 None: the service's default), and `server_env` adds settings; a test module overrides them by defining
-fixtures of the same name. Its database (`server_database_url`) is a copy of one that the real `flask setup`
-made once per run and database, so that each server does not pay for the migrations and the catalog again.
+fixtures of the same name. `module_server` is one server, with the defaults, for a whole module's tests.
+A server's database is a copy of one that the real `flask setup` made once per run and database, so that
+each server does not pay for the migrations and the catalog again.
 """
 
 from __future__ import annotations
@@ -75,36 +76,38 @@ def set_up_templates(tmp_path_factory) -> Iterator[Callable[[str], str]]:
         yield template
 
 
-@pytest.fixture(params=BACKENDS)
-def server_database_url(request, tmp_path, set_up_templates) -> Iterator[str]:
-    """A database of the server's own, as `flask setup` leaves it: a copy of the run's template."""
-    template = set_up_templates(request.param)
-    if request.param == "sqlite":
-        shutil.copyfile(template, tmp_path / "planner.db")
-        yield f"sqlite:///{tmp_path / 'planner.db'}"
+@contextlib.contextmanager
+def copy_of_template(backend: str, template: str, directory: Path) -> Iterator[str]:
+    """A database of a server's own, as `flask setup` leaves it: a copy of the run's template."""
+    if backend == "sqlite":
+        shutil.copyfile(template, directory / "planner.db")
+        yield f"sqlite:///{directory / 'planner.db'}"
         return
     with scratch_postgres_database(POSTGRES_URL, "planner_e2e", template=template) as url:
         yield url
 
 
-@pytest.fixture
-def server(server_database_url, tmp_path, server_workers, server_threads, server_env):
+@contextlib.contextmanager
+def serving(
+    database_url: str, directory: Path, workers: int = 2, threads: int | None = None, settings=None
+) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """gunicorn with the repository's config on `database_url`: (base URL, process, log path)."""
     port = free_port()
     env = {
         name: value
         for name, value in {
             **os.environ,
-            "DATABASE_URL": server_database_url,
+            "DATABASE_URL": database_url,
             "PORT": str(port),
-            "WEB_CONCURRENCY": str(server_workers),
+            "WEB_CONCURRENCY": str(workers),
             "PLANNER_ADMIN_KEY": ADMIN_KEY,
-            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),  # gone with the test, however it ends
-            **({"THREADS": str(server_threads)} if server_threads is not None else {}),
-            **server_env,
+            "PROMETHEUS_MULTIPROC_DIR": str(directory / "metrics"),  # gone with the directory
+            **({"THREADS": str(threads)} if threads is not None else {}),
+            **(settings or {}),
         }.items()
-        if value is not None  # server_env unsets a variable with None
+        if value is not None  # settings unset a variable with None
     }
-    log_path = tmp_path / "server.log"
+    log_path = directory / "server.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
             [BIN / SERVE_COMMAND[0], *SERVE_COMMAND[1:]], cwd=ROOT, env=env, stderr=log
@@ -117,6 +120,31 @@ def server(server_database_url, tmp_path, server_workers, server_threads, server
             if process.poll() is None:
                 process.kill()
             process.wait()
+
+
+@pytest.fixture(params=BACKENDS)
+def server_database_url(request, tmp_path, set_up_templates) -> Iterator[str]:
+    with copy_of_template(request.param, set_up_templates(request.param), tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def server(server_database_url, tmp_path, server_workers, server_threads, server_env):
+    """A server of the test's own, sized and set by the fixtures above."""
+    with serving(server_database_url, tmp_path, server_workers, server_threads, server_env) as running:
+        yield running
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_server(request, tmp_path_factory, set_up_templates):
+    """One server, with the default settings, for all of a module's tests: for tests that each make their
+    own organisation and look only at it, so that they may share a database."""
+    directory = tmp_path_factory.mktemp("module-server")
+    with (
+        copy_of_template(request.param, set_up_templates(request.param), directory) as url,
+        serving(url, directory) as running,
+    ):
+        yield running
 
 
 def wait_until_up(base: str, process: subprocess.Popen, log_path: Path) -> None:

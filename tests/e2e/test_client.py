@@ -1,4 +1,5 @@
-"""planner_client and the `planner` command line against a real server."""
+"""planner_client and the `planner` command line against a real server: one for the module, on which each
+test works in an organisation of its own."""
 
 from __future__ import annotations
 
@@ -19,27 +20,42 @@ from tests.e2e.conftest import ADMIN_KEY
 pytestmark = pytest.mark.e2e
 
 PLANNER = Path(sys.executable).parent / "planner"
-PLAN = {
-    "organization": "acme",
-    "pf_days": 100,
-    "hardware": "h100-sxm",
-    "accelerators": 64,
-    "start_at": "2027-02-01T00:00:00Z",
-}
 
 
 @pytest.fixture
-def planner(server) -> PlannerClient:
+def server(module_server):
+    return module_server
+
+
+@pytest.fixture
+def org() -> str:
+    """The test's own organisation on the shared server."""
+    return f"acme-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def plan(org) -> dict:
+    return {
+        "organization": org,
+        "pf_days": 100,
+        "hardware": "h100-sxm",
+        "accelerators": 64,
+        "start_at": "2027-02-01T00:00:00Z",
+    }
+
+
+@pytest.fixture
+def planner(server, org) -> PlannerClient:
     base, _, _ = server
     client = PlannerClient(base, ADMIN_KEY, backoff=0.05)
-    client.create_organization("acme", "Acme")
+    client.create_organization(org, "Acme")
     return client
 
 
 @pytest.fixture
-def budget(planner) -> dict:
+def budget(planner, org) -> dict:
     return planner.create_budget(
-        organization="acme",
+        organization=org,
         name="FY27",
         amount="5000000.00",
         currency="USD",
@@ -57,33 +73,36 @@ def test_the_client_allocates_and_estimates(planner):
     assert estimate["currency"] == "USD"
 
 
-def test_plans_are_created_once_per_idempotency_key_committed_and_listed(planner, budget):
+def test_plans_are_created_once_per_idempotency_key_committed_and_listed(planner, budget, org, plan):
     key = str(uuid.uuid4())
-    first = planner.create_plan(idempotency_key=key, budget_id=budget["id"], **PLAN)
-    again = planner.create_plan(idempotency_key=key, budget_id=budget["id"], **PLAN)
+    first = planner.create_plan(idempotency_key=key, budget_id=budget["id"], **plan)
+    again = planner.create_plan(idempotency_key=key, budget_id=budget["id"], **plan)
     assert again["id"] == first["id"]  # the retry got the first response back
-    other = planner.create_plan(**PLAN)  # a key of its own, made up by the client
+    other = planner.create_plan(**plan)  # a key of its own, made up by the client
     assert other["id"] != first["id"]
     assert planner.commit_plan(first["id"])["status"] == "committed"
-    assert [plan["id"] for plan in planner.plans(organization="acme")] == [other["id"], first["id"]]
-    assert [plan["id"] for plan in planner.plans(status="committed")] == [first["id"]]
+    assert [found["id"] for found in planner.plans(organization=org)] == [other["id"], first["id"]]
+    committed = planner.plans(organization=org, status="committed")
+    assert [found["id"] for found in committed] == [first["id"]]
     assert planner.budget_utilization(budget["id"])["committed"] == first["cost"]
 
 
-def test_lists_are_iterated_across_pages(planner):
+def test_lists_are_iterated_across_pages(planner, org):
     for n in range(5):
-        planner.create_organization(f"org-{n}", f"Org {n}")
+        planner.create_organization(f"{org}-{n}", f"Org {n}")
     slugs = [organization["slug"] for organization in planner.organizations(limit=2)]
-    assert slugs == ["org-4", "org-3", "org-2", "org-1", "org-0", "acme"]
+    # Newest first, two a page: this test's six, then those the module's other tests made before.
+    assert slugs[:6] == [f"{org}-4", f"{org}-3", f"{org}-2", f"{org}-1", f"{org}-0", org]
+    assert len(slugs) == len(set(slugs))
 
 
-def test_errors_are_raised_with_their_problem_details(planner):
+def test_errors_are_raised_with_their_problem_details(planner, plan):
     with pytest.raises(ProblemError) as missing:
         planner.get_plan(str(uuid.uuid4()))
     assert missing.value.status == 404
     assert missing.value.request_id
     with pytest.raises(ProblemError) as invalid:
-        planner.create_plan(**{**PLAN, "accelerators": 0})
+        planner.create_plan(**{**plan, "accelerators": 0})
     assert invalid.value.status == 422
     assert [entry["pointer"] for entry in invalid.value.errors] == ["#/accelerators"]
 
@@ -96,26 +115,27 @@ def test_updates_use_the_current_etag_and_a_stale_one_is_refused(planner, budget
     assert stale.value.status == 412
 
 
-def test_a_large_fit_runs_in_the_background_and_the_client_waits_for_its_law(planner):
+def test_a_large_fit_runs_in_the_background_and_the_client_waits_for_its_law(planner, org):
     runs = [
         {"params": n, "tokens": d, "loss": 1.8 + 480 / n**0.35 + 2100 / d**0.37}
         for n in (5e7, 1e8, 3e8, 1e9, 3e9)
         for d in (1e9, 5e9, 2e10, 1e11)
     ]
     law = planner.fit_scaling_law(
-        organization="acme", name="Sweep", runs=runs, bootstrap={"samples": 300, "seed": 1}
+        organization=org, name="Sweep", runs=runs, bootstrap={"samples": 300, "seed": 1}
     )
     assert law["slug"] == "sweep"
     assert law["alpha"] == pytest.approx(0.35, abs=0.01)
 
 
-def test_the_cost_report_comes_as_json_or_csv(planner, budget):
-    plan = planner.create_plan(budget_id=budget["id"], **PLAN)
+def test_the_cost_report_comes_as_json_or_csv(planner, budget, org, plan):
+    plan = planner.create_plan(budget_id=budget["id"], **plan)
     planner.commit_plan(plan["id"])
     window = ("2027-01-01T00:00:00Z", "2028-01-01T00:00:00Z")
-    report = planner.cost_report(*window, granularity="month", group_by=["budget"])
+    report = planner.cost_report(*window, organization=org, granularity="month", group_by=["budget"])
     assert [row["cost"] for row in report["rows"]] == [plan["cost"]]
-    rows = list(csv.DictReader(io.StringIO(planner.cost_report_csv(*window, group_by="budget"))))
+    csv_text = planner.cost_report_csv(*window, organization=org, group_by="budget")
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
     assert [(row["budget"], row["plans"]) for row in rows] == [(budget["id"], "1")]
 
 
@@ -138,14 +158,14 @@ def test_planner_allocate_prints_a_table_or_json(server, planner):
     assert json.loads(as_json.stdout)["params"] == pytest.approx(6.5726706900e10, rel=1e-6)
 
 
-def test_planner_creates_commits_lists_plans_and_downloads_the_csv(server, planner, budget):
+def test_planner_creates_commits_lists_plans_and_downloads_the_csv(server, planner, budget, org):
     created = planner_cli(
         server,
         "--json",
         "plan",
         "create",
         "--organization",
-        "acme",
+        org,
         "--budget-id",
         budget["id"],
         "--pf-days",
@@ -182,7 +202,7 @@ def test_planner_creates_commits_lists_plans_and_downloads_the_csv(server, plann
     assert report.stdout.splitlines()[0].startswith("budget,currency,plans")
 
 
-def test_planner_fits_a_law_to_runs_from_a_csv_file(server, planner, tmp_path):
+def test_planner_fits_a_law_to_runs_from_a_csv_file(server, planner, org, tmp_path):
     runs = tmp_path / "runs.csv"
     lines = ["params,tokens,loss"] + [
         f"{n:g},{d:g},{1.69 + 406.4 / n**0.34 + 410.7 / d**0.28:.4f}"
@@ -191,15 +211,15 @@ def test_planner_fits_a_law_to_runs_from_a_csv_file(server, planner, tmp_path):
     ]
     runs.write_text("\n".join(lines) + "\n")
     fitted = planner_cli(
-        server, "--json", "law", "fit", "--organization", "acme", "--name", "CSV sweep", "--runs", str(runs)
+        server, "--json", "law", "fit", "--organization", org, "--name", "CSV sweep", "--runs", str(runs)
     )
     assert fitted.returncode == 0, fitted.stderr
     law = json.loads(fitted.stdout)
     assert (law["slug"], law["fit"]["runs"]) == ("csv-sweep", 18)
 
 
-def test_planner_reports_an_error_with_its_fields_and_exits_1(server, planner):
-    refused = planner_cli(server, "plan", "create", "--organization", "acme", "--pf-days", "-5")
+def test_planner_reports_an_error_with_its_fields_and_exits_1(server, planner, org):
+    refused = planner_cli(server, "plan", "create", "--organization", org, "--pf-days", "-5")
     assert refused.returncode == 1
     assert "422" in refused.stderr
     assert "#/pf_days" in refused.stderr
