@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping
 
 from flask import Flask
+from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -14,6 +15,7 @@ from service.api import init_api
 from service.config import Config
 from service.db import Database, create_db_engine, create_readiness_engine, get_db
 from service.logs import configure_logging
+from service.models import ApiKey
 from service.services import audit, keys
 from service.services.health import expected_head
 
@@ -57,9 +59,14 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
 
 def _bootstrap_admin_key(app: Flask, key: str) -> None:
     """PLANNER_ADMIN_KEY names an admin key that must exist (hashed); `flask setup` makes sure of it too.
-    A database that is not migrated yet is left alone: /readyz reports it."""
+    A database that is not migrated yet is left alone, without a warning: that is how `make run` first
+    starts, just before `flask setup` migrates it (and /readyz reports it meanwhile)."""
+    database = get_db(app)
     try:
-        with get_db(app).sessionmaker() as session:
+        if not inspect(database.engine).has_table(ApiKey.__tablename__):
+            logging.getLogger(__name__).info("admin key bootstrapped once the database is migrated")
+            return
+        with database.sessionmaker() as session:
             keys.ensure_bootstrap_admin_key(audit.act_as(session, "bootstrap"), key)
     except SQLAlchemyError as error:
         logging.getLogger(__name__).warning(

@@ -236,3 +236,19 @@ def test_a_new_key_is_never_cached_and_cannot_be_born_expired(client):
         "/v1/keys", json={"name": "k", "role": "admin", "expires_at": "9999-12-31T23:00:00-05:00"}
     )
     assert assert_problem(overflowing, 422)["errors"][0]["pointer"] == "#/expires_at"
+
+
+def test_an_admin_key_on_a_database_not_yet_migrated_waits_for_setup_without_a_warning(
+    make_app, empty_database_url, service_log
+):
+    # `make run` builds the app before `flask setup` migrates: that first start is no trouble to warn of.
+    admin_key = "cpk_bootstrap3_" + "d" * 40
+    app = create_app(Config(database_url=empty_database_url, testing=True, admin_key=admin_key))
+    get_db(app).engine.dispose()
+    assert [entry for entry in service_log() if entry["level"] in ("WARNING", "ERROR")] == []
+    assert make_app(empty_database_url).test_cli_runner().invoke(args=["setup"]).exit_code == 0
+    migrated = create_app(Config(database_url=empty_database_url, testing=True, admin_key=admin_key))
+    try:
+        assert migrated.test_client().get("/v1/organizations", headers=bearer(admin_key)).status_code == 200
+    finally:
+        get_db(migrated).engine.dispose()
