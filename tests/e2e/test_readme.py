@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,31 @@ def test_every_shell_example_of_the_readme_runs_in_order_and_prints_what_the_rea
             )
     assert not problems, "\n".join(problems)
     assert len(ran) == len(commands), f"README line {commands[len(ran)].line} and after did not run"
+
+
+def test_the_readme_command_line_examples_find_planner_in_a_newcomers_terminal():
+    """After `make run`, in another terminal at the repository's root: its PATH has no .venv/bin."""
+    if Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
+        pytest.skip("the tests do not run in the repository's .venv, which the README's examples use")
+    cli = next(
+        block
+        for block in shell_blocks(README.read_text())
+        if any(line.startswith("planner ") for _, line in block.lines)
+    )
+    lines = [line for _, line in cli.lines]
+    first = next(k for k, line in enumerate(lines) if line.startswith("planner "))
+    venv_bin = {str(Path(sys.prefix) / "bin"), str(ROOT / ".venv" / "bin")}
+    path = [entry for entry in os.environ["PATH"].split(os.pathsep) if entry.rstrip("/") not in venv_bin]
+    terminal = {name: value for name, value in os.environ.items() if name != "VIRTUAL_ENV"}
+
+    done = subprocess.run(
+        ["bash", "-c", "\n".join([*lines[:first], "planner --help"])],
+        cwd=ROOT,
+        env=terminal | {"PATH": os.pathsep.join(path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
