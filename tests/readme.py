@@ -8,7 +8,8 @@ What the README shows, and what of it is checked (keep to it when writing an exa
   replaced by its address. A block is left out when the line before its fence is
   `<!-- not run by tests/e2e/test_readme.py: why -->`.
 * The comment lines after a command, and a comment at the end of its last line, show what it prints. Three
-  kinds are checked; any other comment is prose for the reader, and so is text in parentheses after one.
+  kinds are checked; any other comment is prose for the reader, and so is what follows a JSON excerpt on
+  its last line and a parenthesis after a status line.
   - JSON: a comment that starts with `{` or `[` (going on over the next comment lines until its brackets
     close), or one made only of `"name": value` members (an object's, its braces left out). What is shown
     must be in the answer: `...` stands for members or items left out, and at the end of a string for the
@@ -17,9 +18,11 @@ What the README shows, and what of it is checked (keep to it when writing an exa
     (within a relative 1e-9, for floating-point noise). Strings, booleans and null are exact.
   - A status line, for `curl -i`: `201 Created, Location: /v1/plans/<id>, ETag: "1"`: the status, its
     reason and every header shown (`<...>` for any text).
-  - `saves NAME:`, then the file's first lines, one a comment line, cell by cell, numbers as above.
+  - `saves NAME:`, then the file's first lines, one a comment line, compared cell by cell (numbers as
+    above).
 * A command must exit 0, and must not answer an HTTP error (a problem document, a status of 400 or more)
-  unless its comments show that status.
+  unless its comments show that status. A comment that starts like a check and does not parse fails the
+  test rather than pass for prose.
 """
 
 from __future__ import annotations
