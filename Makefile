@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
+	@echo "Installed in $(VENV): \`. $(BIN)/activate\` puts its planner and flask commands on your PATH"
 
 install: $(STAMP)
 
@@ -27,12 +28,18 @@ run: install migrate
 	@echo "Serving on http://$${HOST:-127.0.0.1}:$${PORT:-8000}; call it with:"
 	@if [ "$$PLANNER_ADMIN_KEY" = "$(DEVELOPMENT_ADMIN_KEY)" ]; then \
 		echo "  curl -H 'Authorization: Bearer $(DEVELOPMENT_ADMIN_KEY)' localhost:$${PORT:-8000}/v1/organizations"; \
-		echo "or open http://$${HOST:-127.0.0.1}:$${PORT:-8000}/ in a browser and sign in with that key."; \
+		echo "or open http://$${HOST:-127.0.0.1}:$${PORT:-8000}/ in a browser and sign in with that key,"; \
+		key='$(DEVELOPMENT_ADMIN_KEY)'; \
 	else \
 		echo '  curl -H "Authorization: Bearer $$PLANNER_ADMIN_KEY"' "localhost:$${PORT:-8000}/v1/organizations"; \
 		echo "with the admin key in your PLANNER_ADMIN_KEY (not printed here), or open"; \
-		echo "http://$${HOST:-127.0.0.1}:$${PORT:-8000}/ in a browser and sign in with it."; \
-	fi
+		echo "http://$${HOST:-127.0.0.1}:$${PORT:-8000}/ in a browser and sign in with it,"; \
+		key='"$$PLANNER_ADMIN_KEY"'; \
+	fi; \
+	echo "or use the command line, which make install put in $(BIN) (not on your PATH until activated):"; \
+	echo "  . $(BIN)/activate"; \
+	echo "  export PLANNER_URL=http://$${HOST:-127.0.0.1}:$${PORT:-8000} PLANNER_API_KEY=$$key"; \
+	echo "  planner --help"
 	$(BIN)/gunicorn -c gunicorn.conf.py
 
 ## Apply migrations and load built-in data; both are idempotent.

@@ -2,6 +2,7 @@
 the scratch databases and ports the e2e tests and benchmarks serve it on."""
 
 import contextlib
+import re
 import socket
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,12 @@ from service.db import normalise_url
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_COMMAND = ["flask", "--app", "service", "setup"]
 SERVE_COMMAND = ["gunicorn", "-c", "gunicorn.conf.py"]
+
+
+def development_admin_key() -> str:
+    """The admin key `make run` serves with unless given one, which the README's examples send."""
+    makefile = (ROOT / "Makefile").read_text()
+    return re.search(r"^DEVELOPMENT_ADMIN_KEY := (\S+)$", makefile, re.MULTILINE).group(1)
 
 
 @contextlib.contextmanager

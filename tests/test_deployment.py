@@ -74,6 +74,28 @@ def test_make_run_never_prints_a_real_admin_key(tmp_path, given):
     assert DEVELOPMENT_KEY not in printed
 
 
+@pytest.mark.parametrize("key", [DEVELOPMENT_KEY, REAL_KEY], ids=["development key", "own key"])
+def test_the_command_line_make_run_prints_runs_planner_against_that_server_with_that_key(tmp_path, key):
+    """What `make run` prints to call the command line, pasted into another terminal (whose PATH has no
+    .venv/bin, and which has the operator's own key, if any, in PLANNER_ADMIN_KEY)."""
+    (tmp_path / "activate").write_text(f'PATH="{tmp_path}:$PATH"\n')  # stand-ins for .venv/bin's
+    (tmp_path / "planner").write_text('#!/bin/sh\necho "planner $* on $PLANNER_URL as $PLANNER_API_KEY"\n')
+    (tmp_path / "planner").chmod(0o755)
+    own = {} if key == DEVELOPMENT_KEY else {"PLANNER_ADMIN_KEY": key}
+    printed = what_make_run_prints(tmp_path, PORT="8123", **own).splitlines()
+    said = next((k for k, line in enumerate(printed) if "command line" in line), None)
+    assert said is not None, f"make run says nothing of the command line: {printed}"
+    pasted = [line for line in printed[said + 1 :] if line.startswith("  ")]
+
+    terminal = {"PATH": "/usr/bin:/bin", **own}
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(pasted)], env=terminal, capture_output=True, text=True, check=False
+    )
+
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[-1] == f"planner --help on http://127.0.0.1:8123 as {key}"
+
+
 def test_the_compose_app_runs_the_same_gunicorn_command_as_make_run(compose):
     assert compose["app"]["command"] == SERVE_COMMAND
     assert compose["app"]["build"] == "."
