@@ -13,11 +13,14 @@ export PLANNER_ADMIN_KEY
 
 .PHONY: install run test lint format openapi migrate clean
 
-$(STAMP): pyproject.toml
+# The server with the test tools, and the client with `planner` (a distribution of its own), both editable.
+CLIENT := clients/python
+
+$(STAMP): pyproject.toml $(CLIENT)/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Compute Planner needs Python 3.11 or newer: run with PYTHON=python3.11 (or newer)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e ./$(CLIENT)
 	touch $(STAMP)
 
 install: $(STAMP)

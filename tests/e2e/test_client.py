@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from planner_client import PlannerClient, ProblemError
+from tests.commands import ROOT
 from tests.e2e.conftest import ADMIN_KEY
 
 pytestmark = pytest.mark.e2e
@@ -226,3 +227,49 @@ def test_planner_reports_an_error_with_its_fields_and_exits_1(server, planner, o
     missing = planner_cli(server, "plan", "show", str(uuid.uuid4()))
     assert missing.returncode == 1
     assert "404" in missing.stderr
+
+
+# --- The client on its own ----------------------------------------------------------------------------------
+
+SERVER_PACKAGES = {"flask", "gunicorn", "numpy", "scipy", "psycopg", "sqlalchemy", "compute-planner"}
+
+
+@pytest.fixture(scope="module")
+def client_alone(tmp_path_factory) -> Path:
+    """A fresh venv with the client pip-installed from the repository path, as a user would: its bin/. Made
+    once for the module: the install does not depend on the server's database."""
+    venv = tmp_path_factory.mktemp("client-alone") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=120)
+    subprocess.run(
+        [venv / "bin" / "python", "-m", "pip", "install", "--quiet", ROOT / "clients" / "python"],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+    return venv / "bin"
+
+
+def test_the_client_installs_alone_in_a_fresh_venv_and_plans_against_a_live_server(
+    client_alone, server, planner
+):
+    listed = subprocess.run(
+        [client_alone / "python", "-m", "pip", "list", "--format", "json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    installed = {package["name"].lower() for package in json.loads(listed.stdout)}
+    assert "compute-planner-client" in installed
+    assert not installed & SERVER_PACKAGES
+    base, _, _ = server
+    env = {"PATH": os.environ["PATH"], "PLANNER_URL": base, "PLANNER_API_KEY": ADMIN_KEY}
+    done = subprocess.run(
+        [client_alone / "planner", "--json", "allocate", "--pf-days", "6000"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["params"] == pytest.approx(6.5726706900e10, rel=1e-6)
