@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -143,6 +144,11 @@ def test_the_cost_report_comes_as_json_or_csv(planner, budget, org, plan):
 # --- The command line ---------------------------------------------------------------------------------------
 
 
+# A plan's cluster and start, as options of `planner plan create`.
+PLAN_OPTIONS = ["--pf-days", "100", "--hardware", "h100-sxm", "--accelerators", "64"]
+PLAN_OPTIONS += ["--start-at", "2027-02-01T00:00:00Z"]
+
+
 def planner_cli(server, *arguments: str) -> subprocess.CompletedProcess:
     base, _, _ = server
     env = {**os.environ, "PLANNER_URL": base, "PLANNER_API_KEY": ADMIN_KEY}
@@ -169,14 +175,7 @@ def test_planner_creates_commits_lists_plans_and_downloads_the_csv(server, plann
         org,
         "--budget-id",
         budget["id"],
-        "--pf-days",
-        "100",
-        "--hardware",
-        "h100-sxm",
-        "--accelerators",
-        "64",
-        "--start-at",
-        "2027-02-01T00:00:00Z",
+        *PLAN_OPTIONS,
         "--label",
         "team=alpha",
     )
@@ -227,6 +226,110 @@ def test_planner_reports_an_error_with_its_fields_and_exits_1(server, planner, o
     missing = planner_cli(server, "plan", "show", str(uuid.uuid4()))
     assert missing.returncode == 1
     assert "404" in missing.stderr
+
+
+def readme_command_line_job() -> str:
+    """The README's command-line job: every `sh` block of its section on the client and command line but the
+    install, without the line that points `planner` at a local server (the test gives its own)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Python client and command line\n", 1)[1].split("\n## ", 1)[0]
+    blocks = [
+        block for block in re.findall(r"```sh\n(.*?)```", section, re.DOTALL) if "pip install" not in block
+    ]
+    assert blocks, "no command-line example in the README"
+    return "".join(
+        line + "\n"
+        for block in blocks
+        for line in block.splitlines()
+        if not line.startswith("export PLANNER_")
+    )
+
+
+def test_planner_does_the_readmes_whole_job_from_organisation_to_cost_report(server, planner, tmp_path):
+    """Organisation, hardware and its price, budget, plan charged to it, commit, revision, comparison, cost
+    report, fit: as the README runs them, in order, each command succeeding."""
+    runs = ["params,tokens,loss"] + [
+        f"{n:g},{d:g},{1.82 + 480 / n**0.35 + 2100 / d**0.37:.4f}"
+        for n in (5e7, 1e8, 2e8, 5e8, 1e9, 2e9)
+        for d in (1e9, 3e9, 1e10, 3e10, 1e11)
+    ]
+    (tmp_path / "runs.csv").write_text("\n".join(runs) + "\n")  # as the README's scaling-law section made it
+    base, _, _ = server
+    env = {
+        **os.environ,
+        "PATH": f"{PLANNER.parent}{os.pathsep}{os.environ['PATH']}",
+        "PLANNER_URL": base,
+        "PLANNER_API_KEY": ADMIN_KEY,
+    }
+    script = "set -euo pipefail\nset -x\n" + readme_command_line_job()
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    budgets = list(planner.budgets(organization="globex"))
+    assert [budget["committed"] for budget in budgets] == ["0.00"]  # committed, then cancelled
+    plans = list(planner.plans(organization="globex"))
+    assert [plan["status"] for plan in plans] == ["draft", "cancelled"]  # the revision, and its parent
+    assert planner.get_hardware("globex-h100")["price_per_hour"] == "1.95"
+
+
+def test_a_plan_made_without_a_budget_is_revised_onto_one_and_then_commits(server, planner, budget, org):
+    made = planner_cli(server, "plan", "create", "--organization", org, *PLAN_OPTIONS, "--get", "id")
+    assert made.returncode == 0, made.stderr
+    draft = made.stdout.strip()
+    refused = planner_cli(server, "plan", "commit", draft)
+    assert refused.returncode == 1
+    assert "409" in refused.stderr
+    assert "budget" in refused.stderr
+    revised = planner_cli(server, "plan", "revise", draft, "--budget-id", budget["id"], "--get", "id")
+    assert revised.returncode == 0, revised.stderr
+    committed = planner_cli(server, "--json", "plan", "commit", revised.stdout.strip())
+    assert committed.returncode == 0, committed.stderr
+    assert json.loads(committed.stdout)["budget_id"] == budget["id"]
+    assert planner.get_budget(budget["id"])["committed"] == json.loads(committed.stdout)["cost"]
+
+
+def test_planner_shows_hardware_and_plans_in_the_units_people_read(server, planner, budget, plan):
+    hardware = planner_cli(server, "hardware", "list", "--vendor", "NVIDIA", "--limit", "100")
+    assert hardware.returncode == 0, hardware.stderr
+    h100 = next(line for line in hardware.stdout.splitlines() if line.startswith("h100-sxm "))
+    assert "80 GB" in h100
+    assert "989.4 TFLOP/s" in h100
+    assert "USD/h" in h100
+    assert "80000000000" not in hardware.stdout
+    made = planner.create_plan(budget_id=budget["id"], **plan)
+    shown = planner_cli(server, "plan", "show", made["id"])
+    assert shown.returncode == 0, shown.stderr
+    assert f"{made['days']:.4g} days" in shown.stdout
+    assert f"{float(made['cost']):,.2f} USD" in shown.stdout
+
+
+def test_keys_are_issued_listed_and_revoked_from_the_command_line(server, planner, org):
+    issued = planner_cli(
+        server, "--json", "key", "create", "--role", "viewer", "--organization", org, "--name", "dashboard"
+    )
+    assert issued.returncode == 0, issued.stderr
+    key = json.loads(issued.stdout)
+    as_viewer = planner_cli(server, "--api-key", key["key"], "organization", "show", org)
+    assert as_viewer.returncode == 0, as_viewer.stderr
+    listed = planner_cli(server, "key", "list", "--get", "id", "--limit", "100")
+    assert key["id"] in listed.stdout.split()
+    assert planner_cli(server, "key", "revoke", key["id"]).returncode == 0
+    refused = planner_cli(server, "--api-key", key["key"], "organization", "show", org)
+    assert refused.returncode == 1
+    assert "401" in refused.stderr
+
+
+def test_every_command_takes_json_after_its_name_too(server, planner, org):
+    listed = planner_cli(server, "organization", "list", "--json", "--limit", "1")
+    assert listed.returncode == 0, listed.stderr
+    assert [organization["slug"] for organization in json.loads(listed.stdout)] == [org]
 
 
 # --- The client on its own ----------------------------------------------------------------------------------
