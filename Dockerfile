@@ -10,7 +10,6 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 COPY pyproject.toml README.md gunicorn.conf.py ./
 COPY service ./service
-COPY planner_client ./planner_client
 COPY migrations ./migrations
 # Editable, so that the service finds migrations/ beside its package exactly as in a checkout.
 RUN pip install -e . && useradd --system --no-create-home planner

@@ -13,11 +13,17 @@ export PLANNER_ADMIN_KEY
 
 .PHONY: install run test lint format openapi migrate clean
 
-$(STAMP): pyproject.toml
+# The server with the test tools, then the client with `planner` (a distribution of its own), both editable.
+# Apart and in that order: a server installed before 1.0.0 shipped `planner`, and uninstalling it removes the
+# command whichever distribution installed it last.
+CLIENT := clients/python
+
+$(STAMP): pyproject.toml $(CLIENT)/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Compute Planner needs Python 3.11 or newer: run with PYTHON=python3.11 (or newer)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ./$(CLIENT)
 	touch $(STAMP)
 	@echo "Installed in $(VENV): \`. $(BIN)/activate\` puts its planner and flask commands on your PATH"
 

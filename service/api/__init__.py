@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from http import HTTPStatus
 
 import flask
@@ -33,7 +34,8 @@ from service.schemas import (
     slug_or_object_to_property,
 )
 
-API_VERSION = "1.0.0"
+# The release's version (README, Versions): the installed distribution's, as pyproject.toml gives it.
+API_VERSION = importlib.metadata.version("compute-planner")
 API_PREFIX = "/v1/"
 
 OPENAPI_SETTINGS = {

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from planner_client import PlannerClient, ProblemError
+from tests.commands import ROOT
 from tests.e2e.conftest import ADMIN_KEY
 
 pytestmark = pytest.mark.e2e
@@ -142,6 +143,11 @@ def test_the_cost_report_comes_as_json_or_csv(planner, budget, org, plan):
 # --- The command line ---------------------------------------------------------------------------------------
 
 
+# A plan's cluster and start, as options of `planner plan create`.
+PLAN_OPTIONS = ["--pf-days", "100", "--hardware", "h100-sxm", "--accelerators", "64"]
+PLAN_OPTIONS += ["--start-at", "2027-02-01T00:00:00Z"]
+
+
 def planner_cli(server, *arguments: str) -> subprocess.CompletedProcess:
     base, _, _ = server
     env = {**os.environ, "PLANNER_URL": base, "PLANNER_API_KEY": ADMIN_KEY}
@@ -168,14 +174,7 @@ def test_planner_creates_commits_lists_plans_and_downloads_the_csv(server, plann
         org,
         "--budget-id",
         budget["id"],
-        "--pf-days",
-        "100",
-        "--hardware",
-        "h100-sxm",
-        "--accelerators",
-        "64",
-        "--start-at",
-        "2027-02-01T00:00:00Z",
+        *PLAN_OPTIONS,
         "--label",
         "team=alpha",
     )
@@ -226,3 +225,102 @@ def test_planner_reports_an_error_with_its_fields_and_exits_1(server, planner, o
     missing = planner_cli(server, "plan", "show", str(uuid.uuid4()))
     assert missing.returncode == 1
     assert "404" in missing.stderr
+
+
+def test_a_plan_made_without_a_budget_is_revised_onto_one_and_then_commits(server, planner, budget, org):
+    made = planner_cli(server, "plan", "create", "--organization", org, *PLAN_OPTIONS, "--get", "id")
+    assert made.returncode == 0, made.stderr
+    draft = made.stdout.strip()
+    refused = planner_cli(server, "plan", "commit", draft)
+    assert refused.returncode == 1
+    assert "409" in refused.stderr
+    assert "budget" in refused.stderr
+    revised = planner_cli(server, "plan", "revise", draft, "--budget-id", budget["id"], "--get", "id")
+    assert revised.returncode == 0, revised.stderr
+    committed = planner_cli(server, "--json", "plan", "commit", revised.stdout.strip())
+    assert committed.returncode == 0, committed.stderr
+    assert json.loads(committed.stdout)["budget_id"] == budget["id"]
+    assert planner.get_budget(budget["id"])["committed"] == json.loads(committed.stdout)["cost"]
+
+
+def test_planner_shows_hardware_and_plans_in_the_units_people_read(server, planner, budget, plan):
+    hardware = planner_cli(server, "hardware", "list", "--vendor", "NVIDIA", "--limit", "100")
+    assert hardware.returncode == 0, hardware.stderr
+    h100 = next(line for line in hardware.stdout.splitlines() if line.startswith("h100-sxm "))
+    assert "80 GB" in h100
+    assert "989.4 TFLOP/s" in h100
+    assert "USD/h" in h100
+    assert "80000000000" not in hardware.stdout
+    made = planner.create_plan(budget_id=budget["id"], **plan)
+    shown = planner_cli(server, "plan", "show", made["id"])
+    assert shown.returncode == 0, shown.stderr
+    assert f"{made['days']:.4g} days" in shown.stdout
+    assert f"{float(made['cost']):,.2f} USD" in shown.stdout
+
+
+def test_keys_are_issued_listed_and_revoked_from_the_command_line(server, planner, org):
+    issued = planner_cli(
+        server, "--json", "key", "create", "--role", "viewer", "--organization", org, "--name", "dashboard"
+    )
+    assert issued.returncode == 0, issued.stderr
+    key = json.loads(issued.stdout)
+    as_viewer = planner_cli(server, "--api-key", key["key"], "organization", "show", org)
+    assert as_viewer.returncode == 0, as_viewer.stderr
+    listed = planner_cli(server, "key", "list", "--get", "id", "--limit", "100")
+    assert key["id"] in listed.stdout.split()
+    assert planner_cli(server, "key", "revoke", key["id"]).returncode == 0
+    refused = planner_cli(server, "--api-key", key["key"], "organization", "show", org)
+    assert refused.returncode == 1
+    assert "401" in refused.stderr
+
+
+def test_every_command_takes_json_after_its_name_too(server, planner, org):
+    listed = planner_cli(server, "organization", "list", "--json", "--limit", "1")
+    assert listed.returncode == 0, listed.stderr
+    assert [organization["slug"] for organization in json.loads(listed.stdout)] == [org]
+
+
+# --- The client on its own ----------------------------------------------------------------------------------
+
+SERVER_PACKAGES = {"flask", "gunicorn", "numpy", "scipy", "psycopg", "sqlalchemy", "compute-planner"}
+
+
+@pytest.fixture(scope="module")
+def client_alone(tmp_path_factory) -> Path:
+    """A fresh venv with the client pip-installed from the repository path, as a user would: its bin/. Made
+    once for the module: the install does not depend on the server's database."""
+    venv = tmp_path_factory.mktemp("client-alone") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=120)
+    subprocess.run(
+        [venv / "bin" / "python", "-m", "pip", "install", "--quiet", ROOT / "clients" / "python"],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+    return venv / "bin"
+
+
+def test_the_client_installs_alone_in_a_fresh_venv_and_plans_against_a_live_server(
+    client_alone, server, planner
+):
+    listed = subprocess.run(
+        [client_alone / "python", "-m", "pip", "list", "--format", "json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    installed = {package["name"].lower() for package in json.loads(listed.stdout)}
+    assert "compute-planner-client" in installed
+    assert not installed & SERVER_PACKAGES
+    base, _, _ = server
+    env = {"PATH": os.environ["PATH"], "PLANNER_URL": base, "PLANNER_API_KEY": ADMIN_KEY}
+    done = subprocess.run(
+        [client_alone / "planner", "--json", "allocate", "--pf-days", "6000"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["params"] == pytest.approx(6.5726706900e10, rel=1e-6)

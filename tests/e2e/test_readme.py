@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.commands import ROOT, development_admin_key
 from tests.readme import Step, shell_blocks, step_problems, steps
@@ -57,6 +58,9 @@ def test_every_shell_example_of_the_readme_runs_in_order_and_prints_what_the_rea
     commands = steps([block for block in shell_blocks(README.read_text()) if block.not_run is None])
     examples = tmp_path / "examples"  # where a newcomer's terminal is: files the examples write land here
     examples.mkdir()
+    # The command-line examples start with `. .venv/bin/activate`, said at the repository's root: the
+    # terminal here has the same .venv, the one running these tests.
+    (examples / ".venv").symlink_to(Path(sys.prefix))
 
     port = base.rsplit(":", 1)[1]
     ran = run_in_one_shell(commands, examples, f"localhost:{port}")
@@ -73,6 +77,28 @@ def test_every_shell_example_of_the_readme_runs_in_order_and_prints_what_the_rea
             )
     assert not problems, "\n".join(problems)
     assert len(ran) == len(commands), f"README line {commands[len(ran)].line} and after did not run"
+    assert what_the_command_line_job_left(base) == {
+        "budgets committed": ["0.00"],  # committed, then cancelled
+        "plans": ["draft", "cancelled"],  # the revision, and its parent
+        "price_per_hour": "1.95",
+    }
+
+
+def what_the_command_line_job_left(base: str) -> dict:
+    """What the README's command-line job (organisation globex) leaves on the server, which its tables show
+    in prose only."""
+    headers = {"Authorization": f"Bearer {development_admin_key()}"}
+
+    def get(path: str, **params: str) -> dict:
+        response = requests.get(f"{base}{path}", params=params, headers=headers, timeout=30)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    return {
+        "budgets committed": [b["committed"] for b in get("/v1/budgets", organization="globex")["items"]],
+        "plans": [plan["status"] for plan in get("/v1/plans", organization="globex")["items"]],
+        "price_per_hour": get("/v1/hardware/globex-h100")["price_per_hour"],
+    }
 
 
 def test_the_readme_command_line_examples_find_planner_in_a_newcomers_terminal():

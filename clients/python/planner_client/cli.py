@@ -1,0 +1,984 @@
+"""`planner`: the Compute Planner API from a shell, on top of planner_client.PlannerClient.
+
+    export PLANNER_URL=http://127.0.0.1:8000 PLANNER_API_KEY=cpk_...
+    planner allocate --pf-days 6000
+    planner plan create --organization acme --budget-id <id> --pf-days 6000 --hardware h100-sxm \
+        --accelerators 1024
+    planner plan commit <plan id>
+    planner report costs --from 2026-01-01T00:00:00Z --to 2027-01-01T00:00:00Z --group-by budget --format csv
+
+Results print as tables in the units people read (65.7B parameters, 80 GB, 989.4 TFLOP/s, 23.7 days,
+1,000,000.00 USD); `--json` prints the API's JSON instead and `--get FIELD` one field, for scripts. An error
+prints the problem's detail and each invalid field, and exits 1 (2 for a command line that does not parse).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import click
+import requests
+from tabulate import tabulate
+
+from planner_client import __version__
+from planner_client.client import PlannerClient, ProblemError
+
+LIST_LIMIT = 20
+Json = dict[str, Any]
+
+
+# --- Request fields as options ------------------------------------------------------------------------------
+# (API field, click type, help). An option is the field's name with dashes; a bool is a --x/--no-x pair.
+
+BUDGET_FIELDS = (
+    ("flops", float, "Compute budget in FLOPs, e.g. 1e23."),
+    ("pf_days", float, "Compute budget in PF-days (8.64e19 FLOPs each), e.g. 6000."),
+    ("target_loss", float, "Reach this loss (nats/token) with the least compute; needs --law."),
+    ("cost", str, "Money budget, a decimal such as 2000000.00; with --currency and --hardware."),
+    ("accelerator_hours", float, "Accelerator-hours budget; with --hardware."),
+    ("days", float, "Wall-clock deadline in days; with --hardware and --accelerators."),
+)
+RULE_FIELDS = (
+    ("law", str, "Scaling law slug (planner law list), e.g. chinchilla-2022; instead of --tokens-per-param."),
+    ("tokens_per_param", float, "Fixed tokens per parameter; default 20 when no --law is given."),
+    ("unique_tokens", float, "Unique tokens available: allocates for repeated data (data-constrained)."),
+    ("inference_tokens", float, "Lifetime inference tokens: inference-aware allocation, with --target-loss."),
+)
+CLUSTER_FIELDS = (
+    ("hardware", str, "Hardware profile slug (planner hardware list), e.g. h100-sxm."),
+    ("accelerators", int, "Number of accelerators."),
+    ("mfu", float, "Model FLOPs utilisation, in (0, 1]; default 0.4."),
+    ("precision", str, "Training precision: fp32, tf32, bf16 (default), fp16 or fp8."),
+    ("price_per_hour", str, "Price per accelerator-hour, instead of the hardware's; with --currency."),
+    ("currency", str, "ISO 4217 currency of --cost or --price-per-hour, e.g. USD."),
+    ("optimizer", str, "Optimizer whose states count in memory: adam (default), adamw or sgd-momentum."),
+    ("zero_stage", int, "ZeRO stage, 0 (default) to 3: how model states are sharded."),
+    ("tensor_parallel", int, "Tensor-parallel degree; default 1."),
+    ("recomputation", str, "Activation recomputation (with a shape in --body): none, selective or full."),
+    ("sequence_parallel", bool, "Sequence parallelism with tensor parallelism (default on)."),
+)
+MODEL_FIELDS = (
+    ("params", float, "Model parameters, for a model already chosen (with --tokens), e.g. 7e9."),
+    ("tokens", float, "Training tokens, for a model already chosen (with --params), e.g. 2e12."),
+)
+PLAN_FIELDS = (
+    ("name", str, "A name to find the plan by."),
+    (
+        "budget_id",
+        str,
+        "The budget (planner budget list) the plan is charged to when you commit it: a plan without one "
+        "cannot be committed.",
+    ),
+    ("start_at", str, "When the run starts, ISO 8601 (default now); within the budget's period."),
+)
+PLAN_ORGANIZATION = (("organization", str, "The organisation's slug (planner organization list)."),)
+SPEND_REMAINING = (
+    "Make the budget's remaining amount (--budget-id's) the money to spend, instead of --cost: the "
+    'API\'s "budget": "remaining".'
+)
+HARDWARE_FIELDS = (
+    ("name", str, "Name shown in lists, e.g. 'H100 (negotiated)'."),
+    ("vendor", str, "Vendor, e.g. NVIDIA."),
+    ("memory_bytes", float, "Memory of one accelerator in bytes, e.g. 80e9."),
+    ("memory_bandwidth_bytes_per_second", float, "Memory bandwidth of one accelerator, e.g. 3.35e12."),
+    ("interconnect", str, "Scale-up interconnect, e.g. 'NVLink 4'."),
+    ("interconnect_bandwidth_bytes_per_second", float, "Its bandwidth, bidirectional total, e.g. 900e9."),
+    ("tdp_watts", int, "Thermal design power in watts."),
+    ("source", str, "Where the figures come from, e.g. a datasheet."),
+    ("note", str, "Anything worth knowing about the profile."),
+    ("price_per_hour", str, "Price per accelerator-hour, a decimal such as 2.10; with --currency."),
+    ("currency", str, "ISO 4217 currency of the price, e.g. USD."),
+    ("price_as_of", str, "When the price was quoted: YYYY, YYYY-MM or YYYY-MM-DD."),
+    ("price_source", str, "Where the price comes from."),
+)
+BUDGET_ACCOUNT_FIELDS = (
+    ("name", str, "Name of the budget, e.g. 'Q1 pretraining'."),
+    ("amount", str, "Money the budget holds, a decimal such as 2500000.00."),
+    ("currency", str, "ISO 4217 currency of the amount, e.g. USD."),
+    ("period_start", str, "Start of its period (inclusive), ISO 8601 with an offset."),
+    ("period_end", str, "End of its period (exclusive), ISO 8601 with an offset."),
+    ("max_flops", float, "Cap on the training FLOPs committed against it."),
+    ("max_accelerator_hours", float, "Cap on the accelerator-hours committed against it."),
+)
+BUDGET_ORGANIZATION = (("organization", str, "Slug of the organisation the budget belongs to."),)
+BODY_HELP = "A JSON file (- for stdin) of request fields the options do not cover, e.g. shape; options win."
+LABEL_HELP = "A label KEY=VALUE; repeatable."
+IDEMPOTENCY_HELP = "Idempotency-Key for the request (default: a fresh one, reused by the client's retries)."
+LIMIT_HELP = f"At most this many (default {LIST_LIMIT})."
+body_option = click.option(
+    "--body", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), help=BODY_HELP
+)
+limit_option = click.option("--limit", type=click.IntRange(1), default=LIST_LIMIT, help=LIMIT_HELP)
+
+
+METAVARS = {
+    "budget_id": "ID",
+    **dict.fromkeys(("start_at", "period_start", "period_end"), "TIME"),
+    **dict.fromkeys(("organization", "hardware", "law"), "SLUG"),
+    **dict.fromkeys(("cost", "amount", "price_per_hour"), "AMOUNT"),
+    "currency": "CODE",
+    float: "NUMBER",
+}
+
+
+def fields_options(*field_sets: Sequence[tuple[str, Any, str]]) -> Callable:
+    """Decorate a command with an option for each request field."""
+
+    def decorate(function: Callable) -> Callable:
+        for name, kind, helps in reversed([field for fields in field_sets for field in fields]):
+            flag = name.replace("_", "-")
+            if kind is bool:
+                option = click.option(f"--{flag}/--no-{flag}", name, default=None, help=helps)
+            else:
+                metavar = METAVARS.get(name, METAVARS.get(kind))
+                option = click.option(f"--{flag}", name, type=kind, metavar=metavar, help=helps)
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def request_body(options: dict[str, Any], *field_sets, body: Path | None = None) -> Json:
+    """The request: --body's fields, then every field option given."""
+    request = {}
+    if body:
+        with click.open_file(str(body)) as file:
+            request = json.load(file)
+    names = {name for fields in field_sets for name, _, _ in fields}
+    request.update({name: value for name, value in options.items() if name in names and value is not None})
+    return request
+
+
+def labels(pairs: Sequence[str]) -> dict[str, str]:
+    split = [pair.partition("=") for pair in pairs]
+    if any(not sep for _, sep, _ in split):
+        raise click.BadParameter("takes KEY=VALUE", param_hint="--label")
+    return {key: value for key, _, value in split}
+
+
+# --- What every command shares: the client, and how the answer is printed -----------------------------------
+
+
+@dataclass
+class Settings:
+    url: str | None
+    api_key: str | None
+    json: bool = False
+    get: str | None = None
+    _client: PlannerClient | None = None
+
+    @property
+    def client(self) -> PlannerClient:
+        if self._client is None:
+            self._client = PlannerClient(self.url, self.api_key)
+        return self._client
+
+
+def settings() -> Settings:
+    return click.get_current_context().find_object(Settings)
+
+
+def _as_json(ctx: click.Context, _param, value: bool) -> None:
+    if value:
+        ctx.find_object(Settings).json = True
+
+
+def _get(ctx: click.Context, _param, value: str | None) -> None:
+    if value:
+        ctx.find_object(Settings).get = value
+
+
+class Command(click.Command):
+    """A command whose answer prints as a table, or as JSON (--json) or one field (--get) for scripts."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.params += [
+            click.Option(
+                ["--json"],
+                is_flag=True,
+                expose_value=False,
+                callback=_as_json,
+                help="Print the API's JSON rather than a table.",
+            ),
+            click.Option(
+                ["--get"],
+                metavar="FIELD",
+                expose_value=False,
+                callback=_get,
+                help="Print only this field of the answer (of each item of a list), e.g. id.",
+            ),
+        ]
+
+
+class Group(click.Group):
+    command_class = Command
+    group_class = type  # subgroups are Groups, their commands Commands
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, turning what the server or the files said into errors the command line shows."""
+        if ctx.parent is not None:
+            return super().invoke(ctx)
+        try:
+            return super().invoke(ctx)
+        except ProblemError as error:
+            raise Problem(error) from error
+        except requests.RequestException as error:
+            raise click.ClickException(f"cannot reach {ctx.obj.client.base_url}: {error}") from error
+        except (OSError, ValueError) as error:  # a --body or --runs file that cannot be read
+            raise click.ClickException(str(error)) from error
+
+
+def show(body: Json, rows: Callable[[Json], Rows] | None = None) -> None:
+    """One answer: a table of its rows (default: every field), its JSON, or one field of it."""
+    chosen = settings()
+    if chosen.get:
+        click.echo(_text(_field(body, chosen.get)))
+    elif chosen.json:
+        click.echo(json.dumps(body, indent=2))
+    else:
+        click.echo(tabulate((rows or flat_rows)(body), tablefmt="plain", disable_numparse=True))
+
+
+def show_list(items: Iterable[Json], columns: Sequence[str]) -> None:
+    """A list's items: a table of `columns`, their JSON, or one field of each, a line each."""
+    chosen = settings()
+    items = list(items)
+    if chosen.get:
+        for item in items:
+            click.echo(_text(_field(item, chosen.get)))
+    elif chosen.json:
+        click.echo(json.dumps(items, indent=2))
+    else:
+        table = [
+            [human(name, _field(item, name, None), item.get("currency")) for name in columns]
+            for item in items
+        ]
+        click.echo(tabulate(table, headers=list(columns), tablefmt="simple", disable_numparse=True))
+
+
+_MISSING = object()
+
+
+def _field(body: Json, path: str, default: Any = _MISSING) -> Any:
+    """A field of the answer by name, dotted for a nested one (estimate.days)."""
+    value: Any = body
+    for name in path.split("."):
+        if not isinstance(value, dict) or name not in value:
+            if default is not _MISSING:
+                return default
+            raise click.ClickException(
+                f"--get {path}: the answer has no such field; it has {', '.join(body)}"
+            )
+        value = value[name]
+    return value
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, dict | list) else "" if value is None else str(value)
+
+
+def first(items: Iterator[Json], limit: int) -> list[Json]:
+    return list(islice(items, limit))
+
+
+# --- Figures as people read them ----------------------------------------------------------------------------
+
+Rows = list[list[str]]
+MONEY = {"cost", "amount", "committed", "remaining", "cumulative", "price_per_hour", "burn_rate_per_day"}
+MONEY_RATES = {"price_per_hour": "/h", "burn_rate_per_day": "/day"}
+COUNT_SCALES = ((1e12, "T"), (1e9, "B"), (1e6, "M"))
+
+
+def human(name: str, value: Any, currency: str | None = None) -> str:
+    """A field's value in the units its name gives (the API puts them there): 6.57e10 params as 65.7B,
+    memory_bytes in GB, peak FLOP/s in TFLOP/s, money exactly with its currency."""
+    field = name.rsplit(".", 1)[-1]
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return (
+            f"{_money(value)} {currency}{MONEY_RATES.get(field, '')}"
+            if field in MONEY and currency
+            else value
+        )
+    if isinstance(value, list):
+        return ", ".join(_text(item) for item in value)
+    if not isinstance(value, int | float):
+        return str(value)
+    shown = next((figure(value) for says, figure in FIGURES if says(name)), None)
+    return shown or _plain(value) + UNITS.get(field, "")
+
+
+def _count(value: float) -> str:
+    scale, suffix = next(((s, x) for s, x in COUNT_SCALES if abs(value) >= s), (1, ""))
+    return f"{value / scale:.3g}{suffix}" if suffix else _plain(value)
+
+
+def _plain(value: float) -> str:
+    """Four significant figures; from 1 000 on, whole numbers with thousands separators."""
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+# How a figure is shown, by what its (dotted) name says of its unit: the first that applies.
+FIGURES: tuple[tuple[Callable[[str], bool], Callable[[float], str]], ...] = (
+    (lambda name: name.startswith("peak_flops."), lambda value: f"{value / 1e12:.4g} TFLOP/s"),
+    (lambda name: name.endswith(("params", "tokens")), _count),
+    (lambda name: name.endswith("flops"), lambda value: f"{value:.3g} FLOPs"),
+    (
+        lambda name: name.endswith("bytes_per_second"),
+        lambda value: f"{value / 1e12:.3g} TB/s" if value >= 1e12 else f"{value / 1e9:.3g} GB/s",
+    ),
+    (lambda name: name.endswith("bytes"), lambda value: f"{value / 1e9:.3g} GB"),
+    (lambda name: name.endswith("utilization"), lambda value: f"{value * 100:.3g}%"),
+)
+UNITS = {"days": " days", "pf_days": " PF-days", "tdp_watts": " W", "seconds": " s"}
+
+
+def _money(amount: str) -> str:
+    try:
+        return f"{Decimal(amount):,}"
+    except InvalidOperation:
+        return amount
+
+
+def flat_rows(body: Json, prefix: str = "", currency: str | None = None) -> Rows:
+    """Every field of an answer, nested ones by dotted name; lists of objects are left to --json."""
+    currency = body.get("currency", currency)
+    rows: Rows = []
+    for name, value in body.items():
+        if isinstance(value, dict):
+            rows += flat_rows(value, f"{prefix}{name}.", currency)
+        elif not (isinstance(value, list) and any(isinstance(item, dict) for item in value)):
+            rows.append([prefix + name, human(prefix + name, value, currency)])
+    return rows
+
+
+def named_rows(body: Json, names: Iterable[str]) -> Rows:
+    return [
+        [name, human(name, body[name], body.get("currency"))] for name in names if body.get(name) is not None
+    ]
+
+
+def warning_rows(body: Json) -> Rows:
+    return [["warning", f"{warning['code']}: {warning['message']}"] for warning in body.get("warnings") or []]
+
+
+def estimate_rows(estimate: Json) -> Rows:
+    rows = named_rows(estimate, ("days", "accelerator_hours", "accelerators", "cost"))
+    memory = estimate.get("memory") or {}
+    if memory:
+        fits = "fits" if memory.get("fits") else "does NOT fit"
+        rows.append(["memory per accelerator", f"{human('total_bytes', memory['total_bytes'])} ({fits})"])
+    return rows
+
+
+def allocation_rows(body: Json) -> Rows:
+    names = ("method", "params", "tokens", "tokens_per_param", "flops", "pf_days", "predicted_loss")
+    rows = named_rows(body, names)
+    if body.get("law"):
+        rows.append(["law", body["law"]["slug"]])
+    if body.get("estimate"):
+        rows += estimate_rows(body["estimate"])
+    return rows + warning_rows(body)
+
+
+PLAN_ROWS = (
+    "id",
+    "name",
+    "status",
+    "organization",
+    "budget_id",
+    "parent_id",
+    "method",
+    "params",
+    "tokens",
+    "flops",
+    "predicted_loss",
+    "hardware",
+    "accelerators",
+    "days",
+    "accelerator_hours",
+    "cost",
+    "start_at",
+    "end_at",
+)
+
+
+def plan_rows(plan: Json) -> Rows:
+    return named_rows(plan, PLAN_ROWS) + warning_rows(plan.get("result") or {})
+
+
+# --- The command tree ---------------------------------------------------------------------------------------
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option(
+    "--url", envvar="PLANNER_URL", help="The server; default $PLANNER_URL, else http://127.0.0.1:8000."
+)
+@click.option("--api-key", envvar="PLANNER_API_KEY", help="The API key; default $PLANNER_API_KEY.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the API's JSON rather than tables (any command)."
+)
+@click.version_option(__version__, "--version", prog_name="planner", message="%(prog)s %(version)s")
+@click.pass_context
+def planner(ctx: click.Context, url: str | None, api_key: str | None, as_json: bool) -> None:
+    """The Compute Planner API from a shell: plans, budgets, hardware, laws, reports and keys."""
+    ctx.obj = Settings(url, api_key, json=as_json)
+
+
+@planner.command()
+@fields_options(BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS)
+@body_option
+def allocate(body: Path | None, **options: Any) -> None:
+    """Model size and tokens for a compute budget: give one budget (FLOPs, PF-days, money, accelerator-hours,
+    days or a target loss) and optionally a law and a cluster."""
+    request = request_body(options, BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS, body=body)
+    show(settings().client.allocate(**request), allocation_rows)
+
+
+ESTIMATE_LAW = (("law", str, "Scaling law slug: the answer then predicts the model's loss."),)
+
+
+@planner.command()
+@fields_options(MODEL_FIELDS, CLUSTER_FIELDS, ESTIMATE_LAW)
+@body_option
+def estimate(body: Path | None, **options: Any) -> None:
+    """Time, cost and memory of training a given model (--params, --tokens) on a cluster."""
+    request = request_body(options, MODEL_FIELDS, CLUSTER_FIELDS, ESTIMATE_LAW, body=body)
+    show(
+        settings().client.estimate(**request), lambda answer: [*estimate_rows(answer), *warning_rows(answer)]
+    )
+
+
+# --- Organisations ---
+
+
+@planner.group()
+def organization() -> None:
+    """Organisations (tenants): create, list, show."""
+
+
+@organization.command("create")
+@click.argument("slug")
+@click.option("--name", required=True, help="Its display name, e.g. 'Acme Research'.")
+def organization_create(slug: str, name: str) -> None:
+    """Create organisation SLUG (admins)."""
+    show(settings().client.create_organization(slug, name))
+
+
+@organization.command("list")
+@limit_option
+def organization_list(limit: int) -> None:
+    """Organisations, newest first."""
+    show_list(
+        first(settings().client.organizations(limit=min(limit, 100)), limit), ("slug", "name", "created_at")
+    )
+
+
+@organization.command("show")
+@click.argument("slug")
+def organization_show(slug: str) -> None:
+    """Organisation SLUG."""
+    show(settings().client.get_organization(slug))
+
+
+# --- Hardware ---
+
+
+@planner.group()
+def hardware() -> None:
+    """Hardware profiles and their prices: create, list, show, update, prices."""
+
+
+def peak_flops(pairs: Sequence[str]) -> dict[str, float]:
+    peaks = {}
+    for pair in pairs:
+        precision, sep, figure = pair.partition("=")
+        try:
+            peaks[precision] = float(figure)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise click.BadParameter(
+                f"{pair!r}: takes PRECISION=FLOPS, e.g. bf16=989.4e12", param_hint="--peak-flops"
+            )
+    return peaks
+
+
+PEAK_FLOPS_HELP = "Dense peak FLOP/s at a precision, PRECISION=FLOPS such as bf16=989.4e12; repeatable."
+
+
+def hardware_request(options: dict[str, Any], peaks: Sequence[str], body: Path | None) -> Json:
+    request = request_body(options, HARDWARE_FIELDS, body=body)
+    if peaks:
+        request["peak_flops"] = {**request.get("peak_flops", {}), **peak_flops(peaks)}
+    return request
+
+
+@hardware.command("create")
+@click.option("--slug", help="Its slug, e.g. our-h100: how plans and budgets name it.")
+@click.option("--peak-flops", "peaks", multiple=True, metavar="PRECISION=FLOPS", help=PEAK_FLOPS_HELP)
+@fields_options(HARDWARE_FIELDS)
+@body_option
+def hardware_create(slug: str | None, peaks: Sequence[str], body: Path | None, **options: Any) -> None:
+    """A profile of your own: your figures, or a negotiated price (admins)."""
+    request = hardware_request(options, peaks, body)
+    if slug:
+        request["slug"] = slug
+    show(settings().client.create_hardware(**request))
+
+
+@hardware.command("update")
+@click.argument("slug")
+@click.option("--peak-flops", "peaks", multiple=True, metavar="PRECISION=FLOPS", help=PEAK_FLOPS_HELP)
+@fields_options(HARDWARE_FIELDS)
+@body_option
+def hardware_update(slug: str, peaks: Sequence[str], body: Path | None, **options: Any) -> None:
+    """Change profile SLUG's fields given (admins); a new price joins its price history, in force from now."""
+    show(settings().client.update_hardware(slug, hardware_request(options, peaks, body)))
+
+
+HARDWARE_COLUMNS = ("slug", "name", "vendor", "peak_flops.bf16", "memory_bytes", "price_per_hour")
+
+
+@hardware.command("list")
+@click.option("--vendor", help="Only this vendor's, e.g. NVIDIA.")
+@click.option("--precision", help="Only profiles with a peak at this precision, e.g. fp8.")
+@limit_option
+def hardware_list(vendor: str | None, precision: str | None, limit: int) -> None:
+    """Hardware profiles: the built-in catalog, then yours."""
+    found = settings().client.hardware(vendor=vendor, precision=precision, limit=min(limit, 100))
+    show_list(first(found, limit), HARDWARE_COLUMNS)
+
+
+@hardware.command("show")
+@click.argument("slug")
+def hardware_show(slug: str) -> None:
+    """Profile SLUG, with its current price."""
+    show(settings().client.get_hardware(slug))
+
+
+@hardware.command("prices")
+@click.argument("slug")
+@limit_option
+def hardware_prices(slug: str, limit: int) -> None:
+    """Profile SLUG's price history, newest first: what plans made at each time paid."""
+    prices = first(settings().client.hardware_prices(slug, limit=min(limit, 100)), limit)
+    show_list(prices, ("price_per_hour", "effective_at", "as_of", "source"))
+
+
+# --- Budgets ---
+
+
+@planner.group()
+def budget() -> None:
+    """Budgets: create, list, show, update, utilization, ledger."""
+
+
+ALLOWED_HARDWARE_HELP = "A hardware slug plans charged to it may use; repeatable (none given: any)."
+
+
+def budget_options(function: Callable) -> Callable:
+    function = body_option(function)
+    function = click.option("--label", multiple=True, metavar="KEY=VALUE", help=LABEL_HELP)(function)
+    allowed = click.option(
+        "--allowed-hardware", "allowed", multiple=True, metavar="SLUG", help=ALLOWED_HARDWARE_HELP
+    )
+    return allowed(function)
+
+
+def budget_request(
+    options: dict[str, Any], allowed: Sequence[str], label: Sequence[str], body: Path | None
+) -> Json:
+    request = request_body(options, BUDGET_ORGANIZATION, BUDGET_ACCOUNT_FIELDS, body=body)
+    if allowed:
+        request["allowed_hardware"] = list(allowed)
+    if label:
+        request["labels"] = {**request.get("labels", {}), **labels(label)}
+    return request
+
+
+@budget.command("create")
+@fields_options(BUDGET_ORGANIZATION, BUDGET_ACCOUNT_FIELDS)
+@budget_options
+def budget_create(allowed: Sequence[str], label: Sequence[str], body: Path | None, **options: Any) -> None:
+    """A budget that plans are charged to when committed (finance)."""
+    show(settings().client.create_budget(**budget_request(options, allowed, label, body)))
+
+
+@budget.command("update")
+@click.argument("budget_id")
+@fields_options(BUDGET_ACCOUNT_FIELDS)
+@budget_options
+def budget_update(
+    budget_id: str, allowed: Sequence[str], label: Sequence[str], body: Path | None, **options: Any
+) -> None:
+    """Change budget BUDGET_ID's fields given (finance); its amount never drops below what is committed."""
+    show(settings().client.update_budget(budget_id, budget_request(options, allowed, label, body)))
+
+
+@budget.command("list")
+@click.option("--organization", help="Only this organisation's budgets.")
+@limit_option
+def budget_list(organization: str | None, limit: int) -> None:
+    """Budgets, newest first."""
+    found = first(settings().client.budgets(organization=organization, limit=min(limit, 100)), limit)
+    show_list(found, ("id", "name", "organization", "amount", "committed", "remaining", "period_end"))
+
+
+@budget.command("show")
+@click.argument("budget_id")
+def budget_show(budget_id: str) -> None:
+    """Budget BUDGET_ID: its amount, what is committed and what remains."""
+    show(settings().client.get_budget(budget_id))
+
+
+@budget.command("utilization")
+@click.argument("budget_id")
+def budget_utilization(budget_id: str) -> None:
+    """Budget BUDGET_ID month by month: committed, running total, burn rate, when it runs out."""
+    use = settings().client.budget_utilization(budget_id)
+    chosen = settings()
+    if chosen.json or chosen.get:
+        show(use)
+        return
+    show({name: value for name, value in use.items() if name != "months"})
+    click.echo()
+    months = [{**month, "currency": use["currency"]} for month in use["months"]]
+    show_list(months, ("month", "plans", "committed", "cumulative"))
+
+
+@budget.command("ledger")
+@click.argument("budget_id")
+@limit_option
+def budget_ledger(budget_id: str, limit: int) -> None:
+    """Budget BUDGET_ID's commits and releases, newest first: amount, plan, who, when."""
+    entries = first(settings().client.budget_ledger(budget_id, limit=min(limit, 100)), limit)
+    show_list(entries, ("created_at", "entry", "amount", "plan_id", "actor"))
+
+
+# --- Keys ---
+
+
+@planner.group()
+def key() -> None:
+    """API keys (admins): create, list, revoke."""
+
+
+@key.command("create")
+@click.option(
+    "--role",
+    required=True,
+    type=click.Choice(["admin", "planner", "finance", "viewer"]),
+    help="planner: plans; finance: budgets, commits and reports; viewer: reads; admin: everything.",
+)
+@click.option("--name", required=True, help="What the key is for, e.g. 'ci pipeline'.")
+@click.option("--organization", help="The organisation it works in; required but for admin keys.")
+@click.option("--expires-at", help="When it stops working, ISO 8601 with an offset (default: never).")
+def key_create(role: str, name: str, organization: str | None, expires_at: str | None) -> None:
+    """Issue a key: its full `key` is shown this once."""
+    fields = {"role": role, "name": name, "organization": organization, "expires_at": expires_at}
+    show(
+        settings().client.create_key(**{field: value for field, value in fields.items() if value is not None})
+    )
+
+
+@key.command("list")
+@limit_option
+def key_list(limit: int) -> None:
+    """Keys, newest first (never their secrets)."""
+    keys = first(settings().client.keys(limit=min(limit, 100)), limit)
+    show_list(keys, ("id", "key_id", "name", "role", "organization", "revoked_at", "last_used_at"))
+
+
+@key.command("revoke")
+@click.argument("key_uuid")
+def key_revoke(key_uuid: str) -> None:
+    """Revoke key KEY_UUID (its id in planner key list): it stops working at once."""
+    settings().client.revoke_key(key_uuid)
+    if not settings().json:
+        click.echo(f"revoked {key_uuid}")
+
+
+# --- Plans ---
+
+
+@planner.group()
+def plan() -> None:
+    """Plans: create, list, show, revise, commit, cancel, compare."""
+
+
+PLAN_REQUEST = (PLAN_FIELDS, MODEL_FIELDS, BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS)
+
+
+def plan_request_options(function: Callable) -> Callable:
+    options = [
+        fields_options(*PLAN_REQUEST),
+        click.option("--spend-remaining", is_flag=True, default=None, help=SPEND_REMAINING),
+        click.option("--label", multiple=True, metavar="KEY=VALUE", help=LABEL_HELP),
+        click.option(
+            "--body", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), help=BODY_HELP
+        ),
+        click.option("--idempotency-key", help=IDEMPOTENCY_HELP),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def plan_request(options: dict[str, Any], *field_sets) -> Json:
+    request = request_body(options, *field_sets, body=options.pop("body"))
+    if options.pop("spend_remaining"):
+        request["budget"] = "remaining"
+    if options["label"]:
+        request["labels"] = {**request.get("labels", {}), **labels(options["label"])}
+    return request
+
+
+@plan.command("create")
+@fields_options(PLAN_ORGANIZATION)
+@plan_request_options
+def plan_create(**options: Any) -> None:
+    """Evaluate a request and store it as a draft plan: an allocation (a budget and a cluster), or a model
+    already chosen (--params and --tokens). Give --budget-id to be able to commit it."""
+    request = plan_request(options, PLAN_ORGANIZATION, *PLAN_REQUEST)
+    show(settings().client.create_plan(idempotency_key=options["idempotency_key"], **request), plan_rows)
+
+
+@plan.command("revise")
+@click.argument("plan_id")
+@plan_request_options
+@click.option(
+    "--unset", multiple=True, metavar="FIELD", help="Remove an input of the plan, e.g. law; repeatable."
+)
+def plan_revise(plan_id: str, unset: Sequence[str], **options: Any) -> None:
+    """A new draft from plan PLAN_ID's request with the options given changed (e.g. --budget-id,
+    --accelerators), linked to it by parent_id."""
+    changes = {**dict.fromkeys(unset), **plan_request(options, *PLAN_REQUEST)}
+    client = settings().client
+    show(client.revise_plan(plan_id, changes, idempotency_key=options["idempotency_key"]), plan_rows)
+
+
+PLAN_STATUSES = click.Choice(["draft", "committed", "cancelled"])
+
+
+@plan.command("list")
+@click.option("--organization", help="Only this organisation's plans.")
+@click.option("--budget-id", help="Only plans charged to this budget.")
+@click.option("--hardware", help="Only plans on this hardware profile.")
+@click.option("--status", type=PLAN_STATUSES, help="Only plans in this status.")
+@click.option("--label", metavar="KEY:VALUE", help="Only plans with this label, e.g. team:alpha.")
+@click.option("--created-from", help="Created at or after this time (ISO 8601).")
+@click.option("--created-to", help="Created before this time (ISO 8601).")
+@limit_option
+def plan_list(limit: int, **filters: Any) -> None:
+    """Plans, newest first."""
+    found = first(settings().client.plans(**filters, limit=min(limit, 100)), limit)
+    show_list(
+        found, ("id", "name", "status", "organization", "params", "tokens", "days", "cost", "created_at")
+    )
+
+
+@plan.command("show")
+@click.argument("plan_id")
+def plan_show(plan_id: str) -> None:
+    """Plan PLAN_ID (--json adds its inputs, snapshot and result)."""
+    show(settings().client.get_plan(plan_id), plan_rows)
+
+
+@plan.command("commit")
+@click.argument("plan_id")
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def plan_commit(plan_id: str, idempotency_key: str | None) -> None:
+    """Reserve draft PLAN_ID's cost, FLOPs and accelerator-hours on its budget (409 if they do not fit)."""
+    show(settings().client.commit_plan(plan_id, idempotency_key=idempotency_key), plan_rows)
+
+
+@plan.command("cancel")
+@click.argument("plan_id")
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def plan_cancel(plan_id: str, idempotency_key: str | None) -> None:
+    """Cancel plan PLAN_ID; a committed plan gives its reservation back to its budget."""
+    show(settings().client.cancel_plan(plan_id, idempotency_key=idempotency_key), plan_rows)
+
+
+@plan.command("compare")
+@click.argument("plan_ids", nargs=-1, required=True)
+def plan_compare(plan_ids: Sequence[str]) -> None:
+    """Plans PLAN_IDS (2 to 10) side by side: the fields that differ."""
+    comparison = settings().client.compare_plans(list(plan_ids))
+    chosen = settings()
+    if chosen.json or chosen.get:
+        show(comparison)
+        return
+    ids = [compared["id"][:8] for compared in comparison["plans"]]
+    rows = [
+        [difference["field"], *(human(difference["field"], value) for value in difference["values"])]
+        for difference in comparison["differences"]
+    ]
+    click.echo(tabulate(rows, headers=["field", *ids], tablefmt="simple", disable_numparse=True))
+
+
+# --- Reports ---
+
+
+@planner.group()
+def report() -> None:
+    """Reports for finance: costs."""
+
+
+@report.command("costs")
+@click.option("--from", "start", required=True, help="Plans starting at or after this time (ISO 8601).")
+@click.option("--to", "end", required=True, help="Plans starting before this time (ISO 8601).")
+@click.option(
+    "--granularity",
+    type=click.Choice(["day", "week", "month", "none"]),
+    help="One row per period of this length (default none: one per group).",
+)
+@click.option(
+    "--group-by", help="Up to 3, comma-separated: organization, budget, hardware, status, label:<key>."
+)
+@click.option("--organization", help="Only this organisation's plans.")
+@click.option("--budget-id", help="Only plans charged to this budget.")
+@click.option("--hardware", help="Only plans on this hardware profile.")
+@click.option("--status", type=PLAN_STATUSES, help="Only plans in this status (default committed).")
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    help="table (default), csv as finance tools read it, or json.",
+)
+def report_costs(start: str, end: str, output: str, **params: Any) -> None:
+    """What plans cost, summed by period and group, exactly, never across currencies."""
+    client = settings().client
+    if output == "csv":
+        click.echo(client.cost_report_csv(start, end, **params), nl=False)
+        return
+    costs = client.cost_report(start, end, **params)
+    chosen = settings()
+    chosen.json = chosen.json or output == "json"
+    if chosen.json or chosen.get:
+        show(costs)
+        return
+    rows = costs["rows"]
+    show_list(rows, [name for name in (rows[0] if rows else {}) if name not in ("estimated", "currency")])
+    for total in costs["totals"]:
+        cost = human("cost", total["cost"], total["currency"])
+        plans = f"{total['plans']} plan" + ("" if total["plans"] == 1 else "s")
+        click.echo(f"total: {plans}, {cost} (estimated)")
+
+
+# --- Scaling laws ---
+
+
+@planner.group()
+def law() -> None:
+    """Scaling laws, published and fitted to your runs: list, show, fit."""
+
+
+@law.command("list")
+@click.option(
+    "--kind", type=click.Choice(["published", "fitted"]), help="Only published or only fitted laws."
+)
+@click.option("--organization", help="Only this organisation's fitted laws (with the published ones).")
+@limit_option
+def law_list(kind: str | None, organization: str | None, limit: int) -> None:
+    """Published laws, then your fitted ones."""
+    found = settings().client.scaling_laws(kind=kind, organization=organization, limit=min(limit, 100))
+    show_list(first(found, limit), ("slug", "kind", "name", "E", "A", "B", "alpha", "beta"))
+
+
+@law.command("show")
+@click.argument("slug")
+def law_show(slug: str) -> None:
+    """Law SLUG: its coefficients, and for a fitted law its fit and fitted range."""
+    show(settings().client.get_scaling_law(slug))
+
+
+@law.command("fit")
+@click.option("--organization", required=True, help="The organisation the law belongs to.")
+@click.option("--name", required=True, help="Its name; its slug is made from it unless --slug is given.")
+@click.option("--slug", help="Its slug, e.g. acme-2026-sweep.")
+@click.option(
+    "--runs",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Your training runs: a CSV file with a header (params, loss, and tokens or flops) or a JSON list.",
+)
+@click.option("--bootstrap-samples", type=click.IntRange(1), help="Refit this many resamples: 95% intervals.")
+@click.option("--seed", type=int, help="Seed of the bootstrap's resampling, for a reproducible fit.")
+@click.option("--no-wait", is_flag=True, help="Print the job of a background fit at once, not its law.")
+def law_fit(runs: Path, bootstrap_samples: int | None, seed: int | None, no_wait: bool, **law: Any) -> None:
+    """Fit a law L = E + A/N^alpha + B/D^beta to your training runs."""
+    request: Json = {**{name: value for name, value in law.items() if value}, "runs": read_runs(runs)}
+    bootstrap = {
+        name: value for name, value in (("samples", bootstrap_samples), ("seed", seed)) if value is not None
+    }
+    if bootstrap:
+        request["bootstrap"] = bootstrap
+    show(settings().client.fit_scaling_law(wait=not no_wait, **request))
+
+
+def read_runs(path: Path) -> list[Json]:
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix.lower() == ".json":
+        return json.loads(text)
+    rows = csv.DictReader(io.StringIO(text))
+    return [{name.strip(): _number(value) for name, value in row.items()} for row in rows]
+
+
+def _number(cell: str) -> float | str:
+    """A CSV cell as the JSON number the API takes (it refuses "5e7" in quotes); other text as it is, for the
+    server to name."""
+    try:
+        return float(cell)
+    except (TypeError, ValueError):
+        return cell
+
+
+# --- Running it ---------------------------------------------------------------------------------------------
+
+
+class Problem(click.ClickException):
+    """The API's refusal, as the command line shows it: the problem's detail and each invalid field."""
+
+    def __init__(self, error: ProblemError):
+        super().__init__(f"{error.status} {error.title}: {error.detail}")
+        self.errors = error.errors
+
+    def show(self, file=None) -> None:
+        super().show(file)
+        for entry in self.errors:
+            where = entry.get("pointer") or entry.get("parameter") or entry.get("header") or ""
+            click.echo(f"  {where}: {entry.get('detail')}", file=file, err=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status: 0 done, 1 refused or failed (the error on stderr), 2 a command line that is wrong."""
+    try:
+        code = planner.main(args=argv, prog_name="planner", standalone_mode=False)
+    except click.ClickException as error:
+        error.show()
+        return error.exit_code
+    except click.Abort:
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
