@@ -18,11 +18,13 @@ import pytest
 from service.auth import CONSOLE_COOKIE
 from service.console.charts import format_number
 from service.console.forms import report_query
+from service.console.views import MAX_FITTED_LAWS_CHARTED
 from service.core.laws import PUBLISHED_LAWS
 from service.services.catalog import load_builtin_hardware
 from tests.api.test_laws import store_law
 from tests.builders import year_budget_body
 from tests.conftest import bearer
+from tests.console.test_charts import marker
 
 ORIGIN = {"Origin": "http://localhost"}
 SVG = "{http://www.w3.org/2000/svg}"
@@ -460,6 +462,18 @@ def test_the_frontier_draws_a_fitted_law_with_its_bootstrap_band(browser, sessio
         assert "acme-sweep (band: 95% bootstrap interval)" in labels
         assert "chinchilla-2022" in labels
         assert chart.find(f".//{SVG}polygon") is not None  # the band
+
+
+def test_the_frontier_draws_every_law_in_a_colour_and_a_marker_of_its_own(browser, session):
+    """Every published law and as many fitted ones as the page charts (the newest five)."""
+    for number in range(MAX_FITTED_LAWS_CHARTED):
+        store_law(session, slug=f"acme-sweep-{number}")
+    page = browser.get("/laws").get_data(as_text=True)
+    for figure in ("params", "tokens"):
+        groups = svg(page, f"frontier-{figure}").findall(f".//{SVG}g[@class='series']")
+        assert len(groups) == len(PUBLISHED_LAWS) + MAX_FITTED_LAWS_CHARTED
+        assert len({group.find(f"{SVG}polyline").get("stroke") for group in groups}) == len(groups)
+        assert len({marker(group.find(f"{SVG}path")) for group in groups}) == len(groups)
 
 
 def test_the_laws_page_shows_each_published_laws_note(browser):
