@@ -20,6 +20,7 @@ from service.console.charts import format_number
 from service.console.forms import report_query
 from service.console.views import MAX_FITTED_LAWS_CHARTED
 from service.core.laws import PUBLISHED_LAWS
+from service.schemas import numeral
 from service.services.catalog import load_builtin_hardware
 from tests.api.test_laws import store_law
 from tests.builders import year_budget_body
@@ -267,18 +268,34 @@ def test_the_console_cookie_never_opens_the_api(browser):
 # --- the planner ---------------------------------------------------------------------------------------
 
 
+def api_allocation(client, form: dict[str, str]) -> dict:
+    """What POST /v1/allocations answers for the planner form `form` (of PLANNER_FORM's budget kind)."""
+    body = {name: numeral(value) for name, value in form.items() if name not in ("budget_kind", "budget")}
+    response = client.post("/v1/allocations", json={form["budget_kind"]: numeral(form["budget"]), **body})
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
 def test_the_planner_shows_what_the_api_allocates(browser, client):
     response = browser.get("/", query_string=PLANNER_FORM)
     assert response.status_code == 200
     page = response.get_data(as_text=True)
-    body = {**PLANNER_FORM, "pf_days": 6000, "accelerators": 1024}
-    del body["budget_kind"], body["budget"]
-    api = client.post("/v1/allocations", json=body).get_json()
+    api = api_allocation(client, PLANNER_FORM)
     assert f'data-figure="params">{format_number(api["params"])}<' in page
     assert f'data-figure="tokens">{format_number(api["tokens"])}<' in page
     assert f"{Decimal(api['estimate']['cost']):,.2f} USD" in page
     assert f"{api['predicted_loss']:.3f}" in page
     assert "nan" not in page.lower().replace("nanoseconds", "")
+
+
+def test_the_planner_says_memory_in_gigabytes_as_its_warnings_do(browser, client):
+    page = html.unescape(browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True))
+    memory = api_allocation(client, PLANNER_FORM)["estimate"]["memory"]
+    assert not memory["fits"]  # so that the page warns of it too, in its own words
+    assert f"{memory['total_bytes'] / 1e9:,.1f} GB</p>" in page
+    assert f"of {memory['capacity_bytes'] / 1e9:,.1f} GB" in page
+    assert f"{memory['total_bytes'] / 1e9:.1f} GB per accelerator" in page  # the warning
+    assert "GiB" not in page
 
 
 def selected_law(page: str) -> str:
