@@ -122,24 +122,45 @@ def plan_filter_query(args: Mapping[str, str]) -> dict[str, str]:
 
 
 def report_query(args: Mapping[str, str], now: datetime | None = None) -> dict[str, Any]:
-    """Cost report filters as GET /v1/reports/costs takes them; by default this calendar year by month and
-    budget, committed plans."""
+    """Cost report filters as GET /v1/reports/costs takes them, from the page's form or from the API's own
+    query (a report's URL with /v1 taken off); by default this calendar year by month and budget, committed
+    plans."""
     now = now or datetime.now(UTC)
     groups = [name for name in REPORT_GROUPS if args.get(f"group_{name}")]
-    label = args.get("group_label", "").strip()
-    if label:
-        groups.append(f"label:{label}")
+    for key in args.get("group_label", "").split(","):  # label keys, as many as the API takes
+        if key.strip():
+            groups.append(f"label:{key.strip()}")
     query: dict[str, Any] = {
         "from": _instant(args.get("from", "").strip()) or f"{now.year}-01-01T00:00:00+00:00",
         "to": _instant(args.get("to", "").strip()) or f"{now.year + 1}-01-01T00:00:00+00:00",
         "granularity": args.get("granularity") or "month",
         "status": args.get("status") or "committed",
     }
-    # Once the form was sent, its choice of groups (even none); before, by budget.
-    group_by = ",".join(groups) if groups or "grouped" in args else "budget"
+    # Once the form was sent, its choice of groups (even none); else the API's group_by; else by budget.
+    group_by = ",".join(groups) if groups or "grouped" in args else args.get("group_by", "budget").strip()
     if group_by:
         query["group_by"] = group_by
     for name in ("organization", "budget_id", "hardware"):
         if args.get(name, "").strip():
             query[name] = args[name].strip()
     return query
+
+
+def report_form(query: Mapping[str, Any]) -> dict[str, Any]:
+    """What the cost report's form shows of the query it ran (`report_query`'s): the window's ends as the
+    date inputs take them (the UTC day of an instant; a browser shows anything else as blank), the groups
+    ticked and the label keys."""
+    groups = [group.strip() for group in query.get("group_by", "").split(",")]
+    return {
+        **{end: _utc_day(query[end]) for end in ("from", "to")},
+        "groups": [group for group in groups if group in REPORT_GROUPS],
+        "group_label": ",".join(group[len("label:") :] for group in groups if group.startswith("label:")),
+    }
+
+
+def _utc_day(text: str) -> str:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return ""  # not an instant: the schema's error says so beside the form
+    return f"{moment.astimezone(UTC) if moment.tzinfo else moment:%Y-%m-%d}"

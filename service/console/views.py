@@ -24,6 +24,7 @@ from service.console.forms import (
     allocation_request,
     errors_by_field,
     plan_filter_query,
+    report_form,
     report_query,
 )
 from service.db import get_session
@@ -148,9 +149,7 @@ def planner():
 def _render_planner(session, context: dict[str, Any], status: int):
     context.update(
         budget_kinds=BUDGET_KINDS,
-        hardware_profiles=hardware.list_hardware(
-            session, vendor=None, precision=None, limit=100, after=None
-        ).items,
+        hardware_profiles=_hardware_profiles(session),
         published_laws=laws.published_laws(),
         fitted_laws=_fitted_laws(session),
         budgets=_budgets(session),
@@ -204,9 +203,7 @@ def plan_history():
         form=flask.request.args,
         statuses=("draft", "committed", "cancelled"),
         budgets=_budgets(session),
-        hardware_profiles=hardware.list_hardware(
-            session, vendor=None, precision=None, limit=100, after=None
-        ).items,
+        hardware_profiles=_hardware_profiles(session),
     )
     return page, 422 if errors else 200
 
@@ -355,15 +352,20 @@ def cost_report():
         errors = errors_by_field(error)
     else:
         report = _report(query)
+    session = get_session()
+    budget_choices = _budgets(session)
     return flask.render_template(
         "console/costs.html",
         report=report,
-        form=flask.request.args,
-        defaults=args,
+        query=args,
+        shown=report_form(args),
         groups=REPORT_GROUPS,
         errors=errors,
         csv_args=MultiDict(flask.request.args),
-        budget_names={str(budget.id): budget.name for budget in _budgets(get_session())},
+        budgets=budget_choices,
+        budget_names={str(budget.id): budget.name for budget in budget_choices},
+        hardware_profiles=_hardware_profiles(session),
+        organizations=_organizations(session),
     ), (422 if errors else 200)
 
 
@@ -406,6 +408,10 @@ def _organizations(session):
 
 def _budgets(session):
     return budgets.list_budgets(session, scope=scope(), organization=None, limit=100, after=None).items
+
+
+def _hardware_profiles(session):
+    return hardware.list_hardware(session, vendor=None, precision=None, limit=100, after=None).items
 
 
 def _fitted_laws(session):

@@ -298,9 +298,10 @@ def test_the_planner_says_memory_in_gigabytes_as_its_warnings_do(browser, client
     assert "GiB" not in page
 
 
-def selected_law(page: str) -> str:
-    """The value of the option the planner's law menu has selected ("" for the fixed ratio)."""
-    menu = page[page.index('<select id="law"') : page.index("</select>", page.index('<select id="law"'))]
+def selected(page: str, menu_id: str) -> str:
+    """The value of the option the menu `menu_id` has selected (as a browser shows it: the first if none)."""
+    start = page.index(f'<select id="{menu_id}"')
+    menu = page[start : page.index("</select>", start)]
     chosen = re.findall(r'<option value="([^"]*)" selected>', menu)
     assert len(chosen) <= 1
     return chosen[0] if chosen else re.search(r'<option value="([^"]*)"', menu).group(1)
@@ -308,7 +309,7 @@ def selected_law(page: str) -> str:
 
 def test_the_planner_starts_from_the_apis_default_rule_of_20_tokens_per_parameter(browser, client):
     empty_form = browser.get("/").get_data(as_text=True)
-    assert selected_law(empty_form) == ""
+    assert selected(empty_form, "law") == ""
 
     planned = browser.get("/", query_string={"budget_kind": "pf_days", "budget": "6000", "law": ""})
     api = client.post("/v1/allocations", json={"pf_days": 6000}).get_json()
@@ -548,6 +549,41 @@ def test_the_cost_report_page_and_its_csv_agree_with_the_api(browser, client, wo
     assert [row["cost"] for row in rows] == [f"{Decimal(plan['cost']):.2f}"]
 
 
+def test_the_cost_report_page_shows_the_report_of_the_apis_own_query_and_says_so_in_its_form(
+    browser, client, world
+):
+    """A report's query as the API takes it (instants, group_by, filters) is that report on the page, and the
+    form shows each part of it, ready to change rather than silently dropped or shown blank."""
+    plan = {"organization": "acme", "pf_days": 60, "hardware": "h100-sxm", "accelerators": 64}
+    plan |= {"budget_id": world["id"], "labels": {"team": "alpha"}, "start_at": "2026-03-01T00:00:00Z"}
+    assert client.post("/v1/plans", json=plan).status_code == 201
+    query = {
+        "from": "2026-02-01T00:00:00Z",
+        "to": "2026-05-01T00:00:00+00:00",
+        "granularity": "none",
+        "group_by": "label:team,hardware",
+        "status": "draft",
+        "organization": "acme",
+        "hardware": "h100-sxm",
+        "budget_id": world["id"],
+    }
+    api = client.get("/v1/reports/costs", query_string=query).get_json()
+    assert [row["label:team"] for row in api["rows"]] == ["alpha"]
+
+    response = browser.get("/reports/costs", query_string=query)
+    assert response.status_code == 200
+    page = html.unescape(response.get_data(as_text=True))
+    assert '<th scope="col">label:team</th>' in page
+    assert f"{Decimal(api['rows'][0]['cost']):,.2f}" in page
+    assert re.search(r'id="from" name="from" type="date" value="2026-02-01"', page)
+    assert re.search(r'id="to" name="to" type="date" value="2026-05-01"', page)
+    assert re.search(r'id="group_label" name="group_label" value="team"', page)
+    assert re.search(r'name="group_hardware" value="1" checked', page)
+    assert not re.search(r'name="group_budget" value="1" checked', page)
+    menus = ("status", "granularity", "organization", "hardware", "budget_id")
+    assert [selected(page, menu) for menu in menus] == ["draft", "none", "acme", "h100-sxm", world["id"]]
+
+
 def test_the_report_defaults_to_this_year_by_month_and_budget():
     from datetime import UTC, datetime  # noqa: PLC0415
 
@@ -644,8 +680,18 @@ PAGES = {
     "/plans/compare": ["ids"],
     "/budgets": ["cursor"],
     "/laws": ["min_flops", "max_flops"],
-    "/reports/costs": ["from", "to", "granularity", "status", "group_label", "budget_id", "hardware"],
-    "/reports/costs.csv": ["from", "to", "granularity", "group_label"],
+    "/reports/costs": [
+        "from",
+        "to",
+        "granularity",
+        "status",
+        "group_label",
+        "group_by",
+        "organization",
+        "budget_id",
+        "hardware",
+    ],
+    "/reports/costs.csv": ["from", "to", "granularity", "group_label", "group_by"],
 }
 
 
