@@ -20,6 +20,7 @@ from service.console import blp, figures, same_origin
 from service.console.formatting import FILTERS
 from service.console.forms import (
     BUDGET_KINDS,
+    DEFAULT_BUDGET_KIND,
     REPORT_GROUPS,
     allocation_request,
     errors_by_field,
@@ -27,9 +28,11 @@ from service.console.forms import (
     report_form,
     report_query,
 )
+from service.core import plan as engine
 from service.db import get_session
 from service.models import utcnow
 from service.schemas import (
+    TRAINING_PRECISIONS,
     AllocationRequestSchema,
     AllocationSchema,
     BudgetSchema,
@@ -137,7 +140,7 @@ def planner():
                 request = AllocationRequestSchema().load(request)
                 outcome = planning.make_allocation(session, request, scope=scope())
             except (ma.ValidationError, InvalidFieldError) as error:
-                errors = errors_by_field(error)
+                errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
             else:
                 context["result"] = AllocationSchema().dump(outcome)
                 context["chart"], context["chart_note"] = figures.isoflop_chart(outcome)
@@ -149,6 +152,8 @@ def planner():
 def _render_planner(session, context: dict[str, Any], status: int):
     context.update(
         budget_kinds=BUDGET_KINDS,
+        precisions=[(name, name) for name in TRAINING_PRECISIONS if name != engine.DEFAULT_PRECISION],
+        default_precision=engine.DEFAULT_PRECISION,
         hardware_profiles=_hardware_profiles(session),
         published_laws=laws.published_laws(),
         fitted_laws=_fitted_laws(session),
@@ -174,7 +179,7 @@ def save_plan():
             return _once(session, lambda: flask.url_for(".plan_page", plan_id=_create(session, request)))
         except (ma.ValidationError, InvalidFieldError) as error:
             session.rollback()
-            errors = errors_by_field(error)
+            errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
     context = {"form": form, "errors": errors, "result": None, "chart": None}
     return _render_planner(session, context, 422)
 

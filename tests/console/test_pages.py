@@ -36,6 +36,7 @@ PLANNER_FORM = {
     "accelerators": "1024",
     "law": "chinchilla-2022",
 }
+SHAPE = {"layers": "64", "d_model": "7168", "heads": "56", "sequence_length": "4096"}  # about 39B parameters
 
 
 @pytest.fixture
@@ -79,8 +80,8 @@ def svg(page: str, chart_id: str) -> ET.Element:
     return ET.fromstring(page[start : page.index("</svg>", start) + len("</svg>")])
 
 
-def save(browser, **extra):
-    planner = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+def save(browser, form=PLANNER_FORM, **extra):
+    planner = browser.get("/", query_string=form).get_data(as_text=True)
     fields = {**hidden_fields(planner, "/plans"), **extra}
     return browser.post("/plans", data=fields, headers=ORIGIN)
 
@@ -268,10 +269,15 @@ def test_the_console_cookie_never_opens_the_api(browser):
 # --- the planner ---------------------------------------------------------------------------------------
 
 
-def api_allocation(client, form: dict[str, str]) -> dict:
-    """What POST /v1/allocations answers for the planner form `form` (of PLANNER_FORM's budget kind)."""
+def api_allocation(client, form: dict[str, str], **members) -> dict:
+    """What POST /v1/allocations answers for the planner form `form` (its numerals as JSON numbers, money as
+    a decimal string) with the further JSON `members`."""
     body = {name: numeral(value) for name, value in form.items() if name not in ("budget_kind", "budget")}
-    response = client.post("/v1/allocations", json={form["budget_kind"]: numeral(form["budget"]), **body})
+    kind = form["budget_kind"]
+    body |= {kind: form["budget"] if kind == "cost" else numeral(form["budget"])}
+    if "cost" in form:
+        body["cost"] = form["cost"]
+    response = client.post("/v1/allocations", json=body | members)
     assert response.status_code == 200, response.get_json()
     return response.get_json()
 
@@ -344,6 +350,15 @@ def test_a_fixed_ratio_plan_is_marked_apart_from_the_optimum(browser):
         ({"accelerators": "0"}, "accelerators", "greater than or equal to 1"),
         ({"law": "no-such-law"}, "law", "No scaling law 'no-such-law'"),
         ({"budget_kind": "cost", "budget": "100", "currency": "EUR"}, "currency", "EUR"),
+        ({"budget_kind": "days", "budget": "30", "days": "20"}, "days", "once"),
+        ({"days": "-1"}, "days", "greater than"),
+        ({"cost": "lots", "currency": "USD"}, "cost", "decimal"),
+        ({"zero_stage": "4"}, "zero_stage", "less than or equal to 3"),
+        ({"tensor_parallel": "16", **SHAPE}, "tensor_parallel", "Must divide the heads (56)"),
+        ({"sequence_parallel": "maybe"}, "sequence_parallel", "Not a valid boolean"),
+        ({"precision": "fp4"}, "precision", "Must be one of"),
+        ({**SHAPE, "heads": "57"}, "heads", "Must divide d_model"),
+        ({"layers": "64"}, "d_model", "Missing data"),
     ],
 )
 def test_bad_input_is_shown_beside_its_field(browser, change, field, message):
@@ -354,6 +369,68 @@ def test_bad_input_is_shown_beside_its_field(browser, change, field, message):
     assert error is not None, page
     assert message in html.unescape(error.group(1))
     assert re.search(rf'id="{field}"[^>]*aria-invalid="true"', page)
+
+
+def test_a_money_limit_and_a_deadline_plan_together_as_the_api_plans_them(browser, client):
+    form = {**PLANNER_FORM, "budget_kind": "cost", "budget": "2,500,000", "currency": "USD", "days": "10"}
+    page = browser.get("/", query_string=form).get_data(as_text=True)
+    api = client.post(
+        "/v1/allocations",
+        json={
+            "cost": "2500000",
+            "currency": "USD",
+            "days": 10,
+            "hardware": "h100-sxm",
+            "accelerators": 1024,
+            "law": "chinchilla-2022",
+        },
+    ).get_json()
+    assert {limit["kind"] for limit in api["limits"]} == {"cost", "days"}
+    assert f'data-figure="params">{format_number(api["params"])}<' in page
+    binding = next(limit["kind"] for limit in api["limits"] if limit["binding"])
+    assert re.search(rf"{binding} \([^)]*\) <strong>binds</strong>", page)
+
+
+def test_every_further_limit_goes_with_a_compute_budget(browser, client):
+    limits = {"cost": "900000", "currency": "USD", "days": "30", "accelerator_hours": "500000"}
+    page = browser.get("/", query_string={**PLANNER_FORM, **limits}).get_data(as_text=True)
+    api = api_allocation(client, {**PLANNER_FORM, **limits})
+    assert {limit["kind"] for limit in api["limits"]} == {"pf_days", "cost", "days", "accelerator_hours"}
+    assert f'data-figure="params">{format_number(api["params"])}<' in page
+
+
+def memory_card(page: str) -> str:
+    start = page.index("<h3>Memory per accelerator</h3>")
+    return page[start : page.index("</div>", start)]
+
+
+def test_a_large_plan_fits_once_the_form_shards_it_and_shapes_it_as_the_api_does(browser, client):
+    cluster = {"zero_stage": "1", "tensor_parallel": "8", "recomputation": "selective", "precision": "bf16"}
+    shape = {**SHAPE, "micro_batch": "1"}
+    form = {**PLANNER_FORM, **cluster, **shape, "sequence_parallel": "true"}
+    page = browser.get("/", query_string=form).get_data(as_text=True)
+    as_json = {name: int(value) for name, value in shape.items()}
+    api = api_allocation(client, {**PLANNER_FORM, **cluster}, shape=as_json, sequence_parallel=True)
+    memory = api["estimate"]["memory"]
+    assert memory["fits"]
+    assert memory["activations_bytes"] > 0  # the shape counted
+    card = memory_card(page)
+    assert f"{memory['total_bytes'] / 1e9:,.1f} GB" in card
+    assert "does not fit" not in card
+
+
+def test_the_advice_on_a_plan_that_does_not_fit_points_at_fields_the_form_has(browser):
+    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    card = memory_card(page)
+    assert "does not fit" in card
+    pointed = re.findall(r'href="#([a-z_]+)"', card)
+    assert {"zero_stage", "tensor_parallel"} <= set(pointed)
+    for field in pointed:
+        assert re.search(rf'<label for="{field}">', page), field
+        assert re.search(rf'<(input|select) id="{field}"', page), field
+    # The API's own advice, in the warnings, names the same fields by their labels.
+    labels = {"ZeRO stage", "Tensor parallelism", "Activation recomputation"}
+    assert all(re.search(rf'<label for="[a-z_]+">{label}</label>', page) for label in labels)
 
 
 # --- saving plans --------------------------------------------------------------------------------------
@@ -375,6 +452,29 @@ def test_saving_a_plan_stores_it_once_even_when_the_form_is_sent_twice(browser, 
     page = browser.get(plan_path).get_data(as_text=True)
     assert "38B for FY26" in page
     assert world["id"] in page
+
+
+def test_a_saved_plan_keeps_the_limits_cluster_options_and_shape_it_was_planned_with(browser, client):
+    cluster = {
+        "zero_stage": "1",
+        "tensor_parallel": "8",
+        "recomputation": "selective",
+        "sequence_parallel": "false",
+    }
+    form = {**PLANNER_FORM, "cost": "3000000", "currency": "USD", "days": "60", **cluster, **SHAPE}
+    response = save(browser, form, name="sharded")
+    assert response.status_code == 303, response.get_data(as_text=True)
+    inputs = client.get(f"/v1{response.headers['Location']}").get_json()["inputs"]
+    assert {name: inputs[name] for name in ("cost", "currency", "days", *cluster)} == {
+        "cost": "3000000.00",
+        "currency": "USD",
+        "days": 60,
+        "zero_stage": 1,
+        "tensor_parallel": 8,
+        "recomputation": "selective",
+        "sequence_parallel": False,
+    }
+    assert inputs["shape"] == {name: int(value) for name, value in SHAPE.items()} | {"micro_batch": 1}
 
 
 def test_forms_without_their_token_or_from_elsewhere_change_nothing(browser, client):
@@ -671,6 +771,17 @@ PAGES = {
         "hardware",
         "accelerators",
         "mfu",
+        "precision",
+        "cost",
+        "days",
+        "accelerator_hours",
+        "zero_stage",
+        "tensor_parallel",
+        "sequence_parallel",
+        "recomputation",
+        "layers",
+        "heads",
+        "micro_batch",
         "law",
         "tokens_per_param",
         "unique_tokens",
