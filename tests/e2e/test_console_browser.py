@@ -22,6 +22,7 @@ import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -103,8 +104,8 @@ def acme(server, server_database_url):
 
 
 def store_other_sweeps(database_url: str, fitted: str, names: tuple[str, ...]) -> None:
-    """Laws like the fitted law `fitted`, each with another data exponent (beta), straight into the server's
-    database: a fit takes seconds of the server's time, these none."""
+    """Laws like the fitted law `fitted`, each older and with another data exponent (beta), straight into the
+    server's database: a fit takes seconds of the server's time, these none."""
     engine = create_db_engine(Config(database_url=database_url))
     try:
         with Session(engine) as session:
@@ -112,6 +113,7 @@ def store_other_sweeps(database_url: str, fitted: str, names: tuple[str, ...]) -
             for number, name in enumerate(names, start=1):
                 columns = {column.key: getattr(law, column.key) for column in FittedLaw.__table__.columns}
                 columns |= {"id": uuid.uuid4(), "slug": f"{name}-sweep", "name": f"{name.title()} sweep"}
+                columns["created_at"] = law.created_at - timedelta(days=number)  # older, in a stable order
                 columns |= {"beta": law.beta * (1 + 0.04 * number), "bootstrap": None, "bootstrap_laws": []}
                 session.add(FittedLaw(**columns))
             session.commit()
