@@ -152,9 +152,10 @@ def planner():
 def _render_planner(session, context: dict[str, Any], status: int):
     context.update(
         budget_kinds=BUDGET_KINDS,
+        default_budget_kind=DEFAULT_BUDGET_KIND,
         precisions=[(name, name) for name in TRAINING_PRECISIONS if name != engine.DEFAULT_PRECISION],
         default_precision=engine.DEFAULT_PRECISION,
-        hardware_profiles=_hardware_profiles(session),
+        hardware_choices=[(item.slug, f"{item.name} ({item.slug})") for item in _hardware_profiles(session)],
         published_laws=laws.published_laws(),
         fitted_laws=_fitted_laws(session),
         budgets=_budgets(session),
