@@ -14,13 +14,31 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-# Each colour has at least 3:1 contrast against white (WCAG 2.1 non-text contrast), so lines stay visible.
-PALETTE = ("#1f5fa8", "#b3461b", "#2e7d32", "#6a3d9a", "#8a6d00", "#00838f")
+# Each colour has at least 3:1 contrast against white (WCAG 2.1 non-text contrast), so lines stay visible, and
+# is another colour than the others, not a shade of one: ten, for the laws page's published laws and up to
+# five fitted ones. Blue, rust, green, purple, olive, teal, magenta, brown, red, slate.
+PALETTE = (
+    "#1f5fa8",
+    "#b3461b",
+    "#2e7d32",
+    "#6a3d9a",
+    "#8a6d00",
+    "#00838f",
+    "#c2185b",
+    "#5d4037",
+    "#d50000",
+    "#37474f",
+)
 OVER_COLOUR = "#b00020"
 # Larger magnitudes overflow when subtracted or scaled; no planner figure comes near them.
 _MAX_MAGNITUDE = 1e300
-_CHAR_WIDTH = 6.2  # rough width of one character at font-size 11, enough to lay out legends
 _MAX_POINT_MARKERS = 12  # marker shapes per series: enough to tell series apart, few enough to stay small
+_SHAPES = 5  # outlines of a point marker; each drawn filled, then hollow: ten markers, one per colour
+# Widths at font-size 11 in DejaVu Sans, the widest of the usual sans-serif system fonts (and the one Debian's
+# chromium draws system-ui with), each at least its widest character: text laid out with them has room in
+# narrower fonts too.
+_NARROW = frozenset(" ,.:;'!|ijlfrtIJ()[]-/·")
+_WIDE = frozenset("mwMW%—+\u00d7")  # the last a multiplication sign
 _HALO = 'stroke="#fff" stroke-width="3" paint-order="stroke"'  # keeps a label legible where it crosses a line
 
 
@@ -57,6 +75,13 @@ def format_number(value: float) -> str:
                 return sign + text.removesuffix(".0") + suffix
     mantissa, exponent = f"{size:.1e}".split("e")
     return f"{sign}{mantissa.removesuffix('.0')}e{int(exponent)}"
+
+
+def text_width(text: str) -> float:
+    """A generous width of `text` drawn at font-size 11, for laying out labels that must not meet."""
+    return sum(
+        4.4 if c in _NARROW else 10.9 if c in _WIDE else 8.7 if c.isupper() else 7.0 for c in str(text)
+    )
 
 
 def _n(value: float) -> str:
@@ -146,9 +171,18 @@ def _axis(values: list[float], log: bool, fmt: Callable[[float], str], explicit=
     return _Axis(log, lo, hi, tuple(placed))
 
 
+def _marker(kind: int, x: float, y: float, colour: str) -> str:
+    """A point marker of series `kind`: its shape and fill, not only its colour, tell series apart."""
+    if (kind // _SHAPES) % 2:  # hollow: white inside a ring of the colour
+        paint = f'fill="#fff" stroke="{colour}" stroke-width="1.5"'
+    else:  # filled, with a white edge that parts it from a line it sits on
+        paint = f'fill="{colour}" stroke="#fff" stroke-width="0.75"'
+    return f'<path d="{_shape(kind, x, y)}" {paint}/>'
+
+
 def _shape(kind: int, x: float, y: float, r: float = 3.5) -> str:
-    """Path data of a point marker; the shape, not only the colour, tells series apart."""
-    kind %= 5
+    """Path data of a point marker's outline."""
+    kind %= _SHAPES
     if kind == 0:  # circle, as two arcs so every marker is a <path>
         return f"M{_n(x - r)} {_n(y)}a{r} {r} 0 1 0 {2 * r} 0a{r} {r} 0 1 0 {-2 * r} 0Z"
     if kind == 1:  # square
@@ -226,7 +260,7 @@ def _frame(plot: _Plot, x_label: str, y_label: str, empty: bool) -> list[str]:
         out.append(_line(x, plot.top, x, plot.bottom, 'class="grid" stroke="#e3e3e3"'))
         out.append(_line(x, plot.bottom, x, plot.bottom + 5, 'class="tick" stroke="#333"'))
         # A label that would run past an edge of the SVG is aligned to that edge instead of centred.
-        half = _CHAR_WIDTH * len(label) / 2
+        half = text_width(label) / 2
         anchor = "start" if x - half < 0 else "end" if x + half > plot.width else "middle"
         out.append(_text(x, plot.bottom + 17, label, f'class="x-tick" text-anchor="{anchor}"'))
     for position, label in plot.y_axis.ticks:
@@ -249,7 +283,7 @@ def _legend(series: Sequence[Series], width: int) -> tuple[list[str], float]:
     """A legend entry per series (line sample, marker shape, label) in rows along the top; and its height."""
     out, row, cursor = [], 0, 0.0
     for i, s in enumerate(series):
-        entry_width = 40 + _CHAR_WIDTH * len(s.label)
+        entry_width = 40 + text_width(s.label)
         if cursor and cursor + entry_width > width - 16:
             row, cursor = row + 1, 0.0
         x, y = 12 + cursor, 14.0 + row * 16
@@ -257,7 +291,7 @@ def _legend(series: Sequence[Series], width: int) -> tuple[list[str], float]:
         colour, dash = PALETTE[i % len(PALETTE)], ' stroke-dasharray="6 4"' if s.dashed else ""
         out.append(f'<g class="legend-entry" data-series="{i}">')
         out.append(_line(x, y, x + 28, y, f'stroke="{colour}" stroke-width="2"{dash}'))
-        out.append(f'<path d="{_shape(i, x + 14, y)}" fill="{colour}" stroke="#fff" stroke-width="0.75"/>')
+        out.append(_marker(i, x + 14, y, colour))
         out.append(_text(x + 34, y, s.label, 'dy="4"') + "</g>")
     return out, (row + 1) * 16.0 if series else 0.0
 
@@ -272,9 +306,23 @@ def _series(plot: _Plot, i: int, s: Series, line: list[tuple[float, float]]) -> 
     # Every point of a short series, a sample of a long one: enough to tell the series apart.
     count = min(len(line), _MAX_POINT_MARKERS)
     for k in sorted({round(j * (len(line) - 1) / max(count - 1, 1)) for j in range(count)}):
-        shape = _shape(i, plot.x(line[k][0]), plot.y(line[k][1]))
-        out.append(f'<path d="{shape}" fill="{colour}" stroke="#fff" stroke-width="0.75"/>')
+        out.append(_marker(i, plot.x(line[k][0]), plot.y(line[k][1]), colour))
     return [*out, "</g>"]
+
+
+def _room_beyond(lines: list[float], values: list[float], log: bool) -> list[float]:
+    """A value a little past each horizontal line that lies at an end of the data: in the range, it keeps the
+    line off the frame's border, where it would not be seen (a budget's amount is often the top figure)."""
+    place = [math.log10(v) if log else v for v in values + lines]
+    if not place:
+        return []
+    low, high = min(place), max(place)
+    margin = 0.06 * (high - low or abs(high) or 1.0)
+    beyond = []
+    for line in lines:
+        at = math.log10(line) if log else line
+        beyond += [at + margin] if at >= high else [at - margin] if at <= low else []
+    return [10.0**at if log else at for at in beyond]
 
 
 def line_chart(
@@ -305,7 +353,8 @@ def line_chart(
     xs = [x for line in lines for x, _ in line] + [b[0] for band in bands for b in band]
     ys = [y for line in lines for _, y in line] + [v for band in bands for b in band for v in b[1:]]
     xs += [p[0] for _, p in spots]
-    ys += [p[1] for _, p in spots] + [y for y, _ in refs]
+    ys += [p[1] for _, p in spots]
+    ys += [y for y, _ in refs] + _room_beyond([y for y, _ in refs], ys, y_log)
     legend, legend_height = _legend(series, width)
     bottom = max(height - 44.0, 60.0)
     plot = _Plot(
@@ -362,7 +411,12 @@ def bar(
     limit = _num(total, False) or 0.0
     over = limit > 0 and sum(v for v, _ in usable) > limit
     words = [label for _, label in usable] + [str(total_label)] + (["over budget"] if over else [])
-    out = _open_svg(chart_id, title, "; ".join(words), width, height)
+    # Under the bar a swatch and label per part, then the total (and any overrun) on the right; the total
+    # takes a row of its own where it would run into the parts' labels (long amounts in a narrow bar).
+    parts_end = 1.0 + sum(28 + text_width(label) for _, label in usable)  # with the gap before the total
+    total_width = text_width(total_label) + (1.1 * text_width("over budget ") if over else 0.0)  # bold
+    total_row = 0 if parts_end + total_width <= width - 1 else 1
+    out = _open_svg(chart_id, title, "; ".join(words), width, height + 16 * total_row)
     inner, bar_h = width - 2.0, max(height - 28.0, 8.0)
     out.append(_rect(1, 4, inner, bar_h, 'fill="#f3f3f3"'))
     cursor = 0.0
@@ -380,14 +434,14 @@ def bar(
     if limit <= 0:
         attrs = 'class="empty" dy="4" text-anchor="middle" fill="#555"'
         out.append(_text(width / 2, 4 + bar_h / 2, "No total to compare against", attrs))
-    # The text row under the bar: a swatch and label per part, then the total (and any overrun) on the right.
     text_y, x = height - 6.0, 1.0
     for i, (_, label) in enumerate(usable):
         colour = PALETTE[i % len(PALETTE)]
         out.append(_rect(x, height - 15.0, 10, 10, f'fill="{colour}"'))
         out.append(_text(x + 14, text_y, label))
-        x += 28 + _CHAR_WIDTH * len(label)
+        x += 28 + text_width(label)
     flag = f'<tspan class="over" fill="{OVER_COLOUR}" font-weight="bold">over budget</tspan> ' if over else ""
-    out.append(f'<text x="{width - 1}" y="{_n(text_y)}" text-anchor="end">{flag}{escape(total_label)}</text>')
+    total_y = _n(text_y + 16 * total_row)
+    out.append(f'<text x="{width - 1}" y="{total_y}" text-anchor="end">{flag}{escape(total_label)}</text>')
     out.append("</svg>")
     return Markup("".join(out))

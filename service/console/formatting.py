@@ -1,4 +1,4 @@
-"""How the console writes figures for people: compact numbers, exact money, UTC times, sizes in bytes."""
+"""How the console writes figures for people: compact numbers, exact money, UTC times, memory in GB."""
 
 from __future__ import annotations
 
@@ -36,15 +36,10 @@ def fixed(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
-def size_in_bytes(value: float | None) -> str:
-    """Memory in binary units: 80.0 GiB."""
-    if value is None:
-        return "—"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:,.1f} {unit}" if unit != "B" else f"{value:,.0f} B"
-        value /= 1024
-    raise AssertionError("unreachable")
+def gigabytes(value: float | None) -> str:
+    """Memory in decimal gigabytes (1 GB = 10^9 bytes), always: the API's warnings, the command line and
+    the README say it so, and one screen must not say GiB beside them. 80.0 GB, 1,216.0 GB."""
+    return "—" if value is None else f"{value / 1e9:,.1f} GB"
 
 
 def when(value: datetime | str | None) -> str:
@@ -60,6 +55,6 @@ FILTERS = {
     "money": money,
     "percent": percent,
     "fixed": fixed,
-    "bytes": size_in_bytes,
+    "gigabytes": gigabytes,
     "when": when,
 }

@@ -20,20 +20,42 @@ BUDGET_KINDS = {
     "days": "Deadline (days)",
     "target_loss": "Target loss",
 }
+DEFAULT_BUDGET_KIND = "pf_days"
+# Limits that go with the budget, each a field of its own, as the API combines them (the tightest binds).
+LIMIT_FIELDS = ("cost", "days", "accelerator_hours")
 # Planner fields passed through as typed (after the budget), and those that are numbers: the schemas take
 # JSON numbers only ("8" is refused where 8 is wanted), so a form's numerals are read as numbers first.
 PLANNER_FIELDS = (
     "hardware",
     "accelerators",
     "mfu",
+    "precision",
+    "zero_stage",
+    "tensor_parallel",
+    "sequence_parallel",
+    "recomputation",
     "law",
     "tokens_per_param",
     "unique_tokens",
     "inference_tokens",
 )
+SHAPE_FIELDS = ("layers", "d_model", "heads", "sequence_length", "micro_batch")  # the request's `shape`
 NUMBER_FIELDS = frozenset(
-    {"budget", "accelerators", "mfu", "tokens_per_param", "unique_tokens", "inference_tokens"}
+    {
+        "budget",
+        "accelerators",
+        "mfu",
+        "zero_stage",
+        "tensor_parallel",
+        "tokens_per_param",
+        "unique_tokens",
+        "inference_tokens",
+        "days",
+        "accelerator_hours",
+        *SHAPE_FIELDS,
+    }
 )
+_BOOLEANS = {"true": True, "false": False}  # a menu's values; other text is left for the schema to refuse
 
 
 def _number_text(text: str) -> str:
@@ -45,7 +67,7 @@ def allocation_request(form: Mapping[str, str]) -> tuple[dict[str, Any], dict[st
     """The allocation request a planner form describes, and the form's own errors (by field)."""
     request: dict[str, Any] = {}
     errors: dict[str, list[str]] = {}
-    kind = form.get("budget_kind", "pf_days")
+    kind = form.get("budget_kind", DEFAULT_BUDGET_KIND)
     budget = _number_text(form.get("budget", "").strip())
     if kind not in BUDGET_KINDS:
         errors["budget_kind"] = [f"Choose one of: {', '.join(BUDGET_KINDS.values())}."]
@@ -53,31 +75,57 @@ def allocation_request(form: Mapping[str, str]) -> tuple[dict[str, Any], dict[st
         errors["budget"] = ["Enter a budget."]
     else:
         request[kind] = budget if kind == "cost" else numeral(budget)  # money stays a decimal string
-    if kind == "cost":
+    for name in LIMIT_FIELDS:
+        text = _number_text(form.get(name, "").strip())
+        if text and name == kind:
+            errors[name] = [f"It is the budget already ({BUDGET_KINDS[kind]}): give it once."]
+        elif text:
+            request[name] = text if name == "cost" else numeral(text)
+    if kind == "cost" or "cost" in request:
         request["currency"] = form.get("currency", "").strip().upper()
     for name in PLANNER_FIELDS:
         text = form.get(name, "").strip()
-        if not text:
-            continue
-        request[name] = numeral(_number_text(text)) if name in NUMBER_FIELDS else text
+        if text:
+            request[name] = _typed(name, text)
+    shape = {name: _typed(name, form[name].strip()) for name in SHAPE_FIELDS if form.get(name, "").strip()}
+    if shape:
+        request["shape"] = shape
     return request, errors
 
 
-# Request members whose errors belong to another form field.
-_FIELD_OF_MEMBER = dict.fromkeys(BUDGET_KINDS, "budget") | {"currency": "currency", "cost": "budget"}
+def _typed(name: str, text: str) -> Any:
+    if name in NUMBER_FIELDS:
+        return numeral(_number_text(text))
+    return _BOOLEANS.get(text, text) if name == "sequence_parallel" else text
 
 
-def errors_by_field(error: ma.ValidationError | InvalidFieldError) -> dict[str, list[str]]:
-    """Messages keyed by form field ("_form" for the whole form)."""
+def errors_by_field(
+    error: ma.ValidationError | InvalidFieldError, budget_kind: str | None = None
+) -> dict[str, list[str]]:
+    """Messages keyed by form field ("_form" for the whole form). On the planner (`budget_kind` given) the
+    budget's errors go beside its amount, and those of the shape's members beside their own fields."""
     found: dict[str, list[str]] = {}
     if isinstance(error, InvalidFieldError):
         where = error.where.get("pointer") or error.where.get("parameter") or "#"
-        member = where.removeprefix("#").strip("/").split("/")[0]
-        found.setdefault(_FIELD_OF_MEMBER.get(member, member or "_form"), []).append(error.detail)
+        member, _, inner = where.removeprefix("#").strip("/").partition("/")
+        if member == "shape" and inner:
+            member = inner
+        found.setdefault(_form_field(member or "_form", budget_kind), []).append(error.detail)
         return found
-    for member, messages in _flatten(error.messages, ""):
-        found.setdefault(_FIELD_OF_MEMBER.get(member, member), []).extend(messages)
+    messages = error.messages
+    if isinstance(messages, Mapping) and isinstance(messages.get("shape"), Mapping):
+        messages = {**messages, **messages["shape"]}
+        del messages["shape"]
+    for member, texts in _flatten(messages, ""):
+        found.setdefault(_form_field(member, budget_kind), []).extend(texts)
     return found
+
+
+def _form_field(member: str, budget_kind: str | None) -> str:
+    """The planner's field for a request member: the amount for the budget's own, else its namesake."""
+    if budget_kind is None or (member in LIMIT_FIELDS and member != budget_kind):
+        return member
+    return "budget" if member in BUDGET_KINDS else member
 
 
 def _flatten(tree: Any, member: str):
@@ -122,24 +170,45 @@ def plan_filter_query(args: Mapping[str, str]) -> dict[str, str]:
 
 
 def report_query(args: Mapping[str, str], now: datetime | None = None) -> dict[str, Any]:
-    """Cost report filters as GET /v1/reports/costs takes them; by default this calendar year by month and
-    budget, committed plans."""
+    """Cost report filters as GET /v1/reports/costs takes them, from the page's form or from the API's own
+    query (a report's URL with /v1 taken off); by default this calendar year by month and budget, committed
+    plans."""
     now = now or datetime.now(UTC)
     groups = [name for name in REPORT_GROUPS if args.get(f"group_{name}")]
-    label = args.get("group_label", "").strip()
-    if label:
-        groups.append(f"label:{label}")
+    for key in args.get("group_label", "").split(","):  # label keys, as many as the API takes
+        if key.strip():
+            groups.append(f"label:{key.strip()}")
     query: dict[str, Any] = {
         "from": _instant(args.get("from", "").strip()) or f"{now.year}-01-01T00:00:00+00:00",
         "to": _instant(args.get("to", "").strip()) or f"{now.year + 1}-01-01T00:00:00+00:00",
         "granularity": args.get("granularity") or "month",
         "status": args.get("status") or "committed",
     }
-    # Once the form was sent, its choice of groups (even none); before, by budget.
-    group_by = ",".join(groups) if groups or "grouped" in args else "budget"
+    # Once the form was sent, its choice of groups (even none); else the API's group_by; else by budget.
+    group_by = ",".join(groups) if groups or "grouped" in args else args.get("group_by", "budget").strip()
     if group_by:
         query["group_by"] = group_by
     for name in ("organization", "budget_id", "hardware"):
         if args.get(name, "").strip():
             query[name] = args[name].strip()
     return query
+
+
+def report_form(query: Mapping[str, Any]) -> dict[str, Any]:
+    """What the cost report's form shows of the query it ran (`report_query`'s): the window's ends as the
+    date inputs take them (the UTC day of an instant; a browser shows anything else as blank), the groups
+    ticked and the label keys."""
+    groups = [group.strip() for group in query.get("group_by", "").split(",")]
+    return {
+        **{end: _utc_day(query[end]) for end in ("from", "to")},
+        "groups": [group for group in groups if group in REPORT_GROUPS],
+        "group_label": ",".join(group[len("label:") :] for group in groups if group.startswith("label:")),
+    }
+
+
+def _utc_day(text: str) -> str:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return ""  # not an instant: the schema's error says so beside the form
+    return f"{moment.astimezone(UTC) if moment.tzinfo else moment:%Y-%m-%d}"

@@ -20,15 +20,19 @@ from service.console import blp, figures, same_origin
 from service.console.formatting import FILTERS
 from service.console.forms import (
     BUDGET_KINDS,
+    DEFAULT_BUDGET_KIND,
     REPORT_GROUPS,
     allocation_request,
     errors_by_field,
     plan_filter_query,
+    report_form,
     report_query,
 )
+from service.core import plan as engine
 from service.db import get_session
 from service.models import utcnow
 from service.schemas import (
+    TRAINING_PRECISIONS,
     AllocationRequestSchema,
     AllocationSchema,
     BudgetSchema,
@@ -136,7 +140,7 @@ def planner():
                 request = AllocationRequestSchema().load(request)
                 outcome = planning.make_allocation(session, request, scope=scope())
             except (ma.ValidationError, InvalidFieldError) as error:
-                errors = errors_by_field(error)
+                errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
             else:
                 context["result"] = AllocationSchema().dump(outcome)
                 context["chart"], context["chart_note"] = figures.isoflop_chart(outcome)
@@ -148,9 +152,10 @@ def planner():
 def _render_planner(session, context: dict[str, Any], status: int):
     context.update(
         budget_kinds=BUDGET_KINDS,
-        hardware_profiles=hardware.list_hardware(
-            session, vendor=None, precision=None, limit=100, after=None
-        ).items,
+        default_budget_kind=DEFAULT_BUDGET_KIND,
+        precisions=[(name, name) for name in TRAINING_PRECISIONS if name != engine.DEFAULT_PRECISION],
+        default_precision=engine.DEFAULT_PRECISION,
+        hardware_choices=[(item.slug, f"{item.name} ({item.slug})") for item in _hardware_profiles(session)],
         published_laws=laws.published_laws(),
         fitted_laws=_fitted_laws(session),
         budgets=_budgets(session),
@@ -175,7 +180,7 @@ def save_plan():
             return _once(session, lambda: flask.url_for(".plan_page", plan_id=_create(session, request)))
         except (ma.ValidationError, InvalidFieldError) as error:
             session.rollback()
-            errors = errors_by_field(error)
+            errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
     context = {"form": form, "errors": errors, "result": None, "chart": None}
     return _render_planner(session, context, 422)
 
@@ -204,9 +209,7 @@ def plan_history():
         form=flask.request.args,
         statuses=("draft", "committed", "cancelled"),
         budgets=_budgets(session),
-        hardware_profiles=hardware.list_hardware(
-            session, vendor=None, precision=None, limit=100, after=None
-        ).items,
+        hardware_profiles=_hardware_profiles(session),
     )
     return page, 422 if errors else 200
 
@@ -355,15 +358,20 @@ def cost_report():
         errors = errors_by_field(error)
     else:
         report = _report(query)
+    session = get_session()
+    budget_choices = _budgets(session)
     return flask.render_template(
         "console/costs.html",
         report=report,
-        form=flask.request.args,
-        defaults=args,
+        query=args,
+        shown=report_form(args),
         groups=REPORT_GROUPS,
         errors=errors,
         csv_args=MultiDict(flask.request.args),
-        budget_names={str(budget.id): budget.name for budget in _budgets(get_session())},
+        budgets=budget_choices,
+        budget_names={str(budget.id): budget.name for budget in budget_choices},
+        hardware_profiles=_hardware_profiles(session),
+        organizations=_organizations(session),
     ), (422 if errors else 200)
 
 
@@ -406,6 +414,10 @@ def _organizations(session):
 
 def _budgets(session):
     return budgets.list_budgets(session, scope=scope(), organization=None, limit=100, after=None).items
+
+
+def _hardware_profiles(session):
+    return hardware.list_hardware(session, vendor=None, precision=None, limit=100, after=None).items
 
 
 def _fitted_laws(session):

@@ -97,6 +97,63 @@ def test_series_differ_by_marker_shape_too_and_the_legend_names_each():
         assert len(find(group, "path")) == 2  # a marker shape on each point of a short series
 
 
+def marker(path: ET.Element) -> tuple[tuple[str, ...], bool]:
+    """A marker as a person tells it apart from another, colour aside: its outline wherever it is drawn (the
+    path with absolute points taken from its first), and whether it is filled or hollow."""
+    outline, origin, command, coordinate = [], None, "", 0
+    for token in re.findall(r"[A-Za-z]|-?\d+(?:\.\d+)?", path.get("d")):
+        if token.isalpha():
+            command, coordinate = token, 0
+            outline.append(token)
+            continue
+        value = float(token)
+        if command in "ML":  # absolute: where it is drawn, less where the outline starts
+            origin = origin or [None, None]
+            axis = coordinate % 2
+            origin[axis] = value if origin[axis] is None else origin[axis]
+            value -= origin[axis]
+        coordinate += 1
+        outline.append(str(round(value)))  # to the pixel: each coordinate was rounded where it is drawn
+    return tuple(outline), path.get("fill") != "#fff"
+
+
+def test_ten_series_each_have_a_colour_and_a_marker_of_their_own_in_the_legend_as_on_the_lines():
+    """Ten: the laws page draws every published law and up to five fitted ones."""
+    series = [Series(f"law {i}", [(1, i + 1), (2, i + 2)]) for i in range(10)]
+    root = parse(chart(series))
+    lines = [find(group, "polyline")[0].get("stroke") for group in series_groups(root)]
+    markers = [marker(find(group, "path")[0]) for group in series_groups(root)]
+    assert len(set(lines)) == 10
+    assert len(set(markers)) == 10
+    legend = find(root, "g", "legend-entry")
+    assert [find(entry, "line")[0].get("stroke") for entry in legend] == lines
+    assert [marker(find(entry, "path")[0]) for entry in legend] == markers
+
+
+def lab(colour: str) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of an sRGB colour such as #1f5fa8."""
+
+    def linear(channel: int) -> float:
+        c = channel / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(colour[i : i + 2], 16)) for i in (1, 3, 5))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_no_two_palette_colours_look_alike():
+    """A CIE76 colour difference of 2.3 is just noticeable; 20 is another colour, not a shade of one."""
+    pairs = itertools.combinations(charts.PALETTE, 2)
+    assert min(math.dist(lab(a), lab(b)) for a, b in pairs) >= 20
+
+
 def test_a_long_series_draws_a_sample_of_marker_shapes():
     root = parse(chart([Series("a", [(x, x) for x in range(200)])]))
     (group,) = series_groups(root)
@@ -270,6 +327,17 @@ def test_reference_lines_and_markers_widen_the_range():
     assert float(find(root, "circle", "marker")[0].get("cx")) <= right
 
 
+def test_a_reference_line_at_the_top_of_the_data_is_drawn_inside_the_frame_not_on_its_border():
+    """A budget's amount is often the largest figure of its burn chart, and a round one."""
+    root = parse(chart([Series("a", [(0, 0), (1, 12_000_000)])], reference_lines=[(20_000_000, "Amount")]))
+    (line,) = find(root, "line", "reference")
+    (label,) = find(root, "text", "reference-label")
+    frame = find(root, "rect", "frame")[0]
+    top, bottom = float(frame.get("y")), float(frame.get("y")) + float(frame.get("height"))
+    assert top + 8 <= float(line.get("y1")) <= bottom - 8
+    assert float(label.get("y")) - 11 >= top  # the label (11 high) above its line, inside the frame too
+
+
 def test_explicit_x_ticks_replace_the_automatic_ones():
     months = [(0, "Jan"), (1, "Feb"), (2, "Mar"), (3, "Apr")]
     root = parse(chart([Series("a", [(0, 10), (1, 30), (2, 35)])], x_ticks=months))
@@ -316,6 +384,28 @@ def test_a_bar_draws_parts_as_fractions_of_the_total():
     assert float(bar_parts(root)[1].get("x")) == pytest.approx(float(track.get("x")) + widths[0], abs=0.01)
     assert "over budget" not in "".join(root.itertext())
     assert {"Committed", "Pending", "Amount"} <= set(texts(root))
+
+
+def bar_rows(width: int) -> tuple[ET.Element, float, float]:
+    """A budget's bar with long amounts, and the baselines of its two labels: the part's, the total's."""
+    committed, amount = "Committed 2,670,224.39 USD", "Amount 20,000,000.00 USD"
+    root = parse(
+        bar(chart_id="u", title="Use", parts=[(2.67, committed)], total=20, total_label=amount, width=width)
+    )
+    rows = {"".join(e.itertext()): float(e.get("y")) for e in find(root, "text")}
+    return root, rows[committed], rows[amount]
+
+
+def test_a_bar_puts_its_total_on_a_row_of_its_own_when_it_would_run_into_the_parts():
+    root, part_row, total_row = bar_rows(width=320)
+    assert total_row >= part_row + 11  # a line of 11-pixel text lower
+    assert total_row <= float(root.get("viewBox").split()[3])  # and still inside the picture
+
+
+def test_a_bar_keeps_its_labels_on_one_row_where_there_is_room():
+    root, part_row, total_row = bar_rows(width=640)
+    assert total_row == part_row
+    assert root.get("viewBox") == "0 0 640 56"
 
 
 def test_a_bar_clips_an_overrun_and_marks_it():

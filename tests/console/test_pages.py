@@ -18,11 +18,14 @@ import pytest
 from service.auth import CONSOLE_COOKIE
 from service.console.charts import format_number
 from service.console.forms import report_query
+from service.console.views import MAX_FITTED_LAWS_CHARTED
 from service.core.laws import PUBLISHED_LAWS
+from service.schemas import numeral
 from service.services.catalog import load_builtin_hardware
 from tests.api.test_laws import store_law
 from tests.builders import year_budget_body
 from tests.conftest import bearer
+from tests.console.test_charts import marker
 
 ORIGIN = {"Origin": "http://localhost"}
 SVG = "{http://www.w3.org/2000/svg}"
@@ -33,6 +36,7 @@ PLANNER_FORM = {
     "accelerators": "1024",
     "law": "chinchilla-2022",
 }
+SHAPE = {"layers": "64", "d_model": "7168", "heads": "56", "sequence_length": "4096"}  # about 39B parameters
 
 
 @pytest.fixture
@@ -76,8 +80,8 @@ def svg(page: str, chart_id: str) -> ET.Element:
     return ET.fromstring(page[start : page.index("</svg>", start) + len("</svg>")])
 
 
-def save(browser, **extra):
-    planner = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+def save(browser, form=PLANNER_FORM, **extra):
+    planner = browser.get("/", query_string=form).get_data(as_text=True)
     fields = {**hidden_fields(planner, "/plans"), **extra}
     return browser.post("/plans", data=fields, headers=ORIGIN)
 
@@ -265,13 +269,24 @@ def test_the_console_cookie_never_opens_the_api(browser):
 # --- the planner ---------------------------------------------------------------------------------------
 
 
+def api_allocation(client, form: dict[str, str], **members) -> dict:
+    """What POST /v1/allocations answers for the planner form `form` (its numerals as JSON numbers, money as
+    a decimal string) with the further JSON `members`."""
+    body = {name: numeral(value) for name, value in form.items() if name not in ("budget_kind", "budget")}
+    kind = form["budget_kind"]
+    body |= {kind: form["budget"] if kind == "cost" else numeral(form["budget"])}
+    if "cost" in form:
+        body["cost"] = form["cost"]
+    response = client.post("/v1/allocations", json=body | members)
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
 def test_the_planner_shows_what_the_api_allocates(browser, client):
     response = browser.get("/", query_string=PLANNER_FORM)
     assert response.status_code == 200
     page = response.get_data(as_text=True)
-    body = {**PLANNER_FORM, "pf_days": 6000, "accelerators": 1024}
-    del body["budget_kind"], body["budget"]
-    api = client.post("/v1/allocations", json=body).get_json()
+    api = api_allocation(client, PLANNER_FORM)
     assert f'data-figure="params">{format_number(api["params"])}<' in page
     assert f'data-figure="tokens">{format_number(api["tokens"])}<' in page
     assert f"{Decimal(api['estimate']['cost']):,.2f} USD" in page
@@ -279,9 +294,20 @@ def test_the_planner_shows_what_the_api_allocates(browser, client):
     assert "nan" not in page.lower().replace("nanoseconds", "")
 
 
-def selected_law(page: str) -> str:
-    """The value of the option the planner's law menu has selected ("" for the fixed ratio)."""
-    menu = page[page.index('<select id="law"') : page.index("</select>", page.index('<select id="law"'))]
+def test_the_planner_says_memory_in_gigabytes_as_its_warnings_do(browser, client):
+    page = html.unescape(browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True))
+    memory = api_allocation(client, PLANNER_FORM)["estimate"]["memory"]
+    assert not memory["fits"]  # so that the page warns of it too, in its own words
+    assert f"{memory['total_bytes'] / 1e9:,.1f} GB</p>" in page
+    assert f"of {memory['capacity_bytes'] / 1e9:,.1f} GB" in page
+    assert f"{memory['total_bytes'] / 1e9:.1f} GB per accelerator" in page  # the warning
+    assert "GiB" not in page
+
+
+def selected(page: str, menu_id: str) -> str:
+    """The value of the option the menu `menu_id` has selected (as a browser shows it: the first if none)."""
+    start = page.index(f'<select id="{menu_id}"')
+    menu = page[start : page.index("</select>", start)]
     chosen = re.findall(r'<option value="([^"]*)" selected>', menu)
     assert len(chosen) <= 1
     return chosen[0] if chosen else re.search(r'<option value="([^"]*)"', menu).group(1)
@@ -289,7 +315,7 @@ def selected_law(page: str) -> str:
 
 def test_the_planner_starts_from_the_apis_default_rule_of_20_tokens_per_parameter(browser, client):
     empty_form = browser.get("/").get_data(as_text=True)
-    assert selected_law(empty_form) == ""
+    assert selected(empty_form, "law") == ""
 
     planned = browser.get("/", query_string={"budget_kind": "pf_days", "budget": "6000", "law": ""})
     api = client.post("/v1/allocations", json={"pf_days": 6000}).get_json()
@@ -324,6 +350,15 @@ def test_a_fixed_ratio_plan_is_marked_apart_from_the_optimum(browser):
         ({"accelerators": "0"}, "accelerators", "greater than or equal to 1"),
         ({"law": "no-such-law"}, "law", "No scaling law 'no-such-law'"),
         ({"budget_kind": "cost", "budget": "100", "currency": "EUR"}, "currency", "EUR"),
+        ({"budget_kind": "days", "budget": "30", "days": "20"}, "days", "once"),
+        ({"days": "-1"}, "days", "greater than"),
+        ({"cost": "lots", "currency": "USD"}, "cost", "decimal"),
+        ({"zero_stage": "4"}, "zero_stage", "less than or equal to 3"),
+        ({"tensor_parallel": "16", **SHAPE}, "tensor_parallel", "Must divide the heads (56)"),
+        ({"sequence_parallel": "maybe"}, "sequence_parallel", "Not a valid boolean"),
+        ({"precision": "fp4"}, "precision", "Must be one of"),
+        ({**SHAPE, "heads": "57"}, "heads", "Must divide d_model"),
+        ({"layers": "64"}, "d_model", "Missing data"),
     ],
 )
 def test_bad_input_is_shown_beside_its_field(browser, change, field, message):
@@ -334,6 +369,68 @@ def test_bad_input_is_shown_beside_its_field(browser, change, field, message):
     assert error is not None, page
     assert message in html.unescape(error.group(1))
     assert re.search(rf'id="{field}"[^>]*aria-invalid="true"', page)
+
+
+def test_a_money_limit_and_a_deadline_plan_together_as_the_api_plans_them(browser, client):
+    form = {**PLANNER_FORM, "budget_kind": "cost", "budget": "2,500,000", "currency": "USD", "days": "10"}
+    page = browser.get("/", query_string=form).get_data(as_text=True)
+    api = client.post(
+        "/v1/allocations",
+        json={
+            "cost": "2500000",
+            "currency": "USD",
+            "days": 10,
+            "hardware": "h100-sxm",
+            "accelerators": 1024,
+            "law": "chinchilla-2022",
+        },
+    ).get_json()
+    assert {limit["kind"] for limit in api["limits"]} == {"cost", "days"}
+    assert f'data-figure="params">{format_number(api["params"])}<' in page
+    binding = next(limit["kind"] for limit in api["limits"] if limit["binding"])
+    assert re.search(rf"{binding} \([^)]*\) <strong>binds</strong>", page)
+
+
+def test_every_further_limit_goes_with_a_compute_budget(browser, client):
+    limits = {"cost": "900000", "currency": "USD", "days": "30", "accelerator_hours": "500000"}
+    page = browser.get("/", query_string={**PLANNER_FORM, **limits}).get_data(as_text=True)
+    api = api_allocation(client, {**PLANNER_FORM, **limits})
+    assert {limit["kind"] for limit in api["limits"]} == {"pf_days", "cost", "days", "accelerator_hours"}
+    assert f'data-figure="params">{format_number(api["params"])}<' in page
+
+
+def memory_card(page: str) -> str:
+    start = page.index("<h3>Memory per accelerator</h3>")
+    return page[start : page.index("</div>", start)]
+
+
+def test_a_large_plan_fits_once_the_form_shards_it_and_shapes_it_as_the_api_does(browser, client):
+    cluster = {"zero_stage": "1", "tensor_parallel": "8", "recomputation": "selective", "precision": "bf16"}
+    shape = {**SHAPE, "micro_batch": "1"}
+    form = {**PLANNER_FORM, **cluster, **shape, "sequence_parallel": "true"}
+    page = browser.get("/", query_string=form).get_data(as_text=True)
+    as_json = {name: int(value) for name, value in shape.items()}
+    api = api_allocation(client, {**PLANNER_FORM, **cluster}, shape=as_json, sequence_parallel=True)
+    memory = api["estimate"]["memory"]
+    assert memory["fits"]
+    assert memory["activations_bytes"] > 0  # the shape counted
+    card = memory_card(page)
+    assert f"{memory['total_bytes'] / 1e9:,.1f} GB" in card
+    assert "does not fit" not in card
+
+
+def test_the_advice_on_a_plan_that_does_not_fit_points_at_fields_the_form_has(browser):
+    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    card = memory_card(page)
+    assert "does not fit" in card
+    pointed = re.findall(r'href="#([a-z_]+)"', card)
+    assert {"zero_stage", "tensor_parallel"} <= set(pointed)
+    for field in pointed:
+        assert re.search(rf'<label for="{field}">', page), field
+        assert re.search(rf'<(input|select) id="{field}"', page), field
+    # The API's own advice, in the warnings, names the same fields by their labels.
+    labels = {"ZeRO stage", "Tensor parallelism", "Activation recomputation"}
+    assert all(re.search(rf'<label for="[a-z_]+">{label}</label>', page) for label in labels)
 
 
 # --- saving plans --------------------------------------------------------------------------------------
@@ -355,6 +452,29 @@ def test_saving_a_plan_stores_it_once_even_when_the_form_is_sent_twice(browser, 
     page = browser.get(plan_path).get_data(as_text=True)
     assert "38B for FY26" in page
     assert world["id"] in page
+
+
+def test_a_saved_plan_keeps_the_limits_cluster_options_and_shape_it_was_planned_with(browser, client):
+    cluster = {
+        "zero_stage": "1",
+        "tensor_parallel": "8",
+        "recomputation": "selective",
+        "sequence_parallel": "false",
+    }
+    form = {**PLANNER_FORM, "cost": "3000000", "currency": "USD", "days": "60", **cluster, **SHAPE}
+    response = save(browser, form, name="sharded")
+    assert response.status_code == 303, response.get_data(as_text=True)
+    inputs = client.get(f"/v1{response.headers['Location']}").get_json()["inputs"]
+    assert {name: inputs[name] for name in ("cost", "currency", "days", *cluster)} == {
+        "cost": "3000000.00",
+        "currency": "USD",
+        "days": 60,
+        "zero_stage": 1,
+        "tensor_parallel": 8,
+        "recomputation": "selective",
+        "sequence_parallel": False,
+    }
+    assert inputs["shape"] == {name: int(value) for name, value in SHAPE.items()} | {"micro_batch": 1}
 
 
 def test_forms_without_their_token_or_from_elsewhere_change_nothing(browser, client):
@@ -462,6 +582,18 @@ def test_the_frontier_draws_a_fitted_law_with_its_bootstrap_band(browser, sessio
         assert chart.find(f".//{SVG}polygon") is not None  # the band
 
 
+def test_the_frontier_draws_every_law_in_a_colour_and_a_marker_of_its_own(browser, session):
+    """Every published law and as many fitted ones as the page charts (the newest five)."""
+    for number in range(MAX_FITTED_LAWS_CHARTED):
+        store_law(session, slug=f"acme-sweep-{number}")
+    page = browser.get("/laws").get_data(as_text=True)
+    for figure in ("params", "tokens"):
+        groups = svg(page, f"frontier-{figure}").findall(f".//{SVG}g[@class='series']")
+        assert len(groups) == len(PUBLISHED_LAWS) + MAX_FITTED_LAWS_CHARTED
+        assert len({group.find(f"{SVG}polyline").get("stroke") for group in groups}) == len(groups)
+        assert len({marker(group.find(f"{SVG}path")) for group in groups}) == len(groups)
+
+
 def test_the_laws_page_shows_each_published_laws_note(browser):
     page = html.unescape(browser.get("/laws").get_data(as_text=True))
 
@@ -515,6 +647,41 @@ def test_the_cost_report_page_and_its_csv_agree_with_the_api(browser, client, wo
     assert download.get_data(as_text=True) == api_csv.get_data(as_text=True)
     rows = list(csv.DictReader(io.StringIO(download.get_data(as_text=True))))
     assert [row["cost"] for row in rows] == [f"{Decimal(plan['cost']):.2f}"]
+
+
+def test_the_cost_report_page_shows_the_report_of_the_apis_own_query_and_says_so_in_its_form(
+    browser, client, world
+):
+    """A report's query as the API takes it (instants, group_by, filters) is that report on the page, and the
+    form shows each part of it, ready to change rather than silently dropped or shown blank."""
+    plan = {"organization": "acme", "pf_days": 60, "hardware": "h100-sxm", "accelerators": 64}
+    plan |= {"budget_id": world["id"], "labels": {"team": "alpha"}, "start_at": "2026-03-01T00:00:00Z"}
+    assert client.post("/v1/plans", json=plan).status_code == 201
+    query = {
+        "from": "2026-02-01T00:00:00Z",
+        "to": "2026-05-01T00:00:00+00:00",
+        "granularity": "none",
+        "group_by": "label:team,hardware",
+        "status": "draft",
+        "organization": "acme",
+        "hardware": "h100-sxm",
+        "budget_id": world["id"],
+    }
+    api = client.get("/v1/reports/costs", query_string=query).get_json()
+    assert [row["label:team"] for row in api["rows"]] == ["alpha"]
+
+    response = browser.get("/reports/costs", query_string=query)
+    assert response.status_code == 200
+    page = html.unescape(response.get_data(as_text=True))
+    assert '<th scope="col">label:team</th>' in page
+    assert f"{Decimal(api['rows'][0]['cost']):,.2f}" in page
+    assert re.search(r'id="from" name="from" type="date" value="2026-02-01"', page)
+    assert re.search(r'id="to" name="to" type="date" value="2026-05-01"', page)
+    assert re.search(r'id="group_label" name="group_label" value="team"', page)
+    assert re.search(r'name="group_hardware" value="1" checked', page)
+    assert not re.search(r'name="group_budget" value="1" checked', page)
+    menus = ("status", "granularity", "organization", "hardware", "budget_id")
+    assert [selected(page, menu) for menu in menus] == ["draft", "none", "acme", "h100-sxm", world["id"]]
 
 
 def test_the_report_defaults_to_this_year_by_month_and_budget():
@@ -604,6 +771,17 @@ PAGES = {
         "hardware",
         "accelerators",
         "mfu",
+        "precision",
+        "cost",
+        "days",
+        "accelerator_hours",
+        "zero_stage",
+        "tensor_parallel",
+        "sequence_parallel",
+        "recomputation",
+        "layers",
+        "heads",
+        "micro_batch",
         "law",
         "tokens_per_param",
         "unique_tokens",
@@ -613,8 +791,18 @@ PAGES = {
     "/plans/compare": ["ids"],
     "/budgets": ["cursor"],
     "/laws": ["min_flops", "max_flops"],
-    "/reports/costs": ["from", "to", "granularity", "status", "group_label", "budget_id", "hardware"],
-    "/reports/costs.csv": ["from", "to", "granularity", "group_label"],
+    "/reports/costs": [
+        "from",
+        "to",
+        "granularity",
+        "status",
+        "group_label",
+        "group_by",
+        "organization",
+        "budget_id",
+        "hardware",
+    ],
+    "/reports/costs.csv": ["from", "to", "granularity", "group_label", "group_by"],
 }
 
 

@@ -13,22 +13,32 @@ from __future__ import annotations
 import csv
 import html
 import io
+import itertools
 import os
 import shutil
 import subprocess
 import sys
+import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 import requests
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from service.config import Config
 from service.console.charts import format_number
+from service.db import create_db_engine
+from service.models import FittedLaw
 from tests.api.test_laws import fit_body
 from tests.builders import year_budget_body
 from tests.commands import ROOT
+from tests.console.test_charts import marker
 from tests.e2e.conftest import AUTH
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -49,7 +59,8 @@ def _browser():
         pytest.skip("browser tests need chromium (apt-get install chromium, or set CHROMIUM_PATH)")
 
 
-LAPTOP = {"width": 1366, "height": 900}  # a common laptop screen
+LAPTOP = {"width": 1366, "height": 768}  # the laptop screen the README says the layout fits
+FULL_HD = {"width": 1920, "height": 1080}
 
 
 @pytest.fixture
@@ -74,8 +85,9 @@ def shots(request, server_database_url):
 
 
 @pytest.fixture
-def acme(server):
-    """Organisation acme, a planner key, a 2026 budget and a fitted law with bootstrap fits (via the API)."""
+def acme(server, server_database_url):
+    """Organisation acme, a planner key, a 2026 budget and a fitted law with bootstrap fits (via the API), and
+    three laws of other sweeps: nine laws on the frontier, with the published ones."""
     base, _, _ = server
 
     def post(path, body):
@@ -87,7 +99,26 @@ def acme(server):
     key = post("/v1/keys", {"role": "planner", "organization": "acme", "name": "ML lead"})["key"]
     budget = post("/v1/budgets", year_budget_body())
     post("/v1/scaling-laws", fit_body(bootstrap={"samples": 20, "seed": 7}))
+    store_other_sweeps(server_database_url, "acme-sweep", ("code", "math", "multilingual"))
     return {"base": base, "key": key, "budget": budget}
+
+
+def store_other_sweeps(database_url: str, fitted: str, names: tuple[str, ...]) -> None:
+    """Laws like the fitted law `fitted`, each older and with another data exponent (beta), straight into the
+    server's database: a fit takes seconds of the server's time, these none."""
+    engine = create_db_engine(Config(database_url=database_url))
+    try:
+        with Session(engine) as session:
+            law = session.scalars(select(FittedLaw).where(FittedLaw.slug == fitted)).one()
+            for number, name in enumerate(names, start=1):
+                columns = {column.key: getattr(law, column.key) for column in FittedLaw.__table__.columns}
+                columns |= {"id": uuid.uuid4(), "slug": f"{name}-sweep", "name": f"{name.title()} sweep"}
+                columns["created_at"] = law.created_at - timedelta(days=number)  # older, in a stable order
+                columns |= {"beta": law.beta * (1 + 0.04 * number), "bootstrap": None, "bootstrap_laws": []}
+                session.add(FittedLaw(**columns))
+            session.commit()
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture
@@ -114,6 +145,68 @@ def test_a_person_plans_saves_finds_and_reports_a_run(browser, acme, shots, tmp_
     download_the_cost_report(journey, plan, acme["budget"]["id"], tmp_path)
     sign_out(journey)
     context.close()
+
+
+# Of every chart on the page as the browser lays it out: its box; the boxes of its labels and of its legend
+# entries (line, marker and text as one); its frame and horizontal reference lines; each series' computed
+# line colour and first marker.
+CHARTS = """() => [...document.querySelectorAll('svg.chart')].map(svg => {
+  const box = element => {
+    const r = element.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom];
+  };
+  const labels = [...svg.querySelectorAll('text')].filter(text => !text.closest('.legend-entry'));
+  const items = [...labels, ...svg.querySelectorAll('.legend-entry')];
+  const frame = svg.querySelector('rect.frame');
+  return {
+    id: svg.id,
+    box: box(svg),
+    items: items.map(item => ({text: item.textContent, box: box(item)})),
+    frame: frame && box(frame),
+    references: [...svg.querySelectorAll('line.reference')].map(box),
+    series: [...svg.querySelectorAll('g.series')].map(group => {
+      const line = group.querySelector('polyline'), mark = group.querySelector('path');
+      const stroke = line && getComputedStyle(line).stroke;
+      return {stroke: stroke, d: mark.getAttribute('d'), fill: mark.getAttribute('fill')};
+    }),
+  };
+})"""
+SLACK = 0.5  # of a pixel: rounding where the browser places text
+
+
+def overlap(a: list[float], b: list[float]) -> bool:
+    return min(a[2], b[2]) - max(a[0], b[0]) > SLACK and min(a[3], b[3]) - max(a[1], b[1]) > SLACK
+
+
+def inside(inner: list[float], outer: list[float]) -> bool:
+    return all(inner[i] >= outer[i] - SLACK for i in (0, 1)) and all(
+        inner[i] <= outer[i] + SLACK for i in (2, 3)
+    )
+
+
+def assert_charts_legible(page: Page, charts: int) -> None:
+    """The page's charts, at the laptop's 1366 by 768 and at 1920 by 1080: no label or legend entry runs into
+    another or out of its picture, each horizontal line lies inside the frame rather than on its border, and
+    every series has a colour and a marker of its own."""
+    for viewport in (LAPTOP, FULL_HD):
+        page.set_viewport_size(viewport)
+        drawn = page.evaluate(CHARTS)
+        assert len(drawn) == charts
+        for chart in drawn:
+            where = f"{chart['id']} at {viewport['width']}x{viewport['height']}"
+            for item in chart["items"]:
+                assert inside(item["box"], chart["box"]), (where, item)
+            for a, b in itertools.combinations(chart["items"], 2):
+                assert not overlap(a["box"], b["box"]), (where, a, b)
+            for line in chart["references"]:
+                assert chart["frame"][1] + 3 <= line[1] <= line[3] <= chart["frame"][3] - 3, (where, line)
+            strokes = [series["stroke"] for series in chart["series"]]
+            shapes = [
+                marker(ET.Element("path", d=series["d"], fill=series["fill"])) for series in chart["series"]
+            ]
+            assert len(set(strokes)) == len(strokes), (where, strokes)
+            assert len(set(shapes)) == len(shapes), (where, shapes)
+    page.set_viewport_size(LAPTOP)
 
 
 @dataclass
@@ -146,27 +239,31 @@ def sign_in(journey: Journey) -> None:
 
 
 def make_a_plan(journey: Journey) -> None:
-    """The planner: 6000 PF-days on 1024 H100s under the Chinchilla law, as the API allocates them."""
+    """The planner: 6000 PF-days on 1024 H100s at ZeRO stage 3 under the Chinchilla law, as the API allocates
+    them; at stage 3 the model fits in memory."""
     page = journey.page
     page.get_by_role("link", name="Planner", exact=True).click()
     page.get_by_label("Budget in").select_option("pf_days")
     page.get_by_label("Amount").fill("6,000")
     page.get_by_label("Hardware").select_option("h100-sxm")
     page.get_by_label("Accelerators").fill("1024")
+    page.get_by_label("ZeRO stage").select_option("3")
     page.get_by_label("Scaling law").select_option("chinchilla-2022")
     page.get_by_role("button", name="Plan", exact=True).click()
     expect(page.get_by_role("heading", name="Allocation")).to_be_visible()
+    cluster = {"hardware": "h100-sxm", "accelerators": 1024, "zero_stage": 3}
     allocation = journey.api(
-        "POST",
-        "/v1/allocations",
-        json={"pf_days": 6000, "hardware": "h100-sxm", "accelerators": 1024, "law": "chinchilla-2022"},
+        "POST", "/v1/allocations", json={"pf_days": 6000, "law": "chinchilla-2022", **cluster}
     )
     expect(page.locator("[data-figure=params]")).to_have_text(format_number(allocation["params"]))
     expect(page.locator("[data-figure=tokens]")).to_have_text(format_number(allocation["tokens"]))
+    assert allocation["estimate"]["memory"]["fits"]
+    expect(page.get_by_text("of 80.0 GB: fits")).to_be_visible()
     chart = page.get_by_role("img", name="IsoFLOP profile")
     expect(chart).to_be_visible()
     expect(chart.locator("text", has_text="Compute-optimal")).to_have_count(1)
     assert chart.bounding_box()["width"] > 500  # drawn at a readable size
+    assert_charts_legible(page, charts=1)
     journey.shots(page, "planner")
 
 
@@ -229,23 +326,30 @@ def filter_history_and_compare(journey: Journey) -> None:
 
 
 def see_the_budget(journey: Journey, plan: dict) -> None:
-    """The budget's utilisation bar and burn chart show the committed plan."""
+    """The budgets' utilisation bars, and the budget's own bar and burn chart, show the committed plan."""
     page = journey.page
     page.get_by_role("link", name="Budgets", exact=True).click()
+    expect(page.get_by_role("img", name="FY26 pretraining")).to_be_visible()
+    assert_charts_legible(page, charts=1)
+    journey.shots(page, "budgets")
     page.get_by_role("link", name="FY26 pretraining").click()
     expect(page.get_by_text(f"{Decimal(plan['cost']):,.2f} USD").first).to_be_visible()
     expect(page.get_by_role("img", name="Committed over the budget's period")).to_be_visible()
+    assert_charts_legible(page, charts=2)  # the amount's line inside the burn chart's frame among them
     journey.shots(page, "budget")
 
 
 def see_the_frontier(journey: Journey) -> None:
-    """The fitted law beside the published ones, with its bootstrap band."""
+    """The fitted laws beside the published ones, one with its bootstrap band: nine laws, each in a colour
+    and with a marker of its own."""
     page = journey.page
     page.get_by_role("link", name="Scaling laws").click()
     chart = page.get_by_role("img", name="Compute-optimal model size N")
     legend = chart.locator("text", has_text="acme-sweep (band: 95% bootstrap interval)")
     expect(legend).to_have_count(1)
     assert chart.locator("polygon").count() >= 1
+    expect(chart.locator("g.series")).to_have_count(9)
+    assert_charts_legible(page, charts=2)
     journey.shots(page, "laws")
 
 
