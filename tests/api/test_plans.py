@@ -420,6 +420,22 @@ REPRODUCED = {
     "target-loss": {"target_loss": 2.3, "law": "epoch-2024"},
     "data-constrained": {"flops": 6 * 8.67e9 * 178e9, "unique_tokens": 25e9},
     "inference-aware": {"target_loss": 1.9582533604758408, "inference_tokens": 1e13, "law": "sardana-2024"},
+    "inference-aware-budget": {"flops": 1e21, "inference_tokens": 1e12, "law": "sardana-2024"},
+    "inference-served-on-a-profile": {
+        "flops": 1e21,
+        "inference_tokens": 1e12,
+        "inference_hardware": "lab-gpu",
+        "inference_batch": 16,
+    },
+    "inference-served-inline": {
+        "target_loss": 2.3,
+        "inference_tokens": 1e12,
+        "inference_hardware": {
+            **INLINE_HARDWARE,
+            "memory_bandwidth_bytes_per_second": 1e12,
+            "currency": "EUR",
+        },
+    },
     "money": {"cost": "12345.67", "currency": "USD"},
     "price-override": {"accelerator_hours": 777.7, "price_per_hour": "3.33", "currency": "USD"},
     "deadline": {"days": 3.5, "law": "epoch-2024", "precision": "bf16", "zero_stage": 3},
@@ -476,6 +492,34 @@ def test_a_price_change_leaves_stored_plans_and_their_reevaluation_unchanged(cli
         after["snapshot"]["hardware"]["price_effective_at"]
         > before["snapshot"]["hardware"]["price_effective_at"]
     )
+
+
+def test_a_price_change_of_the_serving_hardware_leaves_stored_plans_and_their_reevaluation_unchanged(
+    client, session, world
+):
+    add_gpu(client, "serving-gpu", price="1.00")
+    inference = {"inference_tokens": 1e12, "inference_hardware": "serving-gpu"}
+    before = create_plan(client, params=OMIT, tokens=OMIT, flops=1e21, **inference)
+    etag = client.get("/v1/hardware/serving-gpu").headers["ETag"]
+    changed = client.patch(
+        "/v1/hardware/serving-gpu",
+        json={"price_per_hour": "2.00", "currency": "USD", "price_as_of": "2026-12"},
+        headers={"If-Match": etag},
+    )
+    assert changed.status_code == 200, changed.get_json()
+
+    row = stored_plan(session, before["id"])
+    assert reevaluate(row) == row.result == before["result"]
+    assert before["snapshot"]["inference_hardware"]["price_per_hour"] == "1.00"
+    after = create_plan(client, params=OMIT, tokens=OMIT, flops=1e21, **inference)
+    served_before, served_after = (
+        before["result"]["inference"]["serving"],
+        after["result"]["inference"]["serving"],
+    )
+    assert Decimal(served_after["cost"]) == pytest.approx(
+        2 * Decimal(served_before["cost"]), abs=Decimal("0.01")
+    )
+    assert after["snapshot"]["inference_hardware"]["price_per_hour"] == "2.00"
 
 
 def test_reevaluation_takes_the_law_from_the_snapshot(client, session, world):
