@@ -1302,6 +1302,22 @@ def test_a_revision_switches_to_another_law(client, world):
     assert child["params"] != parent["params"]
 
 
+def test_a_revision_serves_the_inference_on_other_hardware_in_batches(client, world):
+    add_gpu(client, "serving-gpu", price="1.00")
+    parent = create_plan(client, params=OMIT, tokens=OMIT, flops=1e21, inference_tokens=1e12)
+
+    child = revise(client, parent["id"], {"inference_hardware": "serving-gpu", "inference_batch": 4})
+
+    assert child.status_code == 201, child.get_json()
+    served, before = (
+        child.get_json()["result"]["inference"]["serving"],
+        parent["result"]["inference"]["serving"],
+    )
+    assert (before["hardware"]["slug"], served["hardware"]["slug"]) == ("lab-gpu", "serving-gpu")
+    assert served["accelerator_hours"] == pytest.approx(before["accelerator_hours"] / 4, rel=1e-12)
+    assert child.get_json()["snapshot"]["inference_hardware"]["slug"] == "serving-gpu"
+
+
 def test_a_revision_switches_from_a_budget_to_a_chosen_model(client, world):
     parent = create_plan(client, params=OMIT, tokens=OMIT, flops=1e21)
 
