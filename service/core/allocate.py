@@ -144,7 +144,8 @@ class InferenceAwareAllocation:
     @property
     def fraction_saved(self) -> float:
         """Share of the compute-optimal model's lifetime FLOPs that the inference-aware model saves."""
-        return 1 - self.lifetime_flops / self.compute_optimal_lifetime_flops
+        # Negative only by rounding (the optimum at its loss costs no more), as where inference is slight.
+        return max(0.0, 1 - self.lifetime_flops / self.compute_optimal_lifetime_flops)
 
 
 def _inference_flops(allocation: Allocation, inference_tokens: float) -> float:
@@ -238,9 +239,12 @@ def inference_aware_within(
             "inference_tokens",
             f"{D_inf:g} of them on {C:g} FLOPs favour a model trained on more than {MAX_TOKENS:g} tokens",
         )
-    from scipy.optimize import brentq  # noqa: PLC0415 (see _minimise)
+    if imbalance(high) >= 0:  # inference so slight that log(1 + D_inf/(3·D)) is lost in the rounding
+        N = at_budget.params
+    else:
+        from scipy.optimize import brentq  # noqa: PLC0415 (see _minimise)
 
-    N = math.exp(brentq(imbalance, low, high, xtol=1e-12, rtol=1e-14))
+        N = math.exp(brentq(imbalance, low, high, xtol=1e-12, rtol=1e-14))
     D = C / (6 * N)
     chosen = Allocation(params=N, tokens=D, flops=C, predicted_loss=law.loss(N, D))
     try:

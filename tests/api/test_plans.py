@@ -40,6 +40,17 @@ def add_gpu(client, slug: str, price: str = "2.50", currency: str = "USD") -> di
     return response.get_json()
 
 
+def change_price(client, slug: str, price: str) -> None:
+    """A new price in USD for a custom profile, in force from now."""
+    etag = client.get(f"/v1/hardware/{slug}").headers["ETag"]
+    changed = client.patch(
+        f"/v1/hardware/{slug}",
+        json={"price_per_hour": price, "currency": "USD", "price_as_of": "2026-12"},
+        headers={"If-Match": etag},
+    )
+    assert changed.status_code == 200, changed.get_json()
+
+
 @pytest.fixture
 def world(client):
     """Organisations acme and globex and a custom profile, lab-gpu: 1e15 bf16 FLOP/s at 2.50 USD an hour."""
@@ -474,13 +485,7 @@ def test_reevaluating_a_stored_plan_gives_exactly_its_result(client, session, wo
 
 def test_a_price_change_leaves_stored_plans_and_their_reevaluation_unchanged(client, session, world):
     before = create_plan(client)
-    etag = client.get("/v1/hardware/lab-gpu").headers["ETag"]
-    changed = client.patch(
-        "/v1/hardware/lab-gpu",
-        json={"price_per_hour": "3.75", "currency": "USD", "price_as_of": "2026-12"},
-        headers={"If-Match": etag},
-    )
-    assert changed.status_code == 200, changed.get_json()
+    change_price(client, "lab-gpu", "3.75")
 
     assert client.get(f"/v1/plans/{before['id']}").get_json() == before
     row = stored_plan(session, before["id"])
@@ -500,13 +505,7 @@ def test_a_price_change_of_the_serving_hardware_leaves_stored_plans_and_their_re
     add_gpu(client, "serving-gpu", price="1.00")
     inference = {"inference_tokens": 1e12, "inference_hardware": "serving-gpu"}
     before = create_plan(client, params=OMIT, tokens=OMIT, flops=1e21, **inference)
-    etag = client.get("/v1/hardware/serving-gpu").headers["ETag"]
-    changed = client.patch(
-        "/v1/hardware/serving-gpu",
-        json={"price_per_hour": "2.00", "currency": "USD", "price_as_of": "2026-12"},
-        headers={"If-Match": etag},
-    )
-    assert changed.status_code == 200, changed.get_json()
+    change_price(client, "serving-gpu", "2.00")
 
     row = stored_plan(session, before["id"])
     assert reevaluate(row) == row.result == before["result"]
@@ -1273,12 +1272,7 @@ def test_a_revision_is_a_new_draft_linked_to_its_parent_with_the_changes_merged(
 
 def test_a_revision_resolves_the_price_afresh_and_may_override_it(client, world):
     parent = create_plan(client)
-    etag = client.get("/v1/hardware/lab-gpu").headers["ETag"]
-    client.patch(
-        "/v1/hardware/lab-gpu",
-        json={"price_per_hour": "3.00", "currency": "USD", "price_as_of": "2026-12"},
-        headers={"If-Match": etag},
-    )
+    change_price(client, "lab-gpu", "3.00")
 
     assert revise(client, parent["id"], {}).get_json()["cost"] == "600.00"
     overridden = revise(client, parent["id"], {"price_per_hour": "1.00", "currency": "USD"}).get_json()

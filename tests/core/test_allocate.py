@@ -198,6 +198,13 @@ def test_within_a_budget_the_model_is_the_lifetime_cheapest_for_the_loss_it_reac
     assert within.lifetime_flops <= within.compute_optimal_lifetime_flops * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("flops", [1.2345e32, 1.2345e34])
+def test_within_a_budget_inference_too_small_to_register_leaves_the_compute_optimal_model(flops):
+    # log(1 + D_inf/(3·D)) falls below the rounding of the other terms of the condition.
+    within = allocate.inference_aware_within(flops, 1.0, CHINCHILLA)
+    assert within.allocation.params == pytest.approx(CHINCHILLA.optimal_params(flops), rel=1e-9)
+
+
 def test_within_a_budget_more_inference_favours_a_smaller_model_and_none_the_compute_optimal_one():
     sizes = [allocate.inference_aware_within(1e23, d, SARDANA).allocation.params for d in (1e10, 1e12, 1e14)]
     assert sizes == sorted(sizes, reverse=True)

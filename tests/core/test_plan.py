@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.core import plan
@@ -310,20 +310,28 @@ def test_hardware_without_a_price_cannot_turn_money_into_compute():
 any_float = st.floats(allow_nan=True, allow_infinity=True)
 
 
+# No deadline: the first inference-aware example imports scipy.optimize, which takes half a second.
+@settings(deadline=None)
 @given(
-    flops=any_float,
+    flops=any_float | st.floats(min_value=1e6, max_value=1e35),  # the second, budgets the engine takes
     days=st.none() | any_float,
     mfu=any_float,
     unique=st.none() | any_float,
+    inference=st.none() | any_float | st.floats(min_value=1, max_value=1e21),
+    batch=st.none() | st.integers(min_value=-1, max_value=10**7),
     accelerators=st.integers(min_value=-5, max_value=10**8),
     stage=st.integers(min_value=-1, max_value=4),
 )
-def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(flops, days, mfu, unique, accelerators, stage):
+def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(
+    flops, days, mfu, unique, inference, batch, accelerators, stage
+):
     try:
         result = plan.plan(
             plan.Budget(flops=flops, days=days),
             unique_tokens=unique,
-            on=cluster(mfu=mfu, accelerators=accelerators, zero_stage=stage),
+            inference_tokens=inference,
+            inference_batch=None if inference is None else batch,
+            on=cluster(hardware=H100_SERVING, mfu=mfu, accelerators=accelerators, zero_stage=stage),
         )
     except InvalidInput:
         return
@@ -332,8 +340,40 @@ def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(flops, days, mfu, u
     numbers += [run.runtime.seconds, run.runtime.accelerator_hours, run.memory.total_bytes]
     numbers += [result.hyperparameters.batch_tokens, result.hyperparameters.learning_rate]
     numbers += [limit.flops for limit in result.limits]
+    if result.inference is not None:
+        serving = result.inference.serving
+        numbers += [result.inference.lifetime_flops, serving.decoding.accelerator_hours]
+        assert serving.cost.is_finite()
     assert all(math.isfinite(number) and number > 0 for number in numbers), numbers
     assert run.cost.is_finite()
+
+
+@settings(deadline=None)  # as above
+@given(
+    flops=st.floats(min_value=1e6, max_value=1e35),
+    inference=st.floats(min_value=1e-3, max_value=1e21),
+    batch=st.none() | st.integers(min_value=1, max_value=10**6),
+)
+def test_every_inference_aware_plan_is_served_in_finite_numbers_or_cleanly_refused(flops, inference, batch):
+    try:
+        result = plan.plan(
+            plan.Budget(flops=flops),
+            inference_tokens=inference,
+            inference_batch=batch,
+            on=cluster(hardware=H100_SERVING),
+        )
+    except InvalidInput:
+        return
+    summary, serving = result.inference, result.inference.serving
+    numbers = [
+        result.allocation.params,
+        summary.inference_flops,
+        summary.lifetime_flops,
+        summary.fraction_saved,
+    ]
+    numbers += [serving.decoding.tokens_per_second, serving.decoding.accelerator_hours]
+    assert all(math.isfinite(number) and number >= 0 for number in numbers), numbers
+    assert serving.cost.is_finite()
 
 
 # --- Intervals from a law's bootstrap fits ----------------------------------------------------------------
