@@ -492,7 +492,7 @@ def _serving(
             peak_flops_per_second=peak,
         )
     except v.InvalidInput as error:  # figures of the hardware (the rest the plan has checked already)
-        raise v.InvalidInput(argument, f"{hardware.name} decodes at {error.message}") from None
+        raise v.InvalidInput(argument, f"{hardware.name}: {error.message}") from None
     try:
         cost = None if price is None else units.cost_of_accelerator_hours(decoding.accelerator_hours, price)
     except v.InvalidInput as error:
