@@ -20,10 +20,13 @@ from webargs.fields import DelimitedList
 from service.catalog import PRECISIONS
 from service.core import fit
 from service.core.cluster import (
+    DECODING_BOUNDS,
+    MAX_INFERENCE_BATCH,
     MAX_MEMORY_BYTES,
     MAX_SHAPE_DIMENSION,
     OPTIMIZER_STATE_BYTES,
     RECOMPUTATION_MODES,
+    SERVING_BYTES_PER_PARAM,
 )
 from service.core.hyper import FLOPS_DEFINITIONS
 from service.core.plan import ENGINE_VERSION
@@ -502,6 +505,14 @@ class InlineHardwareSchema(StrictSchema):
     RULES = (requires("price_per_hour", "currency"),)
 
 
+class InlineServingHardwareSchema(InlineHardwareSchema):
+    """Inline hardware to serve on: decoding is bound by its memory bandwidth, so that is required."""
+
+    memory_bandwidth_bytes_per_second = positive_float(
+        1e16, "Memory bandwidth of one accelerator: decoding reads every weight once per step.", required=True
+    )
+
+
 class InlineLawSchema(StrictSchema):
     E = positive_float(100, "Irreducible loss (nats/token).", required=True)
     A = positive_float(1e12, "Coefficient of the parameter term.", required=True)
@@ -582,6 +593,7 @@ class ClusterFieldsSchema(StrictSchema):
 
 BUDGET_FIELDS = ("flops", "pf_days", "target_loss", "cost", "accelerator_hours", "days")
 RULE_FIELDS = ("tokens_per_param", "unique_tokens", "inference_tokens")  # how a budget is allocated
+SERVING_FIELDS = ("inference_hardware", "inference_batch")  # how the inference tokens are served
 ALLOCATES_NOTHING = "A plan for a given params and tokens allocates nothing."
 
 
@@ -597,7 +609,9 @@ def allocation_rules(budgets: tuple[str, ...], *, or_a_model: bool = False) -> t
         if or_a_model
         else ()
     )
-    fixed_ratio_only = "A fixed ratio cannot honour target_loss or unique_tokens; give a law instead."
+    fixed_ratio_only = (
+        "A fixed ratio cannot honour target_loss, unique_tokens or inference_tokens; give a law instead."
+    )
     return (
         *model,
         one_at_least(
@@ -615,15 +629,18 @@ def allocation_rules(budgets: tuple[str, ...], *, or_a_model: bool = False) -> t
         excludes("tokens_per_param", "law", "Give either tokens_per_param or law.", at="tokens_per_param"),
         # The engine refuses these too; stated here, they are in the description.
         excludes(
-            "tokens_per_param", ("target_loss", "unique_tokens"), fixed_ratio_only, at="tokens_per_param"
-        ),
-        requires(
-            "inference_tokens",
-            "target_loss",
-            "Needs target_loss: the inference-aware model is the cheapest to reach a loss.",
-            at="inference_tokens",
+            "tokens_per_param",
+            ("target_loss", "unique_tokens", "inference_tokens"),
+            fixed_ratio_only,
+            at="tokens_per_param",
         ),
         excludes("target_loss", "unique_tokens", "Not with target_loss: give a compute budget instead."),
+        excludes(
+            "inference_tokens",
+            "unique_tokens",
+            "Not with inference_tokens: inference-aware plans assume fresh data.",
+        ),
+        requires(SERVING_FIELDS, "inference_tokens"),
     )
 
 
@@ -648,7 +665,22 @@ class AllocationRequestSchema(ClusterFieldsSchema):
         metadata={"description": "Unique tokens available (at least one): data-constrained allocation."},
     )
     inference_tokens = positive_float(
-        MAX_TOKENS * 1e3, "Lifetime inference tokens: inference-aware allocation (with target_loss)."
+        MAX_TOKENS * 1e3,
+        "Lifetime inference tokens: inference-aware allocation, the model cheapest in training plus "
+        "inference FLOPs for the target_loss, or for the loss the compute budget reaches "
+        "(Sardana et al. 2024).",
+    )
+    inference_hardware = SlugOrObject(
+        InlineServingHardwareSchema,
+        "Slug of the hardware profile to serve the inference tokens on (default: `hardware`), e.g. l40s.",
+        metadata={"example": "l40s"},
+    )
+    inference_batch = WholeNumber(
+        validate=validate.Range(1, MAX_INFERENCE_BATCH),
+        metadata={
+            "description": "Sequences decoded together when serving (default 1); they share each read "
+            "of the weights."
+        },
     )
 
     RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS)
@@ -988,12 +1020,67 @@ class AllocationPointSchema(ma.Schema):
     predicted_loss = ma.fields.Float(allow_none=True)
 
 
+class ServingHardwareSchema(ma.Schema):
+    slug = ma.fields.String(allow_none=True)
+    name = ma.fields.String()
+    memory_bandwidth_bytes_per_second = ma.fields.Float()
+
+
+class ServingSchema(ma.Schema):
+    """Serving the inference tokens: decoding reads every weight once per step (2 bytes each) and gives the
+    batch's sequences a token each, at most peak / (2·params) tokens per second (the roofline)."""
+
+    hardware = ma.fields.Nested(ServingHardwareSchema)
+    batch = ma.fields.Integer(attribute="decoding.batch")
+    bytes_per_param = ma.fields.Constant(SERVING_BYTES_PER_PARAM)
+    tokens_per_second = ma.fields.Float(
+        attribute="decoding.tokens_per_second", metadata={"description": "Of one accelerator."}
+    )
+    bound = ma.fields.String(
+        attribute="decoding.bound",
+        metadata={"enum": list(DECODING_BOUNDS), "description": "What limits the tokens per second."},
+    )
+    accelerator_hours = ma.fields.Float(attribute="decoding.accelerator_hours")
+    price_per_hour = MoneyField(dump_only=True, allow_none=True)
+    cost = MoneyField(
+        dump_only=True,
+        allow_none=True,
+        metadata={"description": "Of serving, in its own currency; never added to training's."},
+    )
+    currency = ma.fields.String(allow_none=True)
+
+
 class InferenceSchema(ma.Schema):
+    minimised = ma.fields.Constant(
+        "lifetime_flops", metadata={"description": "What the inference-aware allocation minimises."}
+    )
+    constraint = ma.fields.String(
+        metadata={
+            "enum": ["target_loss", "budget"],
+            "description": "What it is minimised at: target_loss, the predicted loss the request asks for; "
+            "budget, the loss at which the lifetime-cheapest model's training is the compute budget.",
+        }
+    )
     inference_tokens = ma.fields.Float()
+    inference_flops = ma.fields.Float(metadata={"description": "2·N·inference_tokens"})
     lifetime_flops = ma.fields.Float(metadata={"description": "6·N·D + 2·N·inference_tokens"})
-    compute_optimal = ma.fields.Nested(AllocationPointSchema)
+    compute_optimal = ma.fields.Nested(
+        AllocationPointSchema, metadata={"description": "The compute-optimal model of the same loss."}
+    )
     compute_optimal_lifetime_flops = ma.fields.Float()
-    fraction_saved = ma.fields.Float()
+    fraction_saved = ma.fields.Float(
+        metadata={"description": "Share of compute_optimal's lifetime FLOPs this model saves."}
+    )
+    compute_optimal_at_budget = ma.fields.Nested(
+        AllocationPointSchema,
+        allow_none=True,
+        metadata={"description": "With a compute budget: its compute-optimal model (a lower loss)."},
+    )
+    serving = ma.fields.Nested(
+        ServingSchema,
+        allow_none=True,
+        metadata={"description": "On inference_hardware, or hardware when its memory bandwidth is known."},
+    )
 
 
 class HyperparametersSchema(ma.Schema):

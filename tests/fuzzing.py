@@ -43,6 +43,7 @@ MAGNITUDES = {
     "tokens_per_param": (1, 1000),
     "unique_tokens": (1e9, 1e13),
     "inference_tokens": (1e9, 1e14),
+    "inference_batch": (1, 512),
     "accelerators": (8, 4096),
     "mfu": (0.2, 1),
     "params": (1e6, 1e11),
@@ -61,7 +62,7 @@ SHAPE_MAGNITUDES = {
 LARGEST_WIDTH = 16384
 MONEY_MAGNITUDES = {"cost": (1e3, 1e9), "price_per_hour": (0.01, 10)}
 TARGET_MARGIN = (0.3, 1.5)  # above the law's irreducible loss
-WHOLE_NUMBERS = {"accelerators", "layers", "heads", "sequence_length", "micro_batch"}
+WHOLE_NUMBERS = {"accelerators", "layers", "heads", "sequence_length", "micro_batch", "inference_batch"}
 PUBLISHED_E = {"chinchilla-2022": 1.69, "epoch-2024": 1.82}
 LATEST_START = 8000  # a run of these magnitudes ends centuries before 9998
 
@@ -186,11 +187,12 @@ def _real_magnitudes(members: dict) -> None:
     """Planning figures of the magnitudes real plans have (see MAGNITUDES)."""
     curve = dict.fromkeys(("min_flops", "max_flops"), MAGNITUDES["flops"])
     _scaled(members, MAGNITUDES | MONEY_MAGNITUDES | curve)
+    for inline in (members.get("hardware"), members.get("inference_hardware")):
+        if isinstance(inline, dict):
+            _scaled(inline, HARDWARE_MAGNITUDES | MONEY_MAGNITUDES)
+            if isinstance(inline.get("peak_flops"), dict):
+                _scaled(inline["peak_flops"], dict.fromkeys(inline["peak_flops"], PEAK_MAGNITUDE))
     hardware = members.get("hardware")
-    if isinstance(hardware, dict):
-        _scaled(hardware, HARDWARE_MAGNITUDES | MONEY_MAGNITUDES)
-        if isinstance(hardware.get("peak_flops"), dict):
-            _scaled(hardware["peak_flops"], dict.fromkeys(hardware["peak_flops"], PEAK_MAGNITUDE))
     law = members.get("law")
     if isinstance(law, dict):
         _scaled(law, LAW_MAGNITUDES)
@@ -236,6 +238,8 @@ def _real_references(body: dict, world: World) -> None:
         body["law"] = _pick(LAWS, body["law"])
     if isinstance(body.get("allowed_hardware"), list):
         body["allowed_hardware"] = [PROFILE] * min(len(body["allowed_hardware"]), 1)
+    if isinstance(body.get("inference_hardware"), str):
+        body["inference_hardware"] = PROFILE
     if isinstance(body.get("hardware"), str):
         body["hardware"] = PROFILE
         if body.get("precision") not in (None, *PROFILE_PRECISIONS):

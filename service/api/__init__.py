@@ -27,6 +27,7 @@ from service.schemas import (
     FitRequestSchema,
     InlineHardwareSchema,
     InlineLawSchema,
+    InlineServingHardwareSchema,
     MoneyField,
     StrictSchema,
     greater_than_to_property,
@@ -174,6 +175,7 @@ def init_api(app: flask.Flask) -> Api:
     for name in COMMON_RESPONSES.values():
         api.spec.components.get_ref("response", name)  # registers the lazily described response
     api.spec.components.schema("InlineHardware", schema=InlineHardwareSchema)
+    api.spec.components.schema("InlineServingHardware", schema=InlineServingHardwareSchema)
     api.spec.components.schema("InlineLaw", schema=InlineLawSchema)
     api.spec.components.schema("FitRequest", schema=FitRequestSchema)
     api.spec.components.schema("CostRow", schema=CostRowSchema)

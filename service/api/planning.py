@@ -21,7 +21,8 @@ def create_allocation(request):
     The budget is one of `flops`, `pf_days` or `target_loss`, or any of `cost`, `accelerator_hours` and
     `days` on a `hardware` cluster (the tightest limit binds; `flops`/`pf_days` may join them). The rule is
     `tokens_per_param` (default 20) or a `law`; `unique_tokens` makes it data-constrained and
-    `inference_tokens` (with `target_loss`) inference-aware.
+    `inference_tokens` inference-aware (the least lifetime FLOPs at the target loss, or at the loss the budget
+    reaches), with what serving its tokens takes on `inference_hardware` (or `hardware`).
 
     Which fields go together is in the request's schema. What no schema can say is a 422 naming the field
     too: a `hardware` or `law` slug that names none, a precision the hardware has no peak at, a `currency`

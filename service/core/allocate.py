@@ -5,7 +5,8 @@ Four rules, from the simplest to the most informed:
 * a fixed tokens-per-parameter ratio (the Chinchilla rule of thumb, ~20);
 * the compute-optimal frontier of a parametric law (Hoffmann et al. 2022, closed form);
 * data-constrained: a limited number of unique tokens, repeated for several epochs (Muennighoff et al. 2023);
-* inference-aware: the cheapest model over its lifetime of training plus inference (Sardana et al. 2024).
+* inference-aware: the cheapest model over its lifetime of training plus inference (Sardana et al. 2024),
+  for a target loss or for the loss a training budget reaches.
 """
 
 from __future__ import annotations
@@ -117,11 +118,20 @@ def data_constrained(flops: float, unique_tokens: float, law: ScalingLaw) -> All
 
 @dataclass(frozen=True)
 class InferenceAwareAllocation:
-    """Sardana et al. 2024: the model that reaches a loss at the least lifetime compute."""
+    """Sardana et al. 2024: the model that reaches a loss at the least lifetime compute.
+
+    `compute_optimal` is the compute-optimal model of the same loss (trained on less, served at more);
+    `compute_optimal_at_budget`, for a training budget, the compute-optimal model of that budget (a lower
+    loss, served at more)."""
 
     allocation: Allocation
     compute_optimal: Allocation
     inference_tokens: float
+    compute_optimal_at_budget: Allocation | None = None
+
+    @property
+    def inference_flops(self) -> float:
+        return _inference_flops(self.allocation, self.inference_tokens)
 
     @property
     def lifetime_flops(self) -> float:
@@ -134,12 +144,17 @@ class InferenceAwareAllocation:
     @property
     def fraction_saved(self) -> float:
         """Share of the compute-optimal model's lifetime FLOPs that the inference-aware model saves."""
-        return 1 - self.lifetime_flops / self.compute_optimal_lifetime_flops
+        # Negative only by rounding (the optimum at its loss costs no more), as where inference is slight.
+        return max(0.0, 1 - self.lifetime_flops / self.compute_optimal_lifetime_flops)
+
+
+def _inference_flops(allocation: Allocation, inference_tokens: float) -> float:
+    # About 2·N FLOPs per generated or processed token (Kaplan et al. 2020, §2.1).
+    return 2 * allocation.params * inference_tokens
 
 
 def _lifetime_flops(allocation: Allocation, inference_tokens: float) -> float:
-    # Training 6·N·D plus about 2·N FLOPs per generated or processed token at inference.
-    return allocation.flops + 2 * allocation.params * inference_tokens
+    return allocation.flops + _inference_flops(allocation, inference_tokens)
 
 
 def tokens_for_loss(law: ScalingLaw, params: float, target_loss: float) -> float:
@@ -176,6 +191,71 @@ def inference_aware(target_loss: float, inference_tokens: float, law: ScalingLaw
         )
     chosen = Allocation(params=N, tokens=D, flops=6 * N * D, predicted_loss=law.loss(N, D))
     return InferenceAwareAllocation(chosen, optimal, D_inf)
+
+
+def inference_aware_within(
+    flops: float, inference_tokens: float, law: ScalingLaw
+) -> InferenceAwareAllocation:
+    """The model a training budget buys when its lifetime inference counts: Sardana et al. 2024's optimum
+    (least 6·N·D + 2·N·D_inf at a loss) for the loss at which that optimum's training spends the budget.
+
+    With 6·N·D fixed at C, lifetime FLOPs alone would be least for the smallest model, whatever its loss, and
+    the loss alone for the compute-optimal one, whatever its serving: neither weighs inference. Sardana et al.
+    fix the loss instead; their optimum satisfies the Lagrange condition of minimising 6ND + 2N·D_inf on
+    L(N, D) = l, which does not involve l:
+
+        alpha·A/N^alpha = beta·B/D^beta · (1 + D_inf/(3·D))
+
+    (without inference, the compute-optimal condition of Hoffmann et al. 2022). On C = 6·N·D its left side
+    falls and its right side rises with N, so one N satisfies it: the optimum, for the loss it reaches, whose
+    training is the budget. No model reaches that loss at fewer lifetime FLOPs, and none trained within the
+    budget is lifetime-optimal at a lower loss (the optimum's training compute rises as the target falls).
+    """
+    C = budget_flops("flops", flops)
+    D_inf = v.positive("inference_tokens", inference_tokens, maximum=MAX_TOKENS * 1e3)
+    at_budget = compute_optimal(C, law)
+
+    def imbalance(log_params: float) -> float:  # log of left over right side; falls with N
+        log_tokens = math.log(C / 6) - log_params
+        excess = math.log(D_inf / 3) - log_tokens  # log(D_inf / (3·D))
+        log1p_excess = excess + math.log1p(math.exp(-excess)) if excess > 0 else math.log1p(math.exp(excess))
+        return (
+            math.log(law.alpha * law.A)
+            - law.alpha * log_params
+            - math.log(law.beta * law.B)
+            + law.beta * log_tokens
+            - log1p_excess
+        )
+
+    # The root is below the compute-optimal size (where the imbalance is -log(1 + D_inf/(3·D)) < 0) and
+    # above the size that would be trained on MAX_TOKENS.
+    low, high = math.log(C) - math.log(6 * MAX_TOKENS), math.log(at_budget.params)
+    if low >= high:
+        raise v.InvalidInput(
+            "flops", f"even the compute-optimal model of {C:g} trains on more than {MAX_TOKENS:g} tokens"
+        )
+    if imbalance(low) <= 0:
+        raise v.InvalidInput(
+            "inference_tokens",
+            f"{D_inf:g} of them on {C:g} FLOPs favour a model trained on more than {MAX_TOKENS:g} tokens",
+        )
+    if imbalance(high) >= 0:  # inference so slight that log(1 + D_inf/(3·D)) is lost in the rounding
+        N = at_budget.params
+    else:
+        from scipy.optimize import brentq  # noqa: PLC0415 (see _minimise)
+
+        N = math.exp(brentq(imbalance, low, high, xtol=1e-12, rtol=1e-14))
+    D = C / (6 * N)
+    chosen = Allocation(params=N, tokens=D, flops=C, predicted_loss=law.loss(N, D))
+    try:
+        same_loss = for_target_loss(chosen.predicted_loss, law)
+    except v.InvalidInput:  # a loss beyond the engine's 100, or one the frontier reaches with under MIN_FLOPS
+        raise v.InvalidInput(
+            "flops",
+            f"is too small for {D_inf:g} inference tokens: the model it buys would reach a loss of "
+            f"{chosen.predicted_loss:.3g} nats/token; give a larger budget or fewer inference tokens",
+        ) from None
+    return InferenceAwareAllocation(chosen, same_loss, D_inf, compute_optimal_at_budget=at_budget)
 
 
 def isoflop_curve(law: ScalingLaw, flops: float, points: int = 41, span: float = 10.0) -> list[Allocation]:

@@ -1,8 +1,9 @@
 """What a run needs from a cluster: FLOPs, wall-clock time, accelerator-hours, cost and memory.
 
 Sources: Kaplan et al. 2020 (training FLOPs with the attention term), Chowdhery et al. 2022 (PaLM, MFU),
-Rajbhandari et al. 2020 (ZeRO, memory of model states) and Korthikanti et al. 2022 (activation memory and
-recomputation). Memory figures are bytes; the ZeRO paper's "GB" are 1e9 bytes.
+Rajbhandari et al. 2020 (ZeRO, memory of model states), Korthikanti et al. 2022 (activation memory and
+recomputation) and Pope et al. 2022 (decoding bound by memory bandwidth). Memory figures are bytes; the ZeRO
+paper's "GB" are 1e9 bytes.
 """
 
 from __future__ import annotations
@@ -123,6 +124,66 @@ def training_runtime(flops: float, accelerators: int, peak_flops_per_second: flo
 def training_cost(accelerator_hours: float, price_per_hour: Decimal) -> Decimal:
     """Accelerator-hours times the price per accelerator-hour, exact to the cent."""
     return units.cost_of_accelerator_hours(accelerator_hours, price_per_hour)
+
+
+# Bytes per weight a server reads: the bf16 (or fp16) weights as trained, not quantised.
+SERVING_BYTES_PER_PARAM = 2
+# Sequences decoded together: servers batch tens to hundreds; a million is far past any compute bound.
+MAX_INFERENCE_BATCH = 1_000_000
+DECODING_BOUNDS = ("memory_bandwidth", "compute")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Serving `tokens` on one kind of accelerator: its throughput, and what bounds it."""
+
+    batch: int
+    tokens_per_second: float  # of one accelerator
+    bound: str  # memory_bandwidth or compute
+    accelerator_hours: float
+
+
+def decoding_runtime(
+    params: float,
+    tokens: float,
+    memory_bandwidth_bytes_per_second: float,
+    batch: int = 1,
+    peak_flops_per_second: float | None = None,
+) -> Decoding:
+    """Accelerator-hours to generate `tokens` with a model of `params`, `batch` sequences decoded together.
+
+    Each decoding step reads every weight from memory once (SERVING_BYTES_PER_PARAM bytes each) and gives one
+    token to each sequence of the batch; each token costs 2·N FLOPs (Kaplan et al. 2020). The slower of the
+    two sets the pace (the roofline): per accelerator
+
+        tokens/s = min(batch · bandwidth / (2 bytes · N), peak / (2·N)).
+
+    At small batches the weights' reads dominate: decoding is memory-bandwidth bound (Pope et al. 2022,
+    "Efficiently Scaling Transformer Inference"). Both bounds are ideals, with the model sharded over as many
+    accelerators as it needs at no cost: the KV cache's reads, prompts (processed in parallel, compute bound)
+    and batches that are not full are not counted, so real serving takes more hours, not fewer. Without a
+    peak, only the bandwidth bounds.
+    """
+    N = v.positive("params", params, maximum=units.MAX_PARAMS)
+    D = v.positive("tokens", tokens, maximum=units.MAX_TOKENS * 1e3)
+    bandwidth = v.positive("memory_bandwidth_bytes_per_second", memory_bandwidth_bytes_per_second)
+    count = _whole_at_most("batch", batch, MAX_INFERENCE_BATCH)
+    bound_argument = {
+        "memory_bandwidth": "memory_bandwidth_bytes_per_second",
+        "compute": "peak_flops_per_second",
+    }
+    rates = {"memory_bandwidth": count * bandwidth / (SERVING_BYTES_PER_PARAM * N)}
+    if peak_flops_per_second is not None:
+        peak = v.positive(
+            "peak_flops_per_second", peak_flops_per_second, maximum=units.MAX_PEAK_FLOPS_PER_SECOND
+        )
+        rates["compute"] = peak / (2 * N)
+    bound = min(rates, key=rates.__getitem__)
+    # A bandwidth or peak near the smallest float makes the time overflow; no real accelerator is that slow.
+    hours = D / rates[bound] / units.SECONDS_PER_HOUR if rates[bound] > 0 else math.inf
+    if not math.isfinite(hours):
+        raise v.InvalidInput(bound_argument[bound], f"{rates[bound]:g} tokens/s is too slow to be counted")
+    return Decoding(batch=count, tokens_per_second=rates[bound], bound=bound, accelerator_hours=hours)
 
 
 def recomputation_flops_factor(recomputation: str) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 import numpy as np
@@ -23,7 +23,8 @@ from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS,
 # 1.1: allocations with a bootstrapped law carry intervals. 1.2: activations without sequence parallelism,
 # DeepSeek's hints at their own C = M·D when the shape is known (and saying which C), the
 # repetition_constants_from_c4 caveat, extrapolation distances near the range in percent or as a factor.
-ENGINE_VERSION = "1.2.0"
+# 1.3: inference-aware allocation of a training budget; inference FLOPs, and the cost of serving.
+ENGINE_VERSION = "1.3.0"
 DEFAULT_MFU = 0.4
 DEFAULT_PRECISION = "bf16"
 # Past this many epochs a repeated token is worth less than a tenth of a fresh one: the marginal value of
@@ -41,6 +42,7 @@ class Hardware:
     slug: str | None = None
     price_per_hour: Decimal | None = None
     currency: str | None = None
+    memory_bandwidth_bytes_per_second: float | None = None  # what serving needs (cluster.decoding_runtime)
 
 
 @dataclass(frozen=True)
@@ -267,13 +269,35 @@ class Limit:
     binding: bool
 
 
+# Precisions a server decodes bf16 weights at (cluster.SERVING_BYTES_PER_PARAM), in order of preference.
+SERVING_PRECISIONS = ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What serving the plan's inference tokens takes: accelerator-hours, and their cost if priced."""
+
+    hardware: Hardware
+    decoding: cluster.Decoding
+    price_per_hour: Decimal | None
+    currency: str | None
+    cost: Decimal | None
+
+
 @dataclass(frozen=True)
 class InferenceSummary:
+    """Inference-aware allocation: what was held fixed (`constraint`: the target_loss, or the budget's
+    training compute), the lifetime FLOPs that were minimised under it, and what they are compared with."""
+
+    constraint: str  # target_loss or budget
     inference_tokens: float
+    inference_flops: float
     lifetime_flops: float
     compute_optimal: allocate.Allocation
     compute_optimal_lifetime_flops: float
     fraction_saved: float
+    compute_optimal_at_budget: allocate.Allocation | None
+    serving: Serving | None
 
 
 @dataclass(frozen=True)
@@ -300,16 +324,21 @@ def plan(
     law: NamedLaw | None = None,
     unique_tokens: float | None = None,
     inference_tokens: float | None = None,
+    inference_hardware: Hardware | None = None,
+    inference_batch: int | None = None,
     on: Cluster | None = None,
 ) -> Plan:
     """Allocate a budget to a model size and token count, and estimate the run when a cluster is given.
 
     Rules: `tokens_per_param` (fixed ratio, default 20) or `law` (compute-optimal frontier); with
-    `unique_tokens` the data-constrained optimum; with `target_loss` and `inference_tokens` the
-    inference-aware optimum. A rule that needs a law and has none uses chinchilla-2022, or
-    muennighoff-2023-c4 for data-constrained allocation (its repetition constants were fitted with it).
+    `unique_tokens` the data-constrained optimum; with `inference_tokens` the inference-aware optimum, for the
+    `target_loss` or for the loss the compute budget reaches. A rule that needs a law and has none uses
+    chinchilla-2022, or muennighoff-2023-c4 for data-constrained allocation (its repetition constants were
+    fitted with it). Inference is served on `inference_hardware` (by default the cluster's hardware, when
+    its memory bandwidth is known), `inference_batch` sequences at a time (default 1).
     """
     law = _law_for(budget, tokens_per_param, law, unique_tokens, inference_tokens)
+    _check_serving(inference_tokens, inference_hardware, inference_batch)
     notes: list[caveats.Caveat] = []
     limits: list[Limit] = []
     flops = None
@@ -319,14 +348,21 @@ def plan(
         notes += _binding_caveat(limits)
 
     def allocate_with(rule: ScalingLaw | None) -> tuple[allocate.Allocation, str, InferenceSummary | None]:
-        if budget.target_loss is not None and inference_tokens is not None:
-            result = allocate.inference_aware(budget.target_loss, inference_tokens, rule)
+        if inference_tokens is not None:
+            if budget.target_loss is not None:
+                result = allocate.inference_aware(budget.target_loss, inference_tokens, rule)
+            else:
+                result = allocate.inference_aware_within(flops, inference_tokens, rule)
             summary = InferenceSummary(
+                constraint="target_loss" if budget.target_loss is not None else "budget",
                 inference_tokens=result.inference_tokens,
+                inference_flops=result.inference_flops,
                 lifetime_flops=result.lifetime_flops,
                 compute_optimal=result.compute_optimal,
                 compute_optimal_lifetime_flops=result.compute_optimal_lifetime_flops,
                 fraction_saved=result.fraction_saved,
+                compute_optimal_at_budget=result.compute_optimal_at_budget,
+                serving=None,
             )
             return result.allocation, "inference-aware", summary
         if budget.target_loss is not None:
@@ -346,6 +382,16 @@ def plan(
         notes += caveats.extrapolation(
             law.fitted_range, allocation.params, allocation.tokens, allocation.flops, law.slug or "the law"
         )
+    if inference is not None:
+        serving = _serving(
+            allocation.params,
+            inference.inference_tokens,
+            hardware=inference_hardware,
+            batch=inference_batch,
+            budget=budget,
+            on=on,
+        )
+        inference = replace(inference, serving=serving)
     run = None
     if on is not None:
         run = estimate(
@@ -403,6 +449,57 @@ def fixed(
     )
 
 
+def _check_serving(
+    inference_tokens: float | None, inference_hardware: Hardware | None, inference_batch: int | None
+) -> None:
+    for name, value in (("inference_hardware", inference_hardware), ("inference_batch", inference_batch)):
+        if value is not None and inference_tokens is None:
+            raise v.InvalidInput(name, "needs inference_tokens: it says how they are served")
+    if inference_hardware is not None and inference_hardware.memory_bandwidth_bytes_per_second is None:
+        raise v.InvalidInput(
+            "inference_hardware",
+            f"{inference_hardware.name} has no memory_bandwidth_bytes_per_second, which decoding is bound by",
+        )
+    if inference_batch is not None:
+        v.whole("inference_batch", inference_batch)
+
+
+def _serving(
+    params: float,
+    inference_tokens: float,
+    *,
+    hardware: Hardware | None,
+    batch: int | None,
+    budget: Budget,
+    on: Cluster | None,
+) -> Serving | None:
+    """Serving the inference tokens on `hardware` at its price, or else on the cluster's hardware at the
+    cluster's price (a `price_per_hour` given for the cluster included); None without a memory bandwidth."""
+    price_per_hour, currency, argument = None, None, "inference_hardware"
+    if hardware is None:
+        if on is None or on.hardware.memory_bandwidth_bytes_per_second is None:
+            return None
+        hardware, price_per_hour, currency = on.hardware, budget.price_per_hour, budget.currency
+        argument = "hardware"
+    price, price_currency = _price(hardware, price_per_hour, currency)
+    peak = next((hardware.peak_flops[p] for p in SERVING_PRECISIONS if p in hardware.peak_flops), None)
+    try:
+        decoding = cluster.decoding_runtime(
+            params,
+            inference_tokens,
+            hardware.memory_bandwidth_bytes_per_second,
+            batch=1 if batch is None else batch,
+            peak_flops_per_second=peak,
+        )
+    except v.InvalidInput as error:  # figures of the hardware (the rest the plan has checked already)
+        raise v.InvalidInput(argument, f"{hardware.name}: {error.message}") from None
+    try:
+        cost = None if price is None else units.cost_of_accelerator_hours(decoding.accelerator_hours, price)
+    except v.InvalidInput as error:
+        raise v.InvalidInput("inference_tokens", f"serving them {error.message}") from None
+    return Serving(hardware, decoding, price, price_currency, cost)
+
+
 def _hyperparameters(allocation: allocate.Allocation, on: Cluster | None) -> Hyperparameters:
     """DeepSeek's hints at their own compute M·D when the model's shape is known, else at the plan's FLOPs,
     which are 6·N·D without a shape."""
@@ -422,14 +519,16 @@ def _law_for(
     """Check that the rules asked for go together; the law to use (a default where one is needed)."""
     if tokens_per_param is not None and law is not None:
         raise v.InvalidInput("tokens_per_param", "give either tokens_per_param or law, not both")
-    needs_law = budget.target_loss is not None or unique_tokens is not None
+    needs_law = budget.target_loss is not None or unique_tokens is not None or inference_tokens is not None
     if needs_law and tokens_per_param is not None:
         raise v.InvalidInput(
-            "tokens_per_param", "a fixed ratio cannot honour target_loss or unique_tokens; give a law instead"
+            "tokens_per_param",
+            "a fixed ratio cannot honour target_loss, unique_tokens or inference_tokens; give a law instead",
         )
-    if inference_tokens is not None and budget.target_loss is None:
+    if inference_tokens is not None and unique_tokens is not None:
         raise v.InvalidInput(
-            "inference_tokens", "needs target_loss: the inference-aware model is the cheapest to reach a loss"
+            "unique_tokens",
+            "cannot be combined with inference_tokens: inference-aware plans assume fresh data",
         )
     if budget.target_loss is not None and unique_tokens is not None:
         raise v.InvalidInput("unique_tokens", "cannot be combined with target_loss; give a compute budget")

@@ -47,6 +47,8 @@ ALLOCATION_FIELDS = (
         "law",
         "unique_tokens",
         "inference_tokens",
+        "inference_hardware",
+        "inference_batch",
     }
 )
 ESTIMATE_FIELDS = _CLUSTER_FIELDS | {"params", "tokens", "law"}
@@ -98,15 +100,17 @@ def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> pl
     return hardware_of(find_hardware_profile(session, reference), reference)
 
 
-def find_hardware_profile(session: Session, reference: str | Mapping[str, Any]) -> HardwareProfile | None:
-    """The stored profile a slug names (None for inline hardware)."""
+def find_hardware_profile(
+    session: Session, reference: str | Mapping[str, Any], *, field: str = "hardware"
+) -> HardwareProfile | None:
+    """The stored profile a slug names (None for inline hardware); `field` is the request's for it."""
     if not isinstance(reference, str):
         return None
     try:
         return get_hardware(session, reference)
     except NotFoundError:
         raise InvalidFieldError(
-            "#/hardware", f"No hardware profile {reference!r} (see GET /v1/hardware)."
+            f"#/{field}", f"No hardware profile {reference!r} (see GET /v1/hardware)."
         ) from None
 
 
@@ -121,6 +125,7 @@ def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, A
             memory_bytes=float(profile.memory_bytes),
             price_per_hour=price.price_per_hour if price else None,
             currency=price.currency if price else None,
+            memory_bandwidth_bytes_per_second=float(profile.memory_bandwidth_bytes_per_second),
         )
     return plan.Hardware(
         name=reference["name"],
@@ -128,6 +133,7 @@ def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, A
         memory_bytes=reference["memory_bytes"],
         price_per_hour=reference.get("price_per_hour"),
         currency=reference.get("currency"),
+        memory_bandwidth_bytes_per_second=reference.get("memory_bandwidth_bytes_per_second"),
     )
 
 
@@ -148,11 +154,22 @@ def make_allocation(session: Session, request: Mapping[str, Any], *, scope: uuid
     """Allocate the request's budget (validated by AllocationRequestSchema); nothing is stored."""
     hardware = resolve_hardware(session, request["hardware"]) if request.get("hardware") else None
     law = resolve_law(session, request["law"], scope=scope) if "law" in request else None
-    return allocate_on(request, hardware, law)
+    return allocate_on(request, hardware, law, resolve_serving_hardware(session, request))
+
+
+def resolve_serving_hardware(session: Session, request: Mapping[str, Any]) -> plan.Hardware | None:
+    """The request's `inference_hardware` (None when it serves on `hardware`, or nothing)."""
+    reference = request.get("inference_hardware")
+    if reference is None:
+        return None
+    return hardware_of(find_hardware_profile(session, reference, field="inference_hardware"), reference)
 
 
 def allocate_on(
-    request: Mapping[str, Any], hardware: plan.Hardware | None, law: plan.NamedLaw | None
+    request: Mapping[str, Any],
+    hardware: plan.Hardware | None,
+    law: plan.NamedLaw | None,
+    inference_hardware: plan.Hardware | None = None,
 ) -> plan.Plan:
     """The allocation of a request whose hardware and law are resolved already (from the database, or from
     a stored plan's snapshot)."""
@@ -178,6 +195,8 @@ def allocate_on(
             law=law,
             unique_tokens=request.get("unique_tokens"),
             inference_tokens=request.get("inference_tokens"),
+            inference_hardware=inference_hardware,
+            inference_batch=request.get("inference_batch"),
             on=_cluster(request, hardware),
         )
     except InvalidInput as error:

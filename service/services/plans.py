@@ -61,20 +61,17 @@ INPUT_FIELDS = frozenset(_INPUTS.fields)
 
 
 def snapshot(
-    hardware: engine.Hardware, price_effective_at: datetime | None, law: engine.NamedLaw | None
+    hardware: engine.Hardware,
+    price_effective_at: datetime | None,
+    law: engine.NamedLaw | None,
+    serving: tuple[engine.Hardware, datetime | None] | None = None,
 ) -> dict:
-    """What an evaluation depends on besides its inputs, as JSON."""
+    """What an evaluation depends on besides its inputs, as JSON. `serving`: the inference hardware and
+    when its price took effect, when the plan serves on hardware of its own."""
     return {
         "engine_version": engine.ENGINE_VERSION,
-        "hardware": {
-            "slug": hardware.slug,
-            "name": hardware.name,
-            "peak_flops": dict(hardware.peak_flops),
-            "memory_bytes": hardware.memory_bytes,
-            "price_per_hour": _money(hardware.price_per_hour),
-            "currency": hardware.currency,
-            "price_effective_at": None if price_effective_at is None else price_effective_at.isoformat(),
-        },
+        "hardware": _hardware_snapshot(hardware, price_effective_at),
+        "inference_hardware": None if serving is None else _hardware_snapshot(*serving),
         "law": None
         if law is None
         else {
@@ -88,12 +85,29 @@ def snapshot(
     }
 
 
+def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime | None) -> dict:
+    return {
+        "slug": hardware.slug,
+        "name": hardware.name,
+        "peak_flops": dict(hardware.peak_flops),
+        "memory_bytes": hardware.memory_bytes,
+        "memory_bandwidth_bytes_per_second": hardware.memory_bandwidth_bytes_per_second,
+        "price_per_hour": _money(hardware.price_per_hour),
+        "currency": hardware.currency,
+        "price_effective_at": None if price_effective_at is None else price_effective_at.isoformat(),
+    }
+
+
 def _money(amount: Decimal | None) -> str | None:
     return None if amount is None else format_money(amount)
 
 
-def _hardware_from(snap: Mapping[str, Any]) -> engine.Hardware:
-    hardware = snap["hardware"]
+def _hardware_from(snap: Mapping[str, Any], role: str = "hardware") -> engine.Hardware | None:
+    """The hardware a snapshot holds for `role` (hardware or inference_hardware). Snapshots of engines
+    before 1.3.0 hold no inference hardware and no memory bandwidth: those plans served nothing."""
+    hardware = snap.get(role)
+    if hardware is None:
+        return None
     price = hardware["price_per_hour"]
     return engine.Hardware(
         name=hardware["name"],
@@ -102,6 +116,7 @@ def _hardware_from(snap: Mapping[str, Any]) -> engine.Hardware:
         memory_bytes=hardware["memory_bytes"],
         price_per_hour=None if price is None else Decimal(price),
         currency=hardware["currency"],
+        memory_bandwidth_bytes_per_second=hardware.get("memory_bandwidth_bytes_per_second"),
     )
 
 
@@ -126,7 +141,12 @@ def evaluate(
 ) -> dict:
     """The result document of `inputs` (as stored) evaluated against `snap` and the bootstrap fits of its
     law (`samples`, kept with the fitted law the plan points at): pure, and what a plan holds."""
-    outcome = planning.allocate_on(_INPUTS.load(inputs), _hardware_from(snap), _law_from(snap, samples))
+    outcome = planning.allocate_on(
+        _INPUTS.load(inputs),
+        _hardware_from(snap),
+        _law_from(snap, samples),
+        _hardware_from(snap, "inference_hardware"),
+    )
     return _RESULT.dump(outcome)
 
 
@@ -149,18 +169,19 @@ def create_plan(
             raise ConflictError(f"Budget {budget.id} has nothing remaining.", limit="amount")
         loaded.update(cost=remaining, currency=budget.currency)
 
-    profile = planning.find_hardware_profile(session, loaded["hardware"])
-    hardware = planning.hardware_of(profile, loaded["hardware"])
-    price = profile.current_price if profile is not None else None
+    profile, hardware, price_effective_at = _priced_hardware(session, loaded, "hardware")
     fitted = (
         planning.find_fitted_law(session, loaded["law"], scope=organization.id) if "law" in loaded else None
     )
     law = planning.named_law(fitted, loaded["law"]) if "law" in loaded else None
+    serving = None
+    if loaded.get("inference_hardware") is not None:
+        serving = _priced_hardware(session, loaded, "inference_hardware")[1:]
     if budget is not None and "price_per_hour" not in loaded:
         # Before allocating: with "remaining", a mismatch would otherwise surface at `currency`, which the
         # budget, not the caller, supplied.
         _check_currency(hardware.currency, budget)
-    outcome = planning.allocate_on(loaded, hardware, law)
+    outcome = planning.allocate_on(loaded, hardware, law, None if serving is None else serving[0])
     run = outcome.estimate
     if budget is not None:
         _check_chargeable(run, budget)
@@ -181,7 +202,7 @@ def create_plan(
         start_at=start_at,
         end_at=end_at,
         inputs=inputs,
-        snapshot=snapshot(hardware, price.effective_at if price else None, outcome.law),
+        snapshot=snapshot(hardware, price_effective_at, outcome.law, serving),
         result=_RESULT.dump(outcome),
         method=outcome.method,
         params=outcome.allocation.params,
@@ -203,6 +224,16 @@ def create_plan(
         raise ConflictError("The plan's budget or hardware profile was just deleted.") from None
     metrics.count_on_commit(session, metrics.PLANS_CREATED)
     return plan
+
+
+def _priced_hardware(
+    session: Session, request: Mapping[str, Any], field: str
+) -> tuple[HardwareProfile | None, engine.Hardware, datetime | None]:
+    """The profile the request's `field` names (None for inline hardware), the engine's view of it with the
+    price in force now, and when that price took effect."""
+    profile = planning.find_hardware_profile(session, request[field], field=field)
+    price = profile.current_price if profile is not None else None
+    return profile, planning.hardware_of(profile, request[field]), price.effective_at if price else None
 
 
 def _end_of_run(start_at: datetime, seconds: float) -> datetime:

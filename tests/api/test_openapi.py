@@ -156,7 +156,14 @@ COMBINATIONS = [
         {"cost": "100.00", "hardware": "h100-sxm", "accelerators": 8},
         "#/currency",
     ),
-    ("/v1/allocations", "AllocationRequest", {"pf_days": 10, "inference_tokens": 1e12}, "#/inference_tokens"),
+    ("/v1/allocations", "AllocationRequest", {"pf_days": 10, "inference_tokens": 1e12}, None),
+    ("/v1/allocations", "AllocationRequest", {"pf_days": 10, "inference_batch": 8}, "#/inference_tokens"),
+    (
+        "/v1/allocations",
+        "AllocationRequest",
+        {"pf_days": 10, "inference_tokens": 1e12, "unique_tokens": 1e12},
+        "#/unique_tokens",
+    ),
     (
         "/v1/allocations",
         "AllocationRequest",

@@ -99,6 +99,65 @@ def test_inference_aware_allocation_reports_the_saving(client):
     assert body["inference"]["compute_optimal"]["params"] == pytest.approx(30e9, rel=1e-6)
 
 
+# Sardana et al. 2024, Figure 1: a 13B Chinchilla-optimal model with 2T inference tokens is matched by a 7B
+# model on more data for 17% fewer lifetime FLOPs. This budget is that 7B model's training compute.
+SARDANA = PUBLISHED_LAWS["sardana-2024"].law
+FIGURE_1_BUDGET = 5.2174e22
+
+
+def test_a_training_budget_with_inference_tokens_buys_the_model_cheapest_over_its_lifetime(client):
+    response = allocate(client, flops=FIGURE_1_BUDGET, inference_tokens=2e12, law="sardana-2024")
+
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert body["method"] == "inference-aware"
+    assert body["flops"] == FIGURE_1_BUDGET
+    assert body["params"] == pytest.approx(7e9, rel=0.01)
+    inference = body["inference"]
+    assert (inference["minimised"], inference["constraint"]) == ("lifetime_flops", "budget")
+    assert inference["inference_flops"] == pytest.approx(2 * body["params"] * 2e12, rel=1e-12)
+    assert inference["compute_optimal"]["params"] == pytest.approx(13e9, rel=1e-3)  # the same loss
+    assert inference["fraction_saved"] == pytest.approx(0.17, abs=5e-3)
+    at_budget = inference["compute_optimal_at_budget"]
+    assert at_budget["params"] == pytest.approx(SARDANA.optimal_params(FIGURE_1_BUDGET), rel=1e-12)
+    assert at_budget["predicted_loss"] < body["predicted_loss"]
+    assert inference["serving"] is None  # nothing to serve on
+
+
+def test_inference_is_served_and_priced_on_the_training_hardware_by_default(client, catalog):
+    body = allocate(
+        client, cost="100000.00", currency="USD", hardware="h100-sxm", accelerators=64, inference_tokens=1e12
+    ).get_json()
+
+    serving = body["inference"]["serving"]
+    assert serving["hardware"]["slug"] == "h100-sxm"
+    assert (serving["batch"], serving["bytes_per_param"], serving["bound"]) == (1, 2, "memory_bandwidth")
+    assert serving["tokens_per_second"] == pytest.approx(3.35e12 / (2 * body["params"]), rel=1e-12)
+    assert serving["accelerator_hours"] == pytest.approx(
+        1e12 / serving["tokens_per_second"] / 3600, rel=1e-12
+    )
+    hours = Decimal(repr(serving["accelerator_hours"]))
+    assert (serving["price_per_hour"], serving["currency"]) == ("6.88", "USD")
+    assert Decimal(serving["cost"]) == (hours * Decimal("6.88")).quantize(Decimal("0.01"))
+    assert body["estimate"]["cost"] == "100000.00"  # training's, never added to serving's
+
+
+def test_inference_hardware_of_its_own_serves_a_target_loss_model_in_batches(client, catalog):
+    body = allocate(
+        client, target_loss=2.2, inference_tokens=1e12, inference_hardware="tpu-v5e", inference_batch=32
+    ).get_json()
+
+    serving = body["inference"]["serving"]
+    assert body["inference"]["constraint"] == "target_loss"
+    assert body["inference"]["compute_optimal_at_budget"] is None
+    assert (serving["hardware"]["slug"], serving["batch"], serving["price_per_hour"]) == (
+        "tpu-v5e",
+        32,
+        "1.20",
+    )
+    assert serving["tokens_per_second"] == pytest.approx(32 * 0.819e12 / (2 * body["params"]), rel=1e-12)
+
+
 def test_an_estimate_on_inline_hardware(client):
     hardware = {
         "name": "mine",
@@ -190,7 +249,24 @@ def test_hyperparameter_hints_say_which_compute_they_were_taken_at(client, catal
         ({"flops": 1e22, "law": {"E": 1, "A": 1, "B": 1, "alpha": 0.3}}, "#/law/beta"),
         ({"flops": 1e22, "law": "epoch-2024", "tokens_per_param": 20}, "#/tokens_per_param"),
         ({"target_loss": 1.69, "law": "chinchilla-2022"}, "#/target_loss"),
-        ({"flops": 1e22, "inference_tokens": 1e12}, "#/inference_tokens"),
+        ({"flops": 1e22, "inference_hardware": "h100-sxm"}, "#/inference_tokens"),
+        ({"flops": 1e22, "inference_batch": 8}, "#/inference_tokens"),
+        ({"flops": 1e22, "inference_tokens": 1e12, "inference_batch": 0}, "#/inference_batch"),
+        (
+            {"flops": 1e22, "inference_tokens": 1e12, "inference_hardware": "no-such-gpu"},
+            "#/inference_hardware",
+        ),
+        (
+            {
+                "flops": 1e22,
+                "inference_tokens": 1e12,
+                "inference_hardware": {"peak_flops": {"bf16": 1e15}, "memory_bytes": 1e9},
+            },
+            "#/inference_hardware/memory_bandwidth_bytes_per_second",
+        ),
+        ({"flops": 1e22, "inference_tokens": 1e12, "unique_tokens": 1e9}, "#/unique_tokens"),
+        ({"flops": 1e22, "inference_tokens": 1e12, "tokens_per_param": 20}, "#/tokens_per_param"),
+        ({"flops": 1e6, "inference_tokens": 1e6}, "#/flops"),
         ({"days": 30}, "#/hardware"),
         (
             {"cost": "1000.00", "currency": "USD", "hardware": "h100-sxm", "accelerators": 8, "mfu": 1.5},

@@ -40,6 +40,17 @@ def add_gpu(client, slug: str, price: str = "2.50", currency: str = "USD") -> di
     return response.get_json()
 
 
+def change_price(client, slug: str, price: str) -> None:
+    """A new price in USD for a custom profile, in force from now."""
+    etag = client.get(f"/v1/hardware/{slug}").headers["ETag"]
+    changed = client.patch(
+        f"/v1/hardware/{slug}",
+        json={"price_per_hour": price, "currency": "USD", "price_as_of": "2026-12"},
+        headers={"If-Match": etag},
+    )
+    assert changed.status_code == 200, changed.get_json()
+
+
 @pytest.fixture
 def world(client):
     """Organisations acme and globex and a custom profile, lab-gpu: 1e15 bf16 FLOP/s at 2.50 USD an hour."""
@@ -420,6 +431,22 @@ REPRODUCED = {
     "target-loss": {"target_loss": 2.3, "law": "epoch-2024"},
     "data-constrained": {"flops": 6 * 8.67e9 * 178e9, "unique_tokens": 25e9},
     "inference-aware": {"target_loss": 1.9582533604758408, "inference_tokens": 1e13, "law": "sardana-2024"},
+    "inference-aware-budget": {"flops": 1e21, "inference_tokens": 1e12, "law": "sardana-2024"},
+    "inference-served-on-a-profile": {
+        "flops": 1e21,
+        "inference_tokens": 1e12,
+        "inference_hardware": "lab-gpu",
+        "inference_batch": 16,
+    },
+    "inference-served-inline": {
+        "target_loss": 2.3,
+        "inference_tokens": 1e12,
+        "inference_hardware": {
+            **INLINE_HARDWARE,
+            "memory_bandwidth_bytes_per_second": 1e12,
+            "currency": "EUR",
+        },
+    },
     "money": {"cost": "12345.67", "currency": "USD"},
     "price-override": {"accelerator_hours": 777.7, "price_per_hour": "3.33", "currency": "USD"},
     "deadline": {"days": 3.5, "law": "epoch-2024", "precision": "bf16", "zero_stage": 3},
@@ -458,13 +485,7 @@ def test_reevaluating_a_stored_plan_gives_exactly_its_result(client, session, wo
 
 def test_a_price_change_leaves_stored_plans_and_their_reevaluation_unchanged(client, session, world):
     before = create_plan(client)
-    etag = client.get("/v1/hardware/lab-gpu").headers["ETag"]
-    changed = client.patch(
-        "/v1/hardware/lab-gpu",
-        json={"price_per_hour": "3.75", "currency": "USD", "price_as_of": "2026-12"},
-        headers={"If-Match": etag},
-    )
-    assert changed.status_code == 200, changed.get_json()
+    change_price(client, "lab-gpu", "3.75")
 
     assert client.get(f"/v1/plans/{before['id']}").get_json() == before
     row = stored_plan(session, before["id"])
@@ -476,6 +497,28 @@ def test_a_price_change_leaves_stored_plans_and_their_reevaluation_unchanged(cli
         after["snapshot"]["hardware"]["price_effective_at"]
         > before["snapshot"]["hardware"]["price_effective_at"]
     )
+
+
+def test_a_price_change_of_the_serving_hardware_leaves_stored_plans_and_their_reevaluation_unchanged(
+    client, session, world
+):
+    add_gpu(client, "serving-gpu", price="1.00")
+    inference = {"inference_tokens": 1e12, "inference_hardware": "serving-gpu"}
+    before = create_plan(client, params=OMIT, tokens=OMIT, flops=1e21, **inference)
+    change_price(client, "serving-gpu", "2.00")
+
+    row = stored_plan(session, before["id"])
+    assert reevaluate(row) == row.result == before["result"]
+    assert before["snapshot"]["inference_hardware"]["price_per_hour"] == "1.00"
+    after = create_plan(client, params=OMIT, tokens=OMIT, flops=1e21, **inference)
+    served_before, served_after = (
+        before["result"]["inference"]["serving"],
+        after["result"]["inference"]["serving"],
+    )
+    assert Decimal(served_after["cost"]) == pytest.approx(
+        2 * Decimal(served_before["cost"]), abs=Decimal("0.01")
+    )
+    assert after["snapshot"]["inference_hardware"]["price_per_hour"] == "2.00"
 
 
 def test_reevaluation_takes_the_law_from_the_snapshot(client, session, world):
@@ -1229,12 +1272,7 @@ def test_a_revision_is_a_new_draft_linked_to_its_parent_with_the_changes_merged(
 
 def test_a_revision_resolves_the_price_afresh_and_may_override_it(client, world):
     parent = create_plan(client)
-    etag = client.get("/v1/hardware/lab-gpu").headers["ETag"]
-    client.patch(
-        "/v1/hardware/lab-gpu",
-        json={"price_per_hour": "3.00", "currency": "USD", "price_as_of": "2026-12"},
-        headers={"If-Match": etag},
-    )
+    change_price(client, "lab-gpu", "3.00")
 
     assert revise(client, parent["id"], {}).get_json()["cost"] == "600.00"
     overridden = revise(client, parent["id"], {"price_per_hour": "1.00", "currency": "USD"}).get_json()
@@ -1256,6 +1294,22 @@ def test_a_revision_switches_to_another_law(client, world):
     child = revise(client, parent["id"], {"law": "epoch-2024"}).get_json()
     assert (child["inputs"]["law"], child["snapshot"]["law"]["slug"]) == ("epoch-2024", "epoch-2024")
     assert child["params"] != parent["params"]
+
+
+def test_a_revision_serves_the_inference_on_other_hardware_in_batches(client, world):
+    add_gpu(client, "serving-gpu", price="1.00")
+    parent = create_plan(client, params=OMIT, tokens=OMIT, flops=1e21, inference_tokens=1e12)
+
+    child = revise(client, parent["id"], {"inference_hardware": "serving-gpu", "inference_batch": 4})
+
+    assert child.status_code == 201, child.get_json()
+    served, before = (
+        child.get_json()["result"]["inference"]["serving"],
+        parent["result"]["inference"]["serving"],
+    )
+    assert (before["hardware"]["slug"], served["hardware"]["slug"]) == ("lab-gpu", "serving-gpu")
+    assert served["accelerator_hours"] == pytest.approx(before["accelerator_hours"] / 4, rel=1e-12)
+    assert child.get_json()["snapshot"]["inference_hardware"]["slug"] == "serving-gpu"
 
 
 def test_a_revision_switches_from_a_budget_to_a_chosen_model(client, world):

@@ -154,6 +154,64 @@ def test_more_inference_favours_a_smaller_model():
     assert sizes == sorted(sizes, reverse=True)
 
 
+def test_sardana_figure_1_a_7b_model_on_more_data_matches_a_13b_at_2t_inference_tokens_for_17_percent_less():
+    # Sardana et al. 2024, Figure 1: a 13B Chinchilla-optimal model with 2T tokens of inference demand is
+    # matched by a 7B model trained on more data, saving 1.7e22 FLOPs (17%) over the model's lifetime.
+    target = SARDANA.frontier_loss(SARDANA.flops_where_optimal(13e9))
+
+    result = allocate.inference_aware(target, inference_tokens=2e12, law=SARDANA)
+
+    assert result.allocation.params == pytest.approx(7e9, rel=0.01)
+    assert result.fraction_saved == pytest.approx(0.17, abs=5e-3)
+    assert result.compute_optimal_lifetime_flops - result.lifetime_flops == pytest.approx(1.7e22, rel=0.01)
+
+
+# Figure 1's 7B model trained on its own training compute: what a training budget with inference tokens buys.
+FIGURE_1_TARGET = SARDANA.frontier_loss(SARDANA.flops_where_optimal(13e9))
+FIGURE_1_BUDGET = allocate.inference_aware(FIGURE_1_TARGET, 2e12, SARDANA).allocation.flops
+
+
+def test_a_training_budget_with_inference_tokens_buys_sardanas_7b_model_of_figure_1():
+    result = allocate.inference_aware_within(FIGURE_1_BUDGET, inference_tokens=2e12, law=SARDANA)
+
+    assert result.allocation.flops == FIGURE_1_BUDGET
+    assert 6 * result.allocation.params * result.allocation.tokens == pytest.approx(FIGURE_1_BUDGET, rel=1e-9)
+    assert result.allocation.params == pytest.approx(7e9, rel=0.01)
+    assert result.allocation.predicted_loss == pytest.approx(FIGURE_1_TARGET, rel=1e-7)
+    assert result.compute_optimal.params == pytest.approx(13e9, rel=1e-6)  # the same loss, at less training
+    assert result.fraction_saved == pytest.approx(0.17, abs=5e-3)
+    assert result.inference_flops == pytest.approx(2 * result.allocation.params * 2e12, rel=1e-12)
+
+
+@given(
+    flops=st.floats(min_value=1e18, max_value=1e27),
+    inference_tokens=st.floats(min_value=1e6, max_value=1e16),
+)
+def test_within_a_budget_the_model_is_the_lifetime_cheapest_for_the_loss_it_reaches(flops, inference_tokens):
+    within = allocate.inference_aware_within(flops, inference_tokens, SARDANA)
+    at_its_loss = allocate.inference_aware(within.allocation.predicted_loss, inference_tokens, SARDANA)
+
+    assert 6 * within.allocation.params * within.allocation.tokens == pytest.approx(flops, rel=1e-9)
+    assert within.allocation.params == pytest.approx(at_its_loss.allocation.params, rel=1e-4)
+    assert within.allocation.params <= within.compute_optimal_at_budget.params
+    assert within.allocation.predicted_loss >= within.compute_optimal_at_budget.predicted_loss - 1e-12
+    assert within.lifetime_flops <= within.compute_optimal_lifetime_flops * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("flops", [1.2345e32, 1.2345e34])
+def test_within_a_budget_inference_too_small_to_register_leaves_the_compute_optimal_model(flops):
+    # log(1 + D_inf/(3·D)) falls below the rounding of the other terms of the condition.
+    within = allocate.inference_aware_within(flops, 1.0, CHINCHILLA)
+    assert within.allocation.params == pytest.approx(CHINCHILLA.optimal_params(flops), rel=1e-9)
+
+
+def test_within_a_budget_more_inference_favours_a_smaller_model_and_none_the_compute_optimal_one():
+    sizes = [allocate.inference_aware_within(1e23, d, SARDANA).allocation.params for d in (1e10, 1e12, 1e14)]
+    assert sizes == sorted(sizes, reverse=True)
+    scarcely = allocate.inference_aware_within(1e23, 1.0, SARDANA)
+    assert scarcely.allocation.params == pytest.approx(SARDANA.optimal_params(1e23), rel=1e-6)
+
+
 def test_the_isoflop_curve_has_its_minimum_at_the_optimal_size():
     curve = allocate.isoflop_curve(CHINCHILLA, 1e21, points=41)
     losses = [point.predicted_loss for point in curve]
@@ -183,6 +241,13 @@ def test_the_frontier_runs_from_the_smallest_to_the_largest_budget():
         (lambda: allocate.data_constrained(math.nan, 1e9, C4), "flops"),
         (lambda: allocate.inference_aware(1.5, 1e12, SARDANA), "target_loss"),
         (lambda: allocate.inference_aware(2.0, -5, SARDANA), "inference_tokens"),
+        (lambda: allocate.inference_aware_within(1e22, 0, SARDANA), "inference_tokens"),
+        (lambda: allocate.inference_aware_within(1e22, math.inf, SARDANA), "inference_tokens"),
+        (lambda: allocate.inference_aware_within(0, 1e12, SARDANA), "flops"),
+        # A million FLOPs buy a model of loss ~250 nats/token: beyond what the engine answers for.
+        (lambda: allocate.inference_aware_within(1e6, 1e6, SARDANA), "flops"),
+        # So much inference favours a model trained on more than the 1e18 tokens the engine answers for.
+        (lambda: allocate.inference_aware_within(1e27, 1e21, SARDANA), "inference_tokens"),
         (lambda: allocate.isoflop_curve(CHINCHILLA, 1e21, points=2), "points"),
         (lambda: allocate.frontier(CHINCHILLA, 1e22, 1e21), "max_flops"),
     ],
@@ -206,6 +271,7 @@ def test_every_answer_is_finite_or_a_clean_refusal(flops, unique, target, infere
         lambda: allocate.data_constrained(flops, unique, C4),
         lambda: allocate.for_target_loss(target, CHINCHILLA),
         lambda: allocate.inference_aware(target, inference, SARDANA),
+        lambda: allocate.inference_aware_within(flops, inference, SARDANA),
     ]
     for call in calls:
         try:

@@ -13,6 +13,7 @@ from service.core import units
 from service.core.cluster import (
     OPTIMIZER_STATE_BYTES,
     ModelShape,
+    decoding_runtime,
     recomputation_flops_factor,
     training_cost,
     training_flops,
@@ -23,6 +24,8 @@ from service.core.validation import InvalidInput
 
 A100_BF16_FLOPS_PER_SECOND = 312e12  # dense peak, NVIDIA A100 datasheet (hardware.md)
 A100_40GB_BYTES = 40e9
+H100_BYTES_PER_SECOND = 3.35e12  # memory bandwidth, NVIDIA H100 SXM datasheet (hardware.md)
+H100_BF16_FLOPS_PER_SECOND = 989.4e12
 GB = 1e9  # the ZeRO paper's GB
 
 
@@ -619,3 +622,52 @@ def test_training_memory_returns_finite_numbers_or_rejects_the_input(
     ]
     assert all(math.isfinite(figure) and figure >= 0 for figure in figures)
     assert result.min_accelerators is None or 1 <= result.min_accelerators <= units.MAX_ACCELERATORS
+
+
+# --- Serving ---------------------------------------------------------------------------------------------
+
+
+def test_decoding_one_sequence_reads_every_weight_for_each_token():
+    # hardware.md: batch-1 decoding is memory-bound, tokens/s ≲ bandwidth / (bytes per parameter · N).
+    decoding = decoding_runtime(
+        7e9, 1e9, H100_BYTES_PER_SECOND, peak_flops_per_second=H100_BF16_FLOPS_PER_SECOND
+    )
+    assert decoding.tokens_per_second == pytest.approx(3.35e12 / (2 * 7e9), rel=1e-12)
+    assert decoding.bound == "memory_bandwidth"
+    assert decoding.accelerator_hours == pytest.approx(1e9 / decoding.tokens_per_second / 3600, rel=1e-12)
+
+
+def test_a_batch_shares_each_read_of_the_weights_until_compute_binds():
+    def rate(batch):
+        return decoding_runtime(7e9, 1e9, H100_BYTES_PER_SECOND, batch, H100_BF16_FLOPS_PER_SECOND)
+
+    assert rate(8).tokens_per_second == pytest.approx(8 * rate(1).tokens_per_second, rel=1e-12)
+    # Past batch = peak · 2 bytes / (2 FLOPs · bandwidth) ≈ 295, a token's 2·N FLOPs take longer than its
+    # share of the read.
+    assert (rate(295).bound, rate(296).bound) == ("memory_bandwidth", "compute")
+    assert rate(4096).tokens_per_second == pytest.approx(989.4e12 / (2 * 7e9), rel=1e-12)
+
+
+def test_without_a_16_bit_peak_only_the_memory_bandwidth_bounds_decoding():
+    decoding = decoding_runtime(7e9, 1e9, H100_BYTES_PER_SECOND, batch=4096)
+    assert decoding.tokens_per_second == pytest.approx(4096 * 3.35e12 / (2 * 7e9), rel=1e-12)
+    assert decoding.bound == "memory_bandwidth"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "argument"),
+    [
+        ({"params": 0}, "params"),
+        ({"tokens": math.nan}, "tokens"),
+        ({"memory_bandwidth_bytes_per_second": 0}, "memory_bandwidth_bytes_per_second"),
+        ({"batch": 0}, "batch"),
+        ({"batch": 1.5}, "batch"),
+        ({"peak_flops_per_second": -1}, "peak_flops_per_second"),
+        ({"memory_bandwidth_bytes_per_second": 5e-324}, "memory_bandwidth_bytes_per_second"),
+        ({"batch": 10**7}, "batch"),
+    ],
+)
+def test_decoding_runtime_rejects_invalid_arguments_by_name(overrides, argument):
+    arguments = {"params": 7e9, "tokens": 1e9, "memory_bandwidth_bytes_per_second": 3.35e12, **overrides}
+    with pytest.raises(InvalidInput, match=f"^{argument}:"):
+        decoding_runtime(**arguments)

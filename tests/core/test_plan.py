@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from decimal import Decimal
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.core import plan
@@ -111,6 +112,79 @@ def test_inference_tokens_with_a_target_loss_plan_the_cheapest_model_over_its_li
     assert result.allocation.params < result.inference.compute_optimal.params
 
 
+def test_a_training_budget_with_inference_tokens_buys_the_model_cheapest_over_its_lifetime_for_its_loss():
+    result = plan.plan(plan.Budget(flops=1e23), inference_tokens=1e13)
+
+    assert result.method == "inference-aware"
+    assert result.law.slug == "chinchilla-2022"
+    assert result.allocation.flops == 1e23
+    assert [(limit.kind, limit.binding) for limit in result.limits] == [("flops", True)]
+    summary = result.inference
+    assert summary.constraint == "budget"
+    assert summary.inference_flops == pytest.approx(2 * result.allocation.params * 1e13, rel=1e-12)
+    assert summary.lifetime_flops == pytest.approx(1e23 + summary.inference_flops, rel=1e-12)
+    # Against the same loss reached on the frontier (less training, more serving) and the budget's own
+    # compute-optimal model (a lower loss, more serving still).
+    assert summary.compute_optimal.predicted_loss == pytest.approx(result.allocation.predicted_loss, rel=1e-9)
+    assert 0 < summary.fraction_saved < 1
+    assert summary.compute_optimal_at_budget.flops == 1e23
+    assert summary.compute_optimal_at_budget.params > result.allocation.params
+
+
+def test_with_a_target_loss_the_inference_summary_says_the_loss_was_the_constraint():
+    summary = plan.plan(plan.Budget(target_loss=2.0), inference_tokens=1e13).inference
+    assert summary.constraint == "target_loss"
+    assert summary.compute_optimal_at_budget is None
+
+
+H100_SERVING = dataclasses.replace(H100, memory_bandwidth_bytes_per_second=3.35e12)
+
+
+def test_inference_is_served_on_the_training_hardware_at_its_price_by_default():
+    result = plan.plan(plan.Budget(flops=1e23), inference_tokens=1e12, on=cluster(hardware=H100_SERVING))
+
+    serving = result.inference.serving
+    assert serving.hardware == H100_SERVING
+    assert serving.decoding.bound == "memory_bandwidth"
+    tokens_per_second = 3.35e12 / (2 * result.allocation.params)
+    assert serving.decoding.accelerator_hours == pytest.approx(1e12 / tokens_per_second / 3600, rel=1e-12)
+    expected = Decimal(repr(serving.decoding.accelerator_hours)) * Decimal("2.50")
+    assert serving.cost == expected.quantize(Decimal("0.01"))
+    assert (serving.price_per_hour, serving.currency) == (Decimal("2.50"), "USD")
+
+
+def test_a_price_given_for_the_cluster_is_the_price_of_serving_on_it_too():
+    budget = plan.Budget(flops=1e23, price_per_hour=Decimal("1.25"), currency="USD")
+    serving = plan.plan(budget, inference_tokens=1e12, on=cluster(hardware=H100_SERVING)).inference.serving
+    assert serving.price_per_hour == Decimal("1.25")
+
+
+def test_inference_hardware_of_its_own_serves_at_its_price_and_in_its_currency_with_a_batch():
+    l4 = plan.Hardware(
+        name="L4",
+        peak_flops={"bf16": 121e12},
+        memory_bytes=24e9,
+        memory_bandwidth_bytes_per_second=300e9,
+        price_per_hour=Decimal("0.70"),
+        currency="EUR",
+    )
+    one = plan.plan(plan.Budget(target_loss=2.2), inference_tokens=1e12, inference_hardware=l4)
+    batched = plan.plan(
+        plan.Budget(target_loss=2.2), inference_tokens=1e12, inference_hardware=l4, inference_batch=16
+    )
+
+    assert one.estimate is None  # serving needs no training cluster
+    assert (one.inference.serving.hardware, one.inference.serving.currency) == (l4, "EUR")
+    assert batched.inference.serving.decoding.batch == 16
+    hours = one.inference.serving.decoding.accelerator_hours
+    assert batched.inference.serving.decoding.accelerator_hours == pytest.approx(hours / 16, rel=1e-12)
+
+
+def test_without_a_memory_bandwidth_there_is_no_serving_estimate_on_the_training_hardware():
+    result = plan.plan(plan.Budget(flops=1e23), inference_tokens=1e12, on=cluster())
+    assert result.inference.serving is None
+
+
 def test_a_plan_far_outside_the_fitted_range_says_how_far():
     result = plan.plan(plan.Budget(flops=1e27), law=plan.published("chinchilla-2022"))
     extrapolations = {c.details["quantity"]: c.details["orders_of_magnitude"] for c in result.caveats}
@@ -187,7 +261,29 @@ def test_a_price_override_needs_a_currency_and_foreign_currencies_are_never_mixe
         (lambda: plan.plan(plan.Budget()), "flops"),
         (lambda: plan.plan(plan.Budget(flops=1e22, pf_days=10)), "pf_days"),
         (lambda: plan.plan(plan.Budget(days=3)), "hardware"),
-        (lambda: plan.plan(plan.Budget(flops=1e22), inference_tokens=1e12), "inference_tokens"),
+        (
+            lambda: plan.plan(plan.Budget(flops=1e22), inference_tokens=1e12, unique_tokens=1e9),
+            "unique_tokens",
+        ),
+        (
+            lambda: plan.plan(plan.Budget(flops=1e22), inference_tokens=1e12, tokens_per_param=20),
+            "tokens_per_param",
+        ),
+        (lambda: plan.plan(plan.Budget(flops=1e22), inference_hardware=H100_SERVING), "inference_hardware"),
+        (lambda: plan.plan(plan.Budget(flops=1e22), inference_batch=8), "inference_batch"),
+        (
+            lambda: plan.plan(plan.Budget(flops=1e22), inference_tokens=1e12, inference_hardware=H100),
+            "inference_hardware",
+        ),
+        (
+            lambda: plan.plan(
+                plan.Budget(flops=1e22),
+                inference_tokens=1e12,
+                inference_hardware=H100_SERVING,
+                inference_batch=0,
+            ),
+            "inference_batch",
+        ),
         (lambda: plan.plan(plan.Budget(target_loss=2.0), unique_tokens=1e9), "unique_tokens"),
         (lambda: plan.plan(plan.Budget(target_loss=2.0), tokens_per_param=20), "tokens_per_param"),
         (
@@ -214,20 +310,28 @@ def test_hardware_without_a_price_cannot_turn_money_into_compute():
 any_float = st.floats(allow_nan=True, allow_infinity=True)
 
 
+# No deadline: the first inference-aware example imports scipy.optimize, which takes half a second.
+@settings(deadline=None)
 @given(
-    flops=any_float,
+    flops=any_float | st.floats(min_value=1e6, max_value=1e35),  # the second, budgets the engine takes
     days=st.none() | any_float,
     mfu=any_float,
     unique=st.none() | any_float,
+    inference=st.none() | any_float | st.floats(min_value=1, max_value=1e21),
+    batch=st.none() | st.integers(min_value=-1, max_value=10**7),
     accelerators=st.integers(min_value=-5, max_value=10**8),
     stage=st.integers(min_value=-1, max_value=4),
 )
-def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(flops, days, mfu, unique, accelerators, stage):
+def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(
+    flops, days, mfu, unique, inference, batch, accelerators, stage
+):
     try:
         result = plan.plan(
             plan.Budget(flops=flops, days=days),
             unique_tokens=unique,
-            on=cluster(mfu=mfu, accelerators=accelerators, zero_stage=stage),
+            inference_tokens=inference,
+            inference_batch=None if inference is None else batch,
+            on=cluster(hardware=H100_SERVING, mfu=mfu, accelerators=accelerators, zero_stage=stage),
         )
     except InvalidInput:
         return
@@ -236,8 +340,40 @@ def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(flops, days, mfu, u
     numbers += [run.runtime.seconds, run.runtime.accelerator_hours, run.memory.total_bytes]
     numbers += [result.hyperparameters.batch_tokens, result.hyperparameters.learning_rate]
     numbers += [limit.flops for limit in result.limits]
+    if result.inference is not None:
+        serving = result.inference.serving
+        numbers += [result.inference.lifetime_flops, serving.decoding.accelerator_hours]
+        assert serving.cost.is_finite()
     assert all(math.isfinite(number) and number > 0 for number in numbers), numbers
     assert run.cost.is_finite()
+
+
+@settings(deadline=None)  # as above
+@given(
+    flops=st.floats(min_value=1e6, max_value=1e35),
+    inference=st.floats(min_value=1e-3, max_value=1e21),
+    batch=st.none() | st.integers(min_value=1, max_value=10**6),
+)
+def test_every_inference_aware_plan_is_served_in_finite_numbers_or_cleanly_refused(flops, inference, batch):
+    try:
+        result = plan.plan(
+            plan.Budget(flops=flops),
+            inference_tokens=inference,
+            inference_batch=batch,
+            on=cluster(hardware=H100_SERVING),
+        )
+    except InvalidInput:
+        return
+    summary, serving = result.inference, result.inference.serving
+    numbers = [
+        result.allocation.params,
+        summary.inference_flops,
+        summary.lifetime_flops,
+        summary.fraction_saved,
+    ]
+    numbers += [serving.decoding.tokens_per_second, serving.decoding.accelerator_hours]
+    assert all(math.isfinite(number) and number >= 0 for number in numbers), numbers
+    assert serving.cost.is_finite()
 
 
 # --- Intervals from a law's bootstrap fits ----------------------------------------------------------------

@@ -77,3 +77,29 @@ def test_plans_of_an_older_engine_are_counted_apart_and_do_not_fail_verify(app, 
     assert "1 plans re-evaluated, 0 differ" in verified.output
     assert "1 plans of older engines (0.9.0: 1, 1 of them would now differ)" in verified.output
     assert current["id"] not in verified.output
+
+
+def test_an_inference_aware_plan_of_engine_1_2_0_served_nothing_and_verifies_apart(app, client, session):
+    # Engine 1.2.0 snapshots held no memory bandwidth and no inference hardware: re-evaluated today such a
+    # plan serves nothing (as it did) and gains the fields 1.3.0 added, so it is counted apart, not an error.
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    bandwidth = {"memory_bandwidth_bytes_per_second": 2e12}
+    body = {**INLINE_PLAN, "hardware": {**INLINE_PLAN["hardware"], **bandwidth}, "inference_tokens": 1e12}
+    body.pop("pf_days")
+    plan = client.post("/v1/plans", json={**body, "target_loss": 2.3}).get_json()
+    assert plan["result"]["inference"]["serving"]["cost"] is not None
+    hardware = {
+        k: v for k, v in plan["snapshot"]["hardware"].items() if k != "memory_bandwidth_bytes_per_second"
+    }
+    old = {"engine_version": "1.2.0", "hardware": hardware, "law": plan["snapshot"]["law"]}
+    result = {**plan["result"], "engine_version": "1.2.0"}
+    result["inference"] = {
+        k: v for k, v in result["inference"].items() if k in {"inference_tokens", "lifetime_flops"}
+    }
+    session.execute(update(Plan).where(Plan.id == uuid.UUID(plan["id"])).values(snapshot=old, result=result))
+    session.commit()
+
+    verified = app.test_cli_runner().invoke(args=["plans", "verify"])
+
+    assert verified.exit_code == 0, verified.output
+    assert "1 plans of older engines (1.2.0: 1, 1 of them would now differ)" in verified.output
