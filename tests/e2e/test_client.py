@@ -324,3 +324,31 @@ def test_the_client_installs_alone_in_a_fresh_venv_and_plans_against_a_live_serv
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["params"] == pytest.approx(6.5726706900e10, rel=1e-6)
+
+
+def test_planner_allocates_a_budget_for_its_inference_and_prices_the_serving(server, planner):
+    allocated = planner_cli(
+        server,
+        "--json",
+        "allocate",
+        "--pf-days",
+        "600",
+        "--law",
+        "chinchilla-2022",
+        "--inference-tokens",
+        "2e12",
+        "--hardware",
+        "h100-sxm",
+        "--accelerators",
+        "64",
+        "--inference-hardware",
+        "h100-sxm",
+        "--inference-batch",
+        "8",
+    )
+    assert allocated.returncode == 0, allocated.stderr
+    inference = json.loads(allocated.stdout)["inference"]
+    assert (inference["constraint"], inference["minimised"]) == ("budget", "lifetime_flops")
+    assert inference["serving"]["hardware"]["slug"] == "h100-sxm"
+    assert inference["serving"]["batch"] == 8
+    assert inference["serving"]["currency"] == "USD"

@@ -51,7 +51,17 @@ RULE_FIELDS = (
     ("law", str, "Scaling law slug (planner law list), e.g. chinchilla-2022; instead of --tokens-per-param."),
     ("tokens_per_param", float, "Fixed tokens per parameter; default 20 when no --law is given."),
     ("unique_tokens", float, "Unique tokens available: allocates for repeated data (data-constrained)."),
-    ("inference_tokens", float, "Lifetime inference tokens: inference-aware allocation, with --target-loss."),
+    (
+        "inference_tokens",
+        float,
+        "Lifetime inference tokens: inference-aware allocation, of a budget or of --target-loss.",
+    ),
+    (
+        "inference_hardware",
+        str,
+        "Hardware profile slug that serves the inference tokens, for their cost (default: --hardware).",
+    ),
+    ("inference_batch", int, "Sequences decoded together when serving the inference tokens; default 1."),
 )
 CLUSTER_FIELDS = (
     ("hardware", str, "Hardware profile slug (planner hardware list), e.g. h100-sxm."),
