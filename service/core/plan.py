@@ -203,7 +203,10 @@ def estimate(
         needed = (
             f"at least {memory.min_accelerators} accelerators at ZeRO stage {memory.zero_stage}"
             if memory.min_accelerators
+            # Without a shape no activations are counted, so recomputing them could not help.
             else "a higher ZeRO stage, more tensor parallelism or activation recomputation"
+            if memory.activations_bytes > 0
+            else "a higher ZeRO stage or more tensor parallelism"
         )
         notes.append(
             caveats.Caveat(

@@ -206,6 +206,18 @@ def test_a_model_that_does_not_fit_in_memory_gets_a_caveat_and_the_fewest_accele
     assert tight.memory.min_accelerators > 8
 
 
+def test_advice_for_a_model_that_does_not_fit_names_recomputation_only_when_activations_are_counted():
+    # Without a shape, no activations are counted: recomputing them could not help.
+    shapeless = plan.estimate(7e10, 1.4e12, cluster(accelerators=8))
+    [advice] = [c.message for c in shapeless.caveats if c.code == "does_not_fit_memory"]
+    assert "a higher ZeRO stage or more tensor parallelism" in advice
+    assert "recomputation" not in advice
+    shape = ModelShape(layers=80, d_model=8192, heads=64, sequence_length=2048)
+    shaped = plan.estimate(7e10, 1.4e12, dataclasses.replace(cluster(accelerators=8), shape=shape))
+    [advice] = [c.message for c in shaped.caveats if c.code == "does_not_fit_memory"]
+    assert "activation recomputation" in advice
+
+
 def test_an_mfu_outside_what_large_runs_achieve_gets_a_caveat():
     assert "unusual_mfu" in codes(plan.plan(plan.Budget(flops=1e22), on=cluster(mfu=0.9)))
     assert "unusual_mfu" not in codes(plan.plan(plan.Budget(flops=1e22), on=cluster(mfu=0.45)))
