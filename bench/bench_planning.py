@@ -17,7 +17,7 @@ import timeit
 
 from bench.machine import describe
 from service import create_app, migrate
-from service.core import allocate, plan
+from service.core import allocate, engine
 from service.core.laws import PUBLISHED_LAWS
 from service.db import get_db
 from service.services.catalog import load_builtin_hardware
@@ -66,12 +66,13 @@ def core() -> None:
         per_call(lambda: allocate.inference_aware(1.958, 1e13, SARDANA), 500),
         2e-3,
     )
-    h100 = plan.Hardware(name="H100", peak_flops={"bf16": 989.4e12}, memory_bytes=80e9)
-    on = plan.Cluster(hardware=h100, accelerators=1024, zero_stage=3)
+    h100 = engine.Hardware(name="H100", peak_flops={"bf16": 989.4e12}, memory_bytes=80e9)
+    on = engine.Cluster(hardware=h100, accelerators=1024, zero_stage=3)
     show(
         "plan(1e24, law, cluster): allocation + estimate + memory",
         per_call(
-            lambda: plan.plan(plan.Budget(flops=1e24), law=plan.published("chinchilla-2022"), on=on), 5_000
+            lambda: engine.plan(engine.Budget(flops=1e24), law=engine.published("chinchilla-2022"), on=on),
+            5_000,
         ),
     )
 
@@ -94,8 +95,8 @@ def app() -> None:
         show("GET /healthz (framework floor: routing, hooks, JSON)", healthz)
         fixed = per_call(lambda: post({"flops": 1e23}), 1_000)
         show("POST /v1/allocations {flops}", fixed)
-        core_fixed = per_call(lambda: plan.plan(plan.Budget(flops=1e23)), 20_000)
-        show("  of which the engine (plan.plan)", core_fixed)
+        core_fixed = per_call(lambda: engine.plan(engine.Budget(flops=1e23)), 20_000)
+        show("  of which the engine (engine.plan)", core_fixed)
         show(
             "POST /v1/allocations {flops, law, hardware slug, days}",
             per_call(

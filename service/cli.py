@@ -12,7 +12,7 @@ from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import select
 
 from service import jobs, migrate
-from service.core.plan import ENGINE_VERSION
+from service.core.engine import ENGINE_VERSION
 from service.db import get_db
 from service.models import Plan
 from service.services import audit, keys, plans

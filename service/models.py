@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -333,7 +334,16 @@ class Budget(Base):
         return float(self.committed / self.amount) if self.amount else 0.0
 
 
-PLAN_STATUSES = ("draft", "committed", "cancelled")
+class PlanStatus(enum.StrEnum):
+    """Where a plan is in its life: a draft may be committed (its cost reserved on its budget) or cancelled;
+    a committed plan may be cancelled (its reservation released). The one list of statuses."""
+
+    DRAFT = "draft"
+    COMMITTED = "committed"
+    CANCELLED = "cancelled"
+
+
+PLAN_STATUSES = tuple(PlanStatus)
 
 
 class Plan(Base):
@@ -347,7 +357,7 @@ class Plan(Base):
 
     __tablename__ = "plans"
     __table_args__ = (
-        CheckConstraint("status IN ('draft', 'committed', 'cancelled')", name="status_known"),
+        CheckConstraint(f"status IN ({', '.join(repr(str(s)) for s in PlanStatus)})", name="status_known"),
         CheckConstraint("cost IS NULL OR cost >= 0", name="cost_not_negative"),
         # Keyset pagination newest first: (created_at, id) overall, or within an organisation, a budget or
         # a hardware profile.
@@ -384,7 +394,7 @@ class Plan(Base):
     )
     name: Mapped[str | None] = mapped_column(String(200))
     labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
-    status: Mapped[str] = mapped_column(String(16), default="draft")
+    status: Mapped[str] = mapped_column(String(16), default=PlanStatus.DRAFT)
     start_at: Mapped[datetime] = mapped_column(UTCDateTime)
     end_at: Mapped[datetime] = mapped_column(UTCDateTime)
     inputs: Mapped[dict] = mapped_column(JSON)

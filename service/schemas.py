@@ -28,8 +28,8 @@ from service.core.cluster import (
     RECOMPUTATION_MODES,
     SERVING_BYTES_PER_PARAM,
 )
+from service.core.engine import ENGINE_VERSION
 from service.core.hyper import FLOPS_DEFINITIONS
-from service.core.plan import ENGINE_VERSION
 from service.core.units import (
     MAX_ACCELERATORS,
     MAX_FLOPS,
@@ -40,6 +40,7 @@ from service.core.units import (
     MIN_TOKENS,
     PF_DAY_FLOPS,
 )
+from service.models import PLAN_STATUSES
 from service.services.keys import ROLES as KEY_ROLES
 from service.services.pagination import DEFAULT_LIMIT, MAX_LIMIT, Cursor
 
@@ -1462,8 +1463,6 @@ class AuditPageSchema(PageSchema):
 
 
 # --- Plans --------------------------------------------------------------------------------------------------
-
-PLAN_STATUSES = ("draft", "committed", "cancelled")
 
 
 class PlanInputsSchema(AllocationRequestSchema):

@@ -11,8 +11,7 @@ from markupsafe import Markup
 
 from service.console import charts
 from service.console.formatting import money
-from service.core import allocate
-from service.core import plan as engine
+from service.core import allocate, engine
 from service.core.validation import InvalidInput
 from service.services import planning
 from service.services.errors import InvalidFieldError

@@ -28,9 +28,9 @@ from service.console.forms import (
     report_form,
     report_query,
 )
-from service.core import plan as engine
+from service.core import engine
 from service.db import get_session
-from service.models import utcnow
+from service.models import PLAN_STATUSES, utcnow
 from service.schemas import (
     TRAINING_PRECISIONS,
     AllocationRequestSchema,
@@ -207,7 +207,7 @@ def plan_history():
         next_page=next_page,
         errors=errors,
         form=flask.request.args,
-        statuses=("draft", "committed", "cancelled"),
+        statuses=PLAN_STATUSES,
         budgets=_budgets(session),
         hardware_profiles=_hardware_profiles(session),
     )
@@ -366,6 +366,7 @@ def cost_report():
         query=args,
         shown=report_form(args),
         groups=REPORT_GROUPS,
+        statuses=PLAN_STATUSES,
         errors=errors,
         csv_args=MultiDict(flask.request.args),
         budgets=budget_choices,

@@ -11,7 +11,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
-from service.models import CAP_SLACK, Budget, HardwareProfile, Organization, Plan, utcnow
+from service.models import CAP_SLACK, Budget, HardwareProfile, Organization, Plan, PlanStatus, utcnow
 from service.services import organizations
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
@@ -115,7 +115,7 @@ def _check_period_holds_commitments(session: Session, budget: Budget, fields: Ma
         .select_from(Plan)
         .where(
             Plan.budget_id == budget.id,
-            Plan.status == "committed",
+            Plan.status == PlanStatus.COMMITTED,
             or_(Plan.start_at < start, Plan.end_at > end),
         )
     )

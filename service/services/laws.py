@@ -19,9 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
 from service import metrics
-from service.core import fit, isoflop_fit
-from service.core import plan as engine
-from service.core import warnings as caveats
+from service.core import caveats, engine, fit, isoflop_fit
 from service.core.laws import PUBLISHED_LAWS, FittedRange, ScalingLaw
 from service.core.validation import InvalidInput
 from service.models import FitJob, FittedLaw, Organization

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.core import allocate, plan
+from service.core import allocate, engine
 from service.core.cluster import ModelShape
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
@@ -32,11 +32,11 @@ _CLUSTER_FIELDS = frozenset(
     {"hardware", "accelerators", "mfu", "precision", "price_per_hour", "currency", "zero_stage", "optimizer"}
     | {"recomputation", "tensor_parallel", "sequence_parallel", "shape"}
 )
-# Request fields that plan.Cluster takes as they are, by the same names (mfu, ..., sequence_parallel); the
+# Request fields that engine.Cluster takes as they are, by the same names (mfu, ..., sequence_parallel); the
 # hardware and the shape are resolved first, and accelerators is required.
 _CLUSTER_OPTIONS = tuple(
     field.name
-    for field in dataclasses.fields(plan.Cluster)
+    for field in dataclasses.fields(engine.Cluster)
     if field.name not in {"hardware", "accelerators", "shape"}
 )
 ALLOCATION_FIELDS = (
@@ -64,7 +64,7 @@ def _field_error(error: InvalidInput, request_fields: frozenset[str]) -> Invalid
 
 def resolve_law(
     session: Session, reference: str | Mapping[str, float], *, scope: uuid.UUID | None
-) -> plan.NamedLaw:
+) -> engine.NamedLaw:
     """The law a request names: published, fitted by the organisation `scope` (None: any), or inline."""
     return named_law(find_fitted_law(session, reference, scope=scope), reference)
 
@@ -84,19 +84,19 @@ def find_fitted_law(
     return found
 
 
-def named_law(fitted: FittedLaw | None, reference: str | Mapping[str, float]) -> plan.NamedLaw:
+def named_law(fitted: FittedLaw | None, reference: str | Mapping[str, float]) -> engine.NamedLaw:
     """The engine's view of a fitted law (with its bootstrap fits), a published one, or an inline one."""
     if fitted is not None:
         return laws.named_law(fitted)
     if isinstance(reference, str):
-        return plan.published(reference)
+        return engine.published(reference)
     try:
-        return plan.NamedLaw(ScalingLaw(**reference), name="inline law")
+        return engine.NamedLaw(ScalingLaw(**reference), name="inline law")
     except InvalidInput as error:
         raise _field_error(error, frozenset({"law"})) from error
 
 
-def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> plan.Hardware:
+def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> engine.Hardware:
     return hardware_of(find_hardware_profile(session, reference), reference)
 
 
@@ -114,11 +114,11 @@ def find_hardware_profile(
         ) from None
 
 
-def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, Any]) -> plan.Hardware:
+def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, Any]) -> engine.Hardware:
     """The engine's view of a stored profile (with the price in force now), or of inline hardware."""
     if profile is not None:
         price = profile.current_price
-        return plan.Hardware(
+        return engine.Hardware(
             name=profile.name,
             slug=profile.slug,
             peak_flops=profile.peak_flops,
@@ -127,7 +127,7 @@ def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, A
             currency=price.currency if price else None,
             memory_bandwidth_bytes_per_second=float(profile.memory_bandwidth_bytes_per_second),
         )
-    return plan.Hardware(
+    return engine.Hardware(
         name=reference["name"],
         peak_flops=dict(reference["peak_flops"]),
         memory_bytes=reference["memory_bytes"],
@@ -137,12 +137,12 @@ def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, A
     )
 
 
-def _cluster(request: Mapping[str, Any], hardware: plan.Hardware | None) -> plan.Cluster | None:
+def _cluster(request: Mapping[str, Any], hardware: engine.Hardware | None) -> engine.Cluster | None:
     if hardware is None:
         return None
     shape = request.get("shape")
     options = {name: request[name] for name in _CLUSTER_OPTIONS if name in request}
-    return plan.Cluster(
+    return engine.Cluster(
         hardware=hardware,
         accelerators=request["accelerators"],
         shape=ModelShape(**shape) if shape else None,
@@ -150,14 +150,14 @@ def _cluster(request: Mapping[str, Any], hardware: plan.Hardware | None) -> plan
     )
 
 
-def make_allocation(session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None) -> plan.Plan:
+def make_allocation(session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None) -> engine.Plan:
     """Allocate the request's budget (validated by AllocationRequestSchema); nothing is stored."""
     hardware = resolve_hardware(session, request["hardware"]) if request.get("hardware") else None
     law = resolve_law(session, request["law"], scope=scope) if "law" in request else None
     return allocate_on(request, hardware, law, resolve_serving_hardware(session, request))
 
 
-def resolve_serving_hardware(session: Session, request: Mapping[str, Any]) -> plan.Hardware | None:
+def resolve_serving_hardware(session: Session, request: Mapping[str, Any]) -> engine.Hardware | None:
     """The request's `inference_hardware` (None when it serves on `hardware`, or nothing)."""
     reference = request.get("inference_hardware")
     if reference is None:
@@ -167,15 +167,15 @@ def resolve_serving_hardware(session: Session, request: Mapping[str, Any]) -> pl
 
 def allocate_on(
     request: Mapping[str, Any],
-    hardware: plan.Hardware | None,
-    law: plan.NamedLaw | None,
-    inference_hardware: plan.Hardware | None = None,
-) -> plan.Plan:
+    hardware: engine.Hardware | None,
+    law: engine.NamedLaw | None,
+    inference_hardware: engine.Hardware | None = None,
+) -> engine.Plan:
     """The allocation of a request whose hardware and law are resolved already (from the database, or from
     a stored plan's snapshot)."""
     try:
         if "params" in request:  # a plan for a model already chosen
-            return plan.fixed(
+            return engine.fixed(
                 request["params"],
                 request["tokens"],
                 _cluster(request, hardware),
@@ -183,13 +183,13 @@ def allocate_on(
                 price_per_hour=request.get("price_per_hour"),
                 currency=request.get("currency"),
             )
-        budget = plan.Budget(
+        budget = engine.Budget(
             **{name: request.get(name) for name in ("flops", "pf_days", "target_loss", "cost", "currency")},
             accelerator_hours=request.get("accelerator_hours"),
             days=request.get("days"),
             price_per_hour=request.get("price_per_hour"),
         )
-        return plan.plan(
+        return engine.plan(
             budget,
             tokens_per_param=request.get("tokens_per_param"),
             law=law,
@@ -203,10 +203,12 @@ def allocate_on(
         raise _field_error(error, ALLOCATION_FIELDS | {"params", "tokens"}) from error
 
 
-def make_estimate(session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None) -> plan.Estimate:
+def make_estimate(
+    session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None
+) -> engine.Estimate:
     """Time, cost and memory of training `params` on `tokens` on the request's cluster."""
     try:
-        return plan.estimate(
+        return engine.estimate(
             request["params"],
             request["tokens"],
             _cluster(request, resolve_hardware(session, request["hardware"])),
@@ -218,14 +220,14 @@ def make_estimate(session: Session, request: Mapping[str, Any], *, scope: uuid.U
         raise _field_error(error, ESTIMATE_FIELDS) from error
 
 
-def isoflop(law: plan.NamedLaw, flops: float, points: int, span: float) -> dict[str, Any]:
+def isoflop(law: engine.NamedLaw, flops: float, points: int, span: float) -> dict[str, Any]:
     """The IsoFLOP curve and its optimum, which the curve has at its centre by construction."""
     # Refused when the curve leaves the sizes the engine answers for: the budget (or span) is too large.
     curve = _curve("flops", lambda: allocate.isoflop_curve(law.law, flops, points, span))
     return {"law": law.slug, "flops": flops, "optimal": curve[len(curve) // 2], "points": curve}
 
 
-def frontier(law: plan.NamedLaw, min_flops: float, max_flops: float, points: int) -> dict[str, Any]:
+def frontier(law: engine.NamedLaw, min_flops: float, max_flops: float, points: int) -> dict[str, Any]:
     curve = _curve("max_flops", lambda: allocate.frontier(law.law, min_flops, max_flops, points))
     return {"law": law.slug, "points": curve}
 

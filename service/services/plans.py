@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
 
 from service import metrics
-from service.core import plan as engine
+from service.core import engine
 from service.core.laws import FittedRange, ScalingLaw
 from service.core.units import CENT
 from service.models import (
@@ -36,6 +36,7 @@ from service.models import (
     Money,
     Organization,
     Plan,
+    PlanStatus,
     budget_hardware,
     id_by_slug,
     utcnow,
@@ -198,7 +199,7 @@ def create_plan(
         parent_id=None if parent is None else parent.id,
         name=request.get("name"),
         labels=dict(request.get("labels") or {}),
-        status="draft",
+        status=PlanStatus.DRAFT,
         start_at=start_at,
         end_at=end_at,
         inputs=inputs,
@@ -435,7 +436,7 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
             "The plan has no budget to commit against; revise it with a budget_id.", limit="budget"
         )
     now = utcnow()
-    _move(session, plan, "draft", status="committed", committed_at=now)
+    _move(session, plan, PlanStatus.DRAFT, status=PlanStatus.COMMITTED, committed_at=now)
     # PostgreSQL: lock the budget row before the conditional UPDATE, so that the UPDATE's own snapshot sees
     # the budget's allowed hardware as of any edit it waited for (a re-check after a lock wait would see
     # other tables as they were when the statement began). SQLite serialises writers anyway.
@@ -537,8 +538,8 @@ def cancel_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
     """draft or committed -> cancelled; a committed plan's reservation goes back to its budget."""
     plan = get_plan(session, plan_id, scope=scope)
     now = utcnow()
-    if plan.status == "committed":
-        _move(session, plan, "committed", status="cancelled", cancelled_at=now)
+    if plan.status == PlanStatus.COMMITTED:
+        _move(session, plan, PlanStatus.COMMITTED, status=PlanStatus.CANCELLED, cancelled_at=now)
         cost = literal(plan.cost, Money())
         session.execute(
             update(Budget)
@@ -554,7 +555,7 @@ def cancel_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
         )
         _ledger(session, plan, "release", -1, now)
     else:
-        _move(session, plan, "draft", status="cancelled", cancelled_at=now)
+        _move(session, plan, PlanStatus.DRAFT, status=PlanStatus.CANCELLED, cancelled_at=now)
     session.flush()
     session.refresh(plan)
     return plan
@@ -576,9 +577,11 @@ def _move(session: Session, plan: Plan, from_status: str, **values: Any) -> None
     ).first()
     if moved is None:
         session.refresh(plan)
-        wanted = "committed" if values["status"] == "committed" else "cancelled"
+        wanted = values["status"]
         raise ConflictError(f"The plan is {plan.status}; it cannot be {wanted}.", plan_status=plan.status)
-    audit.record(session, "commit" if values["status"] == "committed" else "cancel", plan, sorted(values))
+    audit.record(
+        session, "commit" if values["status"] == PlanStatus.COMMITTED else "cancel", plan, sorted(values)
+    )
 
 
 def _ledger(session: Session, plan: Plan, entry: str, sign: int, now: datetime) -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, Integer, String, cast, func, select
 from sqlalchemy.orm import Session
 
 from service.core.units import CENT
-from service.models import MONEY_SCALE, Budget, HardwareProfile, Organization, Plan, id_by_slug
+from service.models import MONEY_SCALE, Budget, HardwareProfile, Organization, Plan, PlanStatus, id_by_slug
 from service.services.budgets import get_budget
 from service.services.errors import InvalidFieldError
 
@@ -39,7 +39,7 @@ class CostQuery:
     organization: str | None = None
     budget_id: uuid.UUID | None = None
     hardware: str | None = None
-    status: str = "committed"
+    status: str = PlanStatus.COMMITTED
 
 
 @dataclass

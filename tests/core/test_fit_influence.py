@@ -12,8 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from service.core import fit
-from service.core import warnings as caveats
+from service.core import caveats, fit
 from tests.chinchilla import chinchilla_runs, needs_chinchilla
 
 TRUE = {"E": 1.82, "A": 480.0, "B": 2100.0, "alpha": 0.35, "beta": 0.37}

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from service.core import caveats
 from service.core import isoflop_fit as iso
-from service.core import warnings as caveats
 from service.core.fit import TOKENS_PER_PARAM_BUDGETS
 from service.core.isoflop_fit import MIN_BUDGETS
 from service.core.laws import PUBLISHED_LAWS

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from service.core.caveats import extrapolation
 from service.core.laws import FittedRange
-from service.core.warnings import extrapolation
 
 # Bounds like Chinchilla's (Hoffmann et al. 2022): 7e7 to 1.6e10 parameters, 5e9 to 5e11 tokens.
 RANGE = FittedRange(7e7, 1.6e10, 5e9, 5e11, None, None)

@@ -1,6 +1,6 @@
 """The planning engine: a budget and a rule in, an allocation with its estimate and caveats out.
 
-This module only composes the others (units, laws, allocate, cluster, hyper, warnings); the formulas and
+This module only composes the others (units, laws, allocate, cluster, hyper, caveats); the formulas and
 their sources live there. Inputs are resolved values (a hardware profile, a law), never names to look up.
 """
 
@@ -13,9 +13,8 @@ from decimal import Decimal
 
 import numpy as np
 
-from service.core import allocate, cluster, hyper, units
+from service.core import allocate, caveats, cluster, hyper, units
 from service.core import validation as v
-from service.core import warnings as caveats
 from service.core.fit import CONFIDENCE
 from service.core.hyper import Hyperparameters, hyperparameters_for
 from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core import plan
+from service.core import engine
 from service.core.cluster import ModelShape
 from service.core.units import PF_DAY_FLOPS
 from service.core.validation import InvalidInput
 
-H100 = plan.Hardware(
+H100 = engine.Hardware(
     name="H100",
     slug="h100-sxm",
     peak_flops={"bf16": 989.4e12, "fp8": 1978.9e12},
@@ -26,8 +26,8 @@ H100 = plan.Hardware(
 )
 
 
-def cluster(**overrides) -> plan.Cluster:
-    return plan.Cluster(**{"hardware": H100, "accelerators": 1024, "mfu": 0.4, **overrides})
+def cluster(**overrides) -> engine.Cluster:
+    return engine.Cluster(**{"hardware": H100, "accelerators": 1024, "mfu": 0.4, **overrides})
 
 
 def codes(result) -> list[str]:
@@ -35,7 +35,7 @@ def codes(result) -> list[str]:
 
 
 def test_without_a_rule_the_budget_is_split_at_20_tokens_per_parameter():
-    result = plan.plan(plan.Budget(pf_days=6000))
+    result = engine.plan(engine.Budget(pf_days=6000))
     assert result.method == "fixed-ratio"
     assert result.allocation.tokens_per_param == pytest.approx(20)
     assert result.pf_days == pytest.approx(6000)
@@ -45,7 +45,7 @@ def test_without_a_rule_the_budget_is_split_at_20_tokens_per_parameter():
 def test_the_tightest_of_several_limits_binds_and_a_caveat_says_which():
     on = cluster()
     one_day = 86_400 * 1024 * 989.4e12 * 0.4
-    result = plan.plan(plan.Budget(flops=1e24, days=1), on=on)
+    result = engine.plan(engine.Budget(flops=1e24, days=1), on=on)
     assert result.allocation.flops == pytest.approx(one_day, rel=1e-12)
     assert [(limit.kind, limit.binding) for limit in result.limits] == [("flops", False), ("days", True)]
     assert "binding_limit" in codes(result)
@@ -53,25 +53,25 @@ def test_the_tightest_of_several_limits_binds_and_a_caveat_says_which():
 
 
 def test_a_money_budget_buys_hours_at_the_price_and_the_estimate_spends_it():
-    result = plan.plan(plan.Budget(cost=Decimal("250000.00"), currency="USD"), on=cluster())
+    result = engine.plan(engine.Budget(cost=Decimal("250000.00"), currency="USD"), on=cluster())
     assert result.estimate.runtime.accelerator_hours == pytest.approx(100_000, rel=1e-9)
     assert result.estimate.cost == Decimal("250000.00")
 
 
 def test_accelerator_hours_are_a_budget_too():
-    result = plan.plan(plan.Budget(accelerator_hours=1000), on=cluster())
+    result = engine.plan(engine.Budget(accelerator_hours=1000), on=cluster())
     assert result.allocation.flops == pytest.approx(1000 * 3600 * 989.4e12 * 0.4, rel=1e-12)
 
 
 def test_a_target_loss_uses_the_default_law_and_reaches_it():
-    result = plan.plan(plan.Budget(target_loss=2.0))
+    result = engine.plan(engine.Budget(target_loss=2.0))
     assert result.law.slug == "chinchilla-2022"
     assert result.allocation.predicted_loss == pytest.approx(2.0, rel=1e-9)
     assert result.limits == []
 
 
 def test_unique_tokens_default_to_the_datablations_law_and_warn_about_many_epochs():
-    result = plan.plan(plan.Budget(flops=1e23), unique_tokens=1e11)
+    result = engine.plan(engine.Budget(flops=1e23), unique_tokens=1e11)
     assert result.method == "data-constrained"
     assert result.law.slug == "muennighoff-2023-c4"
     assert result.allocation.epochs > 4
@@ -80,7 +80,7 @@ def test_unique_tokens_default_to_the_datablations_law_and_warn_about_many_epoch
 
 @pytest.mark.parametrize("slug", ["chinchilla-2022", "epoch-2024"])
 def test_repetition_constants_applied_to_a_law_other_than_the_c4_fit_they_came_with_get_a_caveat(slug):
-    result = plan.plan(plan.Budget(flops=1e23), unique_tokens=1e11, law=plan.published(slug))
+    result = engine.plan(engine.Budget(flops=1e23), unique_tokens=1e11, law=engine.published(slug))
 
     caveat = next(caveat for caveat in result.caveats if caveat.code == "repetition_constants_from_c4")
     assert slug in caveat.message
@@ -89,31 +89,31 @@ def test_repetition_constants_applied_to_a_law_other_than_the_c4_fit_they_came_w
 
 
 def test_the_c4_law_with_its_own_repetition_constants_gets_no_provenance_caveat():
-    c4 = plan.published("muennighoff-2023-c4")
-    same_coefficients = plan.NamedLaw(c4.law, name="inline law")
+    c4 = engine.published("muennighoff-2023-c4")
+    same_coefficients = engine.NamedLaw(c4.law, name="inline law")
 
     for law in (None, c4, same_coefficients):
-        result = plan.plan(plan.Budget(flops=1e23), unique_tokens=1e11, law=law)
+        result = engine.plan(engine.Budget(flops=1e23), unique_tokens=1e11, law=law)
         assert "repetition_constants_from_c4" not in codes(result)
-    unconstrained = plan.plan(plan.Budget(flops=1e23), law=plan.published("epoch-2024"))
+    unconstrained = engine.plan(engine.Budget(flops=1e23), law=engine.published("epoch-2024"))
     assert "repetition_constants_from_c4" not in codes(unconstrained)
 
 
 def test_repetition_far_past_any_gain_gets_its_own_caveat():
-    result = plan.plan(plan.Budget(flops=1e25), unique_tokens=1e10)
-    assert result.allocation.epochs > plan.EPOCHS_WITHOUT_GAIN
+    result = engine.plan(engine.Budget(flops=1e25), unique_tokens=1e10)
+    assert result.allocation.epochs > engine.EPOCHS_WITHOUT_GAIN
     assert "repetition_without_gain" in codes(result)
 
 
 def test_inference_tokens_with_a_target_loss_plan_the_cheapest_model_over_its_lifetime():
-    result = plan.plan(plan.Budget(target_loss=2.0), inference_tokens=1e13)
+    result = engine.plan(engine.Budget(target_loss=2.0), inference_tokens=1e13)
     assert result.method == "inference-aware"
     assert result.inference.fraction_saved > 0
     assert result.allocation.params < result.inference.compute_optimal.params
 
 
 def test_a_training_budget_with_inference_tokens_buys_the_model_cheapest_over_its_lifetime_for_its_loss():
-    result = plan.plan(plan.Budget(flops=1e23), inference_tokens=1e13)
+    result = engine.plan(engine.Budget(flops=1e23), inference_tokens=1e13)
 
     assert result.method == "inference-aware"
     assert result.law.slug == "chinchilla-2022"
@@ -132,7 +132,7 @@ def test_a_training_budget_with_inference_tokens_buys_the_model_cheapest_over_it
 
 
 def test_with_a_target_loss_the_inference_summary_says_the_loss_was_the_constraint():
-    summary = plan.plan(plan.Budget(target_loss=2.0), inference_tokens=1e13).inference
+    summary = engine.plan(engine.Budget(target_loss=2.0), inference_tokens=1e13).inference
     assert summary.constraint == "target_loss"
     assert summary.compute_optimal_at_budget is None
 
@@ -141,7 +141,7 @@ H100_SERVING = dataclasses.replace(H100, memory_bandwidth_bytes_per_second=3.35e
 
 
 def test_inference_is_served_on_the_training_hardware_at_its_price_by_default():
-    result = plan.plan(plan.Budget(flops=1e23), inference_tokens=1e12, on=cluster(hardware=H100_SERVING))
+    result = engine.plan(engine.Budget(flops=1e23), inference_tokens=1e12, on=cluster(hardware=H100_SERVING))
 
     serving = result.inference.serving
     assert serving.hardware == H100_SERVING
@@ -154,13 +154,13 @@ def test_inference_is_served_on_the_training_hardware_at_its_price_by_default():
 
 
 def test_a_price_given_for_the_cluster_is_the_price_of_serving_on_it_too():
-    budget = plan.Budget(flops=1e23, price_per_hour=Decimal("1.25"), currency="USD")
-    serving = plan.plan(budget, inference_tokens=1e12, on=cluster(hardware=H100_SERVING)).inference.serving
+    budget = engine.Budget(flops=1e23, price_per_hour=Decimal("1.25"), currency="USD")
+    serving = engine.plan(budget, inference_tokens=1e12, on=cluster(hardware=H100_SERVING)).inference.serving
     assert serving.price_per_hour == Decimal("1.25")
 
 
 def test_inference_hardware_of_its_own_serves_at_its_price_and_in_its_currency_with_a_batch():
-    l4 = plan.Hardware(
+    l4 = engine.Hardware(
         name="L4",
         peak_flops={"bf16": 121e12},
         memory_bytes=24e9,
@@ -168,9 +168,9 @@ def test_inference_hardware_of_its_own_serves_at_its_price_and_in_its_currency_w
         price_per_hour=Decimal("0.70"),
         currency="EUR",
     )
-    one = plan.plan(plan.Budget(target_loss=2.2), inference_tokens=1e12, inference_hardware=l4)
-    batched = plan.plan(
-        plan.Budget(target_loss=2.2), inference_tokens=1e12, inference_hardware=l4, inference_batch=16
+    one = engine.plan(engine.Budget(target_loss=2.2), inference_tokens=1e12, inference_hardware=l4)
+    batched = engine.plan(
+        engine.Budget(target_loss=2.2), inference_tokens=1e12, inference_hardware=l4, inference_batch=16
     )
 
     assert one.estimate is None  # serving needs no training cluster
@@ -181,24 +181,24 @@ def test_inference_hardware_of_its_own_serves_at_its_price_and_in_its_currency_w
 
 
 def test_without_a_memory_bandwidth_there_is_no_serving_estimate_on_the_training_hardware():
-    result = plan.plan(plan.Budget(flops=1e23), inference_tokens=1e12, on=cluster())
+    result = engine.plan(engine.Budget(flops=1e23), inference_tokens=1e12, on=cluster())
     assert result.inference.serving is None
 
 
 def test_a_plan_far_outside_the_fitted_range_says_how_far():
-    result = plan.plan(plan.Budget(flops=1e27), law=plan.published("chinchilla-2022"))
+    result = engine.plan(engine.Budget(flops=1e27), law=engine.published("chinchilla-2022"))
     extrapolations = {c.details["quantity"]: c.details["orders_of_magnitude"] for c in result.caveats}
     assert set(extrapolations) == {"params", "tokens", "flops"}
     assert extrapolations["flops"] == pytest.approx(math.log10(1e27 / 5e23), abs=0.01)
 
 
 def test_a_model_that_does_not_fit_in_memory_gets_a_caveat_and_the_fewest_accelerators_that_fit():
-    result = plan.plan(
-        plan.Budget(flops=1e24), law=plan.published("chinchilla-2022"), on=cluster(zero_stage=3)
+    result = engine.plan(
+        engine.Budget(flops=1e24), law=engine.published("chinchilla-2022"), on=cluster(zero_stage=3)
     )
     memory = result.estimate.memory
     assert memory.fits
-    tight = plan.estimate(
+    tight = engine.estimate(
         result.allocation.params, result.allocation.tokens, cluster(accelerators=8, zero_stage=3)
     )
     assert not tight.memory.fits
@@ -208,28 +208,28 @@ def test_a_model_that_does_not_fit_in_memory_gets_a_caveat_and_the_fewest_accele
 
 def test_advice_for_a_model_that_does_not_fit_names_recomputation_only_when_activations_are_counted():
     # Without a shape, no activations are counted: recomputing them could not help.
-    shapeless = plan.estimate(7e10, 1.4e12, cluster(accelerators=8))
+    shapeless = engine.estimate(7e10, 1.4e12, cluster(accelerators=8))
     [advice] = [c.message for c in shapeless.caveats if c.code == "does_not_fit_memory"]
     assert "a higher ZeRO stage or more tensor parallelism" in advice
     assert "recomputation" not in advice
     shape = ModelShape(layers=80, d_model=8192, heads=64, sequence_length=2048)
-    shaped = plan.estimate(7e10, 1.4e12, dataclasses.replace(cluster(accelerators=8), shape=shape))
+    shaped = engine.estimate(7e10, 1.4e12, dataclasses.replace(cluster(accelerators=8), shape=shape))
     [advice] = [c.message for c in shaped.caveats if c.code == "does_not_fit_memory"]
     assert "activation recomputation" in advice
 
 
 def test_an_mfu_outside_what_large_runs_achieve_gets_a_caveat():
-    assert "unusual_mfu" in codes(plan.plan(plan.Budget(flops=1e22), on=cluster(mfu=0.9)))
-    assert "unusual_mfu" not in codes(plan.plan(plan.Budget(flops=1e22), on=cluster(mfu=0.45)))
+    assert "unusual_mfu" in codes(engine.plan(engine.Budget(flops=1e22), on=cluster(mfu=0.9)))
+    assert "unusual_mfu" not in codes(engine.plan(engine.Budget(flops=1e22), on=cluster(mfu=0.45)))
 
 
 def test_hyperparameter_hints_come_with_every_plan():
-    result = plan.plan(plan.Budget(flops=1e22))
+    result = engine.plan(engine.Budget(flops=1e22))
     assert result.hyperparameters.batch_tokens == pytest.approx(0.2920 * 1e22**0.3271, rel=1e-9)
 
 
 def test_without_a_shape_the_hints_are_taken_at_the_plans_6nd():
-    result = plan.fixed(7e9, 1e12, cluster())
+    result = engine.fixed(7e9, 1e12, cluster())
 
     assert result.hyperparameters.flops == pytest.approx(6 * 7e9 * 1e12, rel=1e-15)
     assert result.hyperparameters.flops_definition == "6ND"
@@ -240,7 +240,7 @@ def test_with_a_shape_the_hints_are_taken_at_deepseeks_own_compute_m_times_d():
     llama_65b = ModelShape(layers=80, d_model=8192, heads=64, sequence_length=2048)
     M = 72 * 80 * 8192**2 + 12 * 80 * 8192 * 2048
 
-    result = plan.fixed(65.2e9, 1.4e12, cluster(shape=llama_65b, zero_stage=3))
+    result = engine.fixed(65.2e9, 1.4e12, cluster(shape=llama_65b, zero_stage=3))
 
     assert result.hyperparameters.flops == pytest.approx(M * 1.4e12, rel=1e-12)
     assert result.hyperparameters.flops_definition == "MD"
@@ -248,7 +248,7 @@ def test_with_a_shape_the_hints_are_taken_at_deepseeks_own_compute_m_times_d():
 
 
 def test_the_estimate_spends_the_flops_at_the_effective_rate():
-    run = plan.estimate(7e9, 1e12, cluster(accelerators=512))
+    run = engine.estimate(7e9, 1e12, cluster(accelerators=512))
     assert run.runtime.seconds == pytest.approx(6 * 7e9 * 1e12 / (512 * 989.4e12 * 0.4), rel=1e-12)
     assert run.cost == (Decimal(repr(run.runtime.accelerator_hours)) * Decimal("2.50")).quantize(
         Decimal("0.01")
@@ -258,11 +258,11 @@ def test_the_estimate_spends_the_flops_at_the_effective_rate():
 
 def test_a_price_override_needs_a_currency_and_foreign_currencies_are_never_mixed():
     with pytest.raises(InvalidInput, match=r"^currency: is required"):
-        plan.estimate(7e9, 1e12, cluster(), price_per_hour=Decimal("3"))
+        engine.estimate(7e9, 1e12, cluster(), price_per_hour=Decimal("3"))
     with pytest.raises(InvalidInput, match=r"^currency: H100 is priced in USD"):
-        plan.plan(plan.Budget(cost=Decimal("1000"), currency="EUR"), on=cluster())
-    euros = plan.plan(
-        plan.Budget(cost=Decimal("1000"), currency="EUR", price_per_hour=Decimal("2.00")), on=cluster()
+        engine.plan(engine.Budget(cost=Decimal("1000"), currency="EUR"), on=cluster())
+    euros = engine.plan(
+        engine.Budget(cost=Decimal("1000"), currency="EUR", price_per_hour=Decimal("2.00")), on=cluster()
     )
     assert (euros.estimate.cost, euros.estimate.currency) == (Decimal("1000.00"), "EUR")
 
@@ -270,41 +270,46 @@ def test_a_price_override_needs_a_currency_and_foreign_currencies_are_never_mixe
 @pytest.mark.parametrize(
     ("call", "argument"),
     [
-        (lambda: plan.plan(plan.Budget()), "flops"),
-        (lambda: plan.plan(plan.Budget(flops=1e22, pf_days=10)), "pf_days"),
-        (lambda: plan.plan(plan.Budget(days=3)), "hardware"),
+        (lambda: engine.plan(engine.Budget()), "flops"),
+        (lambda: engine.plan(engine.Budget(flops=1e22, pf_days=10)), "pf_days"),
+        (lambda: engine.plan(engine.Budget(days=3)), "hardware"),
         (
-            lambda: plan.plan(plan.Budget(flops=1e22), inference_tokens=1e12, unique_tokens=1e9),
+            lambda: engine.plan(engine.Budget(flops=1e22), inference_tokens=1e12, unique_tokens=1e9),
             "unique_tokens",
         ),
         (
-            lambda: plan.plan(plan.Budget(flops=1e22), inference_tokens=1e12, tokens_per_param=20),
+            lambda: engine.plan(engine.Budget(flops=1e22), inference_tokens=1e12, tokens_per_param=20),
             "tokens_per_param",
         ),
-        (lambda: plan.plan(plan.Budget(flops=1e22), inference_hardware=H100_SERVING), "inference_hardware"),
-        (lambda: plan.plan(plan.Budget(flops=1e22), inference_batch=8), "inference_batch"),
         (
-            lambda: plan.plan(plan.Budget(flops=1e22), inference_tokens=1e12, inference_hardware=H100),
+            lambda: engine.plan(engine.Budget(flops=1e22), inference_hardware=H100_SERVING),
+            "inference_hardware",
+        ),
+        (lambda: engine.plan(engine.Budget(flops=1e22), inference_batch=8), "inference_batch"),
+        (
+            lambda: engine.plan(engine.Budget(flops=1e22), inference_tokens=1e12, inference_hardware=H100),
             "inference_hardware",
         ),
         (
-            lambda: plan.plan(
-                plan.Budget(flops=1e22),
+            lambda: engine.plan(
+                engine.Budget(flops=1e22),
                 inference_tokens=1e12,
                 inference_hardware=H100_SERVING,
                 inference_batch=0,
             ),
             "inference_batch",
         ),
-        (lambda: plan.plan(plan.Budget(target_loss=2.0), unique_tokens=1e9), "unique_tokens"),
-        (lambda: plan.plan(plan.Budget(target_loss=2.0), tokens_per_param=20), "tokens_per_param"),
+        (lambda: engine.plan(engine.Budget(target_loss=2.0), unique_tokens=1e9), "unique_tokens"),
+        (lambda: engine.plan(engine.Budget(target_loss=2.0), tokens_per_param=20), "tokens_per_param"),
         (
-            lambda: plan.plan(plan.Budget(flops=1e22), tokens_per_param=20, law=plan.published("epoch-2024")),
+            lambda: engine.plan(
+                engine.Budget(flops=1e22), tokens_per_param=20, law=engine.published("epoch-2024")
+            ),
             "tokens_per_param",
         ),
-        (lambda: plan.plan(plan.Budget(flops=1e22), on=cluster(precision="fp32")), "precision"),
-        (lambda: plan.plan(plan.Budget(flops=1e22), on=cluster(tensor_parallel=3)), "tensor_parallel"),
-        (lambda: plan.plan(plan.Budget(target_loss=1.5)), "target_loss"),
+        (lambda: engine.plan(engine.Budget(flops=1e22), on=cluster(precision="fp32")), "precision"),
+        (lambda: engine.plan(engine.Budget(flops=1e22), on=cluster(tensor_parallel=3)), "tensor_parallel"),
+        (lambda: engine.plan(engine.Budget(target_loss=1.5)), "target_loss"),
     ],
 )
 def test_rules_that_do_not_go_together_are_refused_by_name(call, argument):
@@ -313,10 +318,10 @@ def test_rules_that_do_not_go_together_are_refused_by_name(call, argument):
 
 
 def test_hardware_without_a_price_cannot_turn_money_into_compute():
-    unpriced = cluster(hardware=plan.Hardware(name="TPU", peak_flops={"bf16": 275e12}, memory_bytes=32e9))
+    unpriced = cluster(hardware=engine.Hardware(name="TPU", peak_flops={"bf16": 275e12}, memory_bytes=32e9))
     with pytest.raises(InvalidInput, match=r"^hardware: TPU has no price"):
-        plan.plan(plan.Budget(cost=Decimal("100"), currency="USD"), on=unpriced)
-    assert plan.plan(plan.Budget(flops=1e21), on=unpriced).estimate.cost is None
+        engine.plan(engine.Budget(cost=Decimal("100"), currency="USD"), on=unpriced)
+    assert engine.plan(engine.Budget(flops=1e21), on=unpriced).estimate.cost is None
 
 
 any_float = st.floats(allow_nan=True, allow_infinity=True)
@@ -338,8 +343,8 @@ def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(
     flops, days, mfu, unique, inference, batch, accelerators, stage
 ):
     try:
-        result = plan.plan(
-            plan.Budget(flops=flops, days=days),
+        result = engine.plan(
+            engine.Budget(flops=flops, days=days),
             unique_tokens=unique,
             inference_tokens=inference,
             inference_batch=None if inference is None else batch,
@@ -368,8 +373,8 @@ def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(
 )
 def test_every_inference_aware_plan_is_served_in_finite_numbers_or_cleanly_refused(flops, inference, batch):
     try:
-        result = plan.plan(
-            plan.Budget(flops=flops),
+        result = engine.plan(
+            engine.Budget(flops=flops),
             inference_tokens=inference,
             inference_batch=batch,
             on=cluster(hardware=H100_SERVING),
@@ -390,20 +395,20 @@ def test_every_inference_aware_plan_is_served_in_finite_numbers_or_cleanly_refus
 
 # --- Intervals from a law's bootstrap fits ----------------------------------------------------------------
 
-CENTRE = plan.published("chinchilla-2022").law
+CENTRE = engine.published("chinchilla-2022").law
 
 
-def spread_law(count: int = 41) -> plan.NamedLaw:
+def spread_law(count: int = 41) -> engine.NamedLaw:
     """A fitted law with bootstrap fits whose exponents spread evenly around its own."""
     samples = tuple(
-        plan.ScalingLaw(E=CENTRE.E, A=CENTRE.A, B=CENTRE.B, alpha=CENTRE.alpha + shift, beta=CENTRE.beta)
+        engine.ScalingLaw(E=CENTRE.E, A=CENTRE.A, B=CENTRE.B, alpha=CENTRE.alpha + shift, beta=CENTRE.beta)
         for shift in [0.002 * (k - count // 2) for k in range(count)]
     )
-    return plan.NamedLaw(CENTRE, slug="ours", samples=samples)
+    return engine.NamedLaw(CENTRE, slug="ours", samples=samples)
 
 
 def test_a_law_with_bootstrap_fits_gives_intervals_around_the_allocation():
-    result = plan.plan(plan.Budget(flops=1e23), law=spread_law())
+    result = engine.plan(engine.Budget(flops=1e23), law=spread_law())
     spread = result.intervals
     assert spread.confidence == 0.95
     assert spread.samples == 41
@@ -411,17 +416,17 @@ def test_a_law_with_bootstrap_fits_gives_intervals_around_the_allocation():
         low, high = getattr(spread, name)
         assert low < getattr(result.allocation, name) < high, name
     # The bounds are the 2.5th and 97.5th percentiles of the allocations under each fit.
-    sizes = [plan.allocate.compute_optimal(1e23, sample).params for sample in spread_law().samples]
+    sizes = [engine.allocate.compute_optimal(1e23, sample).params for sample in spread_law().samples]
     assert spread.params == pytest.approx(tuple(np.percentile(sizes, [2.5, 97.5])), rel=1e-12)
 
 
 def test_laws_without_bootstrap_fits_give_no_intervals():
-    assert plan.plan(plan.Budget(flops=1e23), law=plan.published("chinchilla-2022")).intervals is None
-    assert plan.plan(plan.Budget(flops=1e23)).intervals is None
+    assert engine.plan(engine.Budget(flops=1e23), law=engine.published("chinchilla-2022")).intervals is None
+    assert engine.plan(engine.Budget(flops=1e23)).intervals is None
 
 
 def test_a_fixed_model_gets_an_interval_for_its_loss_only():
-    result = plan.fixed(7e9, 1.4e11, cluster(), law=spread_law())
+    result = engine.fixed(7e9, 1.4e11, cluster(), law=spread_law())
     assert result.intervals.params is None
     assert result.intervals.tokens is None
     low, high = result.intervals.predicted_loss
@@ -430,6 +435,6 @@ def test_a_fixed_model_gets_an_interval_for_its_loss_only():
 
 def test_fits_that_cannot_reach_a_target_are_left_out_of_its_interval():
     law = spread_law()
-    samples = (*law.samples, plan.ScalingLaw(E=2.5, A=CENTRE.A, B=CENTRE.B, alpha=0.34, beta=0.28))
-    result = plan.plan(plan.Budget(target_loss=2.2), law=plan.NamedLaw(CENTRE, samples=samples))
+    samples = (*law.samples, engine.ScalingLaw(E=2.5, A=CENTRE.A, B=CENTRE.B, alpha=0.34, beta=0.28))
+    result = engine.plan(engine.Budget(target_loss=2.2), law=engine.NamedLaw(CENTRE, samples=samples))
     assert result.intervals.samples == 41  # the fit with E = 2.5 cannot reach 2.2
