@@ -343,7 +343,8 @@ class PlanStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
-PLAN_STATUSES = tuple(PlanStatus)
+# As plain strings: what documents hold (a YAML writer would spell the enum's members as Python objects).
+PLAN_STATUSES = tuple(str(status) for status in PlanStatus)
 
 
 class Plan(Base):

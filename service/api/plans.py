@@ -16,7 +16,7 @@ from service.api.base import (
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
 from service.db import get_session
-from service.schemas import (
+from service.schemas.plans import (
     CompareQuerySchema,
     ComparisonSchema,
     PlanPageSchema,

@@ -14,7 +14,7 @@ from service.api.base import Blueprint
 from service.auth import READERS, requires, scope
 from service.core.units import CENT
 from service.db import get_session
-from service.schemas import CostReportQuerySchema, CostReportSchema
+from service.schemas.reports import CostReportQuerySchema, CostReportSchema
 from service.services import reports
 
 blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost reports")

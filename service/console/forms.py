@@ -9,7 +9,8 @@ from typing import Any
 
 import marshmallow as ma
 
-from service.schemas import REPORT_GROUPS, numeral
+from service.schemas.fields import numeral
+from service.schemas.reports import REPORT_GROUPS
 from service.services.errors import InvalidFieldError
 
 # The budget a person plans with: one amount in one of these units.

@@ -31,23 +31,20 @@ from service.console.forms import (
 from service.core import engine
 from service.db import get_session
 from service.models import PLAN_STATUSES, utcnow
-from service.schemas import (
-    TRAINING_PRECISIONS,
-    AllocationRequestSchema,
-    AllocationSchema,
-    BudgetSchema,
+from service.schemas.budgets import BudgetSchema
+from service.schemas.common import ListQuerySchema
+from service.schemas.laws import FrontierQuerySchema
+from service.schemas.planning import TRAINING_PRECISIONS, AllocationRequestSchema, AllocationSchema
+from service.schemas.plans import (
     CompareQuerySchema,
     ComparisonSchema,
-    CostReportQuerySchema,
-    FrontierQuerySchema,
     LedgerEntrySchema,
-    ListQuerySchema,
     PlanQuerySchema,
     PlanRequestSchema,
     PlanSchema,
     PlanSummarySchema,
-    UtilizationSchema,
 )
+from service.schemas.reports import CostReportQuerySchema, UtilizationSchema
 from service.services import (
     budgets,
     hardware,

@@ -41,7 +41,9 @@ from service.models import (
     id_by_slug,
     utcnow,
 )
-from service.schemas import AllocationSchema, PlanInputsSchema, PlanRequestSchema, format_money
+from service.schemas.fields import format_money
+from service.schemas.planning import AllocationSchema
+from service.schemas.plans import PlanInputsSchema, PlanRequestSchema
 from service.services import audit, laws, organizations, planning
 from service.services.budgets import get_budget
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError

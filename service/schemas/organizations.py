@@ -1,0 +1,26 @@
+"""Organisations: the tenants."""
+
+from __future__ import annotations
+
+import marshmallow as ma
+from marshmallow import validate
+
+from service.schemas.common import PageSchema, StrictSchema
+from service.schemas.fields import SLUG_PATTERN, Text
+
+
+class OrganizationSchema(StrictSchema):
+    id = ma.fields.UUID(dump_only=True)
+    slug = ma.fields.String(
+        required=True,
+        validate=validate.Regexp(
+            SLUG_PATTERN, error="Must be 2-63 lowercase letters, digits or inner hyphens."
+        ),
+        metadata={"example": "acme-research"},
+    )
+    name = Text(required=True, validate=validate.Length(min=1, max=200))
+    created_at = ma.fields.AwareDateTime(dump_only=True)
+
+
+class OrganizationPageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(OrganizationSchema), required=True)
