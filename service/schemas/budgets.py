@@ -5,9 +5,7 @@ from __future__ import annotations
 import marshmallow as ma
 from marshmallow import validate
 
-from service.core.units import (
-    MAX_FLOPS,
-)
+from service.core.units import MAX_FLOPS
 from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, StrictSchema
 from service.schemas.fields import (
     SLUG_PATTERN,

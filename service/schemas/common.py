@@ -13,6 +13,10 @@ from marshmallow import validate
 from service.schemas.fields import CursorField
 from service.services.pagination import DEFAULT_LIMIT, MAX_LIMIT
 
+# A schema's RULES are checked by its validator and stated in JSON Schema in the OpenAPI description (an allOf
+# that service/api adds to the schema's component), both from the one declaration: the document says what the
+# server does. An order between two values, which JSON Schema cannot state, is declared on the later field as
+# metadata `x-greater-than` (the other field's name): the validator checks it and the description carries it.
 GREATER_THAN = "x-greater-than"
 
 

@@ -12,10 +12,7 @@ import marshmallow as ma
 import pycountry
 from marshmallow import validate
 
-from service.core.units import (
-    MAX_FLOPS,
-    MIN_FLOPS,
-)
+from service.core.units import MAX_FLOPS, MIN_FLOPS
 from service.services.pagination import Cursor
 
 SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])$"

@@ -9,12 +9,8 @@ import marshmallow as ma
 from marshmallow import validate
 
 from service.catalog import PRECISIONS
-from service.core.cluster import (
-    MAX_MEMORY_BYTES,
-)
-from service.core.units import (
-    MAX_PEAK_FLOPS_PER_SECOND,
-)
+from service.core.cluster import MAX_MEMORY_BYTES
+from service.core.units import MAX_PEAK_FLOPS_PER_SECOND
 from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema, requires
 from service.schemas.fields import SLUG_PATTERN, CurrencyField, MoneyField, Text, WholeNumber, positive_float
 

@@ -8,11 +8,7 @@ import marshmallow as ma
 from marshmallow import validate
 
 from service.core import fit
-from service.core.units import (
-    MAX_FLOPS,
-    MAX_PARAMS,
-    MAX_TOKENS,
-)
+from service.core.units import MAX_FLOPS, MAX_PARAMS, MAX_TOKENS
 from service.schemas.common import (
     GREATER_THAN,
     CaveatSchema,

@@ -9,11 +9,7 @@ import marshmallow as ma
 from marshmallow import validate
 from webargs.fields import DelimitedList
 
-from service.core.units import (
-    MAX_ACCELERATORS,
-    MAX_PARAMS,
-    MAX_TOKENS,
-)
+from service.core.units import MAX_ACCELERATORS, MAX_PARAMS, MAX_TOKENS
 from service.models import PLAN_STATUSES
 from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, StrictSchema, excludes, requires
 from service.schemas.fields import (
