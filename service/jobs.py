@@ -22,10 +22,10 @@ from datetime import timedelta
 import flask
 from sqlalchemy import and_, or_, select, update
 
-from service import http_status, metrics
+from service import actors, http_status, metrics
 from service.db import Database, get_db
 from service.models import FitJob, utcnow
-from service.services import audit, laws
+from service.services import laws
 from service.services.errors import InvalidFieldError
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ def _finish(
     actor: str = "system",
 ) -> None:
     with database.sessionmaker() as session:
-        audit.act_as(session, actor)
+        actors.act_as(session, actor)
         job = session.get(FitJob, job_id)
         law = None
         if columns is not None:

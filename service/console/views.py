@@ -14,7 +14,6 @@ import marshmallow as ma
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
-from service.api.reports import csv_response
 from service.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
 from service.console import blp, figures, same_origin
 from service.console.formatting import FILTERS
@@ -29,6 +28,7 @@ from service.console.forms import (
     report_query,
 )
 from service.core import engine
+from service.csv_files import csv_response
 from service.db import get_session
 from service.models import PLAN_STATUSES, utcnow
 from service.schemas.budgets import BudgetSchema

@@ -24,7 +24,7 @@ from sqlalchemy import Select, case, exists, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
 
-from service import metrics
+from service import actors, metrics
 from service.core import engine
 from service.core.laws import FittedRange, ScalingLaw
 from service.core.units import CENT
@@ -217,7 +217,7 @@ def create_plan(
         accelerator_hours=run.runtime.accelerator_hours,
         cost=run.cost,
         currency=run.currency,
-        created_by=session.info.get("actor", "system"),
+        created_by=actors.actor(session),
         created_at=now,
     )
     session.add(plan)
@@ -596,8 +596,8 @@ def _ledger(session: Session, plan: Plan, entry: str, sign: int, now: datetime) 
             currency=plan.currency,
             flops=sign * plan.flops,
             accelerator_hours=sign * plan.accelerator_hours,
-            actor=session.info.get("actor", "system"),
-            request_id=session.info.get("request_id"),
+            actor=actors.actor(session),
+            request_id=actors.request_id(session),
             created_at=now,
         )
     )
