@@ -25,6 +25,7 @@ from sqlalchemy import and_, or_, select, update
 from service import actors, http_status, metrics
 from service.db import Database, get_db
 from service.models import FitJob, utcnow
+from service.problems import service_error_entry
 from service.services import laws
 from service.services.errors import InvalidFieldError
 
@@ -160,7 +161,7 @@ def _problem(status: int, detail: str, *, title: str | None = None, **extensions
 
 
 def _refusal(error: InvalidFieldError) -> dict:
-    return _problem(422, error.detail, errors=[{"detail": error.detail, **error.where}])
+    return _problem(422, error.detail, errors=[service_error_entry(error)])
 
 
 def _interrupted() -> dict:

@@ -81,7 +81,7 @@ def update_budget(
     budget = get_budget(session, budget_id, scope=scope)
     require_version(if_match, budget.version)
     if fields.get("organization_slug", budget.organization_slug) != budget.organization_slug:
-        raise InvalidFieldError("#/organization", "A budget cannot move to another organization.")
+        raise InvalidFieldError("organization", "A budget cannot move to another organization.")
     if budget.committed and fields.get("currency", budget.currency) != budget.currency:
         raise ConflictError(f"{budget.committed} {budget.currency} is committed; the currency cannot change.")
     if "amount" in fields and fields["amount"] < budget.committed:
@@ -170,7 +170,7 @@ def _apply(session: Session, budget: Budget, fields: Mapping[str, Any], *, repla
     start = fields.get("period_start") if "period_start" in fields or replace else budget.period_start
     end = fields.get("period_end") if "period_end" in fields or replace else budget.period_end
     if end <= start:  # checked before any change, so that no half-changed row is ever flushed
-        raise InvalidFieldError("#/period_end", "Must be after period_start.")
+        raise InvalidFieldError("period_end", "Must be after period_start.")
     for name in _PLAIN_FIELDS:
         if name in fields or replace:
             setattr(budget, name, fields.get(name))
@@ -187,5 +187,5 @@ def _hardware(session: Session, slugs: list[str]) -> list[HardwareProfile]:
     }
     for index, slug in enumerate(slugs):
         if slug not in found:
-            raise InvalidFieldError(f"#/allowed_hardware/{index}", f"No hardware profile {slug!r}.")
+            raise InvalidFieldError(("allowed_hardware", index), f"No hardware profile {slug!r}.")
     return sorted(found.values(), key=lambda profile: profile.slug)  # as the relationship loads them

@@ -94,15 +94,15 @@ def create_key(session: Session, fields: Mapping[str, Any]) -> ApiKey:
     """
     role = fields["role"]
     if fields.get("expires_at") is not None and fields["expires_at"] <= utcnow():
-        raise InvalidFieldError("#/expires_at", "Must be in the future: the key would never work.")
+        raise InvalidFieldError("expires_at", "Must be in the future: the key would never work.")
     organization = None
     if role == "admin":
         if fields.get("organization_slug"):
-            raise InvalidFieldError("#/organization", "Admin keys belong to no organization; leave it out.")
+            raise InvalidFieldError("organization", "Admin keys belong to no organization; leave it out.")
     else:
         slug = fields.get("organization_slug")
         if not slug:
-            raise InvalidFieldError("#/organization", f"Required for a {role} key.")
+            raise InvalidFieldError("organization", f"Required for a {role} key.")
         organization = organizations.named_in_body(session, slug, scope=None)
     key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
     record = ApiKey(

@@ -57,7 +57,7 @@ def fit_columns(request: Mapping[str, Any]) -> dict[str, Any]:
         )
     except InvalidInput as error:
         field = "bootstrap" if error.argument == "bootstrap" else "runs"
-        raise InvalidFieldError(f"#/{field}", error.message[0].upper() + error.message[1:] + ".") from None
+        raise InvalidFieldError(field, error.message[0].upper() + error.message[1:] + ".") from None
     n, d, loss = (np.asarray(runs[name], dtype=float) for name in ("params", "tokens", "loss"))
     isoflop = isoflop_fit.fit_isoflop(n, d, loss)
     return {
@@ -146,9 +146,9 @@ def slug_for(request: Mapping[str, Any]) -> str:
     """The request's slug, or one made from its name."""
     slug = request.get("slug") or _slug_of(request["name"])
     if len(slug) < 2:
-        raise InvalidFieldError("#/slug", "The name makes no slug; give one (lowercase letters and digits).")
+        raise InvalidFieldError("slug", "The name makes no slug; give one (lowercase letters and digits).")
     if slug in PUBLISHED_LAWS:
-        raise InvalidFieldError("#/slug", f"{slug!r} is a published law's slug; choose another.")
+        raise InvalidFieldError("slug", f"{slug!r} is a published law's slug; choose another.")
     return slug
 
 
@@ -248,7 +248,7 @@ def find_fitted_law(session: Session, slug: str, *, scope: uuid.UUID | None) -> 
     found = session.scalars(stmt.limit(2)).all()
     if len(found) > 1:
         raise InvalidFieldError(
-            "#/law",
+            "law",
             f"Several organisations have a scaling law {slug!r}; use an API key of the organisation whose "
             "law you mean.",
         )

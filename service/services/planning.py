@@ -15,16 +15,16 @@ from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
 from service.models import FittedLaw, HardwareProfile
 from service.services import laws
-from service.services.errors import InvalidFieldError, NotFoundError
+from service.services.errors import FieldPath, InvalidFieldError, InvalidParameterError, NotFoundError
 from service.services.hardware import get_hardware
 
 # Core arguments that are not request fields, and the request field responsible for them.
-_ARGUMENT_FIELDS = {
-    "peak_flops_per_second": "hardware",
-    "memory_bytes": "hardware",
-    "data_parallel": "accelerators",
-    **{name: f"shape/{name}" for name in ("layers", "d_model", "heads", "sequence_length", "micro_batch")},
-    **{name: f"law/{name}" for name in ("E", "A", "B", "alpha", "beta")},
+_ARGUMENT_FIELDS: dict[str, FieldPath] = {
+    "peak_flops_per_second": ("hardware",),
+    "memory_bytes": ("hardware",),
+    "data_parallel": ("accelerators",),
+    **{name: ("shape", name) for name in ("layers", "d_model", "heads", "sequence_length", "micro_batch")},
+    **{name: ("law", name) for name in ("E", "A", "B", "alpha", "beta")},
 }
 
 
@@ -56,10 +56,10 @@ ESTIMATE_FIELDS = _CLUSTER_FIELDS | {"params", "tokens", "law"}
 
 def _field_error(error: InvalidInput, request_fields: frozenset[str]) -> InvalidFieldError:
     """Point a core refusal at the request field it is about (or at the whole body when none is)."""
-    field = _ARGUMENT_FIELDS.get(error.argument, error.argument)
-    pointer = f"#/{field}" if field.split("/")[0] in request_fields else "#"
-    detail = error.message[0].upper() + error.message[1:] + "."
-    return InvalidFieldError(pointer, detail if pointer != "#" else f"{error.argument}: {error.message}.")
+    field = _ARGUMENT_FIELDS.get(error.argument, (error.argument,))
+    if field[0] not in request_fields:
+        return InvalidFieldError((), f"{error.argument}: {error.message}.")
+    return InvalidFieldError(field, error.message[0].upper() + error.message[1:] + ".")
 
 
 def resolve_law(
@@ -79,7 +79,7 @@ def find_fitted_law(
     if found is None:
         known = ", ".join(sorted(PUBLISHED_LAWS))
         raise InvalidFieldError(
-            "#/law", f"No scaling law {reference!r}: neither published ({known}) nor fitted by you."
+            "law", f"No scaling law {reference!r}: neither published ({known}) nor fitted by you."
         )
     return found
 
@@ -109,9 +109,7 @@ def find_hardware_profile(
     try:
         return get_hardware(session, reference)
     except NotFoundError:
-        raise InvalidFieldError(
-            f"#/{field}", f"No hardware profile {reference!r} (see GET /v1/hardware)."
-        ) from None
+        raise InvalidFieldError(field, f"No hardware profile {reference!r} (see GET /v1/hardware).") from None
 
 
 def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, Any]) -> engine.Hardware:
@@ -236,4 +234,4 @@ def _curve(parameter: str, build: Callable[[], list[allocate.Allocation]]) -> li
     try:
         return build()
     except InvalidInput as error:
-        raise InvalidFieldError(None, str(error), parameter=parameter) from error
+        raise InvalidParameterError(parameter, str(error)) from error

@@ -246,7 +246,7 @@ def _end_of_run(start_at: datetime, seconds: float) -> datetime:
         end_at = None
     if end_at is None or end_at.year > LAST_YEAR:
         raise InvalidFieldError(
-            "#/accelerators",
+            "accelerators",
             f"The run would take {seconds / 86400:.3g} days and end after the year {LAST_YEAR}; "
             "plan it on more accelerators.",
         )
@@ -258,7 +258,7 @@ def _budget_for(session: Session, budget_id: uuid.UUID, organization: Organizati
         return get_budget(session, budget_id, scope=organization.id)
     except NotFoundError:
         raise InvalidFieldError(
-            "#/budget_id", f"No budget {budget_id} in organization {organization.slug!r}."
+            "budget_id", f"No budget {budget_id} in organization {organization.slug!r}."
         ) from None
 
 
@@ -266,7 +266,7 @@ def _check_chargeable(run: engine.Estimate, budget: Budget) -> None:
     """A plan charged to a budget must have a cost in the budget's currency."""
     if run.cost is None:
         raise InvalidFieldError(
-            "#/hardware",
+            "hardware",
             f"{run.cluster.hardware.name} has no price, so the plan has no cost to charge to a budget; "
             "give price_per_hour and currency.",
         )
@@ -276,7 +276,7 @@ def _check_chargeable(run: engine.Estimate, budget: Budget) -> None:
 def _check_currency(currency: str | None, budget: Budget) -> None:
     if currency is not None and currency != budget.currency:
         raise InvalidFieldError(
-            "#/budget_id",
+            "budget_id",
             f"The plan costs {currency} and the budget is in {budget.currency}; amounts in different "
             "currencies are never mixed (give price_per_hour in the budget's currency).",
         )
@@ -300,7 +300,7 @@ def revise_plan(
         **({"labels": parent.labels} if parent.labels else {}),
     }
     if changes.get("organization", parent.organization_slug) != parent.organization_slug:
-        raise InvalidFieldError("#/organization", "A revision belongs to its parent's organization.")
+        raise InvalidFieldError("organization", "A revision belongs to its parent's organization.")
     request = merge_patch(request, changes)
     if changes.get("budget") is not None:
         request.pop("cost", None)  # "remaining" replaces the parent's money budget
