@@ -93,7 +93,8 @@ def keys_create(role: str, organization: str | None, name: str) -> None:
     with get_db().sessionmaker() as session:
         try:
             issued = keys.create_key(
-                actors.act_as(session, "cli"), {"role": role, "organization_slug": organization, "name": name}
+                actors.act_as(session, "cli"),
+                keys.NewKey(role=role, organization_slug=organization, name=name),
             )
         except InvalidFieldError as error:
             raise click.UsageError(error.detail) from None

@@ -75,7 +75,7 @@ def run_job(database: Database, job_id: uuid.UUID, attempt: int, lease: timedelt
     """Fit a claimed job and record the outcome, unless another runner has claimed it since."""
     with database.sessionmaker() as session:
         job = session.get(FitJob, job_id)
-        request, actor = job.request, job.created_by
+        request, actor = laws.fit_request(job.request), job.created_by
     if attempt > MAX_ATTEMPTS:
         _finish(database, job_id, attempt, error=_interrupted())
         return
@@ -106,7 +106,8 @@ def _finish(
         job = session.get(FitJob, job_id)
         law = None
         if columns is not None:
-            law = laws.store_law(session, job.organization_id, job.slug, job.request, columns, actor=actor)
+            request = laws.fit_request(job.request)
+            law = laws.store_law(session, job.organization_id, job.slug, request, columns, actor=actor)
             if law is None:
                 error = _problem(409, f"A scaling law with slug {job.slug!r} was stored while this job ran.")
             else:

@@ -16,6 +16,7 @@ from service.schemas.fields import (
     labels_field,
     positive_float,
 )
+from service.services.budgets import BudgetFields
 
 
 class BudgetSchema(StrictSchema):
@@ -58,6 +59,7 @@ class BudgetSchema(StrictSchema):
     utilization = ma.fields.Float(dump_only=True, metadata={"description": "committed / amount"})
     created_at = ma.fields.AwareDateTime(dump_only=True)
     updated_at = ma.fields.AwareDateTime(dump_only=True)
+    REQUEST = BudgetFields
 
 
 class BudgetPageSchema(PageSchema):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import marshmallow as ma
 from marshmallow import validate
 
+from service.core.validation import InvalidInput
 from service.schemas.fields import CursorField
+from service.services.changes import Changes
 from service.services.pagination import DEFAULT_LIMIT, MAX_LIMIT
 
 # A schema's RULES are checked by its validator and stated in JSON Schema in the OpenAPI description (an allOf
@@ -110,9 +112,11 @@ def rules_json(rules: tuple[Rule, ...], nullable: set[str] | frozenset[str] = fr
 
 class StrictSchema(ma.Schema):
     """Rejects unknown fields: a misspelt field must fail loudly, not be silently ignored. Checks the
-    schema's RULES and the order of the fields marked `x-greater-than`."""
+    schema's RULES and the order of the fields marked `x-greater-than`. Loads into its REQUEST, the use
+    case's request value (a frozen dataclass), when it has one: a service never sees a request's dict."""
 
     RULES: tuple[Rule, ...] = ()
+    REQUEST: ClassVar[type | None] = None
 
     class Meta:
         unknown = ma.RAISE
@@ -130,6 +134,14 @@ class StrictSchema(ma.Schema):
             if other is not None and None not in (value[key], value[other]) and value[key] <= value[other]:
                 raise ma.ValidationError(_must_follow(field, other), key)
 
+    @ma.post_load
+    def _as_request(self, data, **kwargs):
+        if self.REQUEST is None:
+            return data
+        if issubclass(self.REQUEST, Changes):  # a PATCH sets only the fields it gives
+            return self.REQUEST(**data, given=frozenset(data))
+        return self.REQUEST(**data)
+
     @ma.pre_load
     def _refuse_read_only(self, data, **kwargs):
         # A field the service sets (id, created_at, committed, ...) is not unknown: say what it is.
@@ -142,6 +154,27 @@ class StrictSchema(ma.Schema):
             if read_only:
                 raise ma.ValidationError(read_only)
         return data
+
+
+def core_value(make: Callable[..., Any], data: dict[str, Any]) -> Any:
+    """A core value made from a request's `data`, its refusal a validation error of the field it names (the
+    schema checks the same bounds first: this is the net under them)."""
+    try:
+        return make(**data)
+    except InvalidInput as error:
+        raise ma.ValidationError(error.message[0].upper() + error.message[1:] + ".", error.argument) from None
+
+
+class DocumentSchema(ma.Schema):
+    """Describes a document the use cases make (a plan's result, which POST /v1/allocations shows too): its
+    fields document it, and `document` makes it from what the view returns, so that what the API shows and
+    what a plan stores cannot differ."""
+
+    document: ClassVar[Callable[[Any], dict[str, Any]]]
+
+    def dump(self, obj, *, many=None):
+        make = type(self).document
+        return [make(item) for item in obj] if (self.many if many is None else many) else make(obj)
 
 
 def greater_than_to_property(self, field, ret, **kwargs) -> dict:

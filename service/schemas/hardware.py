@@ -13,6 +13,7 @@ from service.core.cluster import MAX_MEMORY_BYTES
 from service.core.units import MAX_PEAK_FLOPS_PER_SECOND
 from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema, requires
 from service.schemas.fields import SLUG_PATTERN, CurrencyField, MoneyField, Text, WholeNumber, positive_float
+from service.services.hardware import HardwareFields
 
 
 class PeakFlopsSchema(StrictSchema):
@@ -111,6 +112,7 @@ class HardwareSchema(StrictSchema):
         requires("price_per_hour", "currency"),
         requires(("currency", "price_as_of", "price_source"), "price_per_hour"),
     )
+    REQUEST = HardwareFields
 
 
 class HardwarePageSchema(PageSchema):

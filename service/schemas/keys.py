@@ -8,6 +8,7 @@ from marshmallow import validate
 from service.schemas.common import PageSchema, Rule, StrictSchema
 from service.schemas.fields import SLUG_PATTERN, Text, UtcDateTime
 from service.services.keys import ROLES as KEY_ROLES
+from service.services.keys import NewKey
 
 
 def _organization_by_role() -> tuple[Rule, ...]:
@@ -60,6 +61,7 @@ class ApiKeySchema(StrictSchema):
     )
 
     RULES = _organization_by_role()
+    REQUEST = NewKey
 
 
 class IssuedKeySchema(ApiKeySchema):

@@ -20,6 +20,7 @@ from service.schemas.common import (
 )
 from service.schemas.fields import SLUG_PATTERN, PairField, Text, WholeNumber, budget_float, positive_float
 from service.schemas.planning import AllocationPointSchema, LawSchema
+from service.services.laws import Bootstrap, FitRequest, Runs
 
 MAX_FIT_RUNS = fit.MAX_RUNS
 MAX_BOOTSTRAP_SAMPLES = 5_000
@@ -92,19 +93,21 @@ class FitRequestSchema(StrictSchema):
             )
 
     @ma.post_load
-    def _as_columns(self, data, **kwargs):
-        """Runs as columns of params, tokens (from flops where given) and loss, as fits read them."""
-        runs = data["runs"]
-        data["runs"] = {
-            "params": [run["params"] for run in runs],
-            "tokens": [
+    def _as_request(self, data, **kwargs) -> FitRequest:
+        """Runs as columns of params, tokens (from flops where given) and loss, as fits read them; a seed
+        drawn for a bootstrap without one, so that the fit can be repeated."""
+        runs, bootstrap = data.pop("runs"), data.pop("bootstrap", None)
+        columns = Runs(
+            params=tuple(run["params"] for run in runs),
+            tokens=tuple(
                 run["tokens"] if "tokens" in run else run["flops"] / (6 * run["params"]) for run in runs
-            ],
-            "loss": [run["loss"] for run in runs],
-        }
-        if "bootstrap" in data and "seed" not in data["bootstrap"]:
-            data["bootstrap"]["seed"] = secrets.randbits(32)
-        return data
+            ),
+            loss=tuple(run["loss"] for run in runs),
+        )
+        if bootstrap is not None:
+            seed = bootstrap["seed"] if "seed" in bootstrap else secrets.randbits(32)
+            bootstrap = Bootstrap(samples=bootstrap["samples"], seed=seed)
+        return FitRequest(**data, runs=columns, bootstrap=bootstrap)
 
 
 class CoefficientIntervalsSchema(ma.Schema):

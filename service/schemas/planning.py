@@ -14,9 +14,11 @@ from service.core.cluster import (
     OPTIMIZER_STATE_BYTES,
     RECOMPUTATION_MODES,
     SERVING_BYTES_PER_PARAM,
+    ModelShape,
 )
 from service.core.engine import ENGINE_VERSION
 from service.core.hyper import FLOPS_DEFINITIONS
+from service.core.laws import ScalingLaw
 from service.core.units import (
     MAX_ACCELERATORS,
     MAX_FLOPS,
@@ -26,7 +28,16 @@ from service.core.units import (
     MIN_TOKENS,
     PF_DAY_FLOPS,
 )
-from service.schemas.common import CaveatSchema, Rule, StrictSchema, excludes, one_at_least, requires
+from service.schemas.common import (
+    CaveatSchema,
+    DocumentSchema,
+    Rule,
+    StrictSchema,
+    core_value,
+    excludes,
+    one_at_least,
+    requires,
+)
 from service.schemas.fields import (
     CurrencyField,
     JsonBoolean,
@@ -40,6 +51,9 @@ from service.schemas.fields import (
     positive_float,
 )
 from service.schemas.hardware import PeakFlopsSchema
+from service.services import plan_documents
+from service.services.plan_documents import HYPERPARAMETERS_NOTE, INFERENCE_MINIMISES
+from service.services.planning import AllocationRequest, EstimateRequest, InlineHardware
 
 # What the engine's memory model trains at (core/cluster.py): every catalog precision but int8, which
 # profiles quote for inference.
@@ -55,6 +69,7 @@ class InlineHardwareSchema(StrictSchema):
     currency = CurrencyField()
 
     RULES = (requires("price_per_hour", "currency"),)
+    REQUEST = InlineHardware
 
 
 class InlineServingHardwareSchema(InlineHardwareSchema):
@@ -72,6 +87,10 @@ class InlineLawSchema(StrictSchema):
     alpha = positive_float(3, "Exponent of the parameter term.", required=True)
     beta = positive_float(3, "Exponent of the data term.", required=True)
 
+    @ma.post_load
+    def _as_law(self, data, **kwargs) -> ScalingLaw:
+        return core_value(ScalingLaw, data)
+
 
 class ModelShapeSchema(StrictSchema):
     layers = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
@@ -84,6 +103,10 @@ class ModelShapeSchema(StrictSchema):
     def _heads_divide_width(self, data, **kwargs):
         if {"heads", "d_model"} <= set(data) and data["d_model"] % data["heads"]:
             raise ma.ValidationError("Must divide d_model.", "heads")
+
+    @ma.post_load
+    def _as_shape(self, data, **kwargs) -> ModelShape:
+        return core_value(ModelShape, data)
 
 
 class ClusterFieldsSchema(StrictSchema):
@@ -236,6 +259,7 @@ class AllocationRequestSchema(ClusterFieldsSchema):
     )
 
     RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS)
+    REQUEST = AllocationRequest
 
 
 class EstimateRequestSchema(ClusterFieldsSchema):
@@ -252,6 +276,8 @@ class EstimateRequestSchema(ClusterFieldsSchema):
         "Slug of a scaling law: the response then predicts the loss of this model.",
         metadata={"example": "chinchilla-2022"},
     )
+
+    REQUEST = EstimateRequest
 
 
 class FittedRangeSchema(ma.Schema):
@@ -303,22 +329,25 @@ class EstimateHardwareSchema(ma.Schema):
     memory_bytes = ma.fields.Float()
 
 
-class EstimateSchema(ma.Schema):
+class EstimateSchema(DocumentSchema):
+    """POST /v1/estimates, and an allocation's `estimate` on hardware: made by
+    service/services/plan_documents.py."""
+
+    document = plan_documents.estimate_document
+
     params = ma.fields.Float()
     tokens = ma.fields.Float()
-    flops = ma.fields.Float(
-        attribute="runtime.flops", metadata={"description": "Model FLOPs (what MFU counts)."}
-    )
+    flops = ma.fields.Float(metadata={"description": "Model FLOPs (what MFU counts)."})
     hardware_flops = ma.fields.Float(metadata={"description": "Including activation recomputation."})
-    pf_days = ma.fields.Float(attribute="runtime.pf_days")
-    seconds = ma.fields.Float(attribute="runtime.seconds")
-    days = ma.fields.Float(attribute="runtime.days")
-    accelerator_hours = ma.fields.Float(attribute="runtime.accelerator_hours")
-    hardware = ma.fields.Nested(EstimateHardwareSchema, attribute="cluster.hardware")
-    accelerators = ma.fields.Integer(attribute="cluster.accelerators")
-    mfu = ma.fields.Float(attribute="cluster.mfu")
-    precision = ma.fields.String(attribute="cluster.precision")
-    peak_flops_per_second = ma.fields.Float(attribute="cluster.peak_flops_per_second")
+    pf_days = ma.fields.Float()
+    seconds = ma.fields.Float()
+    days = ma.fields.Float()
+    accelerator_hours = ma.fields.Float()
+    hardware = ma.fields.Nested(EstimateHardwareSchema)
+    accelerators = ma.fields.Integer()
+    mfu = ma.fields.Float()
+    precision = ma.fields.String()
+    peak_flops_per_second = ma.fields.Float()
     price_per_hour = MoneyField(dump_only=True, allow_none=True)
     cost = MoneyField(
         dump_only=True, allow_none=True, metadata={"description": "Rounded half-up to the cent."}
@@ -326,7 +355,7 @@ class EstimateSchema(ma.Schema):
     currency = ma.fields.String(allow_none=True)
     memory = ma.fields.Nested(MemorySchema)
     predicted_loss = ma.fields.Float(allow_none=True, metadata={"description": "With a law in the request."})
-    warnings = ma.fields.List(ma.fields.Nested(CaveatSchema), attribute="caveats")
+    warnings = ma.fields.List(ma.fields.Nested(CaveatSchema))
 
 
 class LimitSchema(ma.Schema):
@@ -354,16 +383,13 @@ class ServingSchema(ma.Schema):
     batch's sequences a token each, at most peak / (2·params) tokens per second (the roofline)."""
 
     hardware = ma.fields.Nested(ServingHardwareSchema)
-    batch = ma.fields.Integer(attribute="decoding.batch")
+    batch = ma.fields.Integer()
     bytes_per_param = ma.fields.Constant(SERVING_BYTES_PER_PARAM)
-    tokens_per_second = ma.fields.Float(
-        attribute="decoding.tokens_per_second", metadata={"description": "Of one accelerator."}
-    )
+    tokens_per_second = ma.fields.Float(metadata={"description": "Of one accelerator."})
     bound = ma.fields.String(
-        attribute="decoding.bound",
         metadata={"enum": list(DECODING_BOUNDS), "description": "What limits the tokens per second."},
     )
-    accelerator_hours = ma.fields.Float(attribute="decoding.accelerator_hours")
+    accelerator_hours = ma.fields.Float()
     price_per_hour = MoneyField(dump_only=True, allow_none=True)
     cost = MoneyField(
         dump_only=True,
@@ -375,7 +401,7 @@ class ServingSchema(ma.Schema):
 
 class InferenceSchema(ma.Schema):
     minimised = ma.fields.Constant(
-        "lifetime_flops", metadata={"description": "What the inference-aware allocation minimises."}
+        INFERENCE_MINIMISES, metadata={"description": "What the inference-aware allocation minimises."}
     )
     constraint = ma.fields.String(
         metadata={
@@ -419,7 +445,7 @@ class HyperparametersSchema(ma.Schema):
             "when a shape is given; 6ND is the plan's 6·N·D standing in for it otherwise.",
         }
     )
-    note = ma.fields.Constant("A starting point fitted on small budgets, not a prescription.")
+    note = ma.fields.Constant(HYPERPARAMETERS_NOTE)
 
 
 class IntervalsSchema(ma.Schema):
@@ -430,24 +456,29 @@ class IntervalsSchema(ma.Schema):
     predicted_loss = PairField()
 
 
-class AllocationSchema(ma.Schema):
+class AllocationSchema(DocumentSchema):
+    """POST /v1/allocations, and a plan's `result`: made by service/services/plan_documents.py, as plans
+    store it."""
+
+    document = plan_documents.allocation_document
+
     method = ma.fields.String(
         metadata={"description": "fixed-ratio, compute-optimal, data-constrained or inference-aware"}
     )
-    params = ma.fields.Float(attribute="allocation.params")
-    tokens = ma.fields.Float(attribute="allocation.tokens")
-    tokens_per_param = ma.fields.Float(attribute="allocation.tokens_per_param")
-    flops = ma.fields.Float(attribute="allocation.flops")
+    params = ma.fields.Float()
+    tokens = ma.fields.Float()
+    tokens_per_param = ma.fields.Float()
+    flops = ma.fields.Float()
     pf_days = ma.fields.Float()
-    predicted_loss = ma.fields.Float(attribute="allocation.predicted_loss", allow_none=True)
-    unique_tokens = ma.fields.Float(attribute="allocation.unique_tokens", allow_none=True)
-    epochs = ma.fields.Float(attribute="allocation.epochs", allow_none=True)
+    predicted_loss = ma.fields.Float(allow_none=True)
+    unique_tokens = ma.fields.Float(allow_none=True)
+    epochs = ma.fields.Float(allow_none=True)
     limits = ma.fields.List(ma.fields.Nested(LimitSchema))
     law = ma.fields.Nested(LawSchema, allow_none=True)
     inference = ma.fields.Nested(InferenceSchema, allow_none=True)
     estimate = ma.fields.Nested(EstimateSchema, allow_none=True)
     hyperparameters = ma.fields.Nested(HyperparametersSchema)
-    warnings = ma.fields.List(ma.fields.Nested(CaveatSchema), attribute="caveats")
+    warnings = ma.fields.List(ma.fields.Nested(CaveatSchema))
     intervals = ma.fields.Nested(
         IntervalsSchema,
         allow_none=True,

@@ -34,6 +34,8 @@ from service.schemas.planning import (
     InlineHardwareSchema,
     allocation_rules,
 )
+from service.services.planning import PlanInputs
+from service.services.plans import REMAINING, PlanRequest
 
 
 class PlanInputsSchema(AllocationRequestSchema):
@@ -55,6 +57,7 @@ class PlanInputsSchema(AllocationRequestSchema):
     )
 
     RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS, or_a_model=True)
+    REQUEST = PlanInputs
 
 
 class PlanRequestSchema(PlanInputsSchema):
@@ -69,7 +72,7 @@ class PlanRequestSchema(PlanInputsSchema):
         metadata={"description": "The budget the plan is charged to when committed (same organisation)."}
     )
     budget = ma.fields.String(
-        validate=validate.OneOf(["remaining"]),
+        validate=validate.OneOf([REMAINING]),
         metadata={"description": '"remaining": the budget\'s remaining amount is the money budget (cost).'},
     )
     name = Text(validate=validate.Length(min=1, max=200), metadata={"example": "7B on 1T tokens"})
@@ -91,6 +94,7 @@ class PlanRequestSchema(PlanInputsSchema):
         excludes("budget", "cost", 'Give cost or "budget": "remaining", not both.', at="cost"),
         excludes("budget", "params", ALLOCATES_NOTHING, at="budget"),
     )
+    REQUEST = PlanRequest
 
 
 def _revision_fields() -> dict[str, ma.fields.Field]:
