@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 from datetime import UTC
-from decimal import Decimal
 
 import marshmallow as ma
 import pycountry
 from marshmallow import validate
 
 from service.core.units import MAX_FLOPS, MIN_FLOPS
+from service.services.documents import format_money
 from service.services.pagination import Cursor
 
 SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])$"
@@ -163,12 +163,6 @@ def budget_float(description: str, *, field: type[ma.fields.Float] = Number, **k
         metadata={"description": description, **kwargs.pop("metadata", {})},
         **kwargs,
     )
-
-
-def format_money(amount: Decimal) -> str:
-    """At least the cents, and every further digit that is not a trailing zero: 6.88, 0.10, 0.000123."""
-    cents = amount.quantize(Decimal("0.01"))
-    return f"{cents:f}" if cents == amount else f"{amount.normalize():f}"
 
 
 class MoneyField(ma.fields.Decimal):

@@ -11,7 +11,8 @@ from webargs.fields import DelimitedList
 
 from service.models import PLAN_STATUSES
 from service.schemas.common import GREATER_THAN, StrictSchema
-from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime, format_money
+from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime
+from service.services.documents import format_money
 
 REPORT_GRANULARITIES = ("day", "week", "month", "none")
 REPORT_GROUPS = ("organization", "budget", "hardware", "status")

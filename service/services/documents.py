@@ -16,6 +16,8 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+# A JSON object as it is stored or sent: a plan's inputs or snapshot, a fit job's request, a merge patch.
+JsonObject = Mapping[str, Any]
 
 
 def format_money(amount: Decimal) -> str:
@@ -41,7 +43,7 @@ def to_document(value: Any) -> Any:
     return value
 
 
-def from_document(cls: type[T], document: Mapping[str, Any]) -> T:
+def from_document(cls: type[T], document: JsonObject) -> T:
     """The `cls` (a dataclass) that `document` holds, each member read as its field's type says."""
     types_ = typing.get_type_hints(cls)
     return cls(**{name: _read(types_[name], value) for name, value in document.items()})

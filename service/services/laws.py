@@ -25,7 +25,7 @@ from service.core.laws import PUBLISHED_LAWS, FittedRange, ScalingLaw
 from service.core.validation import InvalidInput
 from service.models import FitJob, FittedLaw, Organization
 from service.services import organizations
-from service.services.documents import from_document, to_document
+from service.services.documents import JsonObject, from_document, to_document
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
@@ -72,7 +72,7 @@ class FitRequest(Fit):
     slug: str | None = None  # None: made from the name
 
 
-def fit_request(document: Mapping[str, Any]) -> FitRequest:
+def fit_request(document: JsonObject) -> FitRequest:
     """The request a fit job keeps (FitJob.request)."""
     return from_document(FitRequest, document)
 
@@ -209,7 +209,7 @@ def fit_target(session: Session, request: FitRequest, *, scope: uuid.UUID | None
 def create_law(
     session: Session,
     request: FitRequest,
-    columns: Mapping[str, Any],
+    columns: JsonObject,
     *,
     scope: uuid.UUID | None,
     actor: str,
@@ -227,7 +227,7 @@ def store_law(
     organization_id: uuid.UUID,
     slug: str,
     request: FitRequest,
-    columns: Mapping[str, Any],
+    columns: JsonObject,
     *,
     actor: str,
 ) -> FittedLaw | None:

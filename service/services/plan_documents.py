@@ -10,7 +10,6 @@ describes them (service/schemas/planning.py) and shows them as they are made her
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -20,7 +19,7 @@ from service.core import allocate, caveats, cluster, engine
 from service.core.cluster import SERVING_BYTES_PER_PARAM
 from service.core.hyper import Hyperparameters
 from service.core.laws import FittedRange, ScalingLaw
-from service.services.documents import format_money, from_document, to_document
+from service.services.documents import JsonObject, format_money, from_document, to_document
 from service.services.planning import PlanInputs
 
 HYPERPARAMETERS_NOTE = "A starting point fitted on small budgets, not a prescription."
@@ -35,7 +34,7 @@ def inputs_document(inputs: PlanInputs) -> dict[str, Any]:
     return to_document(inputs)
 
 
-def plan_inputs(document: Mapping[str, Any]) -> PlanInputs:
+def plan_inputs(document: JsonObject) -> PlanInputs:
     return from_document(PlanInputs, document)
 
 
@@ -80,7 +79,7 @@ def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime |
     }
 
 
-def snapshot_hardware(snapshot: Mapping[str, Any], role: str = "hardware") -> engine.Hardware | None:
+def snapshot_hardware(snapshot: JsonObject, role: str = "hardware") -> engine.Hardware | None:
     """The hardware a snapshot holds for `role` (hardware or inference_hardware). Snapshots of engines
     before 1.3.0 hold no inference hardware and no memory bandwidth: those plans served nothing."""
     hardware = snapshot.get(role)
@@ -98,7 +97,7 @@ def snapshot_hardware(snapshot: Mapping[str, Any], role: str = "hardware") -> en
     )
 
 
-def snapshot_law(snapshot: Mapping[str, Any], samples: tuple[ScalingLaw, ...]) -> engine.NamedLaw | None:
+def snapshot_law(snapshot: JsonObject, samples: tuple[ScalingLaw, ...]) -> engine.NamedLaw | None:
     """The law a snapshot holds, with the bootstrap fits of the fitted law it came from (`samples`)."""
     law = snapshot["law"]
     if law is None:

@@ -43,7 +43,7 @@ from service.models import (
 )
 from service.services import audit, laws, organizations, plan_documents, planning
 from service.services.budgets import get_budget
-from service.services.documents import format_money
+from service.services.documents import JsonObject, format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.planning import InlineHardware, PlanInputs
@@ -76,9 +76,7 @@ class PlanRequest(PlanInputs):
 # --- Evaluation -------------------------------------------------------------------------------------------
 
 
-def evaluate(
-    inputs: Mapping[str, Any], snapshot: Mapping[str, Any], samples: tuple[ScalingLaw, ...] = ()
-) -> dict:
+def evaluate(inputs: JsonObject, snapshot: JsonObject, samples: tuple[ScalingLaw, ...] = ()) -> dict:
     """The result document of `inputs` (as stored) evaluated against `snapshot` and the bootstrap fits of
     its law (`samples`, kept with the fitted law the plan points at): pure, and what a plan holds."""
     outcome = planning.allocate_on(
@@ -221,7 +219,7 @@ def _check_currency(currency: str | None, budget: Budget) -> None:
 def revise_plan(
     session: Session,
     plan_id: uuid.UUID,
-    changes: Mapping[str, Any],
+    changes: JsonObject,
     *,
     validate: Callable[[dict[str, Any]], PlanRequest],
     scope: uuid.UUID | None,
