@@ -109,14 +109,20 @@ class ModelShapeSchema(StrictSchema):
         return core_value(ModelShape, data)
 
 
-class ClusterFieldsSchema(StrictSchema):
-    """Where and how a run is trained; shared by allocations and estimates."""
-
-    hardware = SlugOrObject(
+def hardware_field(**kwargs) -> SlugOrObject:
+    """The hardware a run is trained on: a profile's slug, or inline."""
+    return SlugOrObject(
         InlineHardwareSchema,
         "Slug of a hardware profile (GET /v1/hardware), e.g. h100-sxm.",
         metadata={"example": "h100-sxm"},
+        **kwargs,
     )
+
+
+class ClusterFieldsSchema(StrictSchema):
+    """Where and how a run is trained; shared by allocations and estimates."""
+
+    hardware = hardware_field()
     accelerators = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
     mfu = Number(
         validate=validate.Range(min=0, max=1, min_inclusive=False),
@@ -265,12 +271,7 @@ class AllocationRequestSchema(ClusterFieldsSchema):
 class EstimateRequestSchema(ClusterFieldsSchema):
     params = positive_float(MAX_PARAMS, "Model parameters.", required=True, metadata={"example": 7e9})
     tokens = positive_float(MAX_TOKENS, "Training tokens.", required=True, metadata={"example": 1.4e11})
-    hardware = SlugOrObject(
-        InlineHardwareSchema,
-        "Slug of a hardware profile (GET /v1/hardware), e.g. h100-sxm.",
-        required=True,
-        metadata={"example": "h100-sxm"},
-    )
+    hardware = hardware_field(required=True)
     law = SlugOrObject(
         InlineLawSchema,
         "Slug of a scaling law: the response then predicts the loss of this model.",

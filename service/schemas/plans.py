@@ -31,8 +31,8 @@ from service.schemas.planning import (
     AllocationRequestSchema,
     AllocationSchema,
     ClusterFieldsSchema,
-    InlineHardwareSchema,
     allocation_rules,
+    hardware_field,
 )
 from service.services.planning import PlanInputs
 from service.services.plans import REMAINING, PlanRequest
@@ -46,12 +46,7 @@ class PlanInputsSchema(AllocationRequestSchema):
 
     params = positive_float(MAX_PARAMS, "Model parameters, for a model already chosen (with tokens).")
     tokens = positive_float(MAX_TOKENS, "Training tokens, for a model already chosen (with params).")
-    hardware = SlugOrObject(
-        InlineHardwareSchema,
-        "Slug of a hardware profile (GET /v1/hardware), e.g. h100-sxm.",
-        required=True,
-        metadata={"example": "h100-sxm"},
-    )
+    hardware = hardware_field(required=True)
     accelerators = WholeNumber(
         required=True, validate=validate.Range(1, MAX_ACCELERATORS), metadata={"example": 1024}
     )
