@@ -24,7 +24,7 @@ from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, current_principal, requires, scope
 from service.db import get_db, get_session
 from service.models import utcnow
-from service.schemas.common import requires as needs
+from service.schemas.common import requires as needs  # a rule between fields (auth's `requires` guards views)
 from service.schemas.common import rules_json
 from service.schemas.fields import numeral
 from service.schemas.laws import (

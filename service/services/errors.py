@@ -54,7 +54,8 @@ class InvalidParameterError(InvalidFieldError):
 
 
 class InvalidHeaderError(InvalidFieldError):
-    """A request header the operation reads is malformed (a 400: the request itself is not understood)."""
+    """A request header the operation reads is malformed (a 400: the request itself is not understood);
+    `field` is the header's name."""
 
 
 class PreconditionRequiredError(ServiceError):
