@@ -162,7 +162,7 @@ def core_value(make: Callable[..., Any], data: dict[str, Any]) -> Any:
     try:
         return make(**data)
     except InvalidInput as error:
-        raise ma.ValidationError(error.message[0].upper() + error.message[1:] + ".", error.argument) from None
+        raise ma.ValidationError(error.sentence, error.argument) from None
 
 
 class DocumentSchema(ma.Schema):

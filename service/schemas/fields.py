@@ -18,6 +18,12 @@ from service.services.pagination import Cursor
 SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])$"
 
 
+def slug_field(**kwargs) -> ma.fields.String:
+    """The slug a resource is named by, in paths and in requests."""
+    error = "Must be 2-63 lowercase letters, digits or inner hyphens."
+    return ma.fields.String(validate=validate.Regexp(SLUG_PATTERN, error=error), **kwargs)
+
+
 def _no_lone_surrogates(text: str) -> None:
     # "\ud800" is a valid JSON escape but not encodable text; kept out of the pattern, which JSON Schema
     # tools read as UTF-16 regexes and mangle.

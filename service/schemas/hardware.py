@@ -12,7 +12,14 @@ from service.catalog import PRECISIONS
 from service.core.cluster import MAX_MEMORY_BYTES
 from service.core.units import MAX_PEAK_FLOPS_PER_SECOND
 from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema, requires
-from service.schemas.fields import SLUG_PATTERN, CurrencyField, MoneyField, Text, WholeNumber, positive_float
+from service.schemas.fields import (
+    CurrencyField,
+    MoneyField,
+    Text,
+    WholeNumber,
+    positive_float,
+    slug_field,
+)
 from service.services.hardware import HardwareFields
 
 
@@ -57,13 +64,7 @@ def _is_reduced_iso_date(text: str) -> None:
 class HardwareSchema(StrictSchema):
     """A hardware profile. Writes: POST (all required fields), PUT (the whole profile), PATCH (some)."""
 
-    slug = ma.fields.String(
-        required=True,
-        validate=validate.Regexp(
-            SLUG_PATTERN, error="Must be 2-63 lowercase letters, digits or inner hyphens."
-        ),
-        metadata={"example": "our-h100"},
-    )
+    slug = slug_field(required=True, metadata={"example": "our-h100"})
     name = Text(required=True, validate=validate.Length(min=1, max=200))
     vendor = Text(required=True, validate=validate.Length(min=1, max=100), metadata={"example": "NVIDIA"})
     peak_flops = ma.fields.Nested(PeakFlopsSchema, required=True, metadata={"minProperties": 1})

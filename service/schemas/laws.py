@@ -18,7 +18,15 @@ from service.schemas.common import (
     excludes,
     one_at_least,
 )
-from service.schemas.fields import SLUG_PATTERN, PairField, Text, WholeNumber, budget_float, positive_float
+from service.schemas.fields import (
+    SLUG_PATTERN,
+    PairField,
+    Text,
+    WholeNumber,
+    budget_float,
+    positive_float,
+    slug_field,
+)
 from service.schemas.planning import AllocationPointSchema, LawSchema
 from service.services.laws import Bootstrap, FitRequest, Runs
 
@@ -62,12 +70,7 @@ class FitRequestSchema(StrictSchema):
     name = Text(
         required=True, validate=validate.Length(min=1, max=200), metadata={"example": "Acme 2026 sweep"}
     )
-    slug = ma.fields.String(
-        validate=validate.Regexp(
-            SLUG_PATTERN, error="Must be 2-63 lowercase letters, digits or inner hyphens."
-        ),
-        metadata={"description": "How plans name the law; made from the name if omitted."},
-    )
+    slug = slug_field(metadata={"description": "How plans name the law; made from the name if omitted."})
     runs = ma.fields.List(
         ma.fields.Nested(FitRunSchema),
         required=True,

@@ -6,18 +6,12 @@ import marshmallow as ma
 from marshmallow import validate
 
 from service.schemas.common import PageSchema, StrictSchema
-from service.schemas.fields import SLUG_PATTERN, Text
+from service.schemas.fields import Text, slug_field
 
 
 class OrganizationSchema(StrictSchema):
     id = ma.fields.UUID(dump_only=True)
-    slug = ma.fields.String(
-        required=True,
-        validate=validate.Regexp(
-            SLUG_PATTERN, error="Must be 2-63 lowercase letters, digits or inner hyphens."
-        ),
-        metadata={"example": "acme-research"},
-    )
+    slug = slug_field(required=True, metadata={"example": "acme-research"})
     name = Text(required=True, validate=validate.Length(min=1, max=200))
     created_at = ma.fields.AwareDateTime(dump_only=True)
 

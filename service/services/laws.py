@@ -98,7 +98,7 @@ def fit_columns(request: Fit) -> dict[str, Any]:
         )
     except InvalidInput as error:
         field = "bootstrap" if error.argument == "bootstrap" else "runs"
-        raise InvalidFieldError(field, error.message[0].upper() + error.message[1:] + ".") from None
+        raise InvalidFieldError(field, error.sentence) from None
     n, d, loss = (np.asarray(column, dtype=float) for column in (runs.params, runs.tokens, runs.loss))
     isoflop = isoflop_fit.fit_isoflop(n, d, loss)
     return {

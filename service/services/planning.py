@@ -120,7 +120,7 @@ def _field_error(error: InvalidInput, request: type) -> InvalidFieldError:
     field = _ARGUMENT_FIELDS.get(error.argument, (error.argument,))
     if field[0] not in _names(request):
         return InvalidFieldError((), f"{error.argument}: {error.message}.")
-    return InvalidFieldError(field, error.message[0].upper() + error.message[1:] + ".")
+    return InvalidFieldError(field, error.sentence)
 
 
 def resolve_law(session: Session, reference: str | ScalingLaw, *, scope: uuid.UUID | None) -> engine.NamedLaw:
