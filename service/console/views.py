@@ -179,7 +179,7 @@ def save_plan():
         try:
             request = PlanRequestSchema().load(request)
             return _once(session, lambda: flask.url_for(".plan_page", plan_id=_create(session, request)))
-        except (ma.ValidationError, InvalidFieldError) as error:  # nothing saved (_once rolled back)
+        except (ma.ValidationError, InvalidFieldError) as error:  # nothing saved: _once rolls back
             errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
     context = {"form": form, "errors": errors, "result": None, "chart": None}
     return _render_planner(session, context, 422)

@@ -140,7 +140,7 @@ def ensure_bootstrap_admin_key(session: Session, key: str) -> ApiKey:
         key_id=key_id, secret_hash=digest(secret), name="bootstrap admin (PLANNER_ADMIN_KEY)", role="admin"
     )
     session.add(record)
-    commit_or(session, on_conflict=None)  # refused when another process bootstrapped it at the same moment
+    commit_or(session, on_conflict=None)  # None: another process bootstrapping the same key meanwhile is fine
     return record
 
 
