@@ -343,7 +343,8 @@ class PlanStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
-PLAN_STATUSES = tuple(PlanStatus)
+# Plain strings: what goes into the OpenAPI document (whose YAML would tag enum members as Python objects).
+PLAN_STATUSES = tuple(status.value for status in PlanStatus)
 
 
 class Plan(Base):

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from service.catalog import PRECISIONS
@@ -14,7 +13,7 @@ from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, Pla
 from service.services.errors import ConflictError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
-from service.services.writes import commit_new
+from service.services.transactions import commit_new, commit_or
 
 PRICE_FIELDS = ("price_per_hour", "currency", "price_as_of", "price_source")
 
@@ -91,11 +90,8 @@ def delete_hardware(session: Session, slug: str, *, if_match: str | None) -> Non
     if plans:
         raise ConflictError(f"{plans} plan(s) use {slug!r}; it is kept with their history.", plans=plans)
     session.delete(profile)
-    try:
-        session.commit()
-    except IntegrityError:  # a budget or a plan started to use it since we counted
-        session.rollback()
-        raise ConflictError(f"A budget or a plan now uses {slug!r}; it cannot be deleted.") from None
+    # Refused when a budget or a plan started to use it since we counted.
+    commit_or(session, ConflictError(f"A budget or a plan now uses {slug!r}; it cannot be deleted."))
 
 
 def _refuse_built_in(profile: HardwareProfile, action: str) -> None:

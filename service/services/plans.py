@@ -6,8 +6,9 @@ and its `result` (the allocation document of POST /v1/allocations). `evaluate(in
 result again, whatever has changed in the catalog since. The stored documents use the API's schemas: they
 are what the API shows.
 
-Use cases here flush but do not commit: each request is one transaction, which `idempotency.finish` commits
-together with the record of its Idempotency-Key (see service/api/idempotency.py).
+Use cases here flush but do not commit: each request is one transaction, which `transactions.run_once`
+commits together with the record of its Idempotency-Key (called by service/api/idempotency.py and the
+console).
 """
 
 from __future__ import annotations
