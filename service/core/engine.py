@@ -155,7 +155,7 @@ class Estimate:
 
     params: float
     tokens: float
-    cluster: Cluster  # (hides the module in this class body: the annotations below name its classes plainly)
+    cluster: Cluster  # hides the module in this class body: hence Runtime, MemoryEstimate imported by name
     runtime: Runtime
     hardware_flops: float
     price_per_hour: Decimal | None
