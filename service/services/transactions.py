@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from service.models import utcnow
+from service.models import HardwareProfile, Organization, utcnow
 from service.services import idempotency
 from service.services.errors import ConflictError, ServiceError
 
@@ -82,7 +82,9 @@ def commit_or(
     return True
 
 
-def commit_new(session: Session, model: type, slug: str, kind: str) -> None:
+def commit_new(
+    session: Session, model: type[HardwareProfile] | type[Organization], slug: str, kind: str
+) -> None:
     """Commit a new object; a slug already taken (perhaps by a concurrent request) is a 409 that names it.
 
     `kind` starts the message: "An organization", "A hardware profile".
