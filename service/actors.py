@@ -16,8 +16,9 @@ def act_as(session: Session, actor: str, request_id: str | None = None) -> Sessi
 
 
 def actor(session: Session) -> str:
-    return session.info.get("actor", SYSTEM)
+    return str(session.info.get("actor", SYSTEM))
 
 
 def request_id(session: Session) -> str | None:
-    return session.info.get("request_id")
+    found = session.info.get("request_id")
+    return None if found is None else str(found)

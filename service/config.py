@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = "sqlite:///var/planner.db"
@@ -105,7 +106,7 @@ class Config:
             admin_key=env.get("PLANNER_ADMIN_KEY") or None,
         )
 
-    def with_overrides(self, overrides: Mapping[str, object]) -> Config:
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Config:
         known = {f.name for f in fields(self)}
         unknown = sorted(set(overrides) - known)
         if unknown:

@@ -24,7 +24,7 @@ from prometheus_client import (
     multiprocess,
 )
 from sqlalchemy import event
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 if os.environ.get(MULTIPROC_DIR_VARIABLE):  # any process may count (`flask setup` too): its files go there
@@ -97,6 +97,6 @@ def _count_committed(session: Session) -> None:
 
 
 @event.listens_for(Session, "after_soft_rollback")
-def _forget_rolled_back(session: Session, previous_transaction) -> None:
+def _forget_rolled_back(session: Session, previous_transaction: SessionTransaction) -> None:
     if previous_transaction.parent is None:  # the whole transaction, not a savepoint within it
         session.info.pop(_PENDING, None)

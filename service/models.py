@@ -343,8 +343,8 @@ class PlanStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
-# As plain strings: what documents hold (a YAML writer would spell the enum's members as Python objects).
-PLAN_STATUSES = tuple(str(status) for status in PlanStatus)
+# Plain strings: what goes into the OpenAPI document (whose YAML would tag enum members as Python objects).
+PLAN_STATUSES = tuple(status.value for status in PlanStatus)
 
 
 class Plan(Base):

@@ -24,7 +24,8 @@ access_log = logging.getLogger("service.access")
 
 def current_request_id() -> str | None:
     if flask.has_request_context():
-        return flask.g.get("request_id")
+        request_id: str | None = flask.g.get("request_id")
+        return request_id
     return None
 
 

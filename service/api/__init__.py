@@ -90,7 +90,10 @@ class _MarshmallowPlugin(MarshmallowPlugin):
 
 
 class PlannerApi(Api):
-    """flask-smorest's Api with RFC 9457 problem details instead of its own error shape."""
+    """flask-smorest's Api with RFC 9457 problem details instead of its own error shape.
+
+    Its two methods override private ones, as does the `spec.to_dict` wrapper in init_api: why, and what
+    to do when an upgrade changes them, in docs/decisions/0001-flask-smorest-private-methods.md."""
 
     ERROR_SCHEMA = ProblemSchema
 

@@ -78,6 +78,7 @@ class SlugConverter(BaseConverter):
 
 
 class _Parser(FlaskParser):
+    # webargs' private hooks (docs/decisions/0001-flask-smorest-private-methods.md).
     def _raw_load_json(self, req):
         try:
             return super()._raw_load_json(req)

@@ -11,7 +11,7 @@ import flask
 from service.auth import current_principal
 from service.db import get_db, get_session
 from service.models import utcnow
-from service.services import idempotency
+from service.services import idempotency, transactions
 from service.services.errors import InvalidHeaderError
 
 HEADER = "Idempotency-Key"
@@ -44,8 +44,8 @@ REPLAYED_HEADER_DOC = {
 def idempotent(
     blueprint, parameters: tuple[dict, ...] = (), prepare: Callable[[], Any] | None = None
 ) -> Callable:
-    """Run the view as one transaction, committed by the idempotency service together with the response
-    when the request came with an Idempotency-Key.
+    """Run the view as one transaction (services/transactions.run_once), committed together with the
+    response when the request came with an Idempotency-Key.
 
     Goes above `@blp.arguments` and `@blp.response`: a replay answers before the body is parsed, and the
     response stored is the one the view's decorators made. `parameters` documents the operation's other
@@ -59,34 +59,17 @@ def idempotent(
     def decorate(view: Callable) -> Callable:
         @wraps(view)
         def wrapper(*args, **kwargs):
-            session = get_session()
             key = _key()
-            principal = current_principal().key_id
-            if key is not None:
-                request = flask.request
-                fingerprint = idempotency.fingerprint(
-                    request.method, request.path, request.get_data(cache=True)
-                )
             if prepare is not None:
                 if key is not None:
                     with get_db().read_sessionmaker() as peek:
-                        stored = idempotency.stored_response(peek, principal, key, fingerprint, utcnow())
+                        stored = idempotency.stored_response(peek, key, utcnow())
                     if stored is not None:
                         return _replay(stored)
                 kwargs["prepared"] = prepare()
-            if key is not None:
-                stored = idempotency.claim(session, principal, key, fingerprint, utcnow())
-                if stored is not None:
-                    return _replay(stored)
-            response = view(*args, **kwargs)
-            kept = {name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers}
-            idempotency.finish(
-                session,
-                idempotency.StoredResponse(response.status_code, response.get_data(as_text=True), kept),
-                principal=principal,
-                key=key,
+            return transactions.run_once(
+                get_session(), lambda: view(*args, **kwargs), key=key, record=_record, replay=_replay
             )
-            return response
 
         wrapper = blueprint.doc(parameters=[IDEMPOTENCY_KEY_PARAMETER, *parameters])(wrapper)
         wrapper = blueprint.alt_response(400, response="BAD_REQUEST")(wrapper)
@@ -96,7 +79,8 @@ def idempotent(
     return decorate
 
 
-def _key() -> str | None:
+def _key() -> idempotency.RequestKey | None:
+    """The request's Idempotency-Key, the caller's, for this request (method, path and body)."""
     raw = flask.request.headers.get(HEADER)
     if raw is None:
         return None
@@ -106,7 +90,14 @@ def _key() -> str | None:
         raise InvalidHeaderError(
             HEADER, f"Must be 1 to {idempotency.MAX_KEY_LENGTH} visible ASCII characters, e.g. a UUID."
         )
-    return key
+    request = flask.request
+    fingerprint = idempotency.fingerprint(request.method, request.path, request.get_data(cache=True))
+    return idempotency.RequestKey(current_principal().key_id, key, fingerprint)
+
+
+def _record(response: flask.Response) -> idempotency.StoredResponse:
+    kept = {name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers}
+    return idempotency.StoredResponse(response.status_code, response.get_data(as_text=True), kept)
 
 
 def _replay(stored: idempotency.StoredResponse) -> flask.Response:

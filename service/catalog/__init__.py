@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
 from importlib import resources
+from typing import Any
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -42,7 +43,7 @@ class HardwareSpec:
     price: PriceSpec | None
 
 
-def _hardware(entry: dict) -> HardwareSpec:
+def _hardware(entry: dict[str, Any]) -> HardwareSpec:
     unknown = set(entry["peak_tflops"]) - set(PRECISIONS)
     if unknown:
         raise ValueError(f"{entry['slug']}: unknown precisions {sorted(unknown)}")

@@ -54,6 +54,7 @@ from service.services import (
     planning,
     plans,
     reports,
+    transactions,
 )
 from service.services.errors import InvalidFieldError, NotFoundError, ServiceError
 
@@ -175,8 +176,7 @@ def save_plan():
         try:
             request = PlanRequestSchema().load(request)
             return _once(session, lambda: flask.url_for(".plan_page", plan_id=_create(session, request)))
-        except (ma.ValidationError, InvalidFieldError) as error:
-            session.rollback()
+        except (ma.ValidationError, InvalidFieldError) as error:  # nothing saved: _once rolls back
             errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
     context = {"form": form, "errors": errors, "result": None, "chart": None}
     return _render_planner(session, context, 422)
@@ -244,8 +244,7 @@ def change_plan(plan_id: uuid.UUID, action: str):
         return _once(session, act)
     except NotFoundError:
         raise
-    except ServiceError as error:  # e.g. the budget cannot hold it: said on the plan's page
-        session.rollback()
+    except ServiceError as error:  # rolled back by _once; e.g. the budget cannot hold it: said on the page
         return plan_page(plan_id, error=error.detail, status=409)
 
 
@@ -259,18 +258,20 @@ def _once(session, act: Callable[[], str]) -> flask.Response:
     Each form that writes carries an idempotency key, used as the API's Idempotency-Key: a second
     submission of the same form (a double click, a reload) goes where the first went and writes nothing.
     """
-    principal = current_principal().key_id
-    key = flask.request.form.get("idempotency_key") or None
-    if key is not None:
-        if not idempotency.is_valid_key(key):
+    token = flask.request.form.get("idempotency_key") or None
+    key = None
+    if token is not None:
+        if not idempotency.is_valid_key(token):
             raise BadRequest("The form's idempotency_key is not valid; reload the page.")
         fingerprint = idempotency.fingerprint("POST", flask.request.path, flask.request.get_data())
-        replay = idempotency.claim(session, principal, key, fingerprint, utcnow())
-        if replay is not None:
-            return flask.redirect(replay.headers["Location"], 303)
-    location = act()
-    stored = idempotency.StoredResponse(303, "", {"Location": location})
-    idempotency.finish(session, stored, principal=principal, key=key)
+        key = idempotency.RequestKey(current_principal().key_id, token, fingerprint)
+    location = transactions.run_once(
+        session,
+        act,
+        key=key,
+        record=lambda location: idempotency.StoredResponse(303, "", {"Location": location}),
+        replay=lambda stored: stored.headers["Location"],
+    )
     return flask.redirect(location, 303)
 
 

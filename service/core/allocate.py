@@ -246,14 +246,15 @@ def inference_aware_within(
 
         N = math.exp(brentq(imbalance, low, high, xtol=1e-12, rtol=1e-14))
     D = C / (6 * N)
-    chosen = Allocation(params=N, tokens=D, flops=C, predicted_loss=law.loss(N, D))
+    loss = law.loss(N, D)
+    chosen = Allocation(params=N, tokens=D, flops=C, predicted_loss=loss)
     try:
-        same_loss = for_target_loss(chosen.predicted_loss, law)
+        same_loss = for_target_loss(loss, law)
     except v.InvalidInput:  # a loss beyond the engine's 100, or one the frontier reaches with under MIN_FLOPS
         raise v.InvalidInput(
             "flops",
             f"is too small for {D_inf:g} inference tokens: the model it buys would reach a loss of "
-            f"{chosen.predicted_loss:.3g} nats/token; give a larger budget or fewer inference tokens",
+            f"{loss:.3g} nats/token; give a larger budget or fewer inference tokens",
         ) from None
     return InferenceAwareAllocation(chosen, same_loss, D_inf, compute_optimal_at_budget=at_budget)
 

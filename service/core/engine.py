@@ -15,6 +15,7 @@ import numpy as np
 
 from service.core import allocate, caveats, cluster, hyper, units
 from service.core import validation as v
+from service.core.cluster import MemoryEstimate, Runtime
 from service.core.fit import CONFIDENCE
 from service.core.hyper import Hyperparameters, hyperparameters_for
 from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw
@@ -154,13 +155,13 @@ class Estimate:
 
     params: float
     tokens: float
-    cluster: Cluster
-    runtime: cluster.Runtime
+    cluster: Cluster  # hides the module in this class body: hence Runtime, MemoryEstimate imported by name
+    runtime: Runtime
     hardware_flops: float
     price_per_hour: Decimal | None
     currency: str | None
     cost: Decimal | None
-    memory: cluster.MemoryEstimate
+    memory: MemoryEstimate
     caveats: list[caveats.Caveat]
     law: NamedLaw | None = None
     predicted_loss: float | None = None
@@ -343,41 +344,32 @@ def plan(
     _check_serving(inference_tokens, inference_hardware, inference_batch)
     notes: list[caveats.Caveat] = []
     limits: list[Limit] = []
-    flops = None
+    flops: float | None = None  # the training compute the budget allows; None when it is a target loss
     if budget.target_loss is None:
         limits = _limits(budget, on)
         flops = min(limit.flops for limit in limits)
         notes += _binding_caveat(limits)
 
     def allocate_with(rule: ScalingLaw | None) -> tuple[allocate.Allocation, str, InferenceSummary | None]:
-        if inference_tokens is not None:
-            if budget.target_loss is not None:
-                result = allocate.inference_aware(budget.target_loss, inference_tokens, rule)
-            else:
-                result = allocate.inference_aware_within(flops, inference_tokens, rule)
-            summary = InferenceSummary(
-                constraint="target_loss" if budget.target_loss is not None else "budget",
-                inference_tokens=result.inference_tokens,
-                inference_flops=result.inference_flops,
-                lifetime_flops=result.lifetime_flops,
-                compute_optimal=result.compute_optimal,
-                compute_optimal_lifetime_flops=result.compute_optimal_lifetime_flops,
-                fraction_saved=result.fraction_saved,
-                compute_optimal_at_budget=result.compute_optimal_at_budget,
-                serving=None,
-            )
-            return result.allocation, "inference-aware", summary
+        # _law_for gives every rule but the fixed ratio a law, and _limits every budget but a loss its FLOPs.
         if budget.target_loss is not None:
+            assert rule is not None
+            if inference_tokens is not None:
+                result = allocate.inference_aware(budget.target_loss, inference_tokens, rule)
+                return _inference_aware(result, "target_loss")
             return allocate.for_target_loss(budget.target_loss, rule), "compute-optimal", None
+        assert flops is not None
+        if rule is None:
+            ratio = allocate.DEFAULT_TOKENS_PER_PARAM if tokens_per_param is None else tokens_per_param
+            return allocate.fixed_ratio(flops, ratio), "fixed-ratio", None
+        if inference_tokens is not None:
+            return _inference_aware(allocate.inference_aware_within(flops, inference_tokens, rule), "budget")
         if unique_tokens is not None:
             return allocate.data_constrained(flops, unique_tokens, rule), "data-constrained", None
-        if rule is not None:
-            return allocate.compute_optimal(flops, rule), "compute-optimal", None
-        ratio = allocate.DEFAULT_TOKENS_PER_PARAM if tokens_per_param is None else tokens_per_param
-        return allocate.fixed_ratio(flops, ratio), "fixed-ratio", None
+        return allocate.compute_optimal(flops, rule), "compute-optimal", None
 
     allocation, method, inference = allocate_with(None if law is None else law.law)
-    if method == "data-constrained":
+    if method == "data-constrained" and law is not None:
         notes += _repetition_caveats(allocation) + _repetition_constants_caveat(law)
     spread = None if law is None else _intervals_over(law.samples, lambda rule: allocate_with(rule)[0])
     if law is not None and law.fitted_range is not None:
@@ -415,6 +407,23 @@ def plan(
         caveats=notes,
         intervals=spread,
     )
+
+
+def _inference_aware(
+    result: allocate.InferenceAwareAllocation, constraint: str
+) -> tuple[allocate.Allocation, str, InferenceSummary]:
+    summary = InferenceSummary(
+        constraint=constraint,
+        inference_tokens=result.inference_tokens,
+        inference_flops=result.inference_flops,
+        lifetime_flops=result.lifetime_flops,
+        compute_optimal=result.compute_optimal,
+        compute_optimal_lifetime_flops=result.compute_optimal_lifetime_flops,
+        fraction_saved=result.fraction_saved,
+        compute_optimal_at_budget=result.compute_optimal_at_budget,
+        serving=None,
+    )
+    return result.allocation, "inference-aware", summary
 
 
 def fixed(
@@ -479,17 +488,20 @@ def _serving(
     cluster's price (a `price_per_hour` given for the cluster included); None without a memory bandwidth."""
     price_per_hour, currency, argument = None, None, "inference_hardware"
     if hardware is None:
-        if on is None or on.hardware.memory_bandwidth_bytes_per_second is None:
+        if on is None:
             return None
         hardware, price_per_hour, currency = on.hardware, budget.price_per_hour, budget.currency
         argument = "hardware"
+    bandwidth = hardware.memory_bandwidth_bytes_per_second
+    if bandwidth is None:  # the cluster's hardware's (_check_serving refused inference_hardware without one)
+        return None
     price, price_currency = _price(hardware, price_per_hour, currency)
     peak = next((hardware.peak_flops[p] for p in SERVING_PRECISIONS if p in hardware.peak_flops), None)
     try:
         decoding = cluster.decoding_runtime(
             params,
             inference_tokens,
-            hardware.memory_bandwidth_bytes_per_second,
+            bandwidth,
             batch=1 if batch is None else batch,
             peak_flops_per_second=peak,
         )
@@ -551,8 +563,22 @@ def _limits(budget: Budget, on: Cluster | None) -> list[Limit]:
     cluster_limits = [
         name for name in ("cost", "accelerator_hours", "days") if getattr(budget, name) is not None
     ]
-    if cluster_limits and on is None:
-        raise v.InvalidInput("hardware", f"is required to turn {cluster_limits[0]} into compute")
+    if cluster_limits:
+        if on is None:
+            raise v.InvalidInput("hardware", f"is required to turn {cluster_limits[0]} into compute")
+        found += _cluster_limits(budget, on)
+    if not found:
+        raise v.InvalidInput(
+            "flops", "give a budget: flops, pf_days, target_loss, cost, accelerator_hours or days"
+        )
+    smallest = min(flops for _, flops in found)
+    binding = next(kind for kind, flops in found if flops == smallest)
+    return [Limit(kind, flops, kind == binding) for kind, flops in found]
+
+
+def _cluster_limits(budget: Budget, on: Cluster) -> list[tuple[str, float]]:
+    """The limits that the cluster turns into FLOPs: cost, accelerator_hours and days."""
+    found: list[tuple[str, float]] = []
     if budget.cost is not None:
         price, _ = _price(on.hardware, budget.price_per_hour, budget.currency)
         if price is None:
@@ -569,13 +595,7 @@ def _limits(budget: Budget, on: Cluster | None) -> list[Limit]:
     if budget.days is not None:
         flops = units.flops_for_deadline(budget.days, on.accelerators, on.peak_flops_per_second, on.mfu)
         found.append(("days", units.budget_flops("days", flops)))
-    if not found:
-        raise v.InvalidInput(
-            "flops", "give a budget: flops, pf_days, target_loss, cost, accelerator_hours or days"
-        )
-    smallest = min(flops for _, flops in found)
-    binding = next(kind for kind, flops in found if flops == smallest)
-    return [Limit(kind, flops, kind == binding) for kind, flops in found]
+    return found
 
 
 def _flops_for_hours(argument: str, hours: float, on: Cluster) -> float:

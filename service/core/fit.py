@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +35,9 @@ MAX_HALVINGS = 40
 # the flat valley where A and alpha trade off, 1e-5 still leaves A a percent or more short of the optimum.
 REFIT_TOLERANCE = 1e-9
 CHUNK_ELEMENTS = 4_000_000  # rows x runs evaluated at once: ~30 MB per temporary array
+
+# evaluate(rows, theta): the objectives and gradients of those rows of theta (see _descend).
+Evaluate = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 def default_grid() -> np.ndarray:
@@ -103,7 +106,16 @@ def objective_and_gradient(
     return f, g
 
 
-def _huber_terms(theta, log_n, log_d, log_loss, delta, *, weights, shifted: bool):
+def _huber_terms(
+    theta: np.ndarray,
+    log_n: np.ndarray,
+    log_d: np.ndarray,
+    log_loss: np.ndarray,
+    delta: float,
+    *,
+    weights: np.ndarray | None,
+    shifted: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     # In place where it can be: this is where a fit spends its time (S x runs arrays, ~3 per iteration).
     a, b, e, alpha, beta = (theta[:, k : k + 1] for k in range(5))
     n_term = np.subtract(a, alpha * log_n)  # exponents first, then the terms A/N^alpha, B/D^beta and E
@@ -150,7 +162,7 @@ def minimise(
     x = np.array(default_grid() if starts is None else starts, dtype=float)
     max_iterations = MAX_ITERATIONS if max_iterations is None else max_iterations
 
-    def evaluate(rows, theta):
+    def evaluate(rows: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return objective_and_gradient(theta, log_n, log_d, log_loss, delta=delta)
 
     ends = _descend(evaluate, x, max_iterations)
@@ -176,7 +188,7 @@ class _Ends:
 
 
 def _descend(
-    evaluate,
+    evaluate: Evaluate,
     x: np.ndarray,
     max_iterations: int,
     *,
@@ -221,7 +233,14 @@ def _descend(
     return _Ends(x=x, f=np.where(np.isfinite(f), f, np.inf), converged=converged, iterations=iterations)
 
 
-def _backtrack(rows, x, f, slope, direction, evaluate):  # noqa: PLR0917 -- one call site
+def _backtrack(  # noqa: PLR0917 -- one call site
+    rows: np.ndarray,
+    x: np.ndarray,
+    f: np.ndarray,
+    slope: np.ndarray,
+    direction: np.ndarray,
+    evaluate: Evaluate,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Armijo backtracking for each start at once: halve each start's step until its objective falls enough.
 
     Returns the new points, objectives, gradients, and which starts found a step that lowers the objective.
@@ -248,7 +267,7 @@ def _backtrack(rows, x, f, slope, direction, evaluate):  # noqa: PLR0917 -- one 
 class _Memory:
     """Each start's last MEMORY correction pairs (s, y), in a ring buffer of its own."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int) -> None:
         self.s = np.zeros((count, MEMORY, 5))
         self.y = np.zeros((count, MEMORY, 5))
         self.rho = np.zeros((count, MEMORY))
@@ -278,7 +297,7 @@ class _Memory:
         yy = (y[:, 0] ** 2).sum(axis=1)
         usable = (self.stored[idx] > 0) & (yy > 0)
         gamma = np.where(usable, (s[:, 0] * y[:, 0]).sum(axis=1) / np.where(yy > 0, yy, 1.0), 1.0)
-        r = gamma[:, None] * q
+        r: np.ndarray = gamma[:, None] * q
         for age in reversed(range(MEMORY)):
             beta = rho[:, age] * (y[:, age] * r).sum(axis=1)
             r += (alphas[:, age] - beta)[:, None] * s[:, age]
@@ -379,7 +398,7 @@ def _solve(log_n: np.ndarray, log_d: np.ndarray, log_loss: np.ndarray) -> Soluti
     rough = minimise(log_n[pick], log_d[pick], log_loss[pick])
     starts = _distinct_best(rough.ends, REFINED)
 
-    def evaluate(rows, theta):
+    def evaluate(rows: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return objective_and_gradient(theta, log_n, log_d, log_loss)
 
     ends = _descend(
@@ -476,7 +495,7 @@ def influence_of_outliers(
     count = starts.shape[0]
     weights = np.vstack((np.ones((count, size.size)), np.tile(kept.astype(float), (count, 1))))
 
-    def evaluate(rows, theta):
+    def evaluate(rows: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return objective_and_gradient(theta, log_n, log_d, log_loss, weights=weights[rows])
 
     ends = _descend(
@@ -549,7 +568,9 @@ def bootstrap(  # noqa: PLR0917 -- the runs and the fit they came from, then wha
         weights = rng.multinomial(log_n.size, np.full(log_n.size, 1.0 / log_n.size), size=count)
         weights = np.repeat(weights.astype(float), starts.shape[0], axis=0)
 
-        def evaluate(rows, theta, weights=weights):
+        def evaluate(
+            rows: np.ndarray, theta: np.ndarray, weights: np.ndarray = weights
+        ) -> tuple[np.ndarray, np.ndarray]:
             return objective_and_gradient(theta, log_n, log_d, log_loss, weights=weights[rows])
 
         ends = _descend(
@@ -588,7 +609,9 @@ def _distinct_best(ends: _Ends, count: int) -> np.ndarray:
     return np.array(chosen)
 
 
-def _checked_runs(params, tokens, losses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _checked_runs(
+    params: Sequence[float], tokens: Sequence[float], losses: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not len(params) == len(tokens) == len(losses):
         raise v.InvalidInput("runs", "params, tokens and losses must have one value per run")
     if len(params) > MAX_RUNS:

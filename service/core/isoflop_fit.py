@@ -186,7 +186,7 @@ def _profile_optimum(log_budget: float, log_params: np.ndarray, losses: np.ndarr
 
 def _power_laws(
     budgets: list[tuple[IsoflopBudget, float]], skipped: list[SkippedBudget], scattered: list[float]
-):
+) -> IsoflopFit | IsoflopUnavailable:
     log_flops = np.array([log_budget for _, log_budget in budgets])
     log_optima = np.log([[budget.optimal_params, budget.optimal_tokens] for budget, _ in budgets])
     x = log_flops - log_flops.mean()

@@ -24,7 +24,7 @@ class ScalingLaw:
     alpha: float
     beta: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         v.positive("E", self.E, maximum=100)
         v.positive("A", self.A, maximum=1e12)
         v.positive("B", self.B, maximum=1e12)
@@ -69,7 +69,7 @@ class ScalingLaw:
 
     def _frontier_coefficient(self) -> float:
         # L_opt(C) - E = (A·G^-alpha + B·G^beta) · (C/6)^(-alpha·beta/(alpha+beta))
-        return self.A * self.G ** (-self.alpha) + self.B * self.G**self.beta
+        return self.A * math.pow(self.G, -self.alpha) + self.B * math.pow(self.G, self.beta)
 
     @property
     def _frontier_exponent(self) -> float:

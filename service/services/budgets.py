@@ -18,6 +18,7 @@ from service.services.changes import Changes
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
+from service.services.transactions import commit_or
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +78,7 @@ def get_budget(session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | Non
 
 
 def create_budget(session: Session, fields: BudgetFields, *, scope: uuid.UUID | None) -> Budget:
+    assert fields.organization_slug is not None, "a new budget's organization is required (BudgetSchema)"
     organization = organizations.named_in_body(session, fields.organization_slug, scope=scope)
     now = utcnow()
     budget = Budget(organization=organization, committed=Decimal(0), created_at=now, updated_at=now)
@@ -145,22 +147,23 @@ def _check_period_holds_commitments(session: Session, budget: Budget, fields: Bu
         )
 
 
+# What a concurrent request made impossible, by a word of the constraint that refused the commit.
+_CONFLICTS = {
+    # A plan was committed between our check and our write; the CHECK constraint kept the books.
+    "committed_within_amount": "The amount cannot drop below what is committed (it changed meanwhile).",
+    "within_cap": "A cap cannot drop below what is committed (it changed meanwhile).",
+    "hardware": "A hardware profile named in allowed_hardware was just deleted.",
+}
+
+
 def _commit(session: Session) -> None:
     """Commit, turning what a concurrent request made impossible into a 409 that says what."""
-    try:
-        session.commit()
-    except IntegrityError as error:
-        session.rollback()
-        if "committed_within_amount" in str(error.orig):
-            # A plan was committed between our check and our write; the CHECK constraint kept the books.
-            raise ConflictError(
-                "The amount cannot drop below what is committed (it changed meanwhile)."
-            ) from None
-        if "within_cap" in str(error.orig):
-            raise ConflictError("A cap cannot drop below what is committed (it changed meanwhile).") from None
-        if "hardware" in str(error.orig):
-            raise ConflictError("A hardware profile named in allowed_hardware was just deleted.") from None
-        raise
+    commit_or(session, _conflict)
+
+
+def _conflict(violation: IntegrityError) -> ConflictError | None:
+    refused_by = str(violation.orig)
+    return next((ConflictError(detail) for word, detail in _CONFLICTS.items() if word in refused_by), None)
 
 
 def delete_budget(
@@ -178,11 +181,8 @@ def delete_budget(
             f"{plans} plan(s) are charged to this budget; it is kept with their history.", plans=plans
         )
     session.delete(budget)
-    try:
-        session.commit()
-    except IntegrityError:  # a plan was charged to it since we counted
-        session.rollback()
-        raise ConflictError("A plan was just charged to this budget; it is kept with its history.") from None
+    # Refused when a plan was charged to it since we counted.
+    commit_or(session, ConflictError("A plan was just charged to this budget; it is kept with its history."))
 
 
 def _apply(session: Session, budget: Budget, fields: BudgetFields, *, replace: bool) -> None:

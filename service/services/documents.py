@@ -60,7 +60,7 @@ def _read(kind: Any, value: Any) -> Any:  # noqa: PLR0911 -- one return per kind
             return value
         (kind,) = [choice for choice in choices if choice is not str]
         return _read(kind, value)
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return from_document(kind, value)
     if origin in (Mapping, dict):
         return {key: _read(arguments[1], item) for key, item in value.items()}

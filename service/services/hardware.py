@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from service.catalog import PRECISIONS
@@ -16,7 +15,7 @@ from service.services.changes import Changes
 from service.services.errors import ConflictError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
-from service.services.writes import commit_new
+from service.services.transactions import commit_new, commit_or
 
 PRICE_FIELDS = ("price_per_hour", "currency", "price_as_of", "price_source")
 
@@ -73,6 +72,7 @@ def list_prices(session: Session, slug: str, *, limit: int, after: Cursor | None
 
 def create_hardware(session: Session, fields: HardwareFields) -> HardwareProfile:
     """A custom profile, with its first price when one is given. One transaction: all of it or nothing."""
+    assert fields.slug is not None, "a new profile's slug is required (HardwareSchema)"
     now = utcnow()
     profile = HardwareProfile(slug=fields.slug, built_in=False, created_at=now, updated_at=now)
     _apply(profile, fields, replace=True)
@@ -115,11 +115,8 @@ def delete_hardware(session: Session, slug: str, *, if_match: str | None) -> Non
     if plans:
         raise ConflictError(f"{plans} plan(s) use {slug!r}; it is kept with their history.", plans=plans)
     session.delete(profile)
-    try:
-        session.commit()
-    except IntegrityError:  # a budget or a plan started to use it since we counted
-        session.rollback()
-        raise ConflictError(f"A budget or a plan now uses {slug!r}; it cannot be deleted.") from None
+    # Refused when a budget or a plan started to use it since we counted.
+    commit_or(session, ConflictError(f"A budget or a plan now uses {slug!r}; it cannot be deleted."))
 
 
 def _refuse_built_in(profile: HardwareProfile, action: str) -> None:

@@ -31,6 +31,15 @@ _PURGE_BATCH = 100
 
 
 @dataclass(frozen=True)
+class RequestKey:
+    """The key a request came with, whose it is (an API key id), and the request (its `fingerprint`)."""
+
+    principal: str
+    key: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
 class StoredResponse:
     status_code: int
     body: str
@@ -51,36 +60,33 @@ def fingerprint(method: str, path: str, body: bytes) -> str:
     return hashlib.sha256(b"\0".join((method.encode(), path.encode(), canonical))).hexdigest()
 
 
-def claim(
-    session: Session, principal: str, key: str, request_fingerprint: str, now: datetime
-) -> StoredResponse | None:
-    """Take `key` for this request, or return the response to replay.
+def claim(session: Session, key: RequestKey, now: datetime) -> StoredResponse | None:
+    """Take `key` for its request, or return the response to replay.
 
     Raises InProgressError while another request holds the key, KeyReusedError for another request's key.
     The claim is a row inserted in the caller's transaction: it becomes visible only with what the request
-    writes, and vanishes with it on rollback.
+    writes, and vanishes with it on rollback. A request given a response to replay writes nothing: its
+    caller rolls back (services/transactions.run_once does all of this).
     """
-    if not locks.try_transaction_lock(session.connection(), f"idempotency:{principal}:{key}"):
+    if not locks.try_transaction_lock(session.connection(), f"idempotency:{key.principal}:{key.key}"):
         raise _in_progress()
-    mine = (IdempotencyRecord.principal == principal, IdempotencyRecord.key == key)
+    mine = _of(key)
     session.execute(delete(IdempotencyRecord).where(*mine, IdempotencyRecord.expires_at <= now))
     _purge_expired(session, now)
     record = session.scalars(select(IdempotencyRecord).where(*mine)).first()
     if record is not None:
-        if record.fingerprint != request_fingerprint:
+        if record.fingerprint != key.fingerprint:
             raise _reused()
         if record.status_code is None:  # only visible if a transaction committed a claim unfinished
             raise _in_progress()
-        replay = StoredResponse(record.status_code, record.body or "", dict(record.headers))
-        session.rollback()  # the request writes nothing: its response is the stored one
-        return replay
+        return StoredResponse(record.status_code, record.body or "", dict(record.headers))
     insert = (postgresql if session.get_bind().dialect.name == "postgresql" else sqlite).insert
     claimed = session.execute(
         insert(IdempotencyRecord)
         .values(
-            principal=principal,
-            key=key,
-            fingerprint=request_fingerprint,
+            principal=key.principal,
+            key=key.key,
+            fingerprint=key.fingerprint,
             headers={},
             created_at=now,
             expires_at=now + KEY_LIFETIME,
@@ -93,35 +99,34 @@ def claim(
     return None
 
 
-def stored_response(
-    session: Session, principal: str, key: str, request_fingerprint: str, now: datetime
-) -> StoredResponse | None:
+def stored_response(session: Session, key: RequestKey, now: datetime) -> StoredResponse | None:
     """The finished response to replay for `key`, if there is one, read without claiming anything (and so
     without a write lock): for requests that do slow work before they claim their key."""
     record = session.scalars(
         select(IdempotencyRecord).where(
-            IdempotencyRecord.principal == principal,
-            IdempotencyRecord.key == key,
+            *_of(key),
             IdempotencyRecord.expires_at > now,
             IdempotencyRecord.status_code.is_not(None),
         )
     ).first()
     if record is None:
         return None
-    if record.fingerprint != request_fingerprint:
+    if record.fingerprint != key.fingerprint:
         raise _reused()
     return StoredResponse(record.status_code, record.body or "", dict(record.headers))
 
 
-def finish(session: Session, response: StoredResponse, *, principal: str, key: str | None) -> None:
-    """Commit the request's transaction; with a claimed `key`, its response is stored in the same commit."""
-    if key is not None:
-        session.execute(
-            update(IdempotencyRecord)
-            .where(IdempotencyRecord.principal == principal, IdempotencyRecord.key == key)
-            .values(status_code=response.status_code, body=response.body, headers=response.headers)
-        )
-    session.commit()
+def store(session: Session, response: StoredResponse, key: RequestKey) -> None:
+    """Keep `response` with the claimed `key` for its retries, to be committed with what the request wrote."""
+    session.execute(
+        update(IdempotencyRecord)
+        .where(*_of(key))
+        .values(status_code=response.status_code, body=response.body, headers=response.headers)
+    )
+
+
+def _of(key: RequestKey) -> tuple:
+    return IdempotencyRecord.principal == key.principal, IdempotencyRecord.key == key.key
 
 
 def _purge_expired(session: Session, now: datetime) -> None:

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from service.models import ApiKey, utcnow
 from service.services import organizations
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
+from service.services.transactions import commit_or
 
 PREFIX = "cpk"
 ROLES = ("admin", "planner", "finance", "viewer")
@@ -147,10 +147,7 @@ def ensure_bootstrap_admin_key(session: Session, key: str) -> ApiKey:
         key_id=key_id, secret_hash=digest(secret), name="bootstrap admin (PLANNER_ADMIN_KEY)", role="admin"
     )
     session.add(record)
-    try:
-        session.commit()
-    except IntegrityError:  # another process bootstrapped the same key at the same moment
-        session.rollback()
+    commit_or(session, on_conflict=None)  # None: another process bootstrapping the same key meanwhile is fine
     return record
 
 

@@ -29,6 +29,7 @@ from service.services.documents import JsonObject, from_document, to_document
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
+from service.services.transactions import commit_or
 
 # Fits answered at once (201) rather than as a job (202): about 5 s at most on two cores.
 SYNC_MAX_RUNS = 500
@@ -383,11 +384,7 @@ def delete_law(session: Session, slug: str, *, scope: uuid.UUID | None, if_match
         raise ConflictError(f"{slug!r} is a published law; only fitted laws can be deleted.")
     require_version(if_match, law_version(law))
     session.delete(law)
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        raise ConflictError(f"Plans were made with the scaling law {slug!r}; it is kept for them.") from None
+    commit_or(session, ConflictError(f"Plans were made with the scaling law {slug!r}; it is kept for them."))
 
 
 def law_version(law: engine.NamedLaw | FittedLaw) -> str | None:

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from service.models import Organization
 from service.services.errors import InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
-from service.services.writes import commit_new
+from service.services.transactions import commit_new
 
 
 def create_organization(session: Session, *, slug: str, name: str) -> Organization:

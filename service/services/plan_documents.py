@@ -31,7 +31,8 @@ LAW_COEFFICIENTS = tuple(field.name for field in dataclasses.fields(ScalingLaw))
 
 
 def inputs_document(inputs: PlanInputs) -> dict[str, Any]:
-    return to_document(inputs)
+    document: dict[str, Any] = to_document(inputs)
+    return document
 
 
 def plan_inputs(document: JsonObject) -> PlanInputs:

@@ -5,8 +5,9 @@ a `snapshot` of what the evaluation used (the hardware's figures and the price i
 coefficients, the engine version) and its `result` (the allocation document of POST /v1/allocations).
 `evaluate(inputs, snapshot)` gives the result again, whatever has changed in the catalog since.
 
-Use cases here flush but do not commit: each request is one transaction, which `idempotency.finish` commits
-together with the record of its Idempotency-Key (see service/api/idempotency.py).
+Use cases here flush but do not commit: each request is one transaction, which `transactions.run_once`
+commits together with the record of its Idempotency-Key (called by service/api/idempotency.py and the
+console).
 """
 
 from __future__ import annotations

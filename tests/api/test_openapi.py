@@ -53,6 +53,16 @@ def test_the_checked_in_openapi_yaml_matches_the_code(client):
     assert checked_in == served, "openapi.yaml is stale: run `make openapi` and commit the result"
 
 
+def test_make_openapi_writes_exactly_the_checked_in_file(tmp_path):
+    # What `make openapi` runs. The served JSON alone would not notice a value that YAML writes as a Python
+    # object (an enum member, say) and safe_load then refuses.
+    app = create_app(Config(database_url="sqlite://", testing=True))
+    written = tmp_path / "openapi.yaml"
+    result = app.test_cli_runner().invoke(args=["openapi", "write", "--format", "yaml", str(written)])
+    assert result.exit_code == 0, result.output
+    assert written.read_text() == CHECKED_IN.read_text()
+
+
 def _references(node) -> set[str]:
     if isinstance(node, dict):
         found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
