@@ -10,7 +10,7 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from service import auth, cli, console, jobs, ratelimit, request_context
+from service import actors, auth, cli, console, jobs, ratelimit, request_context
 from service.api import init_api
 from service.config import Config
 from service.db import Database, create_db_engine, create_readiness_engine, get_db
@@ -67,7 +67,7 @@ def _bootstrap_admin_key(app: Flask, key: str) -> None:
             logging.getLogger(__name__).info("admin key bootstrapped once the database is migrated")
             return
         with database.sessionmaker() as session:
-            keys.ensure_bootstrap_admin_key(audit.act_as(session, "bootstrap"), key)
+            keys.ensure_bootstrap_admin_key(actors.act_as(session, "bootstrap"), key)
     except SQLAlchemyError as error:
         logging.getLogger(__name__).warning(
             "admin key not bootstrapped", extra={"error_type": type(error).__name__}

@@ -20,9 +20,9 @@ from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Forbidden, Unauthorized
 
 from service import ratelimit
+from service.actors import act_as
 from service.db import READ_METHODS, get_db, get_session
 from service.services import keys
-from service.services.audit import act_as
 from service.services.keys import Principal
 
 # Everything else needs a key, including paths that match no route (no hint of what exists).

@@ -11,11 +11,11 @@ from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import select
 
-from service import jobs, migrate
+from service import actors, jobs, migrate
 from service.core.engine import ENGINE_VERSION
 from service.db import get_db
 from service.models import Plan
-from service.services import audit, keys, plans
+from service.services import keys, plans
 from service.services.catalog import load_builtin_hardware
 from service.services.errors import InvalidFieldError
 
@@ -67,7 +67,7 @@ def setup() -> None:
     migrate.upgrade(database.engine)
     click.echo("database migrated to head")
     with database.sessionmaker() as session:
-        load = load_builtin_hardware(audit.act_as(session, "setup"))
+        load = load_builtin_hardware(actors.act_as(session, "setup"))
     click.echo(
         f"built-in hardware: {len(load.created)} created, {len(load.updated)} updated, "
         f"{len(load.repriced)} repriced, {len(load.unchanged)} unchanged"
@@ -77,7 +77,7 @@ def setup() -> None:
     admin_key = current_app.extensions["planner.config"].admin_key
     if admin_key:
         with database.sessionmaker() as session:
-            record = keys.ensure_bootstrap_admin_key(audit.act_as(session, "setup"), admin_key)
+            record = keys.ensure_bootstrap_admin_key(actors.act_as(session, "setup"), admin_key)
         click.echo(f"admin key {record.key_id} (PLANNER_ADMIN_KEY) is in place")
 
 
@@ -93,7 +93,8 @@ def keys_create(role: str, organization: str | None, name: str) -> None:
     with get_db().sessionmaker() as session:
         try:
             issued = keys.create_key(
-                audit.act_as(session, "cli"), {"role": role, "organization_slug": organization, "name": name}
+                actors.act_as(session, "cli"),
+                keys.NewKey(role=role, organization_slug=organization, name=name),
             )
         except InvalidFieldError as error:
             raise click.UsageError(error.detail) from None

@@ -12,8 +12,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.actors import act_as
 from service.config import Config
-from service.services.audit import act_as
 
 EXTENSION_KEY = "planner.db"
 

@@ -22,10 +22,11 @@ from datetime import timedelta
 import flask
 from sqlalchemy import and_, or_, select, update
 
-from service import http_status, metrics
+from service import actors, http_status, metrics
 from service.db import Database, get_db
 from service.models import FitJob, utcnow
-from service.services import audit, laws
+from service.problems import service_error_entry
+from service.services import laws
 from service.services.errors import InvalidFieldError
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def run_job(database: Database, job_id: uuid.UUID, attempt: int, lease: timedelt
     """Fit a claimed job and record the outcome, unless another runner has claimed it since."""
     with database.sessionmaker() as session:
         job = session.get(FitJob, job_id)
-        request, actor = job.request, job.created_by
+        request, actor = laws.fit_request(job.request), job.created_by
     if attempt > MAX_ATTEMPTS:
         _finish(database, job_id, attempt, error=_interrupted())
         return
@@ -101,11 +102,12 @@ def _finish(
     actor: str = "system",
 ) -> None:
     with database.sessionmaker() as session:
-        audit.act_as(session, actor)
+        actors.act_as(session, actor)
         job = session.get(FitJob, job_id)
         law = None
         if columns is not None:
-            law = laws.store_law(session, job.organization_id, job.slug, job.request, columns, actor=actor)
+            request = laws.fit_request(job.request)
+            law = laws.store_law(session, job.organization_id, job.slug, request, columns, actor=actor)
             if law is None:
                 error = _problem(409, f"A scaling law with slug {job.slug!r} was stored while this job ran.")
             else:
@@ -160,7 +162,7 @@ def _problem(status: int, detail: str, *, title: str | None = None, **extensions
 
 
 def _refusal(error: InvalidFieldError) -> dict:
-    return _problem(422, error.detail, errors=[{"detail": error.detail, **error.where}])
+    return _problem(422, error.detail, errors=[service_error_entry(error)])
 
 
 def _interrupted() -> dict:

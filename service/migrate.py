@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Engine
 
 from service import db
 from service.config import Config
-from service.services.locks import hold_setup_lock
+from service.locks import hold_setup_lock
 
 MIGRATIONS_DIR = Config().migrations_dir
 

@@ -23,6 +23,7 @@ from service.services.errors import (
     ConflictError,
     InvalidFieldError,
     InvalidHeaderError,
+    InvalidParameterError,
     KeyReusedError,
     NotFoundError,
     PreconditionFailedError,
@@ -108,16 +109,32 @@ def problem_response(
 
 def validation_errors(messages: Mapping[str, object]) -> list[dict[str, str]]:
     """Flatten webargs/marshmallow messages ({location: {field: [msg] | nested}}) into error entries."""
-    errors: list[dict[str, str]] = []
-    for location, tree in messages.items():
-        key = _LOCATION_KEYS.get(location, "pointer")
-        for path, detail in _walk(tree, ()):
-            if key == "pointer":
-                where = "#" + "".join("/" + _escape_pointer(str(part)) for part in path)
-            else:
-                where = ".".join(str(part) for part in path)
-            errors.append({key: where, "detail": detail})
-    return errors
+    return [
+        _error_entry(location, path, detail)
+        for location, tree in messages.items()
+        for path, detail in _walk(tree, ())
+    ]
+
+
+def service_error_entry(error: InvalidFieldError) -> dict[str, str]:
+    """The error entry of a use case's refusal of a field: where the field is (a JSON pointer into the body,
+    a query parameter, a header), and why."""
+    if isinstance(error, InvalidHeaderError):
+        location = "headers"
+    elif isinstance(error, InvalidParameterError):
+        location = "query"
+    else:
+        location = "json"
+    return _error_entry(location, error.field, error.detail)
+
+
+def _error_entry(location: str, path: tuple[object, ...], detail: str) -> dict[str, str]:
+    key = _LOCATION_KEYS.get(location, "pointer")
+    if key == "pointer":
+        where = "#" + "".join("/" + _escape_pointer(str(part)) for part in path)
+    else:
+        where = ".".join(str(part) for part in path)
+    return {key: where, "detail": detail}
 
 
 def _walk(tree: object, path: tuple[object, ...]) -> Iterator[tuple[tuple[object, ...], str]]:
@@ -157,9 +174,10 @@ def _handle_http_exception(error: HTTPException) -> flask.Response:
 def _handle_service_error(error: ServiceError) -> flask.Response:
     status = next(code for cls, code in _SERVICE_ERROR_STATUS.items() if isinstance(error, cls))
     if isinstance(error, InvalidFieldError):
-        errors = [{**error.where, "detail": error.detail}]
+        errors = [service_error_entry(error)]
         return problem_response(status, "The request is not valid; see errors.", errors=errors)
-    return problem_response(status, error.detail, headers=error.headers, **error.extensions)
+    headers = {} if error.retry_after is None else {"Retry-After": str(error.retry_after)}
+    return problem_response(status, error.detail, headers=headers, **error.extensions)
 
 
 def _handle_invalid_document(error: ma.ValidationError) -> flask.Response:

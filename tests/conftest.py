@@ -207,7 +207,7 @@ def issue_key_in(session, role: str, organization: str | None = None) -> str:
         session.add(Organization(slug=organization, name=organization.title()))
         session.commit()
     return keys.create_key(
-        session, {"role": role, "organization_slug": organization, "name": f"test {role}"}
+        session, keys.NewKey(role=role, organization_slug=organization, name=f"test {role}")
     ).key
 
 

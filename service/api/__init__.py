@@ -19,21 +19,13 @@ from service.api import budgets, hardware, health, keys, laws, organizations, pl
 from service.api.base import SlugConverter
 from service.auth import SECURITY_SCHEME
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
-from service.schemas import (
-    NAMED_VARIANTS,
-    SLUG_PATTERN,
-    CostReportSchema,
-    CostRowSchema,
-    FitRequestSchema,
-    InlineHardwareSchema,
-    InlineLawSchema,
-    InlineServingHardwareSchema,
-    MoneyField,
-    StrictSchema,
-    greater_than_to_property,
-    rules_document,
-    slug_or_object_to_property,
-)
+from service.schemas.budgets import BUDGET_PATCH
+from service.schemas.common import StrictSchema, greater_than_to_property, rules_document
+from service.schemas.fields import SLUG_PATTERN, MoneyField, slug_or_object_to_property
+from service.schemas.hardware import HARDWARE_PATCH, HARDWARE_REPLACE
+from service.schemas.laws import FitRequestSchema
+from service.schemas.planning import InlineHardwareSchema, InlineLawSchema, InlineServingHardwareSchema
+from service.schemas.reports import CostReportSchema, CostRowSchema
 
 # The release's version (README, Versions): the installed distribution's, as pyproject.toml gives it.
 API_VERSION = importlib.metadata.version("compute-planner")
@@ -72,6 +64,13 @@ RETRY_AFTER = {
     }
 }
 
+# Variants for PUT and PATCH, named for the OpenAPI description (apispec would otherwise invent names).
+NAMED_VARIANTS = {
+    "HardwareReplace": HARDWARE_REPLACE,
+    "HardwarePatch": HARDWARE_PATCH,
+    "BudgetPatch": BUDGET_PATCH,
+}
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # Operations that take training runs: bodies up to MAX_FIT_UPLOAD_LENGTH, as JSON or a multipart CSV upload.
 UPLOAD_ENDPOINTS = frozenset({"scaling-laws.fit_law"})
@@ -85,7 +84,7 @@ class _Converter(OpenAPIConverter):
 
 
 class _MarshmallowPlugin(MarshmallowPlugin):
-    """Components state their schema's rules between fields (see service/schemas.py)."""
+    """Components state their schema's rules between fields (see service/schemas/common.py)."""
 
     Converter = _Converter
 

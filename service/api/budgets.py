@@ -16,15 +16,10 @@ from service.api.base import (
 from service.auth import READERS, requires, scope
 from service.db import get_session
 from service.models import utcnow
-from service.schemas import (
-    BUDGET_PATCH,
-    BudgetPageSchema,
-    BudgetQuerySchema,
-    BudgetSchema,
-    LedgerPageSchema,
-    ListQuerySchema,
-    UtilizationSchema,
-)
+from service.schemas.budgets import BUDGET_PATCH, BudgetPageSchema, BudgetQuerySchema, BudgetSchema
+from service.schemas.common import ListQuerySchema
+from service.schemas.plans import LedgerPageSchema
+from service.schemas.reports import UtilizationSchema
 from service.services import budgets, plans, reports
 
 blp = Blueprint("budgets", __name__, url_prefix="/v1/budgets", description="Organisations' budgets")

@@ -15,14 +15,14 @@ from service.api.base import (
 )
 from service.auth import READERS, requires
 from service.db import get_session
-from service.schemas import (
+from service.schemas.common import ListQuerySchema
+from service.schemas.hardware import (
     HARDWARE_PATCH,
     HARDWARE_REPLACE,
     HardwarePageSchema,
     HardwarePricePageSchema,
     HardwareQuerySchema,
     HardwareSchema,
-    ListQuerySchema,
 )
 from service.services import hardware
 

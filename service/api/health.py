@@ -8,7 +8,7 @@ from service import metrics
 from service.api.base import Blueprint
 from service.db import get_db
 from service.problems import problem_response
-from service.schemas import HealthSchema, ReadinessSchema
+from service.schemas.health import HealthSchema, ReadinessSchema
 from service.services.health import check_readiness
 
 blp = Blueprint("health", __name__, description="Probes for load balancers and orchestrators")

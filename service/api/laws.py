@@ -24,7 +24,10 @@ from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, current_principal, requires, scope
 from service.db import get_db, get_session
 from service.models import utcnow
-from service.schemas import (
+from service.schemas.common import requires as needs  # a rule between fields (auth's `requires` guards views)
+from service.schemas.common import rules_json
+from service.schemas.fields import numeral
+from service.schemas.laws import (
     FitJobSchema,
     FitRequestSchema,
     FrontierQuerySchema,
@@ -34,10 +37,7 @@ from service.schemas import (
     LawPageSchema,
     LawQuerySchema,
     ScalingLawSchema,
-    numeral,
-    rules_json,
 )
-from service.schemas import requires as needs  # a rule between fields (auth's `requires` guards views)
 from service.services import laws, planning
 from service.services.preconditions import etag
 

@@ -11,7 +11,8 @@ from service.api.base import (
 )
 from service.auth import READERS, requires, scope
 from service.db import get_session
-from service.schemas import ListQuerySchema, OrganizationPageSchema, OrganizationSchema
+from service.schemas.common import ListQuerySchema
+from service.schemas.organizations import OrganizationPageSchema, OrganizationSchema
 from service.services import organizations
 
 blp = Blueprint("organizations", __name__, url_prefix="/v1/organizations", description="Tenants")

@@ -5,7 +5,12 @@ from __future__ import annotations
 from service.api.base import Blueprint
 from service.auth import READERS, requires, scope
 from service.db import get_session
-from service.schemas import AllocationRequestSchema, AllocationSchema, EstimateRequestSchema, EstimateSchema
+from service.schemas.planning import (
+    AllocationRequestSchema,
+    AllocationSchema,
+    EstimateRequestSchema,
+    EstimateSchema,
+)
 from service.services import planning
 
 blp = Blueprint("planning", __name__, url_prefix="/v1", description="Allocate compute budgets, estimate runs")

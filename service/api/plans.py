@@ -16,7 +16,7 @@ from service.api.base import (
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
 from service.db import get_session
-from service.schemas import (
+from service.schemas.plans import (
     CompareQuerySchema,
     ComparisonSchema,
     PlanPageSchema,
@@ -126,4 +126,7 @@ def revise_plan(_changes, plan_id):
     """What-if: a new draft from this plan's request with changes (JSON merge patch: null removes a member),
     e.g. more accelerators, another price or another law. It names this plan as its parent."""
     changes = flask.request.get_json()  # as sent: merged into the parent's request, then validated whole
-    return _created(plans.revise_plan(get_session(), plan_id, changes, scope=scope()))
+    revised = plans.revise_plan(
+        get_session(), plan_id, changes, validate=PlanRequestSchema().load, scope=scope()
+    )
+    return _created(revised)

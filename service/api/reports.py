@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterable
-from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
-
 import flask
 
 from service.api.base import Blueprint
 from service.auth import READERS, requires, scope
-from service.core.units import CENT
+from service.csv_files import CSV_TYPE, csv_response
 from service.db import get_session
-from service.schemas import CostReportQuerySchema, CostReportSchema
+from service.schemas.reports import CostReportQuerySchema, CostReportSchema
 from service.services import reports
 
 blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost reports")
-
-CSV_TYPE = "text/csv"
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would evaluate such a cell (OWASP)
 
 
 @blp.get("/costs")
@@ -67,32 +58,3 @@ def _wants_csv(format: str | None) -> bool:
     if format is not None:
         return format == "csv"
     return flask.request.accept_mimetypes.best_match(["application/json", CSV_TYPE]) == CSV_TYPE
-
-
-def _csv_value(name: str, value: Any) -> str:
-    if name == "estimated":
-        return "true"
-    if value is None:
-        return ""
-    if isinstance(value, Decimal):
-        return f"{value.quantize(CENT, ROUND_HALF_UP):f}"  # as every amount the service rounds
-    if isinstance(value, float | int):
-        return repr(value)
-    text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
-
-
-def csv_response(columns: list[str], rows: Iterable[dict[str, Any]], filename: str) -> flask.Response:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_csv_value(name, row.get(name)) for name in columns])
-    return flask.Response(
-        out.getvalue().encode("utf-8"),
-        mimetype=CSV_TYPE,
-        headers={
-            "Content-Type": f"{CSV_TYPE}; charset=utf-8",
-            "Content-Disposition": f'attachment; filename="{filename}"',
-        },
-    )

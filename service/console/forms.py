@@ -9,7 +9,8 @@ from typing import Any
 
 import marshmallow as ma
 
-from service.schemas import REPORT_GROUPS, numeral
+from service.schemas.fields import numeral
+from service.schemas.reports import REPORT_GROUPS
 from service.services.errors import InvalidFieldError
 
 # The budget a person plans with: one amount in one of these units.
@@ -106,11 +107,10 @@ def errors_by_field(
     budget's errors go beside its amount, and those of the shape's members beside their own fields."""
     found: dict[str, list[str]] = {}
     if isinstance(error, InvalidFieldError):
-        where = error.where.get("pointer") or error.where.get("parameter") or "#"
-        member, _, inner = where.removeprefix("#").strip("/").partition("/")
-        if member == "shape" and inner:
-            member = inner
-        found.setdefault(_form_field(member or "_form", budget_kind), []).append(error.detail)
+        # A shape's members have fields of their own on the planner.
+        path = error.field[1:] if error.field[:1] == ("shape",) and len(error.field) > 1 else error.field
+        member = str(path[0]) if path else "_form"
+        found.setdefault(_form_field(member, budget_kind), []).append(error.detail)
         return found
     messages = error.messages
     if isinstance(messages, Mapping) and isinstance(messages.get("shape"), Mapping):

@@ -14,7 +14,6 @@ import marshmallow as ma
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
-from service.api.reports import csv_response
 from service.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
 from service.console import blp, figures, same_origin
 from service.console.formatting import FILTERS
@@ -29,25 +28,23 @@ from service.console.forms import (
     report_query,
 )
 from service.core import engine
+from service.csv_files import csv_response
 from service.db import get_session
 from service.models import PLAN_STATUSES, utcnow
-from service.schemas import (
-    TRAINING_PRECISIONS,
-    AllocationRequestSchema,
-    AllocationSchema,
-    BudgetSchema,
+from service.schemas.budgets import BudgetSchema
+from service.schemas.common import ListQuerySchema
+from service.schemas.laws import FrontierQuerySchema
+from service.schemas.planning import TRAINING_PRECISIONS, AllocationRequestSchema, AllocationSchema
+from service.schemas.plans import (
     CompareQuerySchema,
     ComparisonSchema,
-    CostReportQuerySchema,
-    FrontierQuerySchema,
     LedgerEntrySchema,
-    ListQuerySchema,
     PlanQuerySchema,
     PlanRequestSchema,
     PlanSchema,
     PlanSummarySchema,
-    UtilizationSchema,
 )
+from service.schemas.reports import CostReportQuerySchema, UtilizationSchema
 from service.services import (
     budgets,
     hardware,

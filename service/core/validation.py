@@ -13,6 +13,11 @@ class InvalidInput(ValueError):
         self.argument = argument
         self.message = message
 
+    @property
+    def sentence(self) -> str:
+        """The message as a sentence of its own, for a reader who sees it beside the argument."""
+        return self.message[0].upper() + self.message[1:] + "."
+
 
 def finite(argument: str, value: float) -> float:
     try:

@@ -1,7 +1,7 @@
 """The audit log: every change to an audited object, written in the same transaction as the change.
 
 A `before_flush` hook sees every insert, update and delete, so no use case can forget to record one. Who
-acted comes from `session.info` (set per request from the caller's key id; "system" otherwise). Entries
+acted comes from the session (service/actors.py: the caller's key id per request; "system" otherwise). Entries
 hold names of changed fields, never values, so no secret can reach the log.
 """
 
@@ -12,6 +12,7 @@ import uuid
 from sqlalchemy import event, inspect, select
 from sqlalchemy.orm import Session
 
+from service import actors
 from service.models import (
     ApiKey,
     AuditEntry,
@@ -36,12 +37,6 @@ _AUDITED = {
     FitJob: "fit_job",
 }
 _NOT_WORTH_LISTING = {"updated_at", "version"}
-
-
-def act_as(session: Session, actor: str, request_id: str | None = None) -> Session:
-    session.info["actor"] = actor
-    session.info["request_id"] = request_id
-    return session
 
 
 def _organization_of(obj) -> uuid.UUID | None:
@@ -97,12 +92,12 @@ def record(session: Session, action: str, obj, fields: list[str]) -> None:
 def _entry(session: Session, action: str, obj, fields: list[str]) -> AuditEntry:
     kind = _AUDITED[type(obj)]
     return AuditEntry(
-        actor=session.info.get("actor", "system"),
+        actor=actors.actor(session),
         organization_id=_organization_of(obj),
         action=f"{kind}.{action}",
         object_type=kind,
         object_id=_object_id(obj),
-        request_id=session.info.get("request_id"),
+        request_id=actors.request_id(session),
         fields=fields,
     )
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
-from typing import Any
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -13,10 +14,28 @@ from sqlalchemy.orm import Session, selectinload
 
 from service.models import CAP_SLACK, Budget, HardwareProfile, Organization, Plan, PlanStatus, utcnow
 from service.services import organizations
+from service.services.changes import Changes
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
 from service.services.transactions import commit_or
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetFields(Changes):
+    """A budget's fields as a request sets them (what BudgetSchema loads)."""
+
+    organization_slug: str | None = None
+    name: str | None = None
+    amount: Decimal | None = None
+    currency: str | None = None
+    period_start: datetime | None = None
+    period_end: datetime | None = None
+    max_flops: float | None = None
+    max_accelerator_hours: float | None = None
+    allowed_hardware_slugs: list[str] | None = None  # empty: any hardware
+    labels: Mapping[str, str] | None = None
+
 
 _PLAIN_FIELDS = (
     "name",
@@ -58,8 +77,9 @@ def get_budget(session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | Non
     return budget
 
 
-def create_budget(session: Session, fields: Mapping[str, Any], *, scope: uuid.UUID | None) -> Budget:
-    organization = organizations.named_in_body(session, fields["organization_slug"], scope=scope)
+def create_budget(session: Session, fields: BudgetFields, *, scope: uuid.UUID | None) -> Budget:
+    assert fields.organization_slug is not None, "a new budget's organization is required (BudgetSchema)"
+    organization = organizations.named_in_body(session, fields.organization_slug, scope=scope)
     now = utcnow()
     budget = Budget(organization=organization, committed=Decimal(0), created_at=now, updated_at=now)
     _apply(session, budget, fields, replace=True)
@@ -71,7 +91,7 @@ def create_budget(session: Session, fields: Mapping[str, Any], *, scope: uuid.UU
 def update_budget(
     session: Session,
     budget_id: uuid.UUID,
-    fields: Mapping[str, Any],
+    fields: BudgetFields,
     *,
     scope: uuid.UUID | None,
     if_match: str | None,
@@ -81,11 +101,11 @@ def update_budget(
     drops below what is committed, and the currency is fixed once anything is."""
     budget = get_budget(session, budget_id, scope=scope)
     require_version(if_match, budget.version)
-    if fields.get("organization_slug", budget.organization_slug) != budget.organization_slug:
-        raise InvalidFieldError("#/organization", "A budget cannot move to another organization.")
-    if budget.committed and fields.get("currency", budget.currency) != budget.currency:
+    if fields.given_or("organization_slug", budget.organization_slug) != budget.organization_slug:
+        raise InvalidFieldError("organization", "A budget cannot move to another organization.")
+    if budget.committed and fields.given_or("currency", budget.currency) != budget.currency:
         raise ConflictError(f"{budget.committed} {budget.currency} is committed; the currency cannot change.")
-    if "amount" in fields and fields["amount"] < budget.committed:
+    if fields.amount is not None and fields.amount < budget.committed:
         raise ConflictError(
             f"The amount cannot drop below the {budget.committed} {budget.currency} already committed.",
             committed=str(budget.committed),
@@ -94,7 +114,7 @@ def update_budget(
         ("max_flops", budget.committed_flops),
         ("max_accelerator_hours", budget.committed_accelerator_hours),
     ):
-        if fields.get(cap) is not None and fields[cap] * CAP_SLACK < committed:
+        if getattr(fields, cap) is not None and getattr(fields, cap) * CAP_SLACK < committed:
             raise ConflictError(f"{cap} cannot drop below the {committed:.6g} already committed.", limit=cap)
     _check_period_holds_commitments(session, budget, fields)
     _apply(session, budget, fields, replace=replace)
@@ -104,11 +124,11 @@ def update_budget(
     return budget
 
 
-def _check_period_holds_commitments(session: Session, budget: Budget, fields: Mapping[str, Any]) -> None:
+def _check_period_holds_commitments(session: Session, budget: Budget, fields: BudgetFields) -> None:
     """A period may change only around what is committed: every committed plan's run stays within it (as
     its commit required), so reports by month add up to the budget's `committed`."""
-    start = fields.get("period_start", budget.period_start)
-    end = fields.get("period_end", budget.period_end)
+    start = fields.given_or("period_start", budget.period_start)
+    end = fields.given_or("period_end", budget.period_end)
     if not budget.committed or (start, end) == (budget.period_start, budget.period_end):
         return
     outside = session.scalar(
@@ -165,19 +185,19 @@ def delete_budget(
     commit_or(session, ConflictError("A plan was just charged to this budget; it is kept with its history."))
 
 
-def _apply(session: Session, budget: Budget, fields: Mapping[str, Any], *, replace: bool) -> None:
-    start = fields.get("period_start") if "period_start" in fields or replace else budget.period_start
-    end = fields.get("period_end") if "period_end" in fields or replace else budget.period_end
+def _apply(session: Session, budget: Budget, fields: BudgetFields, *, replace: bool) -> None:
+    start = fields.period_start if fields.sets("period_start") or replace else budget.period_start
+    end = fields.period_end if fields.sets("period_end") or replace else budget.period_end
     if end <= start:  # checked before any change, so that no half-changed row is ever flushed
-        raise InvalidFieldError("#/period_end", "Must be after period_start.")
+        raise InvalidFieldError("period_end", "Must be after period_start.")
     for name in _PLAIN_FIELDS:
-        if name in fields or replace:
-            setattr(budget, name, fields.get(name))
-    if "labels" in fields or replace:
-        budget.labels = dict(fields.get("labels") or {})
-    if "allowed_hardware_slugs" in fields or replace:
+        if fields.sets(name) or replace:
+            setattr(budget, name, getattr(fields, name))
+    if fields.sets("labels") or replace:
+        budget.labels = dict(fields.labels or {})
+    if fields.sets("allowed_hardware_slugs") or replace:
         with session.no_autoflush:
-            budget.allowed_hardware = _hardware(session, fields.get("allowed_hardware_slugs") or [])
+            budget.allowed_hardware = _hardware(session, fields.allowed_hardware_slugs or [])
 
 
 def _hardware(session: Session, slugs: list[str]) -> list[HardwareProfile]:
@@ -186,5 +206,5 @@ def _hardware(session: Session, slugs: list[str]) -> list[HardwareProfile]:
     }
     for index, slug in enumerate(slugs):
         if slug not in found:
-            raise InvalidFieldError(f"#/allowed_hardware/{index}", f"No hardware profile {slug!r}.")
+            raise InvalidFieldError(("allowed_hardware", index), f"No hardware profile {slug!r}.")
     return sorted(found.values(), key=lambda profile: profile.slug)  # as the relationship loads them

@@ -9,8 +9,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.catalog import PRECISIONS, HardwareSpec, builtin_hardware
+from service.locks import hold_setup_lock
 from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, utcnow
-from service.services.locks import hold_setup_lock
 
 
 @dataclass

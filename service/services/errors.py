@@ -4,9 +4,10 @@ from __future__ import annotations
 
 
 class ServiceError(Exception):
-    """Base of the errors a use case reports to its caller."""
+    """Base of the errors a use case reports to its caller: what went wrong in words (`detail`) and as data
+    (`extensions`, e.g. the budget limit a plan broke), never in HTTP's terms."""
 
-    headers: dict[str, str] = {}
+    retry_after: int | None = None  # seconds after which the same request may well succeed
 
     def __init__(self, detail: str, **extensions: object):
         super().__init__(detail)
@@ -25,35 +26,36 @@ class ConflictError(ServiceError):
 class InProgressError(ConflictError):
     """A request with the same Idempotency-Key is being processed right now: retry shortly."""
 
-    headers = {"Retry-After": "1"}
+    retry_after = 1
 
 
 class KeyReusedError(ServiceError):
     """An Idempotency-Key came back with another request (another body, path or method)."""
 
 
+# Where a request value is: names (and list indices) from the top of the request, () for the whole of it.
+FieldPath = tuple[str | int, ...]
+
+
 class InvalidFieldError(ServiceError):
     """A request field is valid on its own but not in context (an unknown slug, an impossible target).
 
-    `where` locates it as in a problem's error entry: {"pointer": "#/law"} for the body, {"parameter": ...}
-    for the query string.
+    `field` is its path in the request (("shape", "heads"), ("allowed_hardware", 2)); a single name may be
+    given as a string. The HTTP layer says where that is (service/problems.py: a JSON pointer into the body).
     """
 
-    def __init__(
-        self, pointer: str | None, detail: str, *, parameter: str | None = None, header: str | None = None
-    ):
+    def __init__(self, field: str | FieldPath, detail: str):
         super().__init__(detail)
-        if header:
-            self.where = {"header": header}
-        else:
-            self.where = {"parameter": parameter} if parameter else {"pointer": pointer or "#"}
+        self.field: FieldPath = (field,) if isinstance(field, str) else tuple(field)
+
+
+class InvalidParameterError(InvalidFieldError):
+    """A query parameter is valid on its own but not in context (a report that would be too long)."""
 
 
 class InvalidHeaderError(InvalidFieldError):
-    """A request header the operation reads is malformed (a 400: the request itself is not understood)."""
-
-    def __init__(self, header: str, detail: str):
-        super().__init__(None, detail, header=header)
+    """A request header the operation reads is malformed (a 400: the request itself is not understood);
+    `field` is the header's name."""
 
 
 class PreconditionRequiredError(ServiceError):

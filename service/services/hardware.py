@@ -3,19 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from decimal import Decimal
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from service.catalog import PRECISIONS
 from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, Plan, budget_hardware, utcnow
+from service.services.changes import Changes
 from service.services.errors import ConflictError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
 from service.services.transactions import commit_new, commit_or
 
 PRICE_FIELDS = ("price_per_hour", "currency", "price_as_of", "price_source")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HardwareFields(Changes):
+    """A custom profile's fields as a request sets them (what HardwareSchema loads); its slug only when it
+    is created."""
+
+    slug: str | None = None
+    name: str | None = None
+    vendor: str | None = None
+    peak_flops: Mapping[str, float] | None = None  # by precision
+    memory_bytes: int | None = None
+    memory_bandwidth_bytes_per_second: int | None = None
+    interconnect_bandwidth_bytes_per_second: int | None = None
+    interconnect: str | None = None
+    tdp_watts: int | None = None
+    source: str | None = None
+    note: str | None = None
+    price_per_hour: Decimal | None = None
+    currency: str | None = None
+    price_as_of: str | None = None  # ISO 8601, of year, month or day precision
+    price_source: str | None = None
 
 
 def list_hardware(
@@ -46,19 +70,20 @@ def list_prices(session: Session, slug: str, *, limit: int, after: Cursor | None
     return paginate(session, stmt, HardwarePrice, limit, after, time="effective_at")
 
 
-def create_hardware(session: Session, fields: Mapping[str, Any]) -> HardwareProfile:
+def create_hardware(session: Session, fields: HardwareFields) -> HardwareProfile:
     """A custom profile, with its first price when one is given. One transaction: all of it or nothing."""
+    assert fields.slug is not None, "a new profile's slug is required (HardwareSchema)"
     now = utcnow()
-    profile = HardwareProfile(slug=fields["slug"], built_in=False, created_at=now, updated_at=now)
+    profile = HardwareProfile(slug=fields.slug, built_in=False, created_at=now, updated_at=now)
     _apply(profile, fields, replace=True)
     session.add(profile)
     _add_price_if_changed(profile, fields)
-    commit_new(session, HardwareProfile, fields["slug"], "A hardware profile")
+    commit_new(session, HardwareProfile, fields.slug, "A hardware profile")
     return profile
 
 
 def update_hardware(
-    session: Session, slug: str, fields: Mapping[str, Any], *, if_match: str | None, replace: bool
+    session: Session, slug: str, fields: HardwareFields, *, if_match: str | None, replace: bool
 ) -> HardwareProfile:
     """PATCH (`replace=False`: only the fields given) or PUT (`replace=True`: the whole profile).
 
@@ -102,37 +127,37 @@ def _refuse_built_in(profile: HardwareProfile, action: str) -> None:
         )
 
 
-def _apply(profile: HardwareProfile, fields: Mapping[str, Any], *, replace: bool) -> None:
+def _apply(profile: HardwareProfile, fields: HardwareFields, *, replace: bool) -> None:
     for name in HARDWARE_FIGURES:
-        if name in fields or replace:
-            setattr(profile, name, fields.get(name))
-    if "peak_flops" in fields or replace:
-        peaks = fields.get("peak_flops") or {}
+        if fields.sets(name) or replace:
+            setattr(profile, name, getattr(fields, name))
+    if fields.sets("peak_flops") or replace:
+        peaks = fields.peak_flops or {}
         for precision in PRECISIONS:
             setattr(profile, f"peak_flops_{precision}", peaks.get(precision))
 
 
-def _add_price_if_changed(profile: HardwareProfile, fields: Mapping[str, Any]) -> None:
+def _add_price_if_changed(profile: HardwareProfile, fields: HardwareFields) -> None:
     """Add a price row when the price, its currency, its date or its source changes.
 
     Restating the current price and currency keeps the date and source not given with it; a new price
     has only the date and source given with it.
     """
-    if fields.get("price_per_hour") is None:
+    if fields.price_per_hour is None:
         return
     current = profile.current_price
     same_price = current is not None and (current.price_per_hour, current.currency) == (
-        fields["price_per_hour"],
-        fields["currency"],
+        fields.price_per_hour,
+        fields.currency,
     )
-    as_of = fields.get("price_as_of", current.as_of if same_price else None)
-    source = fields.get("price_source", current.source if same_price else None)
+    as_of = fields.given_or("price_as_of", current.as_of if same_price else None)
+    source = fields.given_or("price_source", current.source if same_price else None)
     if same_price and (current.as_of, current.source) == (as_of, source):
         return
     profile.prices.append(
         HardwarePrice(
-            price_per_hour=fields["price_per_hour"],
-            currency=fields["currency"],
+            price_per_hour=fields.price_per_hour,
+            currency=fields.currency,
             as_of=as_of,
             source=source,
             effective_at=utcnow(),

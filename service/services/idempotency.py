@@ -21,8 +21,8 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from service import locks
 from service.models import IdempotencyRecord
-from service.services import locks
 from service.services.errors import InProgressError, KeyReusedError
 
 KEY_LIFETIME = timedelta(hours=24)

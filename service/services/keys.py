@@ -11,10 +11,8 @@ import hmac
 import re
 import secrets
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, selectinload
@@ -43,6 +41,16 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewKey:
+    """A key to issue (what ApiKeySchema loads)."""
+
+    name: str
+    role: str
+    organization_slug: str | None = None  # none for an admin key; one for every other role
+    expires_at: datetime | None = None  # None: never
 
 
 def parse(key: str) -> tuple[str, str] | None:
@@ -86,32 +94,31 @@ def touch(session: Session, key_id: str, now: datetime | None = None) -> None:
     session.commit()
 
 
-def create_key(session: Session, fields: Mapping[str, Any]) -> ApiKey:
+def create_key(session: Session, new: NewKey) -> ApiKey:
     """A new key. Admin keys belong to no organisation; every other role to exactly one.
 
     The returned record carries the full key in `key`, an attribute that is not a column: it exists for
     the one response that shows it, and is never stored.
     """
-    role = fields["role"]
-    if fields.get("expires_at") is not None and fields["expires_at"] <= utcnow():
-        raise InvalidFieldError("#/expires_at", "Must be in the future: the key would never work.")
+    role = new.role
+    if new.expires_at is not None and new.expires_at <= utcnow():
+        raise InvalidFieldError("expires_at", "Must be in the future: the key would never work.")
     organization = None
     if role == "admin":
-        if fields.get("organization_slug"):
-            raise InvalidFieldError("#/organization", "Admin keys belong to no organization; leave it out.")
+        if new.organization_slug:
+            raise InvalidFieldError("organization", "Admin keys belong to no organization; leave it out.")
     else:
-        slug = fields.get("organization_slug")
-        if not slug:
-            raise InvalidFieldError("#/organization", f"Required for a {role} key.")
-        organization = organizations.named_in_body(session, slug, scope=None)
+        if not new.organization_slug:
+            raise InvalidFieldError("organization", f"Required for a {role} key.")
+        organization = organizations.named_in_body(session, new.organization_slug, scope=None)
     key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
     record = ApiKey(
         key_id=key_id,
         secret_hash=digest(secret),
-        name=fields["name"],
+        name=new.name,
         role=role,
         organization=organization,
-        expires_at=fields.get("expires_at"),
+        expires_at=new.expires_at,
     )
     session.add(record)
     session.commit()

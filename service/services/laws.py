@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +25,7 @@ from service.core.laws import PUBLISHED_LAWS, FittedRange, ScalingLaw
 from service.core.validation import InvalidInput
 from service.models import FitJob, FittedLaw, Organization
 from service.services import organizations
+from service.services.documents import JsonObject, from_document, to_document
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.preconditions import require_version
@@ -36,30 +38,69 @@ UNUSABLE_WARNING = 0.05  # warn when more than this share of bootstrap resamples
 COEFFICIENTS = ("E", "A", "B", "alpha", "beta")
 
 
+# --- Requests ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Training runs as columns, as fits read them: each run's parameters, tokens and final loss."""
+
+    params: tuple[float, ...]
+    tokens: tuple[float, ...]
+    loss: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    samples: int  # resamples of the runs, each fitted again
+    seed: int  # of the resampling: the same seed, the same intervals
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fit:
+    """What is fitted: the runs, and whether to bootstrap them."""
+
+    runs: Runs
+    bootstrap: Bootstrap | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitRequest(Fit):
+    """A fit, and where its law is stored (what FitRequestSchema loads); a job keeps it as a document."""
+
+    organization: str  # slug
+    name: str
+    slug: str | None = None  # None: made from the name
+
+
+def fit_request(document: JsonObject) -> FitRequest:
+    """The request a fit job keeps (FitJob.request)."""
+    return from_document(FitRequest, document)
+
+
 # --- Fitting ----------------------------------------------------------------------------------------------
 
 
-def runs_in_background(request: Mapping[str, Any], *, prefer_async: bool) -> bool:
-    samples = (request.get("bootstrap") or {}).get("samples", 0)
-    return prefer_async or len(request["runs"]["params"]) > SYNC_MAX_RUNS or samples > SYNC_MAX_BOOTSTRAP
+def runs_in_background(request: Fit, *, prefer_async: bool) -> bool:
+    samples = 0 if request.bootstrap is None else request.bootstrap.samples
+    return prefer_async or len(request.runs.params) > SYNC_MAX_RUNS or samples > SYNC_MAX_BOOTSTRAP
 
 
-def fit_columns(request: Mapping[str, Any]) -> dict[str, Any]:
+def fit_columns(request: Fit) -> dict[str, Any]:
     """Fit a validated request's runs: the columns of its FittedLaw. InvalidFieldError says why not."""
-    runs = request["runs"]
-    bootstrap = request.get("bootstrap")
+    runs, bootstrap = request.runs, request.bootstrap
     try:
         result = fit.fit_law(
-            runs["params"],
-            runs["tokens"],
-            runs["loss"],
-            bootstrap_samples=bootstrap["samples"] if bootstrap else 0,
-            seed=bootstrap["seed"] if bootstrap else 0,
+            runs.params,
+            runs.tokens,
+            runs.loss,
+            bootstrap_samples=bootstrap.samples if bootstrap else 0,
+            seed=bootstrap.seed if bootstrap else 0,
         )
     except InvalidInput as error:
         field = "bootstrap" if error.argument == "bootstrap" else "runs"
-        raise InvalidFieldError(f"#/{field}", error.message[0].upper() + error.message[1:] + ".") from None
-    n, d, loss = (np.asarray(runs[name], dtype=float) for name in ("params", "tokens", "loss"))
+        raise InvalidFieldError(field, error.sentence) from None
+    n, d, loss = (np.asarray(column, dtype=float) for column in (runs.params, runs.tokens, runs.loss))
     isoflop = isoflop_fit.fit_isoflop(n, d, loss)
     return {
         **{name: getattr(result.law, name) for name in COEFFICIENTS},
@@ -81,7 +122,7 @@ def fit_columns(request: Mapping[str, Any]) -> dict[str, Any]:
         else [[getattr(law, name) for name in COEFFICIENTS] for law in result.bootstrap.laws],
         "isoflop": _isoflop_document(isoflop),
         "warnings": [vars(caveat) for caveat in _fit_caveats(result, isoflop)],
-        "runs": dict(runs),
+        "runs": to_document(runs),
     }
 
 
@@ -143,13 +184,13 @@ def _fit_caveats(
 # --- Creating -------------------------------------------------------------------------------------------
 
 
-def slug_for(request: Mapping[str, Any]) -> str:
+def slug_for(request: FitRequest) -> str:
     """The request's slug, or one made from its name."""
-    slug = request.get("slug") or _slug_of(request["name"])
+    slug = request.slug or _slug_of(request.name)
     if len(slug) < 2:
-        raise InvalidFieldError("#/slug", "The name makes no slug; give one (lowercase letters and digits).")
+        raise InvalidFieldError("slug", "The name makes no slug; give one (lowercase letters and digits).")
     if slug in PUBLISHED_LAWS:
-        raise InvalidFieldError("#/slug", f"{slug!r} is a published law's slug; choose another.")
+        raise InvalidFieldError("slug", f"{slug!r} is a published law's slug; choose another.")
     return slug
 
 
@@ -157,21 +198,19 @@ def _slug_of(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:63].strip("-")
 
 
-def fit_target(
-    session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None
-) -> tuple[Organization, str]:
+def fit_target(session: Session, request: FitRequest, *, scope: uuid.UUID | None) -> tuple[Organization, str]:
     """The organisation and slug a fit request's law is to be stored under; refused if either is not
     available to the caller."""
     slug = slug_for(request)
-    organization = organizations.named_in_body(session, request["organization"], scope=scope)
+    organization = organizations.named_in_body(session, request.organization, scope=scope)
     _check_slug_free(session, organization, slug)
     return organization, slug
 
 
 def create_law(
     session: Session,
-    request: Mapping[str, Any],
-    columns: Mapping[str, Any],
+    request: FitRequest,
+    columns: JsonObject,
     *,
     scope: uuid.UUID | None,
     actor: str,
@@ -188,14 +227,14 @@ def store_law(
     session: Session,
     organization_id: uuid.UUID,
     slug: str,
-    request: Mapping[str, Any],
-    columns: Mapping[str, Any],
+    request: FitRequest,
+    columns: JsonObject,
     *,
     actor: str,
 ) -> FittedLaw | None:
     """Insert a fitted law; None when its slug was taken meanwhile (nothing is left in the session)."""
     law = FittedLaw(
-        organization_id=organization_id, slug=slug, name=request["name"], created_by=actor, **columns
+        organization_id=organization_id, slug=slug, name=request.name, created_by=actor, **columns
     )
     try:
         with session.begin_nested():
@@ -205,12 +244,10 @@ def store_law(
     return law
 
 
-def submit_fit(
-    session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None, actor: str
-) -> FitJob:
+def submit_fit(session: Session, request: FitRequest, *, scope: uuid.UUID | None, actor: str) -> FitJob:
     """Queue a validated request as a background fit; flushed, not committed."""
     organization, slug = fit_target(session, request, scope=scope)
-    job = FitJob(organization=organization, slug=slug, request=dict(request), created_by=actor)
+    job = FitJob(organization=organization, slug=slug, request=to_document(request), created_by=actor)
     try:
         with session.begin_nested():
             session.add(job)
@@ -249,7 +286,7 @@ def find_fitted_law(session: Session, slug: str, *, scope: uuid.UUID | None) -> 
     found = session.scalars(stmt.limit(2)).all()
     if len(found) > 1:
         raise InvalidFieldError(
-            "#/law",
+            "law",
             f"Several organisations have a scaling law {slug!r}; use an API key of the organisation whose "
             "law you mean.",
         )

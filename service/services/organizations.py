@@ -37,7 +37,7 @@ def named_in_body(session: Session, slug: str, *, scope: uuid.UUID | None) -> Or
     try:
         return get_organization(session, slug, scope=scope)
     except NotFoundError:
-        raise InvalidFieldError("#/organization", f"No organization {slug!r}.") from None
+        raise InvalidFieldError("organization", f"No organization {slug!r}.") from None
 
 
 def list_organizations(

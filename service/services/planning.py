@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -15,62 +17,119 @@ from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
 from service.models import FittedLaw, HardwareProfile
 from service.services import laws
-from service.services.errors import InvalidFieldError, NotFoundError
+from service.services.errors import FieldPath, InvalidFieldError, InvalidParameterError, NotFoundError
 from service.services.hardware import get_hardware
 
+# --- Requests ---------------------------------------------------------------------------------------------
+# What the request schemas load (service/schemas/planning.py), fields in the order they document them. None:
+# not given, and the engine's default applies.
+
+
+@dataclass(frozen=True, kw_only=True)
+class InlineHardware:
+    """Hardware a request describes rather than names."""
+
+    name: str
+    peak_flops: Mapping[str, float]
+    memory_bytes: float
+    memory_bandwidth_bytes_per_second: float | None = None
+    price_per_hour: Decimal | None = None
+    currency: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterRequest:
+    """Where and how a run is trained."""
+
+    hardware: str | InlineHardware | None = None  # a profile's slug, or inline
+    accelerators: int | None = None
+    mfu: float | None = None
+    precision: str | None = None
+    price_per_hour: Decimal | None = None  # overrides the hardware's
+    currency: str | None = None
+    zero_stage: int | None = None
+    optimizer: str | None = None
+    recomputation: str | None = None
+    tensor_parallel: int | None = None
+    sequence_parallel: bool | None = None
+    shape: ModelShape | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AllocationRequest(ClusterRequest):
+    """A budget (or several limits), and the rule that allocates it."""
+
+    flops: float | None = None
+    pf_days: float | None = None
+    target_loss: float | None = None
+    cost: Decimal | None = None
+    accelerator_hours: float | None = None
+    days: float | None = None
+    tokens_per_param: float | None = None
+    law: str | ScalingLaw | None = None  # a published or fitted law's slug, or inline coefficients
+    unique_tokens: float | None = None
+    inference_tokens: float | None = None
+    inference_hardware: str | InlineHardware | None = None
+    inference_batch: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanInputs(AllocationRequest):
+    """What a plan evaluates: an allocation request, or the `params` and `tokens` of a model already chosen,
+    on a cluster it names. Stored with the plan (service/services/plan_documents.py)."""
+
+    params: float | None = None
+    tokens: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EstimateRequest(ClusterRequest):
+    """A model already chosen, on a cluster: how long, at what cost, in how much memory."""
+
+    hardware: str | InlineHardware
+    accelerators: int
+    params: float
+    tokens: float
+    law: str | ScalingLaw | None = None  # to predict the model's loss
+
+
+def _names(request: type) -> frozenset[str]:
+    return frozenset(field.name for field in dataclasses.fields(request))
+
+
+# Request fields that engine.Cluster and engine.Budget take as they are, by the same names (mfu, ...,
+# sequence_parallel; flops, ..., price_per_hour): the hardware and the shape are resolved first, and
+# accelerators is required.
+_CLUSTER_OPTIONS = _names(engine.Cluster) - {"hardware", "accelerators", "shape"}
+_BUDGET_FIELDS = _names(engine.Budget)
+assert _CLUSTER_OPTIONS | _BUDGET_FIELDS <= _names(PlanInputs), "engine arguments the requests do not name"
+
 # Core arguments that are not request fields, and the request field responsible for them.
-_ARGUMENT_FIELDS = {
-    "peak_flops_per_second": "hardware",
-    "memory_bytes": "hardware",
-    "data_parallel": "accelerators",
-    **{name: f"shape/{name}" for name in ("layers", "d_model", "heads", "sequence_length", "micro_batch")},
-    **{name: f"law/{name}" for name in ("E", "A", "B", "alpha", "beta")},
+_ARGUMENT_FIELDS: dict[str, FieldPath] = {
+    "peak_flops_per_second": ("hardware",),
+    "memory_bytes": ("hardware",),
+    "data_parallel": ("accelerators",),
+    **{field.name: ("shape", field.name) for field in dataclasses.fields(ModelShape)},
+    **{field.name: ("law", field.name) for field in dataclasses.fields(ScalingLaw)},
 }
 
 
-_CLUSTER_FIELDS = frozenset(
-    {"hardware", "accelerators", "mfu", "precision", "price_per_hour", "currency", "zero_stage", "optimizer"}
-    | {"recomputation", "tensor_parallel", "sequence_parallel", "shape"}
-)
-# Request fields that engine.Cluster takes as they are, by the same names (mfu, ..., sequence_parallel); the
-# hardware and the shape are resolved first, and accelerators is required.
-_CLUSTER_OPTIONS = tuple(
-    field.name
-    for field in dataclasses.fields(engine.Cluster)
-    if field.name not in {"hardware", "accelerators", "shape"}
-)
-ALLOCATION_FIELDS = (
-    _CLUSTER_FIELDS
-    | {"flops", "pf_days", "target_loss", "cost", "accelerator_hours", "days"}
-    | {
-        "tokens_per_param",
-        "law",
-        "unique_tokens",
-        "inference_tokens",
-        "inference_hardware",
-        "inference_batch",
-    }
-)
-ESTIMATE_FIELDS = _CLUSTER_FIELDS | {"params", "tokens", "law"}
+def _field_error(error: InvalidInput, request: type) -> InvalidFieldError:
+    """Point a core refusal at the field of `request` (a request class) it is about, or at the whole
+    request when none is."""
+    field = _ARGUMENT_FIELDS.get(error.argument, (error.argument,))
+    if field[0] not in _names(request):
+        return InvalidFieldError((), f"{error.argument}: {error.message}.")
+    return InvalidFieldError(field, error.sentence)
 
 
-def _field_error(error: InvalidInput, request_fields: frozenset[str]) -> InvalidFieldError:
-    """Point a core refusal at the request field it is about (or at the whole body when none is)."""
-    field = _ARGUMENT_FIELDS.get(error.argument, error.argument)
-    pointer = f"#/{field}" if field.split("/")[0] in request_fields else "#"
-    detail = error.message[0].upper() + error.message[1:] + "."
-    return InvalidFieldError(pointer, detail if pointer != "#" else f"{error.argument}: {error.message}.")
-
-
-def resolve_law(
-    session: Session, reference: str | Mapping[str, float], *, scope: uuid.UUID | None
-) -> engine.NamedLaw:
+def resolve_law(session: Session, reference: str | ScalingLaw, *, scope: uuid.UUID | None) -> engine.NamedLaw:
     """The law a request names: published, fitted by the organisation `scope` (None: any), or inline."""
     return named_law(find_fitted_law(session, reference, scope=scope), reference)
 
 
 def find_fitted_law(
-    session: Session, reference: str | Mapping[str, float], *, scope: uuid.UUID | None
+    session: Session, reference: str | ScalingLaw, *, scope: uuid.UUID | None
 ) -> FittedLaw | None:
     """The stored law a slug names (None for published and inline laws)."""
     if not isinstance(reference, str) or reference in PUBLISHED_LAWS:
@@ -79,29 +138,26 @@ def find_fitted_law(
     if found is None:
         known = ", ".join(sorted(PUBLISHED_LAWS))
         raise InvalidFieldError(
-            "#/law", f"No scaling law {reference!r}: neither published ({known}) nor fitted by you."
+            "law", f"No scaling law {reference!r}: neither published ({known}) nor fitted by you."
         )
     return found
 
 
-def named_law(fitted: FittedLaw | None, reference: str | Mapping[str, float]) -> engine.NamedLaw:
+def named_law(fitted: FittedLaw | None, reference: str | ScalingLaw) -> engine.NamedLaw:
     """The engine's view of a fitted law (with its bootstrap fits), a published one, or an inline one."""
     if fitted is not None:
         return laws.named_law(fitted)
     if isinstance(reference, str):
         return engine.published(reference)
-    try:
-        return engine.NamedLaw(ScalingLaw(**reference), name="inline law")
-    except InvalidInput as error:
-        raise _field_error(error, frozenset({"law"})) from error
+    return engine.NamedLaw(reference, name="inline law")
 
 
-def resolve_hardware(session: Session, reference: str | Mapping[str, Any]) -> engine.Hardware:
+def resolve_hardware(session: Session, reference: str | InlineHardware) -> engine.Hardware:
     return hardware_of(find_hardware_profile(session, reference), reference)
 
 
 def find_hardware_profile(
-    session: Session, reference: str | Mapping[str, Any], *, field: str = "hardware"
+    session: Session, reference: str | InlineHardware, *, field: str = "hardware"
 ) -> HardwareProfile | None:
     """The stored profile a slug names (None for inline hardware); `field` is the request's for it."""
     if not isinstance(reference, str):
@@ -109,12 +165,10 @@ def find_hardware_profile(
     try:
         return get_hardware(session, reference)
     except NotFoundError:
-        raise InvalidFieldError(
-            f"#/{field}", f"No hardware profile {reference!r} (see GET /v1/hardware)."
-        ) from None
+        raise InvalidFieldError(field, f"No hardware profile {reference!r} (see GET /v1/hardware).") from None
 
 
-def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, Any]) -> engine.Hardware:
+def hardware_of(profile: HardwareProfile | None, reference: str | InlineHardware) -> engine.Hardware:
     """The engine's view of a stored profile (with the price in force now), or of inline hardware."""
     if profile is not None:
         price = profile.current_price
@@ -127,46 +181,43 @@ def hardware_of(profile: HardwareProfile | None, reference: str | Mapping[str, A
             currency=price.currency if price else None,
             memory_bandwidth_bytes_per_second=float(profile.memory_bandwidth_bytes_per_second),
         )
+    assert isinstance(reference, InlineHardware), "a slug names a profile"
     return engine.Hardware(
-        name=reference["name"],
-        peak_flops=dict(reference["peak_flops"]),
-        memory_bytes=reference["memory_bytes"],
-        price_per_hour=reference.get("price_per_hour"),
-        currency=reference.get("currency"),
-        memory_bandwidth_bytes_per_second=reference.get("memory_bandwidth_bytes_per_second"),
+        name=reference.name,
+        peak_flops=dict(reference.peak_flops),
+        memory_bytes=reference.memory_bytes,
+        price_per_hour=reference.price_per_hour,
+        currency=reference.currency,
+        memory_bandwidth_bytes_per_second=reference.memory_bandwidth_bytes_per_second,
     )
 
 
-def _cluster(request: Mapping[str, Any], hardware: engine.Hardware | None) -> engine.Cluster | None:
+def _cluster(request: ClusterRequest, hardware: engine.Hardware | None) -> engine.Cluster | None:
     if hardware is None:
         return None
-    shape = request.get("shape")
-    options = {name: request[name] for name in _CLUSTER_OPTIONS if name in request}
+    options = {name: value for name in _CLUSTER_OPTIONS if (value := getattr(request, name)) is not None}
     return engine.Cluster(
-        hardware=hardware,
-        accelerators=request["accelerators"],
-        shape=ModelShape(**shape) if shape else None,
-        **options,
+        hardware=hardware, accelerators=request.accelerators, shape=request.shape, **options
     )
 
 
-def make_allocation(session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None) -> engine.Plan:
-    """Allocate the request's budget (validated by AllocationRequestSchema); nothing is stored."""
-    hardware = resolve_hardware(session, request["hardware"]) if request.get("hardware") else None
-    law = resolve_law(session, request["law"], scope=scope) if "law" in request else None
+def make_allocation(session: Session, request: AllocationRequest, *, scope: uuid.UUID | None) -> engine.Plan:
+    """Allocate the request's budget; nothing is stored."""
+    hardware = resolve_hardware(session, request.hardware) if request.hardware is not None else None
+    law = resolve_law(session, request.law, scope=scope) if request.law is not None else None
     return allocate_on(request, hardware, law, resolve_serving_hardware(session, request))
 
 
-def resolve_serving_hardware(session: Session, request: Mapping[str, Any]) -> engine.Hardware | None:
+def resolve_serving_hardware(session: Session, request: AllocationRequest) -> engine.Hardware | None:
     """The request's `inference_hardware` (None when it serves on `hardware`, or nothing)."""
-    reference = request.get("inference_hardware")
+    reference = request.inference_hardware
     if reference is None:
         return None
     return hardware_of(find_hardware_profile(session, reference, field="inference_hardware"), reference)
 
 
 def allocate_on(
-    request: Mapping[str, Any],
+    request: AllocationRequest,
     hardware: engine.Hardware | None,
     law: engine.NamedLaw | None,
     inference_hardware: engine.Hardware | None = None,
@@ -174,50 +225,42 @@ def allocate_on(
     """The allocation of a request whose hardware and law are resolved already (from the database, or from
     a stored plan's snapshot)."""
     try:
-        if "params" in request:  # a plan for a model already chosen
+        if isinstance(request, PlanInputs) and request.params is not None:  # a model already chosen
             return engine.fixed(
-                request["params"],
-                request["tokens"],
+                request.params,
+                request.tokens,
                 _cluster(request, hardware),
                 law=law,
-                price_per_hour=request.get("price_per_hour"),
-                currency=request.get("currency"),
+                price_per_hour=request.price_per_hour,
+                currency=request.currency,
             )
-        budget = engine.Budget(
-            **{name: request.get(name) for name in ("flops", "pf_days", "target_loss", "cost", "currency")},
-            accelerator_hours=request.get("accelerator_hours"),
-            days=request.get("days"),
-            price_per_hour=request.get("price_per_hour"),
-        )
         return engine.plan(
-            budget,
-            tokens_per_param=request.get("tokens_per_param"),
+            engine.Budget(**{name: getattr(request, name) for name in _BUDGET_FIELDS}),
+            tokens_per_param=request.tokens_per_param,
             law=law,
-            unique_tokens=request.get("unique_tokens"),
-            inference_tokens=request.get("inference_tokens"),
+            unique_tokens=request.unique_tokens,
+            inference_tokens=request.inference_tokens,
             inference_hardware=inference_hardware,
-            inference_batch=request.get("inference_batch"),
+            inference_batch=request.inference_batch,
             on=_cluster(request, hardware),
         )
     except InvalidInput as error:
-        raise _field_error(error, ALLOCATION_FIELDS | {"params", "tokens"}) from error
+        raise _field_error(error, PlanInputs) from error
 
 
-def make_estimate(
-    session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None
-) -> engine.Estimate:
+def make_estimate(session: Session, request: EstimateRequest, *, scope: uuid.UUID | None) -> engine.Estimate:
     """Time, cost and memory of training `params` on `tokens` on the request's cluster."""
     try:
         return engine.estimate(
-            request["params"],
-            request["tokens"],
-            _cluster(request, resolve_hardware(session, request["hardware"])),
-            price_per_hour=request.get("price_per_hour"),
-            currency=request.get("currency"),
-            law=resolve_law(session, request["law"], scope=scope) if "law" in request else None,
+            request.params,
+            request.tokens,
+            _cluster(request, resolve_hardware(session, request.hardware)),
+            price_per_hour=request.price_per_hour,
+            currency=request.currency,
+            law=resolve_law(session, request.law, scope=scope) if request.law is not None else None,
         )
     except InvalidInput as error:
-        raise _field_error(error, ESTIMATE_FIELDS) from error
+        raise _field_error(error, EstimateRequest) from error
 
 
 def isoflop(law: engine.NamedLaw, flops: float, points: int, span: float) -> dict[str, Any]:
@@ -236,4 +279,4 @@ def _curve(parameter: str, build: Callable[[], list[allocate.Allocation]]) -> li
     try:
         return build()
     except InvalidInput as error:
-        raise InvalidFieldError(None, str(error), parameter=parameter) from error
+        raise InvalidParameterError(parameter, str(error)) from error

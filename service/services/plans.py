@@ -1,10 +1,9 @@
 """Plans: evaluated, stored with what they used, committed against budgets through the ledger.
 
-A plan keeps three documents: its `inputs` (the allocation request as validated), a `snapshot` of what the
-evaluation used (the hardware's figures and the price in force, the law's coefficients, the engine version)
-and its `result` (the allocation document of POST /v1/allocations). `evaluate(inputs, snapshot)` gives the
-result again, whatever has changed in the catalog since. The stored documents use the API's schemas: they
-are what the API shows.
+A plan keeps three documents (service/services/plan_documents.py): its `inputs` (the request it evaluated),
+a `snapshot` of what the evaluation used (the hardware's figures and the price in force, the law's
+coefficients, the engine version) and its `result` (the allocation document of POST /v1/allocations).
+`evaluate(inputs, snapshot)` gives the result again, whatever has changed in the catalog since.
 
 Use cases here flush but do not commit: each request is one transaction, which `transactions.run_once`
 commits together with the record of its Idempotency-Key (called by service/api/idempotency.py and the
@@ -13,9 +12,10 @@ console).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
@@ -25,9 +25,9 @@ from sqlalchemy import Select, case, exists, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
 
-from service import metrics
+from service import actors, metrics
 from service.core import engine
-from service.core.laws import FittedRange, ScalingLaw
+from service.core.laws import ScalingLaw
 from service.core.units import CENT
 from service.models import (
     CAP_SLACK,
@@ -42,170 +42,106 @@ from service.models import (
     id_by_slug,
     utcnow,
 )
-from service.schemas import AllocationSchema, PlanInputsSchema, PlanRequestSchema, format_money
-from service.services import audit, laws, organizations, planning
+from service.services import audit, laws, organizations, plan_documents, planning
 from service.services.budgets import get_budget
+from service.services.documents import JsonObject, format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
+from service.services.planning import InlineHardware, PlanInputs
 
 FLOAT_SLACK = 1e-9  # relative: sums of floats committed and released again need not return to exactly 0
 LAST_YEAR = 9998  # as for any time the API accepts
-_INPUTS = PlanInputsSchema()
-_REQUEST = PlanRequestSchema()
-_RESULT = AllocationSchema()
-INPUT_FIELDS = frozenset(_INPUTS.fields)
+REMAINING = "remaining"  # the budget's remaining amount is the plan's money budget
 
 # `scope` below: the organisation whose plans the caller may see, or None for all (an admin). Plans of other
 # organisations behave as if they did not exist.
 
 
+@dataclass(frozen=True, kw_only=True)
+class PlanRequest(PlanInputs):
+    """A plan's inputs, and where it belongs (what PlanRequestSchema loads)."""
+
+    organization: str  # slug
+    budget_id: uuid.UUID | None = None  # charged to it when committed
+    budget: str | None = None  # REMAINING: the budget's remaining amount is the money budget (cost)
+    name: str | None = None
+    labels: Mapping[str, str] | None = None
+    start_at: datetime | None = None  # None: now
+
+    def inputs(self) -> PlanInputs:
+        """What the plan evaluates, and stores as its `inputs`."""
+        fields = dataclasses.fields(PlanInputs)
+        return PlanInputs(**{field.name: getattr(self, field.name) for field in fields})
+
+
 # --- Evaluation -------------------------------------------------------------------------------------------
 
 
-def snapshot(
-    hardware: engine.Hardware,
-    price_effective_at: datetime | None,
-    law: engine.NamedLaw | None,
-    serving: tuple[engine.Hardware, datetime | None] | None = None,
-) -> dict:
-    """What an evaluation depends on besides its inputs, as JSON. `serving`: the inference hardware and
-    when its price took effect, when the plan serves on hardware of its own."""
-    return {
-        "engine_version": engine.ENGINE_VERSION,
-        "hardware": _hardware_snapshot(hardware, price_effective_at),
-        "inference_hardware": None if serving is None else _hardware_snapshot(*serving),
-        "law": None
-        if law is None
-        else {
-            "slug": law.slug,
-            "name": law.name,
-            "source": law.source,
-            "note": law.note,
-            **{name: getattr(law.law, name) for name in ("E", "A", "B", "alpha", "beta")},
-            "fitted_range": None if law.fitted_range is None else vars(law.fitted_range).copy(),
-        },
-    }
-
-
-def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime | None) -> dict:
-    return {
-        "slug": hardware.slug,
-        "name": hardware.name,
-        "peak_flops": dict(hardware.peak_flops),
-        "memory_bytes": hardware.memory_bytes,
-        "memory_bandwidth_bytes_per_second": hardware.memory_bandwidth_bytes_per_second,
-        "price_per_hour": _money(hardware.price_per_hour),
-        "currency": hardware.currency,
-        "price_effective_at": None if price_effective_at is None else price_effective_at.isoformat(),
-    }
-
-
-def _money(amount: Decimal | None) -> str | None:
-    return None if amount is None else format_money(amount)
-
-
-def _hardware_from(snap: Mapping[str, Any], role: str = "hardware") -> engine.Hardware | None:
-    """The hardware a snapshot holds for `role` (hardware or inference_hardware). Snapshots of engines
-    before 1.3.0 hold no inference hardware and no memory bandwidth: those plans served nothing."""
-    hardware = snap.get(role)
-    if hardware is None:
-        return None
-    price = hardware["price_per_hour"]
-    return engine.Hardware(
-        name=hardware["name"],
-        slug=hardware["slug"],
-        peak_flops=hardware["peak_flops"],
-        memory_bytes=hardware["memory_bytes"],
-        price_per_hour=None if price is None else Decimal(price),
-        currency=hardware["currency"],
-        memory_bandwidth_bytes_per_second=hardware.get("memory_bandwidth_bytes_per_second"),
-    )
-
-
-def _law_from(snap: Mapping[str, Any], samples: tuple[ScalingLaw, ...]) -> engine.NamedLaw | None:
-    law = snap["law"]
-    if law is None:
-        return None
-    fitted = law["fitted_range"]
-    return engine.NamedLaw(
-        ScalingLaw(**{name: law[name] for name in ("E", "A", "B", "alpha", "beta")}),
-        slug=law["slug"],
-        name=law["name"],
-        source=law["source"],
-        fitted_range=None if fitted is None else FittedRange(**fitted),
-        note=law["note"],
-        samples=samples,
-    )
-
-
-def evaluate(
-    inputs: Mapping[str, Any], snap: Mapping[str, Any], samples: tuple[ScalingLaw, ...] = ()
-) -> dict:
-    """The result document of `inputs` (as stored) evaluated against `snap` and the bootstrap fits of its
-    law (`samples`, kept with the fitted law the plan points at): pure, and what a plan holds."""
+def evaluate(inputs: JsonObject, snapshot: JsonObject, samples: tuple[ScalingLaw, ...] = ()) -> dict:
+    """The result document of `inputs` (as stored) evaluated against `snapshot` and the bootstrap fits of
+    its law (`samples`, kept with the fitted law the plan points at): pure, and what a plan holds."""
     outcome = planning.allocate_on(
-        _INPUTS.load(inputs),
-        _hardware_from(snap),
-        _law_from(snap, samples),
-        _hardware_from(snap, "inference_hardware"),
+        plan_documents.plan_inputs(inputs),
+        plan_documents.snapshot_hardware(snapshot),
+        plan_documents.snapshot_law(snapshot, samples),
+        plan_documents.snapshot_hardware(snapshot, "inference_hardware"),
     )
-    return _RESULT.dump(outcome)
+    return plan_documents.allocation_document(outcome)
 
 
 # --- Creating ---------------------------------------------------------------------------------------------
 
 
 def create_plan(
-    session: Session, request: Mapping[str, Any], *, scope: uuid.UUID | None, parent: Plan | None = None
+    session: Session, request: PlanRequest, *, scope: uuid.UUID | None, parent: Plan | None = None
 ) -> Plan:
-    """Evaluate a request (validated by PlanRequestSchema) and store it as a draft."""
-    organization = organizations.named_in_body(session, request["organization"], scope=scope)
-    budget = _budget_for(session, request["budget_id"], organization) if "budget_id" in request else None
-    loaded = {name: value for name, value in request.items() if name in INPUT_FIELDS}
-    if request.get("budget") == "remaining":
+    """Evaluate a request and store it as a draft."""
+    organization = organizations.named_in_body(session, request.organization, scope=scope)
+    budget = None if request.budget_id is None else _budget_for(session, request.budget_id, organization)
+    inputs = request.inputs()
+    if request.budget == REMAINING:
         # Down to the cent: plans cost whole cents (rounded half-up), so a money budget of 0.005 more than a
         # cent could buy a plan the budget cannot hold.
         remaining = budget.remaining.quantize(CENT, ROUND_DOWN)
         if remaining <= 0:
             metrics.BUDGET_CONFLICTS.labels(limit="amount").inc()
             raise ConflictError(f"Budget {budget.id} has nothing remaining.", limit="amount")
-        loaded.update(cost=remaining, currency=budget.currency)
+        inputs = dataclasses.replace(inputs, cost=remaining, currency=budget.currency)
 
-    profile, hardware, price_effective_at = _priced_hardware(session, loaded, "hardware")
-    fitted = (
-        planning.find_fitted_law(session, loaded["law"], scope=organization.id) if "law" in loaded else None
-    )
-    law = planning.named_law(fitted, loaded["law"]) if "law" in loaded else None
+    profile, hardware, price_effective_at = _priced_hardware(session, inputs.hardware, "hardware")
+    fitted, law = None, None
+    if inputs.law is not None:
+        fitted = planning.find_fitted_law(session, inputs.law, scope=organization.id)
+        law = planning.named_law(fitted, inputs.law)
     serving = None
-    if loaded.get("inference_hardware") is not None:
-        serving = _priced_hardware(session, loaded, "inference_hardware")[1:]
-    if budget is not None and "price_per_hour" not in loaded:
+    if inputs.inference_hardware is not None:
+        serving = _priced_hardware(session, inputs.inference_hardware, "inference_hardware")[1:]
+    if budget is not None and inputs.price_per_hour is None:
         # Before allocating: with "remaining", a mismatch would otherwise surface at `currency`, which the
         # budget, not the caller, supplied.
         _check_currency(hardware.currency, budget)
-    outcome = planning.allocate_on(loaded, hardware, law, None if serving is None else serving[0])
+    outcome = planning.allocate_on(inputs, hardware, law, None if serving is None else serving[0])
     run = outcome.estimate
     if budget is not None:
         _check_chargeable(run, budget)
 
     now = utcnow()
-    start_at = request.get("start_at") or now
+    start_at = request.start_at or now
     end_at = _end_of_run(start_at, run.runtime.seconds)
-    inputs = _INPUTS.dump(loaded)
     plan = Plan(
         organization=organization,
         budget_id=None if budget is None else budget.id,
         hardware=profile,
         law=fitted,
         parent_id=None if parent is None else parent.id,
-        name=request.get("name"),
-        labels=dict(request.get("labels") or {}),
+        name=request.name,
+        labels=dict(request.labels or {}),
         status=PlanStatus.DRAFT,
         start_at=start_at,
         end_at=end_at,
-        inputs=inputs,
-        snapshot=snapshot(hardware, price_effective_at, outcome.law, serving),
-        result=_RESULT.dump(outcome),
+        inputs=plan_documents.inputs_document(inputs),
+        snapshot=plan_documents.snapshot_document(hardware, price_effective_at, outcome.law, serving),
+        result=plan_documents.allocation_document(outcome),
         method=outcome.method,
         params=outcome.allocation.params,
         tokens=outcome.allocation.tokens,
@@ -216,7 +152,7 @@ def create_plan(
         accelerator_hours=run.runtime.accelerator_hours,
         cost=run.cost,
         currency=run.currency,
-        created_by=session.info.get("actor", "system"),
+        created_by=actors.actor(session),
         created_at=now,
     )
     session.add(plan)
@@ -229,13 +165,13 @@ def create_plan(
 
 
 def _priced_hardware(
-    session: Session, request: Mapping[str, Any], field: str
+    session: Session, reference: str | InlineHardware, field: str
 ) -> tuple[HardwareProfile | None, engine.Hardware, datetime | None]:
-    """The profile the request's `field` names (None for inline hardware), the engine's view of it with the
-    price in force now, and when that price took effect."""
-    profile = planning.find_hardware_profile(session, request[field], field=field)
+    """The profile `reference` (the request's `field`) names (None for inline hardware), the engine's view of
+    it with the price in force now, and when that price took effect."""
+    profile = planning.find_hardware_profile(session, reference, field=field)
     price = profile.current_price if profile is not None else None
-    return profile, planning.hardware_of(profile, request[field]), price.effective_at if price else None
+    return profile, planning.hardware_of(profile, reference), price.effective_at if price else None
 
 
 def _end_of_run(start_at: datetime, seconds: float) -> datetime:
@@ -245,7 +181,7 @@ def _end_of_run(start_at: datetime, seconds: float) -> datetime:
         end_at = None
     if end_at is None or end_at.year > LAST_YEAR:
         raise InvalidFieldError(
-            "#/accelerators",
+            "accelerators",
             f"The run would take {seconds / 86400:.3g} days and end after the year {LAST_YEAR}; "
             "plan it on more accelerators.",
         )
@@ -257,7 +193,7 @@ def _budget_for(session: Session, budget_id: uuid.UUID, organization: Organizati
         return get_budget(session, budget_id, scope=organization.id)
     except NotFoundError:
         raise InvalidFieldError(
-            "#/budget_id", f"No budget {budget_id} in organization {organization.slug!r}."
+            "budget_id", f"No budget {budget_id} in organization {organization.slug!r}."
         ) from None
 
 
@@ -265,7 +201,7 @@ def _check_chargeable(run: engine.Estimate, budget: Budget) -> None:
     """A plan charged to a budget must have a cost in the budget's currency."""
     if run.cost is None:
         raise InvalidFieldError(
-            "#/hardware",
+            "hardware",
             f"{run.cluster.hardware.name} has no price, so the plan has no cost to charge to a budget; "
             "give price_per_hour and currency.",
         )
@@ -275,19 +211,26 @@ def _check_chargeable(run: engine.Estimate, budget: Budget) -> None:
 def _check_currency(currency: str | None, budget: Budget) -> None:
     if currency is not None and currency != budget.currency:
         raise InvalidFieldError(
-            "#/budget_id",
+            "budget_id",
             f"The plan costs {currency} and the budget is in {budget.currency}; amounts in different "
             "currencies are never mixed (give price_per_hour in the budget's currency).",
         )
 
 
 def revise_plan(
-    session: Session, plan_id: uuid.UUID, changes: Mapping[str, Any], *, scope: uuid.UUID | None
+    session: Session,
+    plan_id: uuid.UUID,
+    changes: JsonObject,
+    *,
+    validate: Callable[[dict[str, Any]], PlanRequest],
+    scope: uuid.UUID | None,
 ) -> Plan:
-    """A new draft from a plan's request with `changes` merged in (RFC 7396: null removes a member).
+    """A new draft from a plan's request with `changes` merged in.
 
-    The merged request is validated as a whole; the hardware's price and the law are resolved afresh
-    (a change of price is a change: `price_per_hour`).
+    `changes` is a JSON merge patch (RFC 7396: null removes a member) of the parent's request as a document;
+    `validate` turns the merged document into a request (PlanRequestSchema's load), which is validated as a
+    whole. The hardware's price and the law are resolved afresh (a change of price is a change:
+    `price_per_hour`).
     """
     parent = get_plan(session, plan_id, scope=scope)
     request = {
@@ -299,11 +242,11 @@ def revise_plan(
         **({"labels": parent.labels} if parent.labels else {}),
     }
     if changes.get("organization", parent.organization_slug) != parent.organization_slug:
-        raise InvalidFieldError("#/organization", "A revision belongs to its parent's organization.")
+        raise InvalidFieldError("organization", "A revision belongs to its parent's organization.")
     request = merge_patch(request, changes)
     if changes.get("budget") is not None:
         request.pop("cost", None)  # "remaining" replaces the parent's money budget
-    return create_plan(session, _REQUEST.load(request), scope=scope, parent=parent)
+    return create_plan(session, validate(request), scope=scope, parent=parent)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -411,7 +354,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _json(value: Any) -> Any:
-    return _money(value) if isinstance(value, Decimal) else value
+    return format_money(value) if isinstance(value, Decimal) else value
 
 
 def _relative(values: list[Any]) -> list[float | None] | None:
@@ -595,8 +538,8 @@ def _ledger(session: Session, plan: Plan, entry: str, sign: int, now: datetime) 
             currency=plan.currency,
             flops=sign * plan.flops,
             accelerator_hours=sign * plan.accelerator_hours,
-            actor=session.info.get("actor", "system"),
-            request_id=session.info.get("request_id"),
+            actor=actors.actor(session),
+            request_id=actors.request_id(session),
             created_at=now,
         )
     )

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from service.core.units import CENT
 from service.models import MONEY_SCALE, Budget, HardwareProfile, Organization, Plan, PlanStatus, id_by_slug
 from service.services.budgets import get_budget
-from service.services.errors import InvalidFieldError
+from service.services.errors import InvalidParameterError
 
 GRANULARITIES = ("day", "week", "month", "none")
 GROUPS = ("organization", "budget", "hardware", "status")  # and label:<key>
@@ -89,11 +89,10 @@ def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) 
     stmt = _filtered(stmt, query, scope)
     found = session.execute(stmt).all()
     if len(found) > MAX_ROWS:
-        raise InvalidFieldError(
-            None,
+        raise InvalidParameterError(
+            "granularity",
             f"The report would have more than {MAX_ROWS} rows; narrow the window, coarsen the granularity "
             "or group by less.",
-            parameter="granularity",
         )
     names = _names(session, query.group_by, found, offset=1 if period is not None else 0)
     rows = []

@@ -58,7 +58,9 @@ HARDWARE = {
 def _fitted_columns() -> dict:
     """What a fit of RUNS stores: computed once, then copied into each test's database."""
     return laws.fit_columns(
-        {"runs": {name: [run[name] for run in RUNS] for name in ("params", "tokens", "loss")}}
+        laws.Fit(
+            runs=laws.Runs(**{name: [run[name] for run in RUNS] for name in ("params", "tokens", "loss")})
+        )
     )
 
 

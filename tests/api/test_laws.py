@@ -24,7 +24,7 @@ from service import jobs
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.db import get_db
 from service.models import FitJob, FittedLaw, IdempotencyRecord, Organization, Plan, utcnow
-from service.schemas import FitRequestSchema
+from service.schemas.laws import FitRequestSchema
 from service.services import laws
 from service.services.plans import reevaluate
 from tests.conftest import SMALL_FIT_GRID, bearer

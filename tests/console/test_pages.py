@@ -20,7 +20,7 @@ from service.console.charts import format_number
 from service.console.forms import report_query
 from service.console.views import MAX_FITTED_LAWS_CHARTED
 from service.core.laws import PUBLISHED_LAWS
-from service.schemas import numeral
+from service.schemas.fields import numeral
 from service.services.catalog import load_builtin_hardware
 from tests.api.test_laws import store_law
 from tests.builders import year_budget_body

@@ -25,7 +25,7 @@ def codes(columns) -> list[str]:
 
 
 def test_a_converged_fit_has_no_warnings_and_its_documents_are_complete():
-    columns = laws.fit_columns({"runs": RUNS, "bootstrap": {"samples": 20, "seed": 1}})
+    columns = laws.fit_columns(laws.Fit(runs=laws.Runs(**RUNS), bootstrap=laws.Bootstrap(samples=20, seed=1)))
     assert columns["fit"]["converged"] is True
     assert codes(columns) == []
     assert len(columns["bootstrap_laws"]) == 20 - columns["bootstrap"]["unusable"]
@@ -35,7 +35,7 @@ def test_a_converged_fit_has_no_warnings_and_its_documents_are_complete():
 
 def test_a_fit_stopped_before_it_converged_is_stored_with_a_warning(monkeypatch):
     monkeypatch.setattr(fit, "MAX_ITERATIONS", 3)
-    columns = laws.fit_columns({"runs": RUNS})
+    columns = laws.fit_columns(laws.Fit(runs=laws.Runs(**RUNS)))
     assert columns["fit"]["converged"] is False
     assert codes(columns) == ["not_converged"]
 
@@ -45,6 +45,6 @@ def test_a_bootstrap_that_could_not_refit_many_resamples_says_so(monkeypatch):
     calls = iter(range(10**6))
     # Every other bootstrap refit gives a law the engine refuses (the full fit, called first, does not).
     monkeypatch.setattr(fit, "_law_of", lambda theta: real(theta) if next(calls) % 2 == 0 else None)
-    columns = laws.fit_columns({"runs": RUNS, "bootstrap": {"samples": 20, "seed": 1}})
+    columns = laws.fit_columns(laws.Fit(runs=laws.Runs(**RUNS), bootstrap=laws.Bootstrap(samples=20, seed=1)))
     assert columns["bootstrap"]["unusable"] == pytest.approx(10, abs=1)
     assert codes(columns) == ["unstable_bootstrap"]

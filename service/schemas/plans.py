@@ -1,0 +1,274 @@
+"""Plans: the request, the stored plan and its documents, lists, comparisons and the budget ledger."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+
+import marshmallow as ma
+from marshmallow import validate
+from webargs.fields import DelimitedList
+
+from service.core.units import MAX_ACCELERATORS, MAX_PARAMS, MAX_TOKENS
+from service.models import PLAN_STATUSES
+from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, StrictSchema, excludes, requires
+from service.schemas.fields import (
+    LABEL_FILTER_VALUE,
+    LABEL_KEY_PATTERN,
+    SLUG_PATTERN,
+    LabelFilterField,
+    MoneyField,
+    SlugOrObject,
+    Text,
+    UtcDateTime,
+    WholeNumber,
+    labels_field,
+    positive_float,
+)
+from service.schemas.planning import (
+    ALLOCATES_NOTHING,
+    BUDGET_FIELDS,
+    AllocationRequestSchema,
+    AllocationSchema,
+    ClusterFieldsSchema,
+    allocation_rules,
+    hardware_field,
+)
+from service.services.planning import PlanInputs
+from service.services.plans import REMAINING, PlanRequest
+
+
+class PlanInputsSchema(AllocationRequestSchema):
+    """What a plan evaluates: an allocation request, or `params` and `tokens` of a model already chosen.
+
+    Plans always name their cluster (`hardware` and `accelerators`): a plan says how long and at what cost.
+    """
+
+    params = positive_float(MAX_PARAMS, "Model parameters, for a model already chosen (with tokens).")
+    tokens = positive_float(MAX_TOKENS, "Training tokens, for a model already chosen (with params).")
+    hardware = hardware_field(required=True)
+    accelerators = WholeNumber(
+        required=True, validate=validate.Range(1, MAX_ACCELERATORS), metadata={"example": 1024}
+    )
+
+    RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS, or_a_model=True)
+    REQUEST = PlanInputs
+
+
+class PlanRequestSchema(PlanInputsSchema):
+    """POST /v1/plans: the inputs, and where the plan belongs."""
+
+    organization = ma.fields.String(
+        required=True,
+        validate=validate.Regexp(SLUG_PATTERN, error="Must be an organization slug."),
+        metadata={"description": "Slug of the (existing) organisation it belongs to.", "example": "acme"},
+    )
+    budget_id = ma.fields.UUID(
+        metadata={"description": "The budget the plan is charged to when committed (same organisation)."}
+    )
+    budget = ma.fields.String(
+        validate=validate.OneOf([REMAINING]),
+        metadata={"description": '"remaining": the budget\'s remaining amount is the money budget (cost).'},
+    )
+    name = Text(validate=validate.Length(min=1, max=200), metadata={"example": "7B on 1T tokens"})
+    labels = labels_field(
+        "Free key/value pairs to find plans by (GET /v1/plans?label=team:alpha).", {"team": "alpha"}
+    )
+    start_at = UtcDateTime(
+        metadata={
+            "description": "When the run is to start (default: now); a budget admits runs that start and "
+            "end within its period."
+        }
+    )
+
+    # "budget": "remaining" is a money budget (cost), whose amount the budget supplies.
+    RULES = (
+        *ClusterFieldsSchema.RULES,
+        *allocation_rules((*BUDGET_FIELDS, "budget"), or_a_model=True),
+        requires("budget", "budget_id"),
+        excludes("budget", "cost", 'Give cost or "budget": "remaining", not both.', at="cost"),
+        excludes("budget", "params", ALLOCATES_NOTHING, at="budget"),
+    )
+    REQUEST = PlanRequest
+
+
+def _revision_fields() -> dict[str, ma.fields.Field]:
+    """Every request field, optional and nullable: null removes an input of the parent. Members that are
+    objects (labels, shape, inline hardware or law) merge into the parent's, so only the merged request is
+    validated for them."""
+    fields = {}
+    for name, field in PlanRequestSchema().fields.items():
+        if isinstance(field, ma.fields.Dict | ma.fields.Nested | SlugOrObject):
+            description = "Merged into the parent's (a slug or a member replaces; null removes a member)."
+            fields[name] = ma.fields.Raw(allow_none=True, metadata={"description": description})
+            continue
+        optional = copy.copy(field)
+        optional.required = False
+        optional.allow_none = True
+        fields[name] = optional
+    return fields
+
+
+PlanRevisionSchema = StrictSchema.from_dict(_revision_fields(), name="PlanRevisionSchema")
+PlanRevisionSchema.__doc__ = (
+    "Changes to a plan's request, as a JSON merge patch (RFC 7396): a member replaces the parent's, "
+    "null removes it."
+)
+
+
+class StoredDocument(ma.fields.Nested):
+    """A document stored already serialised (a plan's result): shown as stored, documented by its schema."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return value
+
+
+class PlanSummarySchema(ma.Schema):
+    """A plan's figures and status, as lists show it; GET /v1/plans/{id} adds its documents."""
+
+    id = ma.fields.UUID()
+    organization = ma.fields.String(attribute="organization_slug")
+    budget_id = ma.fields.UUID(allow_none=True)
+    parent_id = ma.fields.UUID(allow_none=True, metadata={"description": "The plan this one revises."})
+    name = ma.fields.String(allow_none=True)
+    labels = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.String())
+    status = ma.fields.String(metadata={"enum": list(PLAN_STATUSES)})
+    hardware = ma.fields.String(
+        attribute="hardware_slug", allow_none=True, metadata={"description": "Null for inline hardware."}
+    )
+    method = ma.fields.String(
+        metadata={
+            "description": "fixed (params and tokens given), fixed-ratio, compute-optimal, "
+            "data-constrained or inference-aware"
+        }
+    )
+    params = ma.fields.Float()
+    tokens = ma.fields.Float()
+    flops = ma.fields.Float()
+    predicted_loss = ma.fields.Float(allow_none=True)
+    accelerators = ma.fields.Integer()
+    days = ma.fields.Float(metadata={"description": "Wall-clock training time."})
+    accelerator_hours = ma.fields.Float()
+    cost = MoneyField(dump_only=True, allow_none=True)
+    currency = ma.fields.String(allow_none=True)
+    start_at = ma.fields.AwareDateTime()
+    end_at = ma.fields.AwareDateTime()
+    created_by = ma.fields.String(metadata={"description": "Key id of the creator."})
+    created_at = ma.fields.AwareDateTime()
+    committed_at = ma.fields.AwareDateTime(allow_none=True)
+    cancelled_at = ma.fields.AwareDateTime(allow_none=True)
+
+
+class PlanSchema(PlanSummarySchema):
+    """A plan: the record an organisation acts on. Immutable but for its status."""
+
+    inputs = ma.fields.Dict(metadata={"description": "The request evaluated (PlanInputs), as stored."})
+    snapshot = ma.fields.Dict(
+        metadata={"description": "What the evaluation used: hardware figures and price, law, engine version."}
+    )
+    result = StoredDocument(AllocationSchema, metadata={"description": "All outputs, as evaluated."})
+
+
+class PlanPageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(PlanSummarySchema), required=True)
+
+
+class PlanQuerySchema(ListQuerySchema):
+    organization = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
+    budget_id = ma.fields.UUID()
+    hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
+    status = ma.fields.String(validate=validate.OneOf(PLAN_STATUSES))
+    label = LabelFilterField(
+        metadata={
+            "description": "key:value; only plans with this label.",
+            "pattern": LABEL_KEY_PATTERN.removesuffix("$") + ":" + LABEL_FILTER_VALUE + "$",
+        }
+    )
+    created_from = UtcDateTime(metadata={"description": "Created at or after (inclusive)."})
+    created_to = UtcDateTime(
+        metadata={"description": "Created before (exclusive).", GREATER_THAN: "created_from"}
+    )
+
+
+MAX_COMPARED = 10
+
+
+class PlanIdsField(DelimitedList):
+    """2 to 10 plan ids, each once: comma-separated in a query (an array, style form, in the description)."""
+
+    def __init__(self, **kwargs):
+        limits = {"minItems": 2, "maxItems": MAX_COMPARED, "uniqueItems": True}
+        super().__init__(ma.fields.UUID(), metadata={**limits, **kwargs.pop("metadata", {})}, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str):
+            raise self.make_error("invalid")
+        parts = [part.strip() for part in value.split(",")]
+        try:
+            ids = [uuid.UUID(part) for part in parts]
+        except ValueError:
+            raise ma.ValidationError("Must be plan ids separated by commas.") from None
+        if not 2 <= len(ids) <= MAX_COMPARED:
+            raise ma.ValidationError(f"Give 2 to {MAX_COMPARED} plan ids.")
+        if len(set(ids)) != len(ids):
+            raise ma.ValidationError("Each plan once.")
+        return ids
+
+
+class CompareQuerySchema(StrictSchema):
+    ids = PlanIdsField(required=True, metadata={"description": "2 to 10 plan ids, comma-separated."})
+
+
+class ComparedPlanSchema(ma.Schema):
+    id = ma.fields.UUID()
+    name = ma.fields.String(allow_none=True)
+    status = ma.fields.String()
+    hardware = ma.fields.String(attribute="hardware_slug", allow_none=True)
+    accelerators = ma.fields.Integer()
+    method = ma.fields.String()
+    params = ma.fields.Float()
+    tokens = ma.fields.Float()
+    flops = ma.fields.Float()
+    predicted_loss = ma.fields.Float(allow_none=True)
+    days = ma.fields.Float()
+    accelerator_hours = ma.fields.Float()
+    cost = MoneyField(dump_only=True, allow_none=True)
+    currency = ma.fields.String(allow_none=True)
+
+
+class DifferenceSchema(ma.Schema):
+    field = ma.fields.String(metadata={"description": "An input or output that differs, e.g. accelerators."})
+    values = ma.fields.List(
+        ma.fields.Raw(allow_none=True), metadata={"description": "One per plan, in order."}
+    )
+    relative = ma.fields.List(
+        ma.fields.Float(allow_none=True),
+        allow_none=True,
+        metadata={"description": "Numbers only: each value divided by the first plan's."},
+    )
+
+
+class ComparisonSchema(ma.Schema):
+    plans = ma.fields.List(ma.fields.Nested(ComparedPlanSchema))
+    differences = ma.fields.List(ma.fields.Nested(DifferenceSchema))
+
+
+class LedgerEntrySchema(ma.Schema):
+    id = ma.fields.UUID()
+    budget_id = ma.fields.UUID()
+    plan_id = ma.fields.UUID()
+    entry = ma.fields.String(metadata={"description": "commit (reserves) or release (gives back)"})
+    amount = MoneyField(
+        dump_only=True,
+        metadata={"description": "Signed: negative for a release.", "pattern": r"^-?\d{1,12}(\.\d{1,6})?$"},
+    )
+    currency = ma.fields.String()
+    flops = ma.fields.Float()
+    accelerator_hours = ma.fields.Float()
+    actor = ma.fields.String(metadata={"description": "Key id of the caller."})
+    request_id = ma.fields.String(allow_none=True)
+    created_at = ma.fields.AwareDateTime()
+
+
+class LedgerPageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(LedgerEntrySchema), required=True)

@@ -1,0 +1,175 @@
+"""Cost reports and budget utilisation."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+import marshmallow as ma
+from marshmallow import validate
+from webargs.fields import DelimitedList
+
+from service.models import PLAN_STATUSES
+from service.schemas.common import GREATER_THAN, StrictSchema
+from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime
+from service.services.documents import format_money
+
+REPORT_GRANULARITIES = ("day", "week", "month", "none")
+REPORT_GROUPS = ("organization", "budget", "hardware", "status")
+MAX_REPORT_GROUPS = 3
+_GROUP = "(organization|budget|hardware|status|label:" + LABEL_KEY_PATTERN.strip("^$") + ")"
+
+
+class GroupByField(DelimitedList):
+    """One to three of organization, budget, hardware, status and label:<key>, each once: comma-separated in
+    a query (an array, style form, in the description)."""
+
+    def __init__(self, **kwargs):
+        limits = {"minItems": 1, "maxItems": MAX_REPORT_GROUPS, "uniqueItems": True}
+        group = ma.fields.String(metadata={"pattern": f"^{_GROUP}$"})
+        super().__init__(group, metadata={**limits, **kwargs.pop("metadata", {})}, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str):
+            raise self.make_error("invalid")
+        names = tuple(part.strip() for part in value.split(","))
+        for name in names:
+            label = name.startswith("label:") and re.fullmatch(LABEL_KEY_PATTERN, name.removeprefix("label:"))
+            if name not in REPORT_GROUPS and not label:
+                raise ma.ValidationError(
+                    f"Unknown group {name!r}: use organization, budget, hardware, status or label:<key>."
+                )
+        if len(set(names)) != len(names):
+            raise ma.ValidationError("Each group once.")
+        if len(names) > MAX_REPORT_GROUPS:
+            raise ma.ValidationError(f"At most {MAX_REPORT_GROUPS} groups.")
+        return names
+
+
+class CostReportQuerySchema(StrictSchema):
+    from_ = UtcDateTime(
+        data_key="from",
+        required=True,
+        metadata={"description": "Plans starting at or after (inclusive), ISO 8601 with an offset."},
+    )
+    to = UtcDateTime(
+        required=True,
+        metadata={"description": "Plans starting before (exclusive).", GREATER_THAN: "from"},
+    )
+    granularity = ma.fields.String(
+        load_default="none",
+        validate=validate.OneOf(REPORT_GRANULARITIES),
+        metadata={"description": "Rows per UTC day, ISO week (from Monday) or month; none: one per group."},
+    )
+    group_by = GroupByField(
+        load_default=tuple,  # a callable: the description shows no default (none is no query value)
+        metadata={
+            "description": "Up to 3 of organization, budget, hardware, status, label:<key>; comma-separated.",
+            "example": ["budget", "label:team"],
+        },
+    )
+    organization = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
+    budget_id = ma.fields.UUID()
+    hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
+    status = ma.fields.String(
+        load_default="committed",
+        validate=validate.OneOf(PLAN_STATUSES),
+        metadata={"description": "Plans in this status (default committed)."},
+    )
+    format = ma.fields.String(
+        validate=validate.OneOf(["json", "csv"]),
+        metadata={"description": "csv for text/csv (as with Accept: text/csv); json by default."},
+    )
+
+
+class CostRowSchema(ma.Schema):
+    """One group in one period. Group columns (organization, budget, hardware, status, label:<key>) appear
+    when grouped by, period_start and period_end with a granularity."""
+
+    class Meta:
+        ordered = True
+
+    period_start = ma.fields.String(metadata={"description": "First day of the period (UTC), ISO date."})
+    period_end = ma.fields.String(metadata={"description": "Day after its last (exclusive)."})
+    organization = ma.fields.String(allow_none=True)
+    budget = ma.fields.String(allow_none=True, metadata={"description": "Budget id; null for plans without."})
+    hardware = ma.fields.String(allow_none=True, metadata={"description": "Slug; null for inline hardware."})
+    status = ma.fields.String()
+    currency = ma.fields.String(allow_none=True, metadata={"description": "Null for plans with no price."})
+    plans = ma.fields.Integer()
+    accelerator_hours = ma.fields.Float()
+    flops = ma.fields.Float()
+    cost = MoneyField(dump_only=True, allow_none=True)
+    estimated = ma.fields.Constant(True, metadata={"description": "Always true: plans, not invoices."})
+
+
+class CostTotalsSchema(ma.Schema):
+    currency = ma.fields.String(allow_none=True)
+    plans = ma.fields.Integer()
+    accelerator_hours = ma.fields.Float()
+    flops = ma.fields.Float()
+    cost = MoneyField(dump_only=True, allow_none=True)
+    estimated = ma.fields.Constant(True)
+
+
+def _report_value(name: str, value):
+    if name == "estimated":
+        return True
+    return format_money(value) if isinstance(value, Decimal) else value
+
+
+class CostReportSchema(ma.Schema):
+    start = ma.fields.AwareDateTime(attribute="query.start", data_key="from")
+    to = ma.fields.AwareDateTime(attribute="query.end")
+    granularity = ma.fields.String(attribute="query.granularity")
+    group_by = ma.fields.List(ma.fields.String(), attribute="query.group_by")
+    status = ma.fields.String(attribute="query.status")
+    rows = ma.fields.Function(
+        lambda report: [
+            {name: _report_value(name, row.get(name)) for name in report.columns} for row in report.rows
+        ],
+        metadata={
+            "type": "array",
+            "items": {"$ref": "#/components/schemas/CostRow"},
+            "description": "A label group is a member named label:<key> (null for plans without the label).",
+        },
+    )
+    totals = ma.fields.List(ma.fields.Nested(CostTotalsSchema), metadata={"description": "Per currency."})
+
+
+class MonthUseSchema(ma.Schema):
+    month = ma.fields.String(metadata={"example": "2026-03"})
+    plans = ma.fields.Integer()
+    committed = MoneyField(dump_only=True, metadata={"description": "Committed plans starting that month."})
+    cumulative = MoneyField(dump_only=True, metadata={"description": "Committed up to the end of the month."})
+
+
+class UtilizationSchema(ma.Schema):
+    """Every month of the period is listed (those without plans at zero) when the period spans at most
+    1 200 months; beyond, only months with plans."""
+
+    budget_id = ma.fields.UUID(attribute="budget.id")
+    currency = ma.fields.String(attribute="budget.currency")
+    amount = MoneyField(dump_only=True, attribute="budget.amount")
+    committed = MoneyField(dump_only=True, attribute="budget.committed")
+    remaining = MoneyField(dump_only=True, attribute="budget.remaining")
+    utilization = ma.fields.Float(
+        attribute="budget.utilization", metadata={"description": "committed / amount"}
+    )
+    period_start = ma.fields.AwareDateTime(attribute="budget.period_start")
+    period_end = ma.fields.AwareDateTime(attribute="budget.period_end")
+    as_of = ma.fields.AwareDateTime()
+    months = ma.fields.List(ma.fields.Nested(MonthUseSchema))
+    burn_rate_per_day = MoneyField(
+        dump_only=True,
+        allow_none=True,
+        metadata={"description": "Committed per day of the period elapsed so far; null before it starts."},
+    )
+    runs_out_at = ma.fields.AwareDateTime(
+        allow_none=True,
+        metadata={"description": "When the amount is spent at the burn rate; null if it never is."},
+    )
+    runs_out_before_period_end = ma.fields.Function(
+        lambda use: use.runs_out_at is not None and use.runs_out_at < use.budget.period_end,
+        metadata={"type": "boolean"},
+    )

@@ -1,0 +1,304 @@
+"""The documents a plan keeps, as JSON: its `inputs` (the request it evaluated), a `snapshot` of what the
+evaluation used (the hardware's figures and the price in force, the law's coefficients, the engine version)
+and its `result` (the allocation document, which POST /v1/allocations answers with too).
+
+Plans are immutable and are evaluated again from their inputs and snapshot (`flask plans verify`): these
+shapes are kept by every plan ever stored, so a change here is a change to what old plans mean. The API
+describes them (service/schemas/planning.py) and shows them as they are made here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from service.catalog import PRECISIONS
+from service.core import allocate, caveats, cluster, engine
+from service.core.cluster import SERVING_BYTES_PER_PARAM
+from service.core.hyper import Hyperparameters
+from service.core.laws import FittedRange, ScalingLaw
+from service.services.documents import JsonObject, format_money, from_document, to_document
+from service.services.planning import PlanInputs
+
+HYPERPARAMETERS_NOTE = "A starting point fitted on small budgets, not a prescription."
+INFERENCE_MINIMISES = "lifetime_flops"  # what an inference-aware allocation minimises
+LAW_COEFFICIENTS = tuple(field.name for field in dataclasses.fields(ScalingLaw))  # E, A, B, alpha, beta
+
+
+# --- Inputs -------------------------------------------------------------------------------------------------
+
+
+def inputs_document(inputs: PlanInputs) -> dict[str, Any]:
+    document: dict[str, Any] = to_document(inputs)
+    return document
+
+
+def plan_inputs(document: JsonObject) -> PlanInputs:
+    return from_document(PlanInputs, document)
+
+
+# --- Snapshot -----------------------------------------------------------------------------------------------
+
+
+def snapshot_document(
+    hardware: engine.Hardware,
+    price_effective_at: datetime | None,
+    law: engine.NamedLaw | None,
+    serving: tuple[engine.Hardware, datetime | None] | None = None,
+) -> dict[str, Any]:
+    """What an evaluation depends on besides its inputs. `serving`: the inference hardware and when its
+    price took effect, when the plan serves on hardware of its own."""
+    return {
+        "engine_version": engine.ENGINE_VERSION,
+        "hardware": _hardware_snapshot(hardware, price_effective_at),
+        "inference_hardware": None if serving is None else _hardware_snapshot(*serving),
+        "law": None
+        if law is None
+        else {
+            "slug": law.slug,
+            "name": law.name,
+            "source": law.source,
+            "note": law.note,
+            **{name: getattr(law.law, name) for name in LAW_COEFFICIENTS},
+            "fitted_range": None if law.fitted_range is None else vars(law.fitted_range).copy(),
+        },
+    }
+
+
+def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime | None) -> dict[str, Any]:
+    return {
+        "slug": hardware.slug,
+        "name": hardware.name,
+        "peak_flops": dict(hardware.peak_flops),
+        "memory_bytes": hardware.memory_bytes,
+        "memory_bandwidth_bytes_per_second": hardware.memory_bandwidth_bytes_per_second,
+        "price_per_hour": _money(hardware.price_per_hour),
+        "currency": hardware.currency,
+        "price_effective_at": None if price_effective_at is None else price_effective_at.isoformat(),
+    }
+
+
+def snapshot_hardware(snapshot: JsonObject, role: str = "hardware") -> engine.Hardware | None:
+    """The hardware a snapshot holds for `role` (hardware or inference_hardware). Snapshots of engines
+    before 1.3.0 hold no inference hardware and no memory bandwidth: those plans served nothing."""
+    hardware = snapshot.get(role)
+    if hardware is None:
+        return None
+    price = hardware["price_per_hour"]
+    return engine.Hardware(
+        name=hardware["name"],
+        slug=hardware["slug"],
+        peak_flops=hardware["peak_flops"],
+        memory_bytes=hardware["memory_bytes"],
+        price_per_hour=None if price is None else Decimal(price),
+        currency=hardware["currency"],
+        memory_bandwidth_bytes_per_second=hardware.get("memory_bandwidth_bytes_per_second"),
+    )
+
+
+def snapshot_law(snapshot: JsonObject, samples: tuple[ScalingLaw, ...]) -> engine.NamedLaw | None:
+    """The law a snapshot holds, with the bootstrap fits of the fitted law it came from (`samples`)."""
+    law = snapshot["law"]
+    if law is None:
+        return None
+    fitted = law["fitted_range"]
+    return engine.NamedLaw(
+        ScalingLaw(**{name: law[name] for name in LAW_COEFFICIENTS}),
+        slug=law["slug"],
+        name=law["name"],
+        source=law["source"],
+        fitted_range=None if fitted is None else FittedRange(**fitted),
+        note=law["note"],
+        samples=samples,
+    )
+
+
+# --- Result: the allocation document ------------------------------------------------------------------------
+# Numbers as JSON numbers (float() and int() also turn numpy's into Python's), money as decimal strings.
+
+
+def allocation_document(plan: engine.Plan) -> dict[str, Any]:
+    allocation = plan.allocation
+    return {
+        "method": plan.method,
+        "params": float(allocation.params),
+        "tokens": float(allocation.tokens),
+        "tokens_per_param": float(allocation.tokens_per_param),
+        "flops": float(allocation.flops),
+        "pf_days": float(plan.pf_days),
+        "predicted_loss": _number(allocation.predicted_loss),
+        "unique_tokens": _number(allocation.unique_tokens),
+        "epochs": _number(allocation.epochs),
+        "limits": [
+            {"kind": limit.kind, "flops": float(limit.flops), "binding": limit.binding}
+            for limit in plan.limits
+        ],
+        "law": None if plan.law is None else law_document(plan.law),
+        "inference": None if plan.inference is None else _inference(plan.inference),
+        "estimate": None if plan.estimate is None else estimate_document(plan.estimate),
+        "hyperparameters": _hyperparameters(plan.hyperparameters),
+        "warnings": _caveats(plan.caveats),
+        "intervals": None if plan.intervals is None else _intervals(plan.intervals),
+        "engine_version": engine.ENGINE_VERSION,
+    }
+
+
+def _limit(limit: engine.Limit) -> dict[str, Any]:
+    return {"kind": limit.kind, "flops": float(limit.flops), "binding": limit.binding}
+
+
+def law_document(law: engine.NamedLaw) -> dict[str, Any]:
+    coefficients = law.law  # with the allocation constants a, b and G it implies
+    return {
+        "slug": law.slug,
+        "name": law.name,
+        "source": law.source,
+        "note": law.note,
+        **{
+            name: float(getattr(coefficients, name))
+            for name in ("E", "A", "B", "alpha", "beta", "a", "b", "G")
+        },
+        "fitted_range": None if law.fitted_range is None else _fitted_range(law.fitted_range),
+    }
+
+
+def _fitted_range(fitted: FittedRange) -> dict[str, float | None]:
+    return {name: _number(value) for name, value in vars(fitted).items()}
+
+
+def estimate_document(estimate: engine.Estimate) -> dict[str, Any]:
+    """Time, cost and memory of a run: POST /v1/estimates, and the `estimate` of an allocation on hardware."""
+    runtime, on = estimate.runtime, estimate.cluster
+    return {
+        "params": float(estimate.params),
+        "tokens": float(estimate.tokens),
+        "flops": float(runtime.flops),
+        "hardware_flops": float(estimate.hardware_flops),
+        "pf_days": float(runtime.pf_days),
+        "seconds": float(runtime.seconds),
+        "days": float(runtime.days),
+        "accelerator_hours": float(runtime.accelerator_hours),
+        "hardware": {
+            "slug": on.hardware.slug,
+            "name": on.hardware.name,
+            "peak_flops": {
+                precision: float(on.hardware.peak_flops[precision])
+                for precision in PRECISIONS
+                if precision in on.hardware.peak_flops
+            },
+            "memory_bytes": float(on.hardware.memory_bytes),
+        },
+        "accelerators": int(on.accelerators),
+        "mfu": float(on.mfu),
+        "precision": on.precision,
+        "peak_flops_per_second": float(on.peak_flops_per_second),
+        "price_per_hour": _money(estimate.price_per_hour),
+        "cost": _money(estimate.cost),
+        "currency": estimate.currency,
+        "memory": _memory(estimate.memory),
+        "predicted_loss": _number(estimate.predicted_loss),
+        "warnings": _caveats(estimate.caveats),
+    }
+
+
+def _memory(memory: cluster.MemoryEstimate) -> dict[str, Any]:
+    return {
+        "zero_stage": int(memory.zero_stage),
+        "data_parallel": int(memory.data_parallel),
+        "tensor_parallel": int(memory.tensor_parallel),
+        "sequence_parallel": memory.sequence_parallel,
+        "bytes_per_param": float(memory.bytes_per_param),
+        "model_states_bytes": float(memory.model_states_bytes),
+        "activations_bytes": float(memory.activations_bytes),
+        "total_bytes": float(memory.total_bytes),
+        "capacity_bytes": float(memory.capacity_bytes),
+        "fits": memory.fits,
+        "min_accelerators": None if memory.min_accelerators is None else int(memory.min_accelerators),
+    }
+
+
+def _inference(inference: engine.InferenceSummary) -> dict[str, Any]:
+    return {
+        "minimised": INFERENCE_MINIMISES,
+        "constraint": inference.constraint,
+        "inference_tokens": float(inference.inference_tokens),
+        "inference_flops": float(inference.inference_flops),
+        "lifetime_flops": float(inference.lifetime_flops),
+        "compute_optimal": allocation_point(inference.compute_optimal),
+        "compute_optimal_lifetime_flops": float(inference.compute_optimal_lifetime_flops),
+        "fraction_saved": float(inference.fraction_saved),
+        "compute_optimal_at_budget": None
+        if inference.compute_optimal_at_budget is None
+        else allocation_point(inference.compute_optimal_at_budget),
+        "serving": None if inference.serving is None else _serving(inference.serving),
+    }
+
+
+def allocation_point(allocation: allocate.Allocation) -> dict[str, Any]:
+    return {
+        "params": float(allocation.params),
+        "tokens": float(allocation.tokens),
+        "flops": float(allocation.flops),
+        "tokens_per_param": float(allocation.tokens_per_param),
+        "predicted_loss": _number(allocation.predicted_loss),
+    }
+
+
+def _serving(serving: engine.Serving) -> dict[str, Any]:
+    decoding = serving.decoding
+    return {
+        "hardware": {
+            "slug": serving.hardware.slug,
+            "name": serving.hardware.name,
+            "memory_bandwidth_bytes_per_second": _number(serving.hardware.memory_bandwidth_bytes_per_second),
+        },
+        "batch": int(decoding.batch),
+        "bytes_per_param": SERVING_BYTES_PER_PARAM,
+        "tokens_per_second": float(decoding.tokens_per_second),
+        "bound": decoding.bound,
+        "accelerator_hours": float(decoding.accelerator_hours),
+        "price_per_hour": _money(serving.price_per_hour),
+        "cost": _money(serving.cost),
+        "currency": serving.currency,
+    }
+
+
+def _hyperparameters(hyperparameters: Hyperparameters) -> dict[str, Any]:
+    return {
+        "batch_tokens": float(hyperparameters.batch_tokens),
+        "learning_rate": float(hyperparameters.learning_rate),
+        "source": hyperparameters.source,
+        "flops": float(hyperparameters.flops),
+        "flops_definition": hyperparameters.flops_definition,
+        "note": HYPERPARAMETERS_NOTE,
+    }
+
+
+def _intervals(intervals: engine.Intervals) -> dict[str, Any]:
+    return {
+        "confidence": float(intervals.confidence),
+        "samples": int(intervals.samples),
+        "params": _pair(intervals.params),
+        "tokens": _pair(intervals.tokens),
+        "predicted_loss": _pair(intervals.predicted_loss),
+    }
+
+
+def _caveats(found: list[caveats.Caveat]) -> list[dict[str, Any]]:
+    return [
+        {"code": caveat.code, "message": caveat.message, "details": dict(caveat.details)} for caveat in found
+    ]
+
+
+def _pair(pair: tuple[float, float] | None) -> list[float] | None:
+    return None if pair is None else [float(bound) for bound in pair]
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _money(amount: Decimal | None) -> str | None:
+    return None if amount is None else format_money(amount)
