@@ -582,6 +582,8 @@ class ApiKey(Base):
             name="admins_have_no_organization",
         ),
     )
+    # Lets `key` below be a plain attribute: the mapper leaves alone what is not annotated Mapped[].
+    __allow_unmapped__ = True
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     key_id: Mapped[str] = mapped_column(String(32), unique=True)
@@ -597,6 +599,9 @@ class ApiKey(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     organization: Mapped[Organization | None] = relationship()
+    # The full key, on the record that services/keys.create_key returns, for the one response that shows
+    # it; never stored (only a hash of its secret is) and None on every record read back.
+    key: str | None = None
 
     @property
     def organization_slug(self) -> str | None:
