@@ -60,7 +60,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# mypy, configured in pyproject.toml: strict on service/core, service/services and a few leaf modules, a baseline elsewhere.
+# mypy, configured in pyproject.toml: strict on service/core, services, models and the modules around them; a baseline on api, schemas, console, db.
 typecheck: install
 	$(BIN)/mypy
 
