@@ -73,8 +73,8 @@ def format_number(value: float) -> str:
             if mantissa < 999.5:  # rounds below 1000, else the next suffix reads better
                 text = f"{mantissa:.1f}" if mantissa < 9.95 else f"{mantissa:.0f}"
                 return sign + text.removesuffix(".0") + suffix
-    mantissa, exponent = f"{size:.1e}".split("e")
-    return f"{sign}{mantissa.removesuffix('.0')}e{int(exponent)}"
+    digits, exponent = f"{size:.1e}".split("e")
+    return f"{sign}{digits.removesuffix('.0')}e{int(exponent)}"
 
 
 def text_width(text: str) -> float:

@@ -13,6 +13,7 @@ import flask
 import marshmallow as ma
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest, TooManyRequests
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from service.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
 from service.console import blp, figures, same_origin
@@ -252,7 +253,7 @@ def _create(session, request) -> uuid.UUID:
     return plans.create_plan(session, request, scope=scope()).id
 
 
-def _once(session, act: Callable[[], str]) -> flask.Response:
+def _once(session, act: Callable[[], str]) -> WerkzeugResponse:
     """Run `act` (it writes, and says which page to show next) once per rendered form, and go there.
 
     Each form that writes carries an idempotency key, used as the API's Idempotency-Key: a second
