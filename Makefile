@@ -60,7 +60,8 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# mypy, configured in pyproject.toml: strict on service/core, services, models and the modules around them; a baseline on api, schemas, console, db.
+# mypy, configured in pyproject.toml: strict on all of service but api, schemas and db (mypy's defaults there,
+# and a baseline for db).
 typecheck: install
 	$(BIN)/mypy
 

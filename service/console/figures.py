@@ -107,7 +107,7 @@ def frontier_charts(
     return drawn, rows
 
 
-def utilization_bar(budget: Mapping[str, Any], chart_id: str, width: int = 640):
+def utilization_bar(budget: Mapping[str, Any], chart_id: str, width: int = 640) -> Markup:
     currency = budget["currency"]
     committed, amount = money(budget["committed"], currency), money(budget["amount"], currency)
     return charts.bar(
@@ -120,7 +120,7 @@ def utilization_bar(budget: Mapping[str, Any], chart_id: str, width: int = 640):
     )
 
 
-def burn_chart(utilization: Mapping[str, Any]):
+def burn_chart(utilization: Mapping[str, Any]) -> Markup:
     months = utilization["months"]
     step = -(-len(months) // 6)  # at most 6 month labels: more collide on a laptop screen
     return charts.line_chart(

@@ -172,7 +172,7 @@ class DocumentSchema(ma.Schema):
 
     document: ClassVar[Callable[[Any], dict[str, Any]]]
 
-    def dump(self, obj, *, many=None):
+    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
         make = type(self).document
         return [make(item) for item in obj] if (self.many if many is None else many) else make(obj)
 
