@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from functools import wraps
+from typing import ParamSpec, TypeVar
 
 import flask
 from sqlalchemy.exc import SQLAlchemyError
@@ -36,9 +37,12 @@ CONSOLE_COOKIE = "planner_key"
 
 log = logging.getLogger(__name__)
 
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
+
 
 def _unauthorized(detail: str, error: str | None = None) -> Unauthorized:
-    parameters = {"realm": "compute-planner", **({"error": error} if error else {})}
+    parameters: dict[str, str | None] = {"realm": "compute-planner", **({"error": error} if error else {})}
     return Unauthorized(detail, www_authenticate=WWWAuthenticate("Bearer", parameters))
 
 
@@ -115,7 +119,8 @@ def _touch_after_response(response: flask.Response) -> flask.Response:
 
 
 def current_principal() -> Principal:
-    return flask.g.principal
+    principal: Principal = flask.g.principal  # flask.g is untyped: admit() sets this
+    return principal
 
 
 def scope() -> uuid.UUID | None:
@@ -124,12 +129,12 @@ def scope() -> uuid.UUID | None:
     return None if principal.is_admin else principal.organization_id
 
 
-def requires(*roles: str) -> Callable:
+def requires(*roles: str) -> Callable[[Callable[Params, Result]], Callable[Params, Result]]:
     """Admit callers with one of `roles` (admins always)."""
 
-    def decorate(view: Callable) -> Callable:
+    def decorate(view: Callable[Params, Result]) -> Callable[Params, Result]:
         @wraps(view)
-        def guarded(*args, **kwargs):
+        def guarded(*args: Params.args, **kwargs: Params.kwargs) -> Result:
             principal = current_principal()
             if not principal.is_admin and principal.role not in roles:
                 allowed = ", ".join(("admin", *roles))

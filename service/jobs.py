@@ -17,10 +17,11 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import flask
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, or_, select, update
 
 from service import actors, http_status, metrics
 from service.db import Database, get_db
@@ -37,7 +38,7 @@ IDLE_SECONDS = 60.0  # a runner thread with nothing to do for this long ends
 EXTENSION_KEY = "fit_job_runner"
 
 
-def _claimable(now):
+def _claimable(now: datetime) -> ColumnElement[bool]:
     return or_(
         FitJob.status == "queued",
         and_(FitJob.status == "running", FitJob.lease_expires_at < now),
@@ -74,7 +75,7 @@ def claim_next(database: Database, lease: timedelta = LEASE) -> tuple[uuid.UUID,
 def run_job(database: Database, job_id: uuid.UUID, attempt: int, lease: timedelta = LEASE) -> None:
     """Fit a claimed job and record the outcome, unless another runner has claimed it since."""
     with database.sessionmaker() as session:
-        job = session.get(FitJob, job_id)
+        job = session.get_one(FitJob, job_id)
         request, actor = laws.fit_request(job.request), job.created_by
     if attempt > MAX_ATTEMPTS:
         _finish(database, job_id, attempt, error=_interrupted())
@@ -97,15 +98,15 @@ def _finish(
     job_id: uuid.UUID,
     attempt: int,
     *,
-    error: dict | None = None,
-    columns: dict | None = None,
+    error: dict[str, object] | None = None,
+    columns: dict[str, Any] | None = None,
     actor: str = "system",
 ) -> None:
     with database.sessionmaker() as session:
         actors.act_as(session, actor)
-        job = session.get(FitJob, job_id)
         law = None
         if columns is not None:
+            job = session.get_one(FitJob, job_id)
             request = laws.fit_request(job.request)
             law = laws.store_law(session, job.organization_id, job.slug, request, columns, actor=actor)
             if law is None:
@@ -122,8 +123,9 @@ def _finish(
                 finished_at=utcnow(),
                 lease_expires_at=None,
             )
-        ).rowcount
-        if finished:
+            .returning(FitJob.id)
+        ).first()
+        if finished is not None:
             metrics.count_on_commit(
                 session, metrics.FIT_JOBS.labels(event="failed" if error else "succeeded")
             )
@@ -156,16 +158,18 @@ def _heartbeat(database: Database, job_id: uuid.UUID, attempt: int, lease: timed
         thread.join()
 
 
-def _problem(status: int, detail: str, *, title: str | None = None, **extensions: object) -> dict:
+def _problem(
+    status: int, detail: str, *, title: str | None = None, **extensions: object
+) -> dict[str, object]:
     """A failed job's `error`: problem details (RFC 9457) as a stored document."""
     return {"title": title or http_status.title(status), "status": status, "detail": detail, **extensions}
 
 
-def _refusal(error: InvalidFieldError) -> dict:
+def _refusal(error: InvalidFieldError) -> dict[str, object]:
     return _problem(422, error.detail, errors=[service_error_entry(error)])
 
 
-def _interrupted() -> dict:
+def _interrupted() -> dict[str, object]:
     detail = f"The fit was interrupted {MAX_ATTEMPTS} times (its process stopped); submit it again."
     return _problem(500, detail, title="Interrupted")
 
@@ -223,6 +227,6 @@ def wake_runner() -> None:
     if runner is not None:
 
         @flask.after_this_request
-        def _wake(response):
+        def _wake(response: flask.Response) -> flask.Response:
             runner.wake()
             return response

@@ -6,6 +6,7 @@ import enum
 import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -29,8 +30,10 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.sql.selectable import ScalarSelect
+from sqlalchemy.types import TypeEngine
 
 from service.catalog import PRECISIONS
 
@@ -51,14 +54,14 @@ class UTCDateTime(TypeDecorator[datetime]):
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
         return value.astimezone(UTC)
 
-    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -78,12 +81,12 @@ class Money(TypeDecorator[Decimal]):
     impl = Numeric(18, MONEY_SCALE)
     cache_ok = True
 
-    def load_dialect_impl(self, dialect):
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name == "sqlite":
             return dialect.type_descriptor(BigInteger())
         return dialect.type_descriptor(Numeric(18, MONEY_SCALE, asdecimal=True))
 
-    def process_bind_param(self, value: Decimal | None, dialect) -> Decimal | int | None:
+    def process_bind_param(self, value: Decimal | None, dialect: Dialect) -> Decimal | int | None:
         if value is None:
             return None
         exact = Decimal(value)
@@ -91,7 +94,7 @@ class Money(TypeDecorator[Decimal]):
             raise ValueError(f"{value} has more than {MONEY_SCALE} decimal places")
         return int(exact.scaleb(MONEY_SCALE)) if dialect.name == "sqlite" else exact
 
-    def process_result_value(self, value, dialect) -> Decimal | None:
+    def process_result_value(self, value: Decimal | int | None, dialect: Dialect) -> Decimal | None:
         if value is None:
             return None
         if dialect.name == "sqlite":
@@ -103,7 +106,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def id_by_slug(model: type[Organization | HardwareProfile], slug: str) -> ScalarSelect:
+def id_by_slug(model: type[Organization | HardwareProfile], slug: str) -> ScalarSelect[uuid.UUID]:
     """The id of `model`'s row with this slug, as a scalar subquery to compare a foreign key with: NULL (so
     matching nothing) for an unknown slug. Both databases evaluate it once and seek an index by its value,
     in the same round trip as the query around it."""
@@ -204,23 +207,23 @@ class HardwareProfile(Base):
     # The current price, flattened for the API representation.
     @property
     def price_per_hour(self) -> Decimal | None:
-        return (price := self.current_price) and price.price_per_hour
+        return price.price_per_hour if (price := self.current_price) is not None else None
 
     @property
     def currency(self) -> str | None:
-        return (price := self.current_price) and price.currency
+        return price.currency if (price := self.current_price) is not None else None
 
     @property
     def price_as_of(self) -> str | None:
-        return (price := self.current_price) and price.as_of
+        return price.as_of if (price := self.current_price) is not None else None
 
     @property
     def price_source(self) -> str | None:
-        return (price := self.current_price) and price.source
+        return price.source if (price := self.current_price) is not None else None
 
     @property
     def price_effective_at(self) -> datetime | None:
-        return (price := self.current_price) and price.effective_at
+        return price.effective_at if (price := self.current_price) is not None else None
 
     @property
     def peak_flops(self) -> dict[str, float]:
@@ -398,9 +401,9 @@ class Plan(Base):
     status: Mapped[str] = mapped_column(String(16), default=PlanStatus.DRAFT)
     start_at: Mapped[datetime] = mapped_column(UTCDateTime)
     end_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    inputs: Mapped[dict] = mapped_column(JSON)
-    snapshot: Mapped[dict] = mapped_column(JSON)
-    result: Mapped[dict] = mapped_column(JSON)
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSON)
+    snapshot: Mapped[dict[str, Any]] = mapped_column(JSON)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
     method: Mapped[str] = mapped_column(String(32))
     params: Mapped[float] = mapped_column(Float)
     tokens: Mapped[float] = mapped_column(Float)
@@ -456,13 +459,17 @@ class FittedLaw(Base):
     B: Mapped[float] = mapped_column(Float)
     alpha: Mapped[float] = mapped_column(Float)
     beta: Mapped[float] = mapped_column(Float)
-    fitted_range: Mapped[dict] = mapped_column(JSON)  # min/max params, tokens and flops of the runs
-    fit: Mapped[dict] = mapped_column(JSON)  # how well it fits: objective, residuals, convergence
-    bootstrap: Mapped[dict | None] = mapped_column(JSON)  # samples, seed and intervals
+    fitted_range: Mapped[dict[str, Any]] = mapped_column(JSON)  # min/max params, tokens and flops of the runs
+    fit: Mapped[dict[str, Any]] = mapped_column(JSON)  # how well it fits: objective, residuals, convergence
+    bootstrap: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # samples, seed and intervals
     bootstrap_laws: Mapped[list[list[float]]] = mapped_column(JSON, default=list)  # (E, A, B, alpha, beta)
-    isoflop: Mapped[dict] = mapped_column(JSON)  # Chinchilla's Approach 2 on the same runs, or why not
-    warnings: Mapped[list[dict]] = mapped_column(JSON, default=list)
-    runs: Mapped[dict] = mapped_column(JSON)  # the runs as fitted: {"params": [...], "tokens": [...], ...}
+    isoflop: Mapped[dict[str, Any]] = mapped_column(
+        JSON
+    )  # Chinchilla's Approach 2 on the same runs, or why not
+    warnings: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    runs: Mapped[dict[str, Any]] = mapped_column(
+        JSON
+    )  # the runs as fitted: {"params": [...], "tokens": [...], ...}
     created_by: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -502,9 +509,9 @@ class FitJob(Base):
     organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
     slug: Mapped[str] = mapped_column(String(63))
     status: Mapped[str] = mapped_column(String(16), default="queued")
-    request: Mapped[dict] = mapped_column(JSON)  # the fit request as validated, runs included
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)  # the fit request as validated, runs included
     law_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("fitted_laws.id", ondelete="SET NULL"))
-    error: Mapped[dict | None] = mapped_column(JSON)  # problem details of a failed job
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # problem details of a failed job
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     created_by: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -582,6 +589,8 @@ class ApiKey(Base):
             name="admins_have_no_organization",
         ),
     )
+    # Lets `key` below be a plain attribute: the mapper leaves alone what is not annotated Mapped[].
+    __allow_unmapped__ = True
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     key_id: Mapped[str] = mapped_column(String(32), unique=True)
@@ -597,6 +606,9 @@ class ApiKey(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     organization: Mapped[Organization | None] = relationship()
+    # The full key, on the record that services/keys.create_key returns, for the one response that shows
+    # it; never stored (only a hash of its secret is) and None on every record read back.
+    key: str | None = None
 
     @property
     def organization_slug(self) -> str | None:

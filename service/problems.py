@@ -91,13 +91,14 @@ def problem_response(
     *,
     title: str | None = None,
     headers: Mapping[str, str] | None = None,
-    **extensions: object,
+    extensions: Mapping[str, object] | None = None,
 ) -> flask.Response:
+    """A problem response; `extensions` are members of the body after the standard ones (RFC 9457 §3.2)."""
     body = problem_document(status, detail, title=title)
     if flask.has_request_context():
         body["instance"] = flask.request.path
     body["request_id"] = current_request_id()
-    body.update(extensions)
+    body.update(extensions or {})
     response = flask.current_app.response_class(
         flask.json.dumps(body), status=status, mimetype=PROBLEM_CONTENT_TYPE
     )
@@ -158,6 +159,7 @@ def _handle_http_exception(error: HTTPException) -> flask.Response:
     data = getattr(error, "data", None) or {}
     extensions: dict[str, object] = {}
     messages = data.get("messages")
+    detail: str | None
     if status == 400 and messages:
         detail = "The request body is not valid JSON."
     elif messages:
@@ -168,27 +170,31 @@ def _handle_http_exception(error: HTTPException) -> flask.Response:
     # Werkzeug puts protocol headers on the exception (Allow on 405, WWW-Authenticate on 401); keep them.
     headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
     headers.update(data.get("headers") or {})
-    return problem_response(status, detail, headers=headers, **extensions)
+    return problem_response(status, detail, headers=headers, extensions=extensions)
 
 
 def _handle_service_error(error: ServiceError) -> flask.Response:
     status = next(code for cls, code in _SERVICE_ERROR_STATUS.items() if isinstance(error, cls))
     if isinstance(error, InvalidFieldError):
         errors = [service_error_entry(error)]
-        return problem_response(status, "The request is not valid; see errors.", errors=errors)
+        return problem_response(
+            status, "The request is not valid; see errors.", extensions={"errors": errors}
+        )
     headers = {} if error.retry_after is None else {"Retry-After": str(error.retry_after)}
-    return problem_response(status, error.detail, headers=headers, **error.extensions)
+    return problem_response(status, error.detail, headers=headers, extensions=error.extensions)
 
 
 def _handle_invalid_document(error: ma.ValidationError) -> flask.Response:
     # A body validated by a use case rather than by webargs (a plan revision merged into its parent's).
     errors = validation_errors({"json": error.messages})
-    return problem_response(422, "The request is not valid; see errors.", errors=errors)
+    return problem_response(422, "The request is not valid; see errors.", extensions={"errors": errors})
 
 
 def _handle_core_refusal(error: InvalidInput) -> flask.Response:
     # Services point core refusals at the field they concern; this is the net under any they do not.
-    return problem_response(422, "The request is not valid; see errors.", errors=[{"detail": str(error)}])
+    return problem_response(
+        422, "The request is not valid; see errors.", extensions={"errors": [{"detail": str(error)}]}
+    )
 
 
 def _handle_database_error(error: DBAPIError | PoolTimeoutError) -> flask.Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import flask
 import flask_smorest
@@ -98,8 +99,10 @@ def page_response(page: Page, limit: int) -> tuple[dict, dict[str, str]]:
     """The list convention: `items`, `next_cursor` in the body and an RFC 8288 `Link: rel="next"`."""
     headers: dict[str, str] = {}
     if page.next_cursor:
-        args = {**flask.request.args.to_dict(), "limit": limit, "cursor": page.next_cursor}
+        endpoint = flask.request.endpoint
+        assert endpoint is not None, "a page answers a request that a view matched"
+        args: dict[str, Any] = {**flask.request.args.to_dict(), "limit": limit, "cursor": page.next_cursor}
         # A relative reference (RFC 8288 allows it): never built from the client's Host header.
-        url = flask.url_for(flask.request.endpoint, **(flask.request.view_args or {}), **args)
+        url = flask.url_for(endpoint, **(flask.request.view_args or {}), **args)
         headers["Link"] = f'<{url}>; rel="next"'
     return {"items": page.items, "next_cursor": page.next_cursor}, headers

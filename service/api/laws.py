@@ -210,7 +210,7 @@ def _csv_runs(stream) -> list[dict]:
                 {"runs": [f"The CSV header must name params, loss, and tokens or flops; got {columns}."]}
             )
         reader.fieldnames = columns
-        runs = []
+        runs: list[dict[str, int | float | str]] = []
         for row in reader:
             if None in row:  # the csv module files cells beyond the header under None
                 raise ma.ValidationError(

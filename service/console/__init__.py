@@ -15,9 +15,11 @@ from urllib.parse import urlsplit
 
 import flask
 from werkzeug.exceptions import BadRequest
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from service.auth import CONSOLE_BLUEPRINT, CONSOLE_COOKIE
 from service.problems import PROBLEM_CONTENT_TYPE
+from service.services.keys import Principal
 
 blp = flask.Blueprint(
     CONSOLE_BLUEPRINT,
@@ -55,7 +57,7 @@ def same_origin() -> bool:
 
 
 @blp.before_request
-def _require_sign_in():
+def _require_sign_in() -> WerkzeugResponse | None:
     if flask.request.endpoint in PUBLIC_ENDPOINTS:
         return None
     if flask.g.get("principal") is None:
@@ -87,8 +89,9 @@ def _as_page(response: flask.Response) -> flask.Response:
 
 
 @blp.app_template_global()
-def signed_in_principal():
-    return flask.g.get("principal")
+def signed_in_principal() -> Principal | None:
+    principal: Principal | None = flask.g.get("principal")  # flask.g is untyped: auth.admit sets this
+    return principal
 
 
 blp.add_app_template_global(csrf_token)

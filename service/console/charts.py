@@ -73,8 +73,8 @@ def format_number(value: float) -> str:
             if mantissa < 999.5:  # rounds below 1000, else the next suffix reads better
                 text = f"{mantissa:.1f}" if mantissa < 9.95 else f"{mantissa:.0f}"
                 return sign + text.removesuffix(".0") + suffix
-    mantissa, exponent = f"{size:.1e}".split("e")
-    return f"{sign}{mantissa.removesuffix('.0')}e{int(exponent)}"
+    digits, exponent = f"{size:.1e}".split("e")
+    return f"{sign}{digits.removesuffix('.0')}e{int(exponent)}"
 
 
 def text_width(text: str) -> float:
@@ -113,7 +113,9 @@ class _Axis:
         return (position - self.lo) / (self.hi - self.lo)
 
 
-def _linear_ticks(lo: float, hi: float, fmt: Callable[[float], str], log: bool = False) -> tuple:
+def _linear_ticks(
+    lo: float, hi: float, fmt: Callable[[float], str], log: bool = False
+) -> tuple[float, float, list[tuple[float, str]]]:
     """Nice 1/2/5 x 10^k steps: the densest with at most 8 ticks whose labels differ, the range widened to
     them. On a log axis (a narrow range) the values are placed at their log10."""
     top, fallback = math.floor(math.log10(hi - lo)), None
@@ -132,7 +134,9 @@ def _linear_ticks(lo: float, hi: float, fmt: Callable[[float], str], log: bool =
     return min(ticks[0][0], place(lo)), max(ticks[-1][0], place(hi)), ticks
 
 
-def _log_ticks(lo: float, hi: float, fmt: Callable[[float], str]) -> tuple[float, float, list]:
+def _log_ticks(
+    lo: float, hi: float, fmt: Callable[[float], str]
+) -> tuple[float, float, list[tuple[float, str]]]:
     """Ticks for a log axis whose range is lo..hi in log10 space."""
     lo, hi = round(lo, 9), round(hi, 9)  # 1e26 computed as 1.0000000000000002e26 must not add a decade
     if math.ceil(lo) < math.floor(hi):  # two powers of ten or more inside: label decades, thinned to <= 8
@@ -153,7 +157,12 @@ def _log_ticks(lo: float, hi: float, fmt: Callable[[float], str]) -> tuple[float
     return _linear_ticks(10.0**lo, 10.0**hi, fmt, log=True)
 
 
-def _axis(values: list[float], log: bool, fmt: Callable[[float], str], explicit=None) -> _Axis:
+def _axis(
+    values: list[float],
+    log: bool,
+    fmt: Callable[[float], str],
+    explicit: Sequence[tuple[object, object]] | None = None,
+) -> _Axis:
     ticks: list[tuple[float, str]] = []
     if explicit is not None:
         ticks = [(x, str(label)) for raw, label in explicit if (x := _num(raw, log)) is not None]

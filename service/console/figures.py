@@ -38,6 +38,7 @@ def isoflop_chart(outcome: engine.Plan) -> tuple[Markup | None, str | None]:
     if outcome.method == "data-constrained":
         # With repeated data the loss is another curve (Muennighoff et al. 2023); the plan is its minimum.
         unique = allocation.unique_tokens
+        assert unique is not None, "a data-constrained allocation has its unique tokens"
         repeated = [(n, _repeated_loss(law, n, flops, unique)) for n, _ in series[0].points]
         series.append(charts.Series(f"{charts.format_number(unique)} unique tokens, repeated", repeated))
         markers[0] = charts.Marker(optimal.params, optimal.predicted_loss, "Compute-optimal, unlimited data")
@@ -80,7 +81,8 @@ def frontier_charts(
         spreads = (
             [(point, engine.frontier_intervals(law, point.flops)) for point in curve] if law.samples else []
         )
-        label = f"{law.slug} (band: 95% bootstrap interval)" if law.samples else law.slug
+        name = law.slug or "law"  # published and fitted laws, all named
+        label = f"{name} (band: 95% bootstrap interval)" if law.samples else name
         for figure in ("params", "tokens"):
             band = [
                 (point.flops, *getattr(spread, figure)) for point, spread in spreads if spread is not None
@@ -105,7 +107,7 @@ def frontier_charts(
     return drawn, rows
 
 
-def utilization_bar(budget: Mapping[str, Any], chart_id: str, width: int = 640):
+def utilization_bar(budget: Mapping[str, Any], chart_id: str, width: int = 640) -> Markup:
     currency = budget["currency"]
     committed, amount = money(budget["committed"], currency), money(budget["amount"], currency)
     return charts.bar(
@@ -118,7 +120,7 @@ def utilization_bar(budget: Mapping[str, Any], chart_id: str, width: int = 640):
     )
 
 
-def burn_chart(utilization: Mapping[str, Any]):
+def burn_chart(utilization: Mapping[str, Any]) -> Markup:
     months = utilization["months"]
     step = -(-len(months) // 6)  # at most 6 month labels: more collide on a laptop screen
     return charts.line_chart(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
@@ -50,7 +51,7 @@ def when(value: datetime | str | None) -> str:
     return f"{moment:%Y-%m-%d %H:%M} UTC"
 
 
-FILTERS = {
+FILTERS: dict[str, Callable[..., str]] = {
     "number": number,
     "money": money,
     "percent": percent,

@@ -3,7 +3,7 @@ their refusals back to messages beside the form fields."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -128,7 +128,7 @@ def _form_field(member: str, budget_kind: str | None) -> str:
     return "budget" if member in BUDGET_KINDS else member
 
 
-def _flatten(tree: Any, member: str):
+def _flatten(tree: Any, member: str) -> Iterator[tuple[str, list[str]]]:
     if isinstance(tree, Mapping):
         for name, sub in tree.items():
             top = member or ("_form" if name == "_schema" else str(name))

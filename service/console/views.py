@@ -11,8 +11,11 @@ from typing import Any
 
 import flask
 import marshmallow as ma
+from flask.typing import ResponseReturnValue
+from sqlalchemy.orm import Session
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest, TooManyRequests
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from service.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
 from service.console import blp, figures, same_origin
@@ -20,7 +23,6 @@ from service.console.formatting import FILTERS
 from service.console.forms import (
     BUDGET_KINDS,
     DEFAULT_BUDGET_KIND,
-    REPORT_GROUPS,
     allocation_request,
     errors_by_field,
     plan_filter_query,
@@ -30,7 +32,7 @@ from service.console.forms import (
 from service.core import engine
 from service.csv_files import csv_response
 from service.db import get_session
-from service.models import PLAN_STATUSES, utcnow
+from service.models import PLAN_STATUSES, Budget, FittedLaw, HardwareProfile, Organization, utcnow
 from service.schemas.budgets import BudgetSchema
 from service.schemas.common import ListQuerySchema
 from service.schemas.laws import FrontierQuerySchema
@@ -44,7 +46,7 @@ from service.schemas.plans import (
     PlanSchema,
     PlanSummarySchema,
 )
-from service.schemas.reports import CostReportQuerySchema, UtilizationSchema
+from service.schemas.reports import REPORT_GROUPS, CostReportQuerySchema, UtilizationSchema
 from service.services import (
     budgets,
     hardware,
@@ -70,7 +72,7 @@ MAX_FITTED_LAWS_CHARTED = 5  # the newest; more lines than this would not be rea
 
 
 @blp.route("/sign-in", methods=["GET", "POST"])
-def sign_in():
+def sign_in() -> ResponseReturnValue:
     target = _local_path(flask.request.values.get("next"))
     if flask.request.method == "GET":
         return flask.render_template("console/sign_in.html", next=target, error=None)
@@ -95,7 +97,7 @@ def sign_in():
 
 
 @blp.post("/sign-out")
-def sign_out():
+def sign_out() -> WerkzeugResponse:
     response = flask.redirect(flask.url_for(".sign_in"))
     response.delete_cookie(CONSOLE_COOKIE, path="/")
     return response
@@ -127,7 +129,7 @@ def _local_path(target: str | None) -> str:
 
 @blp.get("/")
 @requires(*READERS)
-def planner():
+def planner() -> tuple[str, int]:
     session = get_session()
     form = flask.request.args
     context: dict[str, Any] = {"form": form, "errors": {}, "result": None, "chart": None}
@@ -147,7 +149,7 @@ def planner():
     return _render_planner(session, context, 422 if context["errors"] else 200)
 
 
-def _render_planner(session, context: dict[str, Any], status: int):
+def _render_planner(session: Session, context: dict[str, Any], status: int) -> tuple[str, int]:
     context.update(
         budget_kinds=BUDGET_KINDS,
         default_budget_kind=DEFAULT_BUDGET_KIND,
@@ -164,7 +166,7 @@ def _render_planner(session, context: dict[str, Any], status: int):
 
 @blp.post("/plans")
 @requires("planner")
-def save_plan():
+def save_plan() -> WerkzeugResponse | tuple[str, int]:
     session = get_session()
     form = flask.request.form
     request, errors = allocation_request(form)
@@ -187,7 +189,7 @@ def save_plan():
 
 @blp.get("/plans")
 @requires(*READERS)
-def plan_history():
+def plan_history() -> tuple[str, int]:
     session = get_session()
     items, next_page, errors = [], None, {}
     try:
@@ -198,7 +200,7 @@ def plan_history():
         limit, cursor = query.pop("limit", LIST_LIMIT), query.pop("cursor", None)
         page = plans.list_plans(session, plans.PlanFilter(**query), scope=scope(), limit=limit, after=cursor)
         items, next_page = PlanSummarySchema(many=True).dump(page.items), _next_page_args(page.next_cursor)
-    page = flask.render_template(
+    html = flask.render_template(
         "console/plans.html",
         plans=items,
         next_page=next_page,
@@ -208,12 +210,12 @@ def plan_history():
         budgets=_budgets(session),
         hardware_profiles=_hardware_profiles(session),
     )
-    return page, 422 if errors else 200
+    return html, 422 if errors else 200
 
 
 @blp.get("/plans/compare")
 @requires(*READERS)
-def compare_plans():
+def compare_plans() -> str:
     ids = ",".join(flask.request.args.getlist("ids"))
     query = CompareQuerySchema().load({"ids": ids} if ids else {})
     comparison = plans.compare_plans(get_session(), query["ids"], scope=scope())
@@ -222,7 +224,7 @@ def compare_plans():
 
 @blp.get("/plans/<uuid:plan_id>")
 @requires(*READERS)
-def plan_page(plan_id: uuid.UUID, error: str | None = None, status: int = 200):
+def plan_page(plan_id: uuid.UUID, error: str | None = None, status: int = 200) -> tuple[str, int]:
     plan = plans.get_plan(get_session(), plan_id, scope=scope())
     page = flask.render_template(
         "console/plan.html", plan=PlanSchema().dump(plan), error=error, idempotency_key=uuid.uuid4().hex
@@ -232,7 +234,7 @@ def plan_page(plan_id: uuid.UUID, error: str | None = None, status: int = 200):
 
 @blp.post("/plans/<uuid:plan_id>/<any(commit, cancel):action>")
 @requires("planner", "finance")
-def change_plan(plan_id: uuid.UUID, action: str):
+def change_plan(plan_id: uuid.UUID, action: str) -> WerkzeugResponse | tuple[str, int]:
     session = get_session()
     change = plans.commit_plan if action == "commit" else plans.cancel_plan
 
@@ -248,11 +250,11 @@ def change_plan(plan_id: uuid.UUID, action: str):
         return plan_page(plan_id, error=error.detail, status=409)
 
 
-def _create(session, request) -> uuid.UUID:
+def _create(session: Session, request: plans.PlanRequest) -> uuid.UUID:
     return plans.create_plan(session, request, scope=scope()).id
 
 
-def _once(session, act: Callable[[], str]) -> flask.Response:
+def _once(session: Session, act: Callable[[], str]) -> WerkzeugResponse:
     """Run `act` (it writes, and says which page to show next) once per rendered form, and go there.
 
     Each form that writes carries an idempotency key, used as the API's Idempotency-Key: a second
@@ -280,7 +282,7 @@ def _once(session, act: Callable[[], str]) -> flask.Response:
 
 @blp.get("/budgets")
 @requires(*READERS)
-def budget_list():
+def budget_list() -> str:
     session = get_session()
     query = ListQuerySchema().load(
         {"cursor": flask.request.args["cursor"]} if "cursor" in flask.request.args else {}
@@ -297,7 +299,7 @@ def budget_list():
 
 @blp.get("/budgets/<uuid:budget_id>")
 @requires(*READERS)
-def budget_page(budget_id: uuid.UUID):
+def budget_page(budget_id: uuid.UUID) -> str:
     session = get_session()
     use = reports.utilization(session, budget_id, scope=scope(), now=utcnow())
     budget = BudgetSchema().dump(use.budget)
@@ -319,7 +321,7 @@ def budget_page(budget_id: uuid.UUID):
 
 @blp.get("/laws")
 @requires(*READERS)
-def law_frontier():
+def law_frontier() -> str:
     session = get_session()
     args = {
         name: flask.request.args[name] for name in ("min_flops", "max_flops") if flask.request.args.get(name)
@@ -347,7 +349,7 @@ def law_frontier():
 
 @blp.get("/reports/costs")
 @requires(*READERS)
-def cost_report():
+def cost_report() -> tuple[str, int]:
     args = report_query(flask.request.args)
     report, errors = None, {}
     try:
@@ -376,7 +378,7 @@ def cost_report():
 
 @blp.get("/reports/costs.csv")
 @requires(*READERS)
-def cost_report_csv():
+def cost_report_csv() -> flask.Response:
     query = CostReportQuerySchema().load(report_query(flask.request.args))
     report = _report(query)
     filename = f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}.csv"
@@ -407,19 +409,19 @@ def _organization_slug() -> str | None:
     return None if organization_id is None else organizations.slug_of(get_session(), organization_id)
 
 
-def _organizations(session):
+def _organizations(session: Session) -> list[Organization]:
     return organizations.list_organizations(session, scope=scope(), limit=100, after=None).items
 
 
-def _budgets(session):
+def _budgets(session: Session) -> list[Budget]:
     return budgets.list_budgets(session, scope=scope(), organization=None, limit=100, after=None).items
 
 
-def _hardware_profiles(session):
+def _hardware_profiles(session: Session) -> list[HardwareProfile]:
     return hardware.list_hardware(session, vendor=None, precision=None, limit=100, after=None).items
 
 
-def _fitted_laws(session):
+def _fitted_laws(session: Session) -> list[FittedLaw]:
     return laws.list_fitted_laws(
         session, scope=scope(), organization=None, limit=MAX_FITTED_LAWS_CHARTED, after=None
     ).items

@@ -85,7 +85,7 @@ def _must_follow(field: ma.fields.Field, other: str) -> str:
     return f"Must be {'after' if isinstance(field, ma.fields.DateTime) else 'greater than'} {other}."
 
 
-def rules_document(schema: ma.Schema) -> dict:
+def rules_document(schema: StrictSchema) -> dict:
     """The schema's RULES in JSON Schema, for its OpenAPI component: an allOf, and the rules in words."""
     nullable = {field.data_key or name for name, field in schema.load_fields.items() if field.allow_none}
     return rules_json(schema.RULES, nullable)
@@ -172,7 +172,7 @@ class DocumentSchema(ma.Schema):
 
     document: ClassVar[Callable[[Any], dict[str, Any]]]
 
-    def dump(self, obj, *, many=None):
+    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
         make = type(self).document
         return [make(item) for item in obj] if (self.many if many is None else many) else make(obj)
 

@@ -86,8 +86,12 @@ class AuditEntrySchema(ma.Schema):
     object_type = ma.fields.String()
     object_id = ma.fields.String()
     request_id = ma.fields.String(allow_none=True)
-    fields = ma.fields.List(
-        ma.fields.String(), metadata={"description": "Names of the fields set or changed."}
+    # Not an attribute named `fields`, which is the schema's own (its fields by name).
+    changed_fields = ma.fields.List(
+        ma.fields.String(),
+        data_key="fields",
+        attribute="fields",
+        metadata={"description": "Names of the fields set or changed."},
     )
 
 

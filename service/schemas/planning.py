@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import marshmallow as ma
 from marshmallow import validate
 
@@ -165,7 +167,7 @@ class ClusterFieldsSchema(StrictSchema):
         "shape",
     )
 
-    RULES = (
+    RULES: tuple[Rule, ...] = (  # the schemas of requests with a cluster add their own
         requires(CLUSTER_OPTIONS, "hardware"),
         requires("hardware", "accelerators"),
         requires("price_per_hour", "currency"),
@@ -265,7 +267,7 @@ class AllocationRequestSchema(ClusterFieldsSchema):
     )
 
     RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS)
-    REQUEST = AllocationRequest
+    REQUEST: ClassVar[type | None] = AllocationRequest  # a plan's schemas load into subclasses
 
 
 class EstimateRequestSchema(ClusterFieldsSchema):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import uuid
+from typing import Any, ClassVar
 
 import marshmallow as ma
 from marshmallow import validate
@@ -52,7 +53,7 @@ class PlanInputsSchema(AllocationRequestSchema):
     )
 
     RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS, or_a_model=True)
-    REQUEST = PlanInputs
+    REQUEST: ClassVar[type | None] = PlanInputs  # PlanRequestSchema's is a PlanRequest
 
 
 class PlanRequestSchema(PlanInputsSchema):
@@ -92,11 +93,11 @@ class PlanRequestSchema(PlanInputsSchema):
     REQUEST = PlanRequest
 
 
-def _revision_fields() -> dict[str, ma.fields.Field]:
+def _revision_fields() -> dict[str, ma.fields.Field[Any]]:
     """Every request field, optional and nullable: null removes an input of the parent. Members that are
     objects (labels, shape, inline hardware or law) merge into the parent's, so only the merged request is
     validated for them."""
-    fields = {}
+    fields: dict[str, ma.fields.Field[Any]] = {}
     for name, field in PlanRequestSchema().fields.items():
         if isinstance(field, ma.fields.Dict | ma.fields.Nested | SlugOrObject):
             description = "Merged into the parent's (a slug or a member replaces; null removes a member)."

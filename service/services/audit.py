@@ -10,12 +10,13 @@ from __future__ import annotations
 import uuid
 
 from sqlalchemy import event, inspect, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, UOWTransaction
 
 from service import actors
 from service.models import (
     ApiKey,
     AuditEntry,
+    Base,
     Budget,
     FitJob,
     FittedLaw,
@@ -26,7 +27,9 @@ from service.models import (
 )
 from service.services.pagination import Cursor, Page, paginate
 
-_AUDITED = {
+# What the log records, and the name each kind has in it.
+Audited = Organization | HardwareProfile | HardwarePrice | Budget | ApiKey | Plan | FittedLaw | FitJob
+_AUDITED: dict[type[Audited], str] = {
     Organization: "organization",
     HardwareProfile: "hardware",
     HardwarePrice: "hardware_price",
@@ -39,24 +42,33 @@ _AUDITED = {
 _NOT_WORTH_LISTING = {"updated_at", "version"}
 
 
-def _organization_of(obj) -> uuid.UUID | None:
+def _organization_of(obj: Audited) -> uuid.UUID | None:
     if isinstance(obj, Organization):
         return obj.id
-    organization = getattr(obj, "organization", None)  # set before flush even where the id is not yet
+    if isinstance(obj, HardwareProfile | HardwarePrice):  # shared by every organisation
+        return None
+    organization = obj.organization  # set before flush even where the id is not yet
     if organization is not None:
         if organization.id is None:
             organization.id = uuid.uuid4()
         return organization.id
-    return getattr(obj, "organization_id", None)
+    return obj.organization_id
 
 
-def _object_id(obj) -> str:
+def _object_id(obj: Audited) -> str:
     if isinstance(obj, HardwarePrice):  # a price is an event in its profile's history: name the profile
         return obj.hardware.slug if obj.hardware is not None else str(obj.hardware_id)
-    return getattr(obj, "slug", None) or getattr(obj, "key_id", None) or str(obj.id)
+    name: str | None
+    if isinstance(obj, ApiKey):
+        name = obj.key_id
+    elif isinstance(obj, Budget | Plan):
+        name = None  # known by their ids alone
+    else:
+        name = obj.slug
+    return name or str(obj.id)
 
 
-def _changed_fields(obj) -> list[str]:
+def _changed_fields(obj: Base) -> list[str]:
     state = inspect(obj)
     # Columns and relationships (e.g. a budget's allowed hardware), by name only.
     return sorted(
@@ -69,7 +81,7 @@ def _changed_fields(obj) -> list[str]:
     )
 
 
-def _record(session: Session, flush_context, instances) -> None:
+def _record(session: Session, flush_context: UOWTransaction, instances: object) -> None:
     entries = []
     for action, objects in (("create", session.new), ("update", session.dirty), ("delete", session.deleted)):
         for obj in objects:
@@ -84,12 +96,12 @@ def _record(session: Session, flush_context, instances) -> None:
     session.add_all(entries)
 
 
-def record(session: Session, action: str, obj, fields: list[str]) -> None:
+def record(session: Session, action: str, obj: Audited, fields: list[str]) -> None:
     """Log a change made with a Core UPDATE (which the flush hook does not see), e.g. a plan's commit."""
     session.add(_entry(session, action, obj, sorted(fields)))
 
 
-def _entry(session: Session, action: str, obj, fields: list[str]) -> AuditEntry:
+def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> AuditEntry:
     kind = _AUDITED[type(obj)]
     return AuditEntry(
         actor=actors.actor(session),
@@ -110,7 +122,7 @@ def install() -> None:
 
 def list_entries(
     session: Session, *, organization_id: uuid.UUID | None, limit: int, after: Cursor | None
-) -> Page:
+) -> Page[AuditEntry]:
     stmt = select(AuditEntry)
     if organization_id is not None:
         stmt = stmt.where(AuditEntry.organization_id == organization_id)

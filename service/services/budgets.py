@@ -11,6 +11,7 @@ from decimal import Decimal
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm.interfaces import LoaderOption
 
 from service.models import CAP_SLACK, Budget, HardwareProfile, Organization, Plan, PlanStatus, utcnow
 from service.services import organizations
@@ -48,7 +49,7 @@ _PLAIN_FIELDS = (
 )
 
 
-def _loaded():
+def _loaded() -> tuple[LoaderOption, ...]:
     return (selectinload(Budget.organization), selectinload(Budget.allowed_hardware))
 
 
@@ -58,7 +59,7 @@ def _loaded():
 
 def list_budgets(
     session: Session, *, scope: uuid.UUID | None, organization: str | None, limit: int, after: Cursor | None
-) -> Page:
+) -> Page[Budget]:
     stmt = select(Budget).options(*_loaded())
     if scope is not None:
         stmt = stmt.where(Budget.organization_id == scope)
@@ -188,6 +189,9 @@ def delete_budget(
 def _apply(session: Session, budget: Budget, fields: BudgetFields, *, replace: bool) -> None:
     start = fields.period_start if fields.sets("period_start") or replace else budget.period_start
     end = fields.period_end if fields.sets("period_end") or replace else budget.period_end
+    # BudgetSchema requires both on POST and PUT, and never lets a PATCH clear either.
+    assert start is not None, "a budget's period has a start"
+    assert end is not None, "a budget's period has an end"
     if end <= start:  # checked before any change, so that no half-changed row is ever flushed
         raise InvalidFieldError("period_end", "Must be after period_start.")
     for name in _PLAIN_FIELDS:

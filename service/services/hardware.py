@@ -44,7 +44,7 @@ class HardwareFields(Changes):
 
 def list_hardware(
     session: Session, *, vendor: str | None, precision: str | None, limit: int, after: Cursor | None
-) -> Page:
+) -> Page[HardwareProfile]:
     stmt = select(HardwareProfile).options(selectinload(HardwareProfile.prices))
     if vendor is not None:
         stmt = stmt.where(func.lower(HardwareProfile.vendor) == vendor.lower())
@@ -64,7 +64,7 @@ def get_hardware(session: Session, slug: str) -> HardwareProfile:
     return profile
 
 
-def list_prices(session: Session, slug: str, *, limit: int, after: Cursor | None) -> Page:
+def list_prices(session: Session, slug: str, *, limit: int, after: Cursor | None) -> Page[HardwarePrice]:
     profile = get_hardware(session, slug)
     stmt = select(HardwarePrice).where(HardwarePrice.hardware_id == profile.id)
     return paginate(session, stmt, HardwarePrice, limit, after, time="effective_at")
@@ -146,13 +146,16 @@ def _add_price_if_changed(profile: HardwareProfile, fields: HardwareFields) -> N
     if fields.price_per_hour is None:
         return
     current = profile.current_price
-    same_price = current is not None and (current.price_per_hour, current.currency) == (
-        fields.price_per_hour,
-        fields.currency,
+    # The current price when the request restates it (price and currency), else None.
+    restated = (
+        current
+        if current is not None
+        and (current.price_per_hour, current.currency) == (fields.price_per_hour, fields.currency)
+        else None
     )
-    as_of = fields.given_or("price_as_of", current.as_of if same_price else None)
-    source = fields.given_or("price_source", current.source if same_price else None)
-    if same_price and (current.as_of, current.source) == (as_of, source):
+    as_of = fields.given_or("price_as_of", restated.as_of if restated is not None else None)
+    source = fields.given_or("price_source", restated.source if restated is not None else None)
+    if restated is not None and (restated.as_of, restated.source) == (as_of, source):
         return
     profile.prices.append(
         HardwarePrice(

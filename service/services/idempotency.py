@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import ColumnElement, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -103,13 +103,9 @@ def stored_response(session: Session, key: RequestKey, now: datetime) -> StoredR
     """The finished response to replay for `key`, if there is one, read without claiming anything (and so
     without a write lock): for requests that do slow work before they claim their key."""
     record = session.scalars(
-        select(IdempotencyRecord).where(
-            *_of(key),
-            IdempotencyRecord.expires_at > now,
-            IdempotencyRecord.status_code.is_not(None),
-        )
+        select(IdempotencyRecord).where(*_of(key), IdempotencyRecord.expires_at > now)
     ).first()
-    if record is None:
+    if record is None or record.status_code is None:  # no such key, or its request is still running
         return None
     if record.fingerprint != key.fingerprint:
         raise _reused()
@@ -125,7 +121,7 @@ def store(session: Session, response: StoredResponse, key: RequestKey) -> None:
     )
 
 
-def _of(key: RequestKey) -> tuple:
+def _of(key: RequestKey) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
     return IdempotencyRecord.principal == key.principal, IdempotencyRecord.key == key.key
 
 

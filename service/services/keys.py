@@ -151,7 +151,7 @@ def ensure_bootstrap_admin_key(session: Session, key: str) -> ApiKey:
     return record
 
 
-def list_keys(session: Session, *, limit: int, after: Cursor | None) -> Page:
+def list_keys(session: Session, *, limit: int, after: Cursor | None) -> Page[ApiKey]:
     stmt = select(ApiKey).options(selectinload(ApiKey.organization))
     return paginate(session, stmt, ApiKey, limit, after)
 

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from sqlalchemy import select
@@ -365,7 +365,7 @@ def list_fitted_laws(
     organization: str | None,
     limit: int,
     after: Cursor | None,
-) -> Page:
+) -> Page[FittedLaw]:
     """Newest first; lists leave out the runs and bootstrap fits (up to megabytes a law)."""
     stmt = select(FittedLaw).options(defer(FittedLaw.runs), defer(FittedLaw.bootstrap_laws))
     if scope is not None:
@@ -387,6 +387,10 @@ def delete_law(session: Session, slug: str, *, scope: uuid.UUID | None, if_match
     commit_or(session, ConflictError(f"Plans were made with the scaling law {slug!r}; it is kept for them."))
 
 
+@overload
+def law_version(law: FittedLaw) -> str: ...
+@overload
+def law_version(law: engine.NamedLaw | FittedLaw) -> str | None: ...
 def law_version(law: engine.NamedLaw | FittedLaw) -> str | None:
     """A fitted law never changes: its id is its version (its ETag). Published laws have none."""
     return law.id.hex if isinstance(law, FittedLaw) else None

@@ -42,7 +42,7 @@ def named_in_body(session: Session, slug: str, *, scope: uuid.UUID | None) -> Or
 
 def list_organizations(
     session: Session, *, scope: uuid.UUID | None, limit: int, after: Cursor | None
-) -> Page:
+) -> Page[Organization]:
     stmt = select(Organization)
     if scope is not None:
         stmt = stmt.where(Organization.id == scope)

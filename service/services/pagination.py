@@ -8,10 +8,10 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 from sqlalchemy import Select, literal, tuple_
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Mapped, Session
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 20
@@ -44,15 +44,31 @@ class Cursor:
             raise ValueError("Not a valid cursor.") from exc
 
 
+class Paged(Protocol):
+    """A model that can be listed a page at a time: keyed by `id` after its time column (see paginate)."""
+
+    # A class attribute, as on every mapped class: the column on the class, the value on an instance.
+    id: ClassVar[Mapped[uuid.UUID]]
+
+
+Item = TypeVar("Item", bound=Paged)
+
+
 @dataclass(frozen=True)
-class Page:
-    items: list[Any]
+class Page(Generic[Item]):
+    items: list[Item]
     next_cursor: str | None
 
 
 def paginate(
-    session: Session, stmt: Select, model: Any, limit: int, after: Cursor | None, *, time: str = "created_at"
-) -> Page:
+    session: Session,
+    stmt: Select[Item],
+    model: type[Item],
+    limit: int,
+    after: Cursor | None,
+    *,
+    time: str = "created_at",
+) -> Page[Item]:
     """Run `stmt` (a select of `model`) one page at a time, newest first by `model.<time>` then `model.id`."""
     moment = getattr(model, time)
     if after is not None:

@@ -192,9 +192,9 @@ def hardware_of(profile: HardwareProfile | None, reference: str | InlineHardware
     )
 
 
-def _cluster(request: ClusterRequest, hardware: engine.Hardware | None) -> engine.Cluster | None:
-    if hardware is None:
-        return None
+def _cluster(request: ClusterRequest, hardware: engine.Hardware) -> engine.Cluster:
+    # The request schemas require accelerators with hardware (ClusterFieldsSchema's rules).
+    assert request.accelerators is not None, "hardware comes with its number of accelerators"
     options = {name: value for name in _CLUSTER_OPTIONS if (value := getattr(request, name)) is not None}
     return engine.Cluster(
         hardware=hardware, accelerators=request.accelerators, shape=request.shape, **options
@@ -226,6 +226,9 @@ def allocate_on(
     a stored plan's snapshot)."""
     try:
         if isinstance(request, PlanInputs) and request.params is not None:  # a model already chosen
+            # The plan schemas require tokens with params, and hardware on every plan.
+            assert request.tokens is not None, "a fixed plan's model has its tokens"
+            assert hardware is not None, "a fixed plan has its cluster"
             return engine.fixed(
                 request.params,
                 request.tokens,
@@ -242,7 +245,7 @@ def allocate_on(
             inference_tokens=request.inference_tokens,
             inference_hardware=inference_hardware,
             inference_batch=request.inference_batch,
-            on=_cluster(request, hardware),
+            on=_cluster(request, hardware) if hardware is not None else None,
         )
     except InvalidInput as error:
         raise _field_error(error, PlanInputs) from error

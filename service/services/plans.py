@@ -21,9 +21,21 @@ from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
-from sqlalchemy import Select, case, exists, literal, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    SQLColumnExpression,
+    case,
+    exists,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
+from sqlalchemy.orm.interfaces import LoaderOption
 
 from service import actors, metrics
 from service.core import engine
@@ -62,6 +74,7 @@ class PlanRequest(PlanInputs):
     """A plan's inputs, and where it belongs (what PlanRequestSchema loads)."""
 
     organization: str  # slug
+    hardware: str | InlineHardware  # a plan always names its cluster (PlanRequestSchema requires it)
     budget_id: uuid.UUID | None = None  # charged to it when committed
     budget: str | None = None  # REMAINING: the budget's remaining amount is the money budget (cost)
     name: str | None = None
@@ -77,7 +90,9 @@ class PlanRequest(PlanInputs):
 # --- Evaluation -------------------------------------------------------------------------------------------
 
 
-def evaluate(inputs: JsonObject, snapshot: JsonObject, samples: tuple[ScalingLaw, ...] = ()) -> dict:
+def evaluate(
+    inputs: JsonObject, snapshot: JsonObject, samples: tuple[ScalingLaw, ...] = ()
+) -> dict[str, Any]:
     """The result document of `inputs` (as stored) evaluated against `snapshot` and the bootstrap fits of
     its law (`samples`, kept with the fitted law the plan points at): pure, and what a plan holds."""
     outcome = planning.allocate_on(
@@ -100,6 +115,7 @@ def create_plan(
     budget = None if request.budget_id is None else _budget_for(session, request.budget_id, organization)
     inputs = request.inputs()
     if request.budget == REMAINING:
+        assert budget is not None, "PlanRequestSchema requires budget_id with budget"
         # Down to the cent: plans cost whole cents (rounded half-up), so a money budget of 0.005 more than a
         # cent could buy a plan the budget cannot hold.
         remaining = budget.remaining.quantize(CENT, ROUND_DOWN)
@@ -108,7 +124,7 @@ def create_plan(
             raise ConflictError(f"Budget {budget.id} has nothing remaining.", limit="amount")
         inputs = dataclasses.replace(inputs, cost=remaining, currency=budget.currency)
 
-    profile, hardware, price_effective_at = _priced_hardware(session, inputs.hardware, "hardware")
+    profile, hardware, price_effective_at = _priced_hardware(session, request.hardware, "hardware")
     fitted, law = None, None
     if inputs.law is not None:
         fitted = planning.find_fitted_law(session, inputs.law, scope=organization.id)
@@ -122,6 +138,7 @@ def create_plan(
         _check_currency(hardware.currency, budget)
     outcome = planning.allocate_on(inputs, hardware, law, None if serving is None else serving[0])
     run = outcome.estimate
+    assert run is not None, "the engine estimates the run of every plan on hardware"
     if budget is not None:
         _check_chargeable(run, budget)
 
@@ -265,7 +282,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 # --- Reading ----------------------------------------------------------------------------------------------
 
 
-def _loaded():
+def _loaded() -> tuple[LoaderOption, ...]:
     return (selectinload(Plan.organization), selectinload(Plan.hardware))
 
 
@@ -292,7 +309,7 @@ class PlanFilter:
 
 def list_plans(
     session: Session, where: PlanFilter, *, scope: uuid.UUID | None, limit: int, after: Cursor | None
-) -> Page:
+) -> Page[Plan]:
     """Newest first, a page at a time (keyset on created_at, id: as cheap deep down as on top)."""
     # Lists show summaries: the documents (several KiB a plan) stay in the database.
     summaries = select(Plan).options(
@@ -301,7 +318,7 @@ def list_plans(
     return paginate(session, _filtered(summaries, where, scope), Plan, limit, after)
 
 
-def _filtered(stmt: Select, where: PlanFilter, scope: uuid.UUID | None) -> Select:
+def _filtered(stmt: Select[Plan], where: PlanFilter, scope: uuid.UUID | None) -> Select[Plan]:
     # `organization_id = (SELECT id ...)` seeks the (organization_id, created_at, id) index, where
     # `IN (SELECT ...)` made the databases walk every organisation's plans.
     if scope is not None:
@@ -327,7 +344,7 @@ def _filtered(stmt: Select, where: PlanFilter, scope: uuid.UUID | None) -> Selec
 _COMPARED = ("params", "tokens", "flops", "predicted_loss", "days", "accelerator_hours", "cost")
 
 
-def compare_plans(session: Session, ids: list[uuid.UUID], *, scope: uuid.UUID | None) -> dict:
+def compare_plans(session: Session, ids: list[uuid.UUID], *, scope: uuid.UUID | None) -> dict[str, Any]:
     """Plans side by side, in the order asked, with every input or output that differs between them."""
     plans = [get_plan(session, plan_id, scope=scope) for plan_id in ids]
     rows: list[tuple[str, list[Any]]] = []
@@ -350,7 +367,7 @@ def _same(a: Any, b: Any) -> bool:
     """Equal, or floats equal but for rounding (hours from a law's N and D differ in the last digits)."""
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=1e-9)
-    return a == b
+    return bool(a == b)
 
 
 def _json(value: Any) -> Any:
@@ -410,7 +427,7 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
     return plan
 
 
-def _admits(plan: Plan, cost) -> list:
+def _admits(plan: Plan, cost: BindParameter[Decimal]) -> list[ColumnElement[bool]]:
     """The budget's conditions for this plan, as SQL: evaluated by the UPDATE that reserves it."""
     allowed = select(budget_hardware.c.hardware_id).where(budget_hardware.c.budget_id == Budget.id)
     return [
@@ -451,7 +468,7 @@ def _refusal(session: Session, plan: Plan) -> ConflictError:  # noqa: PLR0911 --
             f"{plan.hardware_slug or 'inline hardware'}.",
             limit="hardware",
         )
-    if budget.committed + plan.cost > budget.amount:
+    if plan.cost is not None and budget.committed + plan.cost > budget.amount:
         return ConflictError(
             f"The plan costs {money.format(plan.cost)} and the budget has {money.format(budget.remaining)} "
             "remaining.",
@@ -505,7 +522,7 @@ def cancel_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
     return plan
 
 
-def _less(committed, amount: float):
+def _less(committed: SQLColumnExpression[float], amount: float) -> ColumnElement[float]:
     """committed - amount, as SQL; what is left of rounding when the last plan goes is 0, not -1e-14."""
     return case((committed - amount <= amount * FLOAT_SLACK, 0.0), else_=committed - amount)
 
@@ -529,6 +546,8 @@ def _move(session: Session, plan: Plan, from_status: str, **values: Any) -> None
 
 
 def _ledger(session: Session, plan: Plan, entry: str, sign: int, now: datetime) -> None:
+    # Only for a plan its budget admitted, and the budget's UPDATE admits no plan without a cost (_admits).
+    assert plan.cost is not None, "a plan charged to a budget has a cost"
     session.add(
         LedgerEntry(
             budget_id=plan.budget_id,
@@ -547,12 +566,12 @@ def _ledger(session: Session, plan: Plan, entry: str, sign: int, now: datetime) 
 
 def list_ledger(
     session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | None, limit: int, after: Cursor | None
-) -> Page:
+) -> Page[LedgerEntry]:
     get_budget(session, budget_id, scope=scope)  # 404 for a budget the caller may not see
     stmt = select(LedgerEntry).where(LedgerEntry.budget_id == budget_id)
     return paginate(session, stmt, LedgerEntry, limit, after)
 
 
-def reevaluate(plan: Plan) -> dict:
+def reevaluate(plan: Plan) -> dict[str, Any]:
     """The plan's result computed again from its inputs and snapshot (equal to `plan.result`)."""
     return evaluate(plan.inputs, plan.snapshot, laws.bootstrap_laws(plan.law))

@@ -9,13 +9,13 @@ group, so amounts in different currencies are never added together.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, TypeVarTuple
 
-from sqlalchemy import ColumnElement, Integer, String, cast, func, select
+from sqlalchemy import ColumnElement, Integer, Label, Select, SQLColumnExpression, String, cast, func, select
 from sqlalchemy.orm import Session
 
 from service.core.units import CENT
@@ -72,7 +72,7 @@ def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) 
     dialect = session.get_bind().dialect.name
     period = _period(query.granularity, dialect)
     groups = [_group_column(name) for name in query.group_by]
-    keys = ([period] if period is not None else []) + groups + [Plan.currency]
+    keys: list[SQLColumnExpression[Any]] = [*([period] if period is not None else []), *groups, Plan.currency]
     stmt = (
         select(
             *keys,
@@ -111,7 +111,7 @@ def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) 
     return CostReport(query, rows, _totals(rows))
 
 
-def _cost_sums(dialect: str) -> list[ColumnElement]:
+def _cost_sums(dialect: str) -> list[Label[Decimal | None]] | list[Label[int]]:
     """Exact sums of plan costs. SQLite holds amounts as integer millionths, whose 64-bit sum overflows past
     9.2e12: there, whole units and millionths are summed apart (each far from overflowing)."""
     if dialect != "sqlite":
@@ -123,14 +123,20 @@ def _cost_sums(dialect: str) -> list[ColumnElement]:
     ]
 
 
-def _cost(sums: list) -> Decimal | None:
+def _cost(sums: Sequence[Decimal | int | None]) -> Decimal | None:
+    """The cost of a row from what _cost_sums summed: None when no plan in it has one."""
     if len(sums) == 1:
         return None if sums[0] is None else Decimal(sums[0])
     units, millionths = sums
-    return None if units is None else Decimal(units) + Decimal(millionths).scaleb(-MONEY_SCALE)
+    if units is None or millionths is None:  # NULL together: sums of the same column over the same rows
+        return None
+    return Decimal(units) + Decimal(millionths).scaleb(-MONEY_SCALE)
 
 
-def _filtered(stmt, query: CostQuery, scope: uuid.UUID | None):
+Columns = TypeVarTuple("Columns")
+
+
+def _filtered(stmt: Select[*Columns], query: CostQuery, scope: uuid.UUID | None) -> Select[*Columns]:
     stmt = stmt.where(Plan.status == query.status)
     if scope is not None:
         stmt = stmt.where(Plan.organization_id == scope)
@@ -143,7 +149,7 @@ def _filtered(stmt, query: CostQuery, scope: uuid.UUID | None):
     return stmt
 
 
-def _period(granularity: str, dialect: str) -> ColumnElement | None:
+def _period(granularity: str, dialect: str) -> ColumnElement[str | datetime] | None:
     """A plan's period, as cheap to compute per row as each database allows: on SQLite the day's or
     month's prefix of the stored text, or the week's Monday; on PostgreSQL date_trunc in UTC."""
     if granularity == "none":
@@ -171,7 +177,7 @@ def _bounds(period: str | datetime, granularity: str) -> dict[str, str]:
     return {"period_start": first.isoformat(), "period_end": end.isoformat()}
 
 
-def _group_column(name: str) -> ColumnElement:
+def _group_column(name: str) -> SQLColumnExpression[uuid.UUID | str | None]:
     if name == "organization":
         return Plan.organization_id
     if name == "budget":
@@ -190,6 +196,7 @@ def _names(
     names: dict[tuple[str, Any], Any] = {}
     for position, name in enumerate(group_by, start=offset):
         ids = {record[position] for record in found} - {None}
+        pairs: Iterable[tuple[uuid.UUID, str]]
         if name == "organization":
             pairs = session.execute(
                 select(Organization.id, Organization.slug).where(Organization.id.in_(ids))
