@@ -49,21 +49,71 @@ RECOMPUTATION_MODES = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
 
 
+ACTIVATIONS = ("gelu", "swiglu")
+
+
 @dataclass(frozen=True)
 class ModelShape:
-    """The shape of a decoder-only transformer, as far as FLOPs and activation memory depend on it."""
+    """The shape of a decoder-only transformer, as far as FLOPs, memory and step time depend on it.
+
+    `kv_heads` are grouped-query attention's key/value heads (Ainslie et al. 2023; default `heads`, plain
+    multi-head attention), `ffn` the MLP's inner width (default 4·d_model, GPT), `activation` gelu (two MLP
+    matrices) or swiglu (three, Shazeer 2020, as in Llama), `vocabulary` the token count of the embedding
+    and output layers (default: not counted). `micro_batch` is the older name for the layout's micro-batch.
+    """
 
     layers: int
     d_model: int
     heads: int
     sequence_length: int
     micro_batch: int = 1
+    kv_heads: int | None = None
+    ffn: int | None = None
+    activation: str = "gelu"
+    vocabulary: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("layers", "d_model", "heads", "sequence_length", "micro_batch"):
             _whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
+        for name in ("kv_heads", "ffn", "vocabulary"):
+            if getattr(self, name) is not None:
+                _whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
         if self.d_model % self.heads:
             raise v.InvalidInput("heads", f"must divide d_model ({self.d_model}), got {self.heads}")
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise v.InvalidInput("kv_heads", f"must divide the heads ({self.heads}), got {self.kv_heads}")
+        _choice("activation", self.activation, ACTIVATIONS)
+
+    @property
+    def key_value_heads(self) -> int:
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def ffn_width(self) -> int:
+        return 4 * self.d_model if self.ffn is None else self.ffn
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.activation == "swiglu" else 2
+
+    @property
+    def layer_params(self) -> float:
+        """Weights of one layer: Q and the output projection (d² each), K and V (d·d·kv/heads each) and the
+        MLP's matrices (d·ffn each). Biases and norms, a few d per layer, are left out."""
+        d = float(self.d_model)
+        kv_width = d * self.key_value_heads / self.heads
+        return 2 * d * d + 2 * d * kv_width + self.mlp_matrices * d * self.ffn_width
+
+    @property
+    def embedding_params(self) -> float:
+        """The input embedding and the (untied) output layer: 2·vocabulary·d_model, or 0 without a
+        vocabulary."""
+        return 0.0 if self.vocabulary is None else 2.0 * self.vocabulary * self.d_model
+
+    @property
+    def params(self) -> float:
+        """Parameters that follow from the shape: layers · layer_params + embedding_params."""
+        return self.layers * self.layer_params + self.embedding_params
 
 
 def training_flops(params: float, tokens: float, shape: ModelShape | None = None) -> float:

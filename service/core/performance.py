@@ -1,0 +1,564 @@
+"""How long a training step takes on a cluster, and how much memory it needs, under a parallel layout.
+
+A step is built from the work it does, each part at the rate of the hardware that does it, plus a few
+constants calibrated on published runs (`CALIBRATION`, fitted by `bench/calibrate_cluster.py`):
+
+* matrix multiplies at the dense peak times an efficiency that falls for small matrices (Isaev et al. 2023,
+  Calculon, model GEMM efficiency by size; here a GEMM of g FLOPs takes g / (peak · e) + τ, a fixed cost τ
+  per kernel for its launch and its last partial wave, so its efficiency e · g / (g + τ · peak · e) halves
+  at g = τ · peak · e);
+* element-wise work (norms, residuals, dropout, activations, softmax) and the optimizer update as bytes moved
+  at the HBM bandwidth times an achieved fraction;
+* collectives at the link bandwidth times an achieved fraction, ring or tree (whichever is cheaper) with a
+  per-hop latency: tensor-parallel all-reduces on the scale-up link, or the network when a group spans
+  nodes (Narayanan et al. 2021, §3); pipeline point-to-point transfers; data-parallel and ZeRO traffic
+  (Rajbhandari et al. 2020) partly hidden under the backward pass; context-parallel K/V exchange (Llama 3,
+  Dubey et al. 2024, §3.3.2);
+* the pipeline bubble (p - 1)/(v · m) of the ideal time (Narayanan et al. 2021, §2.2).
+
+Every formula is written once over numpy arrays, so one call evaluates one layout or the thousands a layout
+search enumerates (`evaluate`). Symbols, as in the papers: L layers, h width, a heads, s sequence length,
+V vocabulary, b micro-batch, t tensor-, p pipeline-, d data-, c context-parallel degree, v interleaved
+stages, m micro-batches per step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from service.core import cluster
+from service.core import validation as v
+from service.core.cluster import ModelShape
+
+Array = npt.NDArray[np.float64]
+Flags = npt.NDArray[np.bool_]
+Codes = npt.NDArray[np.int64]
+
+MODEL_VERSION = "1.0.0"
+RECOMPUTATION_MODES = cluster.RECOMPUTATION_MODES  # none, selective, full: coded 0, 1, 2 in arrays
+# Bytes of an activation, a gradient or a weight in transit: 16-bit training.
+WIRE_BYTES = 2
+# Bytes an Adam update reads and writes per locally held parameter (reference: "≈ 16 bytes per parameter").
+OPTIMIZER_UPDATE_BYTES = 16
+# Passes of element-wise work per layer in the forward pass, counted from the layer's operations (Korthikanti
+# et al. 2022 §4.1 lists them): over b·s·h elements, two layer norms (read + write: 4), two residual adds
+# (two reads, one write: 6), two dropouts (read, write, 1-byte mask: 5), biases fused: 15; over b·s·ffn, the
+# activation function (read + write: 2, SwiGLU reads two inputs: 3); over the b·a·s² attention scores
+# without FlashAttention, the fused scale-mask-softmax (2) and the dropout on the probabilities (2.5). The
+# backward pass moves about twice the forward's bytes.
+ELEMENTWISE_PASSES_WIDTH = 15.0
+ELEMENTWISE_PASSES_SCORES = 4.5
+BACKWARD_PER_FORWARD = 2.0
+# Per-hop latency of a collective (NCCL's ring and tree latencies, order of magnitude: a few microseconds
+# inside an NVLink domain, ~10 µs over InfiniBand/RoCE; NCCL tuning tables).
+SCALE_UP_LATENCY_SECONDS = 3e-6
+SCALE_OUT_LATENCY_SECONDS = 1e-5
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The constants the model cannot derive: fitted on published runs (`bench/calibrate_cluster.py`)."""
+
+    matmul_efficiency: float  # large-GEMM fraction of the dense peak, for hardware without its own
+    kernel_seconds: float  # fixed cost of a GEMM kernel besides its FLOPs: launch and the last partial wave
+    memory_efficiency: float  # achieved fraction of the HBM bandwidth in element-wise kernels
+    link_efficiency: float  # achieved fraction of a link's bandwidth in collectives (NCCL bus bandwidth)
+    overlap: float  # fraction of data-parallel / ZeRO traffic hidden under the compute it overlaps
+    # Large-GEMM efficiency per accelerator generation, where published runs calibrate one (by the
+    # hardware slug's prefix).
+    matmul_efficiency_by_hardware: tuple[tuple[str, float], ...] = ()
+
+    def matmul_efficiency_for(self, hardware_slug: str | None) -> float:
+        for prefix, efficiency in self.matmul_efficiency_by_hardware:
+            if hardware_slug is not None and hardware_slug.startswith(prefix):
+                return efficiency
+        return self.matmul_efficiency
+
+    def as_dict(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["matmul_efficiency_by_hardware"] = dict(self.matmul_efficiency_by_hardware)
+        return document
+
+
+# Fitted by `python -m bench.calibrate_cluster` on the published runs in bench/published_runs.py.
+CALIBRATION = Calibration(
+    matmul_efficiency=0.751,
+    kernel_seconds=2e-6,
+    memory_efficiency=0.750,
+    link_efficiency=0.715,
+    overlap=1.0,
+    matmul_efficiency_by_hardware=(("a100", 0.751), ("h100", 0.609)),
+)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """An accelerator as installed in a cluster: what the step-time model reads of it."""
+
+    peak_flops_per_second: float
+    memory_bytes: float
+    memory_bandwidth_bytes_per_second: float
+    accelerators_per_node: int
+    scale_up_bytes_per_second: float
+    scale_out_bytes_per_second: float
+    slug: str | None = None
+
+    def __post_init__(self) -> None:
+        v.positive("peak_flops_per_second", self.peak_flops_per_second)
+        v.positive("memory_bytes", self.memory_bytes, maximum=cluster.MAX_MEMORY_BYTES)
+        v.positive("memory_bandwidth_bytes_per_second", self.memory_bandwidth_bytes_per_second)
+        v.whole("accelerators_per_node", self.accelerators_per_node)
+        v.positive("scale_up_bandwidth_bytes_per_second", self.scale_up_bytes_per_second)
+        v.positive("scale_out_bandwidth_bytes_per_second", self.scale_out_bytes_per_second)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a run is spread over the cluster (Megatron-LM's and Llama 3's names)."""
+
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+    micro_batch: int
+    global_batch: int  # sequences per step
+    context_parallel: int = 1
+    interleave: int = 1  # virtual pipeline stages per device
+    sequence_parallel: bool = True
+    recomputation: str = "none"
+    zero_stage: int = 1
+    flash_attention: bool = True
+
+    @property
+    def accelerators(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel * self.data_parallel * self.context_parallel
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches each pipeline runs per step: global batch ÷ (data-parallel degree · micro-batch)."""
+        return self.global_batch // (self.data_parallel * self.micro_batch)
+
+
+LAYOUT_FIELDS = tuple(field.name for field in fields(Layout))
+# The step's parts, in the order a breakdown lists them; they add up to the step time.
+BREAKDOWN = (
+    "compute",
+    "memory_bound",
+    "tensor_parallel",
+    "context_parallel",
+    "pipeline_bubble",
+    "pipeline_transfers",
+    "data_parallel",
+    "optimizer",
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One layout's step: its time, the parts it is made of, and memory on the busiest accelerator."""
+
+    layout: Layout
+    seconds: float
+    breakdown: dict[str, float]
+    memory_bytes: float
+    model_states_bytes: float
+    activations_bytes: float
+    model_flops: float  # per step: (6N + 12·L·h·s) per token (PaLM's MFU accounting)
+    hardware_flops: float  # per step, counting recomputation
+    mfu: float
+    hfu: float
+    fits: bool
+
+    def tokens_per_second_per_accelerator(self, sequence_length: int) -> float:
+        return self.layout.global_batch * sequence_length / self.seconds / self.layout.accelerators
+
+
+def check_layout(  # noqa: PLR0912 -- one check per field, each naming it
+    shape: ModelShape, layout: Layout, accelerators: int | None = None
+) -> None:
+    """Refuse a layout that cannot run, naming the field: degrees that do not multiply to the accelerator
+    count, a tensor-parallel degree that does not divide the heads, a pipeline deeper than the layers, a
+    micro-batch that does not divide the batch of a replica."""
+    for name in ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel"):
+        v.whole(f"layout.{name}", getattr(layout, name))
+    for name in ("micro_batch", "global_batch", "interleave"):
+        v.whole(f"layout.{name}", getattr(layout, name))
+    if layout.recomputation not in RECOMPUTATION_MODES:
+        raise v.InvalidInput(
+            "layout.recomputation",
+            f"must be one of {', '.join(RECOMPUTATION_MODES)}; got {layout.recomputation!r}",
+        )
+    if layout.zero_stage not in cluster.ZERO_STAGES:
+        raise v.InvalidInput("layout.zero_stage", f"must be 0, 1, 2 or 3; got {layout.zero_stage!r}")
+    if accelerators is not None and layout.accelerators != accelerators:
+        raise v.InvalidInput(
+            "layout",
+            f"tensor · pipeline · data · context parallel = {layout.accelerators}, but the cluster has "
+            f"{accelerators} accelerators",
+        )
+    t = layout.tensor_parallel
+    if shape.heads % t or shape.key_value_heads % t:
+        raise v.InvalidInput(
+            "layout.tensor_parallel",
+            f"must divide the heads ({shape.heads}) and the key/value heads ({shape.key_value_heads}); "
+            f"{_divisors_text(math.gcd(shape.heads, shape.key_value_heads))} would, got {t}",
+        )
+    if layout.pipeline_parallel > shape.layers:
+        raise v.InvalidInput(
+            "layout.pipeline_parallel",
+            f"cannot exceed the layers ({shape.layers}), got {layout.pipeline_parallel}",
+        )
+    most_chunks = -(-shape.layers // layout.pipeline_parallel)
+    if layout.interleave > most_chunks:
+        # A virtual stage holds at least one layer (Llama 3's first and last chunks hold only the embedding
+        # and the output layer, so ceil(L / p) chunks, not fewer).
+        raise v.InvalidInput(
+            "layout.interleave",
+            f"must not exceed the layers per stage ({most_chunks} with {layout.pipeline_parallel} stages), "
+            f"got {layout.interleave}",
+        )
+    if layout.interleave > 1 and layout.pipeline_parallel == 1:
+        raise v.InvalidInput("layout.interleave", "needs pipeline_parallel above 1")
+    if shape.sequence_length % layout.context_parallel:
+        raise v.InvalidInput(
+            "layout.context_parallel",
+            f"must divide the sequence length ({shape.sequence_length}), got {layout.context_parallel}",
+        )
+    replica = layout.global_batch / layout.data_parallel
+    if layout.global_batch % layout.data_parallel:
+        raise v.InvalidInput(
+            "layout.global_batch",
+            f"must be a multiple of data_parallel ({layout.data_parallel}), got {layout.global_batch}",
+        )
+    if int(replica) % layout.micro_batch:
+        raise v.InvalidInput(
+            "layout.micro_batch",
+            f"must divide the batch of a replica (global_batch ÷ data_parallel = {int(replica)}); "
+            f"{_divisors_text(int(replica))} would, got {layout.micro_batch}",
+        )
+    if layout.interleave > 1 and layout.micro_batches % layout.pipeline_parallel:
+        raise v.InvalidInput(
+            "layout.interleave",
+            f"an interleaved schedule needs micro-batches ({layout.micro_batches}) in multiples of "
+            f"pipeline_parallel ({layout.pipeline_parallel})",
+        )
+
+
+def _divisors_text(n: int) -> str:
+    found = [k for k in range(1, min(n, 4096) + 1) if n % k == 0]
+    shown = ", ".join(str(k) for k in found[:12])
+    return shown + (", …" if len(found) > 12 else "")
+
+
+def step(
+    shape: ModelShape,
+    machine: Machine,
+    layout: Layout,
+    *,
+    precision: str = "bf16",
+    optimizer: str = "adam",
+    calibration: Calibration = CALIBRATION,
+) -> Step:
+    """The step of one layout (checked first)."""
+    check_layout(shape, layout)
+    columns = {name: np.array([getattr(layout, name)]) for name in LAYOUT_FIELDS if name != "recomputation"}
+    columns["recomputation"] = np.array([RECOMPUTATION_MODES.index(layout.recomputation)])
+    result = evaluate(
+        shape, machine, columns, precision=precision, optimizer=optimizer, calibration=calibration
+    )
+    return _step_at(result, 0, layout)
+
+
+def _step_at(result: dict[str, Array], i: int, layout: Layout) -> Step:
+    return Step(
+        layout=layout,
+        seconds=float(result["seconds"][i]),
+        breakdown={part: float(result[part][i]) for part in BREAKDOWN},
+        memory_bytes=float(result["memory_bytes"][i]),
+        model_states_bytes=float(result["model_states_bytes"][i]),
+        activations_bytes=float(result["activations_bytes"][i]),
+        model_flops=float(result["model_flops"][i]),
+        hardware_flops=float(result["hardware_flops"][i]),
+        mfu=float(result["mfu"][i]),
+        hfu=float(result["hfu"][i]),
+        fits=bool(result["fits"][i]),
+    )
+
+
+def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with its source
+    shape: ModelShape,
+    machine: Machine,
+    columns: dict[str, Any],
+    *,
+    precision: str = "bf16",
+    optimizer: str = "adam",
+    calibration: Calibration = CALIBRATION,
+) -> dict[str, Array]:
+    """Step time, its parts and memory for many layouts at once: `columns` holds one array per `Layout`
+    field (recomputation coded 0 none, 1 selective, 2 full), the layouts already checked."""
+    f64 = np.float64
+    t = np.asarray(columns["tensor_parallel"], dtype=f64)
+    p = np.asarray(columns["pipeline_parallel"], dtype=f64)
+    d = np.asarray(columns["data_parallel"], dtype=f64)
+    c = np.asarray(columns["context_parallel"], dtype=f64)
+    b = np.asarray(columns["micro_batch"], dtype=f64)
+    B = np.asarray(columns["global_batch"], dtype=f64)
+    vi = np.asarray(columns["interleave"], dtype=f64)
+    sp = np.asarray(columns["sequence_parallel"], dtype=bool) & (t > 1)
+    rec = np.asarray(columns["recomputation"], dtype=np.int64)
+    zero = np.asarray(columns["zero_stage"], dtype=np.int64)
+    flash = np.asarray(columns["flash_attention"], dtype=bool)
+
+    L, h, a = float(shape.layers), float(shape.d_model), float(shape.heads)
+    s, f, V = float(shape.sequence_length), float(shape.ffn_width), float(shape.vocabulary or 0)
+    kv_width = h * shape.key_value_heads / a
+    gated = shape.activation == "swiglu"
+    m = np.floor(B / (d * b))
+    sc = s / c  # tokens of a sequence on one context-parallel rank
+    tokens = b * sc  # rows of every GEMM on one device
+
+    peak = machine.peak_flops_per_second
+    e_max = calibration.matmul_efficiency_for(machine.slug)
+    kernel = calibration.kernel_seconds
+    hbm = machine.memory_bandwidth_bytes_per_second * calibration.memory_efficiency
+    node = float(machine.accelerators_per_node)
+    up = machine.scale_up_bytes_per_second * calibration.link_efficiency
+    out = machine.scale_out_bytes_per_second * calibration.link_efficiency
+
+    def gemm_seconds(flops: Array) -> Array:
+        return flops / (peak * e_max) + kernel
+
+    # Forward GEMMs of one layer on one device (each split t ways): QKV (grouped K and V), output projection,
+    # the MLP's up (gate and up for SwiGLU) and down projections, and the attention scores and values over
+    # the local queries and all keys (the full matrix: Megatron's kernels compute it; FlashAttention skips the
+    # causal half but runs at about half a GEMM's efficiency, Dao 2023, so the two are taken to cancel).
+    qkv = 2 * tokens * h * (h + 2 * kv_width) / t
+    projection = 2 * tokens * h * h / t
+    up_projection = 2 * tokens * h * f * (2 if gated else 1) / t
+    down_projection = 2 * tokens * h * f / t
+    attention = 2 * b * sc * s * h / t  # each of scores and values
+    dense_seconds = (
+        gemm_seconds(qkv)
+        + gemm_seconds(projection)
+        + gemm_seconds(up_projection)
+        + gemm_seconds(down_projection)
+    )
+    attention_seconds = 2 * gemm_seconds(attention)
+    forward_gemm = dense_seconds + attention_seconds
+
+    # Element-wise bytes of one layer's forward pass on one device (ELEMENTWISE_PASSES_*): width-sized work
+    # is split by sequence parallelism, the MLP's by the tensor-parallel split, the scores only exist without
+    # FlashAttention.
+    width_elements = tokens * h / np.where(sp, t, 1.0)
+    ffn_elements = tokens * f / t
+    score_elements = np.where(flash, 0.0, b * (a / t) * sc * s)
+    forward_bytes = WIRE_BYTES * (
+        ELEMENTWISE_PASSES_WIDTH * width_elements
+        + (3.0 if gated else 2.0) * ffn_elements
+        + ELEMENTWISE_PASSES_SCORES * score_elements
+    )
+    score_bytes = WIRE_BYTES * ELEMENTWISE_PASSES_SCORES * score_elements
+    forward_memory_bound = forward_bytes / hbm
+
+    # Tensor-parallel collectives (Megatron, Narayanan et al. 2021 §2.3): two all-reduces of b·s·h in the
+    # forward pass and two in the backward (with sequence parallelism a reduce-scatter and an all-gather of
+    # the same bytes, and the backward gathers the inputs of the two column-parallel GEMMs again rather than
+    # keep them, Korthikanti et al. 2022 §4.2.2: one all-reduce's bytes more), two more when full
+    # recomputation repeats the forward. Inside a node they run on the scale-up link; a group wider than a
+    # node runs at the network's speed.
+    tp_link = np.where(t <= node, up, out)
+    tp_latency = np.where(t <= node, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
+    message = WIRE_BYTES * tokens * h
+    tp_one = _all_reduce_seconds(message, t, tp_link, tp_latency)
+    tp_collectives = 4.0 + 1.0 * sp + 2.0 * (rec == 2)
+
+    # Context parallelism (Llama 3 §3.3.2): each rank all-gathers the K and V of the other c - 1 chunks in
+    # the forward pass and reduce-scatters their gradients in the backward; not overlapped.
+    cp_link = np.where(t * c <= node, up, out)
+    kv_bytes = WIRE_BYTES * 2 * tokens * kv_width / t
+    cp_layer = np.where(c > 1, 2 * (c - 1) * kv_bytes / cp_link, 0.0)
+
+    # One layer, forward + backward (+ recomputation): selective recomputation repeats the attention scores
+    # and their element-wise work (Korthikanti et al. 2022 §5), full repeats the whole forward.
+    compute_layer = forward_gemm * (1 + BACKWARD_PER_FORWARD) + np.where(
+        rec == 2, forward_gemm, np.where(rec == 1, attention_seconds, 0.0)
+    )
+    memory_layer = forward_memory_bound * (1 + BACKWARD_PER_FORWARD) + np.where(
+        rec == 2, forward_memory_bound, np.where(rec == 1, score_bytes / hbm, 0.0)
+    )
+    tp_layer = tp_collectives * tp_one
+    layer_seconds = compute_layer + memory_layer + tp_layer + cp_layer
+
+    # The output layer, on the last stage: the logits GEMM forward and backward, and the loss's element-wise
+    # work over fp32 logits (written, read by the loss, its gradient written).
+    logits = 2 * tokens * h * V / t
+    logits_compute = np.where(V > 0, gemm_seconds(logits) * (1 + BACKWARD_PER_FORWARD), 0.0)
+    logits_memory = 3 * 4.0 * tokens * V / t / hbm
+
+    # The busiest stage sets the pipeline's pace. When p does not divide L the spare layer slots come off
+    # the first and last stages, as Llama 3 did (§3.3.2: one layer fewer on each), the last also carrying
+    # the output layer; a single stage holds everything.
+    per_stage = np.ceil(L / p)
+    spare = per_stage * p - L
+    first_layers = np.where(p > 1, per_stage - np.ceil(spare / 2), L)
+    last_layers = np.where(p > 1, per_stage - np.floor(spare / 2), L)
+    last_is_busiest = (
+        last_layers * layer_seconds + logits_compute + logits_memory >= per_stage * layer_seconds
+    )
+    busy_layers = np.where(last_is_busiest, last_layers, per_stage)
+    with_output = np.where(last_is_busiest, 1.0, 0.0)
+    stage_compute = busy_layers * compute_layer + with_output * logits_compute
+    stage_memory = busy_layers * memory_layer + with_output * logits_memory
+    stage_seconds = stage_compute + stage_memory + busy_layers * (tp_layer + cp_layer)
+
+    # Pipeline transfers: each micro-batch sends b·s·h forward and its gradient back across each stage
+    # boundary, v times with interleaving; divided t ways by Megatron's scatter/gather optimisation (§4.1).
+    inside = t * c * p <= node
+    pp_link = np.where(inside, up, out)
+    pp_latency = np.where(inside, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
+    boundary = WIRE_BYTES * tokens * h / t
+    transfer = np.where(p > 1, 2 * vi * (boundary / pp_link + pp_latency), 0.0)
+    bubble = (p - 1) / vi * stage_seconds
+
+    # Data parallelism and ZeRO (Rajbhandari et al. 2020): the gradients of the parameters a device holds.
+    # Stages 0-2 reduce them once a step (an all-reduce, or reduce-scatter + all-gather: the same bytes),
+    # hidden under the last micro-batch's backward pass up to `overlap`; stage 3 also gathers the parameters
+    # for every micro-batch's forward and backward (1.5x the traffic, per micro-batch), hidden under that
+    # micro-batch's compute. The first stage holds the input embedding, the last the output layer.
+    held = (per_stage * shape.layer_params + np.where(p > 1, 0.5, 1.0) * shape.embedding_params) / t
+    inside = t * c * p * d <= node
+    dp_link = np.where(inside, up, out)
+    dp_latency = np.where(inside, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
+    reduce_once = _all_reduce_seconds(WIRE_BYTES * held, d, dp_link, dp_latency)
+    backward_window = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
+    exposed_once = reduce_once - calibration.overlap * np.minimum(reduce_once, backward_window)
+    gathers = 1.5 * reduce_once
+    exposed_gathers = m * (gathers - calibration.overlap * np.minimum(gathers, stage_seconds))
+    data_parallel = np.where(zero == 3, exposed_gathers, exposed_once)
+
+    # The optimizer update reads and writes the state of the parameters a device updates.
+    optimizer_seconds = OPTIMIZER_UPDATE_BYTES * held / np.where(zero >= 1, d, 1.0) / hbm
+
+    breakdown = {
+        "compute": m * stage_compute,
+        "memory_bound": m * stage_memory,
+        "tensor_parallel": m * busy_layers * tp_layer,
+        "context_parallel": m * busy_layers * cp_layer,
+        "pipeline_bubble": bubble,
+        "pipeline_transfers": m * transfer,
+        "data_parallel": data_parallel,
+        "optimizer": optimizer_seconds,
+    }
+    seconds = sum(breakdown.values())
+
+    # MFU counts model FLOPs, (6N + 12·L·h·s) per token with N the layers' and output layer's weights
+    # (PaLM, Chowdhery et al. 2022, App. B); HFU counts what ran, recomputation included.
+    devices = t * p * d * c
+    model_flops = (6 * (L * shape.layer_params + shape.embedding_params / 2) + 12 * L * h * s) * B * s
+    layer_forward = t * (qkv + projection + up_projection + down_projection + 2 * attention)
+    layer_ran = layer_forward * (1 + BACKWARD_PER_FORWARD) + np.where(
+        rec == 2, layer_forward, np.where(rec == 1, 2 * t * attention, 0.0)
+    )
+    hardware_flops = (L * layer_ran + 3 * t * logits) * m * d * c
+    memory = _memory(
+        shape,
+        t=t,
+        p=p,
+        d=d,
+        c=c,
+        b=b,
+        m=m,
+        vi=vi,
+        sp=sp,
+        rec=rec,
+        zero=zero,
+        flash=flash,
+        first_layers=first_layers,
+        held=held,
+        precision=precision,
+        optimizer=optimizer,
+    )
+    return {
+        "seconds": seconds,
+        **breakdown,
+        "model_flops": model_flops * np.ones_like(seconds),
+        "hardware_flops": hardware_flops,
+        "mfu": model_flops / (seconds * devices * peak),
+        "hfu": hardware_flops / (seconds * devices * peak),
+        **memory,
+        "fits": memory["memory_bytes"] <= machine.memory_bytes,
+    }
+
+
+def _all_reduce_seconds(message: Array, n: Array, bandwidth: Array, latency: Array) -> Array:
+    """All-reduce of `message` bytes over n ranks: the cheaper of a ring (2(n - 1)/n of the bytes per rank,
+    2(n - 1) latency hops) and a double binary tree (the bytes twice, 2·log2 n hops); NCCL picks the same
+    way (Sanders et al. 2009; NCCL's tuning model)."""
+    ring = 2 * (n - 1) / n * message / bandwidth + 2 * (n - 1) * latency
+    tree = 2 * message / bandwidth + 2 * np.log2(np.maximum(n, 1)) * latency
+    return np.where(n > 1, np.minimum(ring, tree), 0.0)
+
+
+def _memory(
+    shape: ModelShape,
+    *,
+    t: Array,
+    p: Array,
+    d: Array,
+    c: Array,
+    b: Array,
+    m: Array,
+    vi: Array,
+    sp: Flags,
+    rec: Codes,
+    zero: Codes,
+    flash: Flags,
+    first_layers: Array,
+    held: Array,
+    precision: str,
+    optimizer: str,
+) -> dict[str, Array]:
+    """Memory of the first pipeline stage, the fullest under 1F1B (Korthikanti et al. 2022 §4.2.3).
+
+    Model states: ZeRO's (w + g + K)·Ψ split by stage (Rajbhandari et al. 2020 §5), Ψ the parameters held.
+    Activations per layer (Korthikanti et al. 2022 Table 2, generalised to grouped K/V and any MLP): over
+    s·b·h, the attention block stores 7 + 4·kv/a (QKV input, Q, K, V, output-projection input, dropout
+    mask), the two norms 4 and the MLP 3 (its input and dropout mask); over s·b·ffn the MLP stores 4 (GELU:
+    its input and output) or 6 (SwiGLU: gate, up and their product); without FlashAttention the scores add
+    5·a·s²·b (Table 2's 5as/h term), which selective recomputation drops. Tensor parallelism splits all but
+    the norms' and dropouts' 10·s·b·h, which sequence parallelism splits too; full recomputation keeps 2·s·b·h
+    per layer plus one layer's working set. The first stage holds min(p, m) micro-batches in flight, times
+    1 + (p - 1)/(p·v) with an interleaved schedule.
+    """
+    w, g, master = cluster._PRECISION_STORAGE[precision]
+    K = cluster.OPTIMIZER_STATE_BYTES[optimizer] - (0 if master else cluster.FP32_MASTER_WEIGHT_BYTES)
+    states = np.select(
+        [zero == 0, zero == 1, zero == 2],
+        [(w + g + K) * held, (w + g) * held + K * held / d, w * held + (g + K) * held / d],
+        (w + g + K) * held / d,
+    )
+    h, a, s = float(shape.d_model), float(shape.heads), float(shape.sequence_length)
+    sc = s / c
+    sbh = sc * b * h
+    inside_blocks = 4.0 + 4.0 * shape.key_value_heads / a  # Q, K, V and the output projection's input
+    mlp_ffn = 6.0 if shape.activation == "swiglu" else 4.0
+    per_layer = (
+        sbh * (10.0 / np.where(sp, t, 1.0) + inside_blocks / t) + sc * b * shape.ffn_width * mlp_ffn / t
+    )
+    scores = np.where(flash | (rec >= 1), 0.0, 5.0 * a * sc * s * b / t)
+    working = per_layer + scores
+    stored = np.where(rec == 2, 2.0 * sbh / np.where(sp, t, 1.0), working)
+    in_flight = np.minimum(p, m) * np.where(vi > 1, 1 + (p - 1) / (p * vi), 1.0)
+    activations = first_layers * stored * in_flight + np.where(rec == 2, working, 0.0)
+    vocab = float(shape.vocabulary or 0)
+    logits = np.where(p > 1, 0.0, 4.0 * sc * b * vocab / t)  # fp32 logits, on the only stage
+    activations = activations + logits
+    return {
+        "memory_bytes": states + activations,
+        "model_states_bytes": states,
+        "activations_bytes": activations,
+    }
