@@ -562,3 +562,208 @@ def _memory(
         "model_states_bytes": states,
         "activations_bytes": activations,
     }
+
+
+# --- layout search ------------------------------------------------------------------------------------------
+
+# What the search tries for the fields a request leaves out.
+MICRO_BATCHES = (1, 2, 4, 8, 16)
+INTERLEAVES = (1, 2, 4, 8)
+# Layouts returned beside the best: the fastest of each other tensor/pipeline split.
+ALTERNATIVES = 4
+
+
+@dataclass(frozen=True)
+class Search:
+    """The best layout for a run, a few alternatives, and how many layouts were looked at."""
+
+    best: Step
+    alternatives: tuple[Step, ...]
+    evaluated: int
+    fitting: int
+
+
+def _tensor_degrees(shape: ModelShape, machine: Machine) -> list[int]:
+    """Tensor-parallel degrees Megatron can use: divisors of the node that divide the heads and K/V heads."""
+    node = machine.accelerators_per_node
+    return [
+        t
+        for t in range(1, node + 1)
+        if node % t == 0 and shape.heads % t == 0 and shape.key_value_heads % t == 0
+    ]
+
+
+def search(
+    shape: ModelShape,
+    machine: Machine,
+    accelerators: int,
+    *,
+    global_batch: int,
+    fixed: dict[str, Any] | None = None,
+    precision: str = "bf16",
+    optimizer: str = "adam",
+    calibration: Calibration = CALIBRATION,
+) -> Search:
+    """Every layout of `accelerators` for the fields not in `fixed`, the ones that do not fit memory
+    dropped, ranked by step time (ties: less memory).
+
+    Tensor parallelism runs over the divisors of a node that divide the heads and K/V heads, the pipeline
+    over the divisors of what is left up to the layer count, data parallelism takes the rest; then the
+    micro-batch, interleaving, recomputation and ZeRO stage. `global_batch` (sequences) is kept when it is
+    fixed; otherwise it is rounded up to a multiple of the data-parallel degree. Sequence parallelism and
+    FlashAttention are on unless fixed off; context parallelism is 1 unless fixed. Raises InvalidInput on
+    `layout` when nothing fits, saying what comes closest.
+    """
+    fixed = dict(fixed or {})
+    count = v.whole("accelerators", accelerators)
+    unknown = set(fixed) - set(LAYOUT_FIELDS)
+    if unknown:
+        raise v.InvalidInput("layout", f"unknown fields: {', '.join(sorted(unknown))}")
+    c = int(fixed.get("context_parallel", 1))
+    rows = _splits(shape, machine, count, fixed, int(fixed.get("global_batch", global_batch)))
+    if not rows:
+        raise v.InvalidInput("layout", _no_layout_text(shape, machine, count, fixed))
+
+    def options(name: str, default: list[Any]) -> list[Any]:
+        return [fixed[name]] if name in fixed else default
+
+    base = np.array(rows, dtype=np.int64)
+    modes = options("recomputation", list(RECOMPUTATION_MODES))
+    stages = options("zero_stage", list(cluster.ZERO_STAGES))
+    extra = np.array(
+        [(RECOMPUTATION_MODES.index(mode), stage) for mode in modes for stage in stages], dtype=np.int64
+    )
+    grid = np.repeat(base, len(extra), axis=0)
+    extras = np.tile(extra, (len(base), 1))
+    columns: dict[str, Any] = {
+        "tensor_parallel": grid[:, 0],
+        "pipeline_parallel": grid[:, 1],
+        "data_parallel": grid[:, 2],
+        "micro_batch": grid[:, 3],
+        "global_batch": grid[:, 4],
+        "interleave": grid[:, 5],
+        "context_parallel": np.full(len(grid), c),
+        "sequence_parallel": np.full(len(grid), bool(fixed.get("sequence_parallel", True))),
+        "recomputation": extras[:, 0],
+        "zero_stage": extras[:, 1],
+        "flash_attention": np.full(len(grid), bool(fixed.get("flash_attention", True))),
+    }
+    result = evaluate(
+        shape, machine, columns, precision=precision, optimizer=optimizer, calibration=calibration
+    )
+    fits = np.flatnonzero(result["fits"])
+    if fits.size == 0:
+        closest = int(np.argmin(result["memory_bytes"]))
+        layout = _layout_at(columns, closest)
+        raise v.InvalidInput(
+            "layout",
+            f"no layout of {count} accelerators fits {machine.memory_bytes / 1e9:.0f} GB: the least memory "
+            f"needed is {result['memory_bytes'][closest] / 1e9:.1f} GB ({_describe(layout)}); "
+            + _what_would_fit(
+                result["model_states_bytes"][closest], result["activations_bytes"][closest], machine
+            ),
+        )
+    order = fits[np.lexsort((result["memory_bytes"][fits], result["seconds"][fits]))]
+    best_index = int(order[0])
+    alternatives: list[int] = []
+    seen = {_family(columns, best_index)}
+    for index in order[1:]:
+        family = _family(columns, int(index))
+        if family not in seen:
+            seen.add(family)
+            alternatives.append(int(index))
+        if len(alternatives) == ALTERNATIVES:
+            break
+    return Search(
+        best=_step_at(result, best_index, _layout_at(columns, best_index)),
+        alternatives=tuple(_step_at(result, i, _layout_at(columns, i)) for i in alternatives),
+        evaluated=len(grid),
+        fitting=int(fits.size),
+    )
+
+
+def _splits(
+    shape: ModelShape, machine: Machine, count: int, fixed: dict[str, Any], target_batch: int
+) -> list[tuple[int, ...]]:
+    """(t, p, d, micro-batch, global batch, interleave) of every split of `count` that honours `fixed`."""
+    v.whole("layout.global_batch", target_batch)
+    c = int(fixed.get("context_parallel", 1))
+
+    def options(name: str, default: list[int]) -> list[int]:
+        return [fixed[name]] if name in fixed else default
+
+    rows: list[tuple[int, ...]] = []
+    for t in options("tensor_parallel", _tensor_degrees(shape, machine)):
+        rest = count // (t * c)
+        if count % (t * c):
+            continue
+        pipelines = [p for p in range(1, min(rest, shape.layers) + 1) if rest % p == 0]
+        for p in options("pipeline_parallel", pipelines):
+            d = rest // p
+            if rest % p or fixed.get("data_parallel", d) != d:
+                continue
+            batch = target_batch if "global_batch" in fixed else -(-target_batch // d) * d
+            replica = batch // d
+            chunks = -(-shape.layers // p)
+            for b in options("micro_batch", [b for b in MICRO_BATCHES if replica % b == 0]):
+                m = replica // b
+                interleaves = [1] if p == 1 else [x for x in INTERLEAVES if x <= chunks and m % p == 0]
+                rows += [
+                    (t, p, d, b, batch, vi)
+                    for vi in options("interleave", interleaves or [1])
+                    if batch % d == 0
+                    and replica % b == 0
+                    and (vi == 1 or (p > 1 and m % p == 0 and vi <= chunks))
+                ]
+    return rows
+
+
+def _family(columns: dict[str, Any], i: int) -> tuple[int, int]:
+    """Alternatives split the model another way (tensor and pipeline degrees), the fastest of each."""
+    return int(columns["tensor_parallel"][i]), int(columns["pipeline_parallel"][i])
+
+
+def _layout_at(columns: dict[str, Any], i: int) -> Layout:
+    values = {name: columns[name][i] for name in LAYOUT_FIELDS if name != "recomputation"}
+    return Layout(
+        tensor_parallel=int(values["tensor_parallel"]),
+        pipeline_parallel=int(values["pipeline_parallel"]),
+        data_parallel=int(values["data_parallel"]),
+        micro_batch=int(values["micro_batch"]),
+        global_batch=int(values["global_batch"]),
+        context_parallel=int(values["context_parallel"]),
+        interleave=int(values["interleave"]),
+        sequence_parallel=bool(values["sequence_parallel"]),
+        recomputation=RECOMPUTATION_MODES[int(columns["recomputation"][i])],
+        zero_stage=int(values["zero_stage"]),
+        flash_attention=bool(values["flash_attention"]),
+    )
+
+
+def _describe(layout: Layout) -> str:
+    return (
+        f"tensor {layout.tensor_parallel}, pipeline {layout.pipeline_parallel}, data {layout.data_parallel}, "
+        f"micro-batch {layout.micro_batch}, {layout.recomputation} recomputation, ZeRO {layout.zero_stage}"
+    )
+
+
+def _what_would_fit(states: float, activations: float, machine: Machine) -> str:
+    if states >= machine.memory_bytes:
+        return (
+            f"the model states alone take {states / 1e9:.1f} GB: more accelerators (for more pipeline stages "
+            "or ZeRO sharding) or accelerators with more memory would fit"
+        )
+    return (
+        f"activations take {activations / 1e9:.1f} GB: a shorter sequence, more accelerators or accelerators "
+        "with more memory would fit"
+    )
+
+
+def _no_layout_text(shape: ModelShape, machine: Machine, count: int, fixed: dict[str, Any]) -> str:
+    given = ", ".join(f"{name} {value}" for name, value in sorted(fixed.items())) or "no fields"
+    degrees = ", ".join(str(t) for t in _tensor_degrees(shape, machine))
+    return (
+        f"no layout of {count} accelerators has {given}: tensor parallelism must divide a node of "
+        f"{machine.accelerators_per_node} and the heads ({degrees} would), the degrees must multiply to "
+        f"{count}, and the micro-batch must divide each replica's batch"
+    )

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from bench.published_runs import CALIBRATION_RUNS, HELD_OUT_RUNS, LLAMA3_405B, SELENE
+from bench.published_runs import CALIBRATION_RUNS, HELD_OUT_RUNS, LLAMA3_405B, LLAMA3_CLUSTER, SELENE
 from service.core import performance
 from service.core.cluster import ModelShape
 from service.core.performance import Layout, step
@@ -189,3 +189,42 @@ def test_a_layout_for_another_cluster_size_is_refused():
     assert refused.value.argument == "layout"
     assert "256" in refused.value.message
     assert "512" in refused.value.message
+
+
+# --- layout search ------------------------------------------------------------------------------------------
+
+
+def test_the_search_finds_metas_layout_for_llama3_405b_on_16384_h100():
+    found = performance.search(LLAMA3_405B, LLAMA3_CLUSTER, 16_384, global_batch=2048)
+    best = found.best.layout
+    assert (best.tensor_parallel, best.pipeline_parallel, best.data_parallel) == (8, 16, 128)
+    assert found.best.fits
+    assert found.evaluated > 1000
+    assert found.fitting < found.evaluated
+    # Alternatives are slower, each another split of the model.
+    splits = {(a.layout.tensor_parallel, a.layout.pipeline_parallel) for a in found.alternatives}
+    assert len(splits) == len(found.alternatives)
+    assert all(a.seconds >= found.best.seconds for a in found.alternatives)
+
+
+def test_the_search_keeps_the_fields_it_is_given():
+    found = performance.search(
+        GPT_175B, SELENE, 64, global_batch=64, fixed={"tensor_parallel": 8, "recomputation": "full"}
+    )
+    assert found.best.layout.tensor_parallel == 8
+    assert found.best.layout.recomputation == "full"
+    assert found.best.layout.pipeline_parallel * found.best.layout.data_parallel == 8
+
+
+def test_the_search_refuses_when_nothing_fits_and_says_what_would():
+    with pytest.raises(InvalidInput) as refused:
+        performance.search(GPT_175B, SELENE, 8, global_batch=8)
+    assert refused.value.argument == "layout"
+    assert "model states alone take" in refused.value.message
+
+
+def test_the_search_refuses_fixed_fields_no_split_honours():
+    with pytest.raises(InvalidInput) as refused:
+        performance.search(GPT_175B, SELENE, 64, global_batch=64, fixed={"tensor_parallel": 3})
+    assert refused.value.argument == "layout"
+    assert "tensor parallelism must divide" in refused.value.message

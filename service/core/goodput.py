@@ -1,0 +1,85 @@
+"""Goodput: the share of a run's wall-clock time that trains, once interruptions and checkpoints are paid.
+
+A job of n accelerators fails at n · λ per hour, λ the interruptions per accelerator-hour (Llama 3, Dubey et
+al. 2024, §3.3.4: 419 unexpected interruptions in 54 days on 16 384 H100, 1.97e-5 per GPU-hour), so its mean
+time between failures is M = 1 / (n · λ). Each failure loses the work since the last checkpoint (half an
+interval on average) and a restart; each checkpoint stops training for δ, the model states written at the
+storage's write bandwidth. Young (1974) and Daly (2006) give the interval that loses the least,
+τ = √(2δM) - δ (δ < M/2; τ = M otherwise), and the useful fraction 1 - δ/τ - (R + τ/2)/M, R the restart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from service.core import validation as v
+
+LLAMA3_FAILURES_PER_ACCELERATOR_HOUR = 419 / (54 * 24 * 16_384)  # 1.97e-5
+# Bytes a checkpoint writes per parameter: bf16 weights (2) and Adam's fp32 master weights, momentum and
+# variance (12), with a little metadata: ≈ 16 (reference: BLOOM-176B's 2.3 TB checkpoints).
+CHECKPOINT_BYTES_PER_PARAM = 16
+# Aggregate write bandwidth of the checkpoint storage: BLOOM-176B's checkpoint (≈ 2.8 TB) took about 40 s on
+# Jean Zay's GPFS (BigScience tr11 log), ≈ 70 GB/s; Llama 3's Tectonic sustained 2 TB/s. 100 GB/s is a
+# parallel filesystem of a modest cluster; give yours.
+DEFAULT_CHECKPOINT_WRITE_BYTES_PER_SECOND = 100e9
+# From a failure to training again: detection, rescheduling onto healthy nodes, loading the checkpoint,
+# warming up. Minutes to tens of minutes in published reports; 10 minutes by default.
+DEFAULT_RESTART_SECONDS = 600.0
+# Below this useful fraction the run mostly restarts: the answer says so rather than promise a date.
+LOW_USEFUL_FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class Goodput:
+    failures_per_hour: float  # of the whole job
+    mean_time_between_failures_seconds: float
+    checkpoint_seconds: float
+    checkpoint_interval_seconds: float
+    restart_seconds: float
+    useful_fraction: float
+    interruptions: float  # expected over the wall-clock time
+    wall_clock_seconds: float  # training time / useful fraction
+
+
+def goodput(
+    training_seconds: float,
+    accelerators: int,
+    params: float,
+    *,
+    failures_per_accelerator_hour: float = LLAMA3_FAILURES_PER_ACCELERATOR_HOUR,
+    checkpoint_write_bytes_per_second: float = DEFAULT_CHECKPOINT_WRITE_BYTES_PER_SECOND,
+    restart_seconds: float = DEFAULT_RESTART_SECONDS,
+) -> Goodput:
+    """The wall-clock time of `training_seconds` of steps on `accelerators`, with failures and checkpoints."""
+    seconds = v.positive("training_seconds", training_seconds)
+    count = v.whole("accelerators", accelerators)
+    rate = v.in_range(
+        "failures_per_accelerator_hour", failures_per_accelerator_hour, 0.0, 1.0, high_inclusive=False
+    )
+    bandwidth = v.positive("checkpoint_write_bytes_per_second", checkpoint_write_bytes_per_second)
+    restart = v.in_range("restart_seconds", restart_seconds, 0.0, 30 * 86_400.0)
+    delta = CHECKPOINT_BYTES_PER_PARAM * v.positive("params", params) / bandwidth
+    per_hour = count * rate
+    if per_hour == 0:
+        return Goodput(0.0, math.inf, delta, math.inf, restart, 1.0, 0.0, seconds)
+    M = 3600.0 / per_hour
+    tau = math.sqrt(2 * delta * M) - delta if delta < M / 2 else M
+    useful = 1 - delta / tau - (restart + tau / 2) / M
+    if useful <= 0.01:
+        raise v.InvalidInput(
+            "failures_per_accelerator_hour",
+            f"at {per_hour:.3g} failures an hour (one every {M / 60:.1f} minutes) a checkpoint of "
+            f"{delta:.0f} s and a restart of {restart:.0f} s leave no time to train",
+        )
+    wall = seconds / useful
+    return Goodput(
+        failures_per_hour=per_hour,
+        mean_time_between_failures_seconds=M,
+        checkpoint_seconds=delta,
+        checkpoint_interval_seconds=tau,
+        restart_seconds=restart,
+        useful_fraction=useful,
+        interruptions=wall / 3600.0 * per_hour,
+        wall_clock_seconds=wall,
+    )

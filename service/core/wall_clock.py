@@ -1,0 +1,185 @@
+"""How long a whole run takes on a cluster, and how big a cluster a run needs.
+
+Composes the step-time model (`performance`) and goodput (`goodput`): the best layout's step time times the
+steps, divided by the useful fraction, is the wall-clock time; accelerator-hours and cost follow from it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from service.core import goodput as goodput_model
+from service.core import performance
+from service.core import validation as v
+from service.core.cluster import ModelShape
+from service.core.performance import CALIBRATION, Calibration, Machine, Search
+
+# A shape assumed for a model given only by its parameter count: width = 128 · layers (GPT-3 175B: 12288 =
+# 128 · 96; Llama 3 405B: 16384 ≈ 130 · 126; Kaplan et al. 2020 §3.1 find the loss flat over a wide band of
+# aspect ratios), heads of 128 dimensions, GELU MLP of 4·width, a 4 096-token context and a 128 000-token
+# vocabulary, and the layers that make 12·L·h² + 2·V·h closest to the parameters.
+ASSUMED_ASPECT_RATIO = 128
+ASSUMED_HEAD_DIMENSION = 128
+ASSUMED_SEQUENCE_LENGTH = 4096
+ASSUMED_VOCABULARY = 128_000
+# Accelerator counts tried when the request leaves it to the planner: whole nodes, in steps of 2^(1/4).
+COUNT_STEPS_PER_DOUBLING = 4
+DEFAULT_MAX_ACCELERATORS = 32_768
+CHOSEN_BY = ("days", "cost")  # fewest that finish by the deadline, or cheapest
+
+
+def assumed_shape(params: float, *, sequence_length: int = ASSUMED_SEQUENCE_LENGTH) -> ModelShape:
+    """A plausible decoder shape of about `params` parameters (see ASSUMED_ASPECT_RATIO)."""
+    N = v.positive("params", params)
+    best: ModelShape | None = None
+    for layers in range(1, 513):
+        width = ASSUMED_ASPECT_RATIO * layers
+        shape = ModelShape(
+            layers=layers,
+            d_model=width,
+            heads=max(1, width // ASSUMED_HEAD_DIMENSION),
+            sequence_length=sequence_length,
+            vocabulary=ASSUMED_VOCABULARY,
+        )
+        if best is None or abs(math.log(shape.params / N)) < abs(math.log(best.params / N)):
+            best = shape
+        if shape.params > N:
+            break
+    assert best is not None
+    return best
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """A run of `tokens` on `accelerators`: the layout chosen, its steps and the wall-clock time."""
+
+    accelerators: int
+    search: Search
+    steps: int
+    tokens_per_step: int
+    training_seconds: float
+    goodput: goodput_model.Goodput
+
+    @property
+    def seconds(self) -> float:
+        return self.goodput.wall_clock_seconds
+
+    @property
+    def accelerator_hours(self) -> float:
+        return self.accelerators * self.seconds / 3600.0
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """What goodput needs besides the run: failure rate, checkpoint storage, restart time."""
+
+    failures_per_accelerator_hour: float = goodput_model.LLAMA3_FAILURES_PER_ACCELERATOR_HOUR
+    checkpoint_write_bytes_per_second: float = goodput_model.DEFAULT_CHECKPOINT_WRITE_BYTES_PER_SECOND
+    restart_seconds: float = goodput_model.DEFAULT_RESTART_SECONDS
+
+
+def run_on_cluster(
+    params: float,
+    tokens: float,
+    shape: ModelShape,
+    machine: Machine,
+    accelerators: int,
+    *,
+    global_batch: int,
+    layout: Mapping[str, Any] | None = None,
+    reliability: Reliability = Reliability(),
+    precision: str = "bf16",
+    optimizer: str = "adam",
+    calibration: Calibration = CALIBRATION,
+) -> ClusterRun:
+    """The best layout of `accelerators` for the fields `layout` leaves out, and the run's wall-clock time:
+    ceil(tokens / tokens per step) steps of the best layout's step time, over goodput's useful fraction."""
+    D = v.positive("tokens", tokens)
+    found = performance.search(
+        shape,
+        machine,
+        accelerators,
+        global_batch=global_batch,
+        fixed=dict(layout or {}),
+        precision=precision,
+        optimizer=optimizer,
+        calibration=calibration,
+    )
+    tokens_per_step = found.best.layout.global_batch * shape.sequence_length
+    steps = max(1, math.ceil(D / tokens_per_step))
+    training = steps * found.best.seconds
+    useful = goodput_model.goodput(
+        training,
+        accelerators,
+        params,
+        failures_per_accelerator_hour=reliability.failures_per_accelerator_hour,
+        checkpoint_write_bytes_per_second=reliability.checkpoint_write_bytes_per_second,
+        restart_seconds=reliability.restart_seconds,
+    )
+    return ClusterRun(accelerators, found, steps, tokens_per_step, training, useful)
+
+
+def candidate_counts(accelerators_per_node: int, most: int) -> list[int]:
+    """Accelerator counts to try: 1, 2, 4 … up to a node, then whole nodes growing by about 2^(1/4)."""
+    node = accelerators_per_node
+    counts = {c for c in (1, 2, 4, 8, 16, 32, 64) if c <= min(node, most) and node % c == 0}
+    nodes, limit = 1, max(1, most // node)
+    while nodes <= limit:
+        counts.add(nodes * node)
+        nodes = max(nodes + 1, round(nodes * 2 ** (1 / COUNT_STEPS_PER_DOUBLING)))
+    return sorted(counts)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The cluster size the planner chose, and why."""
+
+    run: ClusterRun
+    chosen_by: str  # days (the fewest that finish in time) or cost (the cheapest)
+    max_accelerators: int
+    tried: int
+
+
+def choose_accelerators(
+    run_at: Callable[[int], ClusterRun],
+    accelerators_per_node: int,
+    *,
+    days: float | None,
+    max_accelerators: int = DEFAULT_MAX_ACCELERATORS,
+) -> Sizing:
+    """The fewest accelerators whose run finishes within `days`, or, without a deadline, the count with the
+    fewest accelerator-hours (the cheapest at one price), up to `max_accelerators`. `run_at(count)` runs the
+    search at a count and raises InvalidInput where no layout fits; such counts are skipped."""
+    most = v.whole("max_accelerators", max_accelerators)
+    counts = candidate_counts(accelerators_per_node, most)
+    runs: list[ClusterRun] = []
+    closest: ClusterRun | None = None
+    for count in counts:
+        try:
+            run = run_at(count)
+        except v.InvalidInput:
+            continue
+        runs.append(run)
+        if days is not None:
+            if run.seconds <= days * 86_400.0:
+                return Sizing(run, "days", most, len(runs))
+            if closest is None or run.seconds < closest.seconds:
+                closest = run
+    if not runs:
+        raise v.InvalidInput(
+            "max_accelerators",
+            f"no layout of up to {most} accelerators fits the model in memory; allow more accelerators",
+        )
+    if days is not None:
+        assert closest is not None
+        raise v.InvalidInput(
+            "days",
+            f"no cluster of up to {most} accelerators finishes within {days:g} days: the fastest, "
+            f"{closest.accelerators} accelerators, takes {closest.seconds / 86_400.0:.1f} days; allow more "
+            "accelerators (max_accelerators) or more days",
+        )
+    cheapest = min(runs, key=lambda run: (run.accelerator_hours, run.seconds))
+    return Sizing(cheapest, "cost", most, len(runs))

@@ -1,0 +1,52 @@
+"""Goodput: Young/Daly checkpoint intervals and the useful fraction, against Llama 3's reported figures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from service.core.goodput import LLAMA3_FAILURES_PER_ACCELERATOR_HOUR, goodput
+from service.core.validation import InvalidInput
+
+
+def test_llama3s_failure_rate_is_419_interruptions_in_54_days_on_16384_gpus():
+    assert LLAMA3_FAILURES_PER_ACCELERATOR_HOUR == pytest.approx(1.97e-5, rel=0.01)
+
+
+def test_llama3_scale_keeps_more_than_90_percent_effective_training_time():
+    # Llama 3 reports > 90% effective training time on 16 384 H100 (§3.3.4); 405B's states at 2 TB/s.
+    result = goodput(54 * 86_400.0, 16_384, 405e9, checkpoint_write_bytes_per_second=2e12)
+    assert result.useful_fraction > 0.9
+    # 419 unexpected interruptions in 54 days: the expected count over the wall-clock time.
+    assert result.interruptions == pytest.approx(419 / result.useful_fraction, rel=0.02)
+
+
+def test_the_interval_is_youngs_square_root_less_daly_correction():
+    result = goodput(1e6, 1000, 1e9)
+    delta, M = result.checkpoint_seconds, result.mean_time_between_failures_seconds
+    assert delta == pytest.approx(16e9 / 100e9)
+    assert result.checkpoint_interval_seconds == pytest.approx(math.sqrt(2 * delta * M) - delta)
+    expected = (
+        1 - delta / result.checkpoint_interval_seconds - (600 + result.checkpoint_interval_seconds / 2) / M
+    )
+    assert result.useful_fraction == pytest.approx(expected)
+    assert result.wall_clock_seconds == pytest.approx(1e6 / expected)
+
+
+def test_more_accelerators_fail_more_often_and_keep_less():
+    small, large = goodput(1e6, 1000, 1e11), goodput(1e6, 100_000, 1e11)
+    assert large.useful_fraction < small.useful_fraction
+    assert large.checkpoint_interval_seconds < small.checkpoint_interval_seconds
+
+
+def test_hardware_that_never_fails_loses_nothing():
+    result = goodput(1e6, 1000, 1e11, failures_per_accelerator_hour=0.0)
+    assert result.useful_fraction == 1.0
+    assert result.wall_clock_seconds == 1e6
+
+
+def test_a_job_that_fails_faster_than_it_checkpoints_is_refused_naming_the_rate():
+    with pytest.raises(InvalidInput) as refused:
+        goodput(1e6, 100_000, 1e12, failures_per_accelerator_hour=0.01, checkpoint_write_bytes_per_second=1e9)
+    assert refused.value.argument == "failures_per_accelerator_hour"
