@@ -165,7 +165,8 @@ class HardwareProfile(Base):
         ),
         CheckConstraint("tdp_watts IS NULL OR tdp_watts > 0", name="tdp_positive"),
         CheckConstraint(
-            "accelerators_per_node IS NULL OR accelerators_per_node > 0", name="accelerators_per_node_positive"
+            "accelerators_per_node IS NULL OR accelerators_per_node > 0",
+            name="accelerators_per_node_positive",
         ),
         CheckConstraint(
             "scale_up_bandwidth_bytes_per_second IS NULL OR scale_up_bandwidth_bytes_per_second > 0",
