@@ -27,14 +27,6 @@ from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS,
 ENGINE_VERSION = "1.3.0"
 DEFAULT_MFU = 0.4
 DEFAULT_PRECISION = "bf16"
-# What the planner is to assume of hardware that does not say how it is installed (those Hardware fields
-# None), saying so in a caveat: an 8-GPU DGX A100 node (NVLink 3, 300 GB/s each way; one 200 Gb/s HDR NIC per
-# GPU, 25 GB/s), and the unexpected interruptions of Llama 3's pre-training on 16 384 H100 (419 in 54 days,
-# Dubey et al. 2024, section 3.3.4). Not used by any result yet.
-DEFAULT_ACCELERATORS_PER_NODE = 8
-DEFAULT_SCALE_UP_BYTES_PER_SECOND = 300e9
-DEFAULT_SCALE_OUT_BYTES_PER_SECOND = 25e9
-DEFAULT_FAILURES_PER_ACCELERATOR_HOUR = 1.97e-5
 # Past this many epochs a repeated token is worth less than a tenth of a fresh one: the marginal value of
 # data, dD'/dD = exp(-R_D/R_D*), falls below 0.1 at R_D = R_D*·ln 10 repeats (Muennighoff et al. 2023, Eq. 5).
 EPOCHS_WITHOUT_GAIN = 1 + allocate.REPEATED_TOKENS_DECAY * math.log(10)
@@ -51,11 +43,11 @@ class Hardware:
     price_per_hour: Decimal | None = None
     currency: str | None = None
     memory_bandwidth_bytes_per_second: float | None = None  # what serving needs (cluster.decoding_runtime)
-    # As installed in a cluster; None: not given (the DEFAULT_ figures above are to be assumed).
-    accelerators_per_node: int | None = None  # sharing the scale-up domain (NVLink, ICI, Infinity Fabric)
-    scale_up_bandwidth_bytes_per_second: float | None = None  # per accelerator, one direction
-    scale_out_bandwidth_bytes_per_second: float | None = None  # the network between nodes, the same way
-    failures_per_accelerator_hour: float | None = None  # unexpected interruptions
+    # As installed (core/performance.py): None where the profile does not say.
+    accelerators_per_node: int | None = None
+    scale_up_bandwidth_bytes_per_second: float | None = None
+    scale_out_bandwidth_bytes_per_second: float | None = None
+    failures_per_accelerator_hour: float | None = None
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,7 @@ from marshmallow import validate
 
 from service.catalog import PRECISIONS
 from service.core.cluster import MAX_MEMORY_BYTES
-from service.core.engine import (
-    DEFAULT_ACCELERATORS_PER_NODE,
-    DEFAULT_FAILURES_PER_ACCELERATOR_HOUR,
-    DEFAULT_SCALE_OUT_BYTES_PER_SECOND,
-    DEFAULT_SCALE_UP_BYTES_PER_SECOND,
-)
+from service.core.goodput import LLAMA3_FAILURES_PER_ACCELERATOR_HOUR
 from service.core.units import MAX_PEAK_FLOPS_PER_SECOND
 from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema, requires
 from service.schemas.fields import (
@@ -50,6 +45,11 @@ class PeakFlopsSchema(StrictSchema):
 # whole in a profile, any positive number inline, as their memory bandwidths).
 MAX_ACCELERATORS_PER_NODE = 1_000_000
 MAX_LINK_BYTES_PER_SECOND = 10**16
+# What the planner assumes of hardware that does not give them: an 8-accelerator node of DGX A100 class
+# (NVLink 3, one 200 Gb/s NIC per accelerator), and Llama 3's interruptions (core/goodput.py).
+ASSUMED_ACCELERATORS_PER_NODE = 8
+ASSUMED_SCALE_UP_BYTES_PER_SECOND = 300e9
+ASSUMED_SCALE_OUT_BYTES_PER_SECOND = 25e9
 
 
 def _assumed(figure: str) -> str:
@@ -58,21 +58,21 @@ def _assumed(figure: str) -> str:
 
 ACCELERATORS_PER_NODE = (
     "Accelerators sharing the scale-up domain as installed: 8 in a DGX/HGX node, 72 in an NVL72 rack, the "
-    "slice for TPUs." + _assumed(str(DEFAULT_ACCELERATORS_PER_NODE))
+    "slice for TPUs." + _assumed(str(ASSUMED_ACCELERATORS_PER_NODE))
 )
 SCALE_UP = (
     "Scale-up link (NVLink/NVSwitch, ICI, Infinity Fabric; PCIe for cards without one) per accelerator, ONE "
     "direction: 450e9 for NVLink 4 (900 GB/s bidirectional)."
-    + _assumed(f"{DEFAULT_SCALE_UP_BYTES_PER_SECOND / 1e9:g} GB/s")
+    + _assumed(f"{ASSUMED_SCALE_UP_BYTES_PER_SECOND / 1e9:g} GB/s")
 )
 SCALE_OUT = (
     "The network between nodes per accelerator, ONE direction: 50e9 for one 400 Gb/s NIC per GPU."
-    + _assumed(f"{DEFAULT_SCALE_OUT_BYTES_PER_SECOND / 1e9:g} GB/s")
+    + _assumed(f"{ASSUMED_SCALE_OUT_BYTES_PER_SECOND / 1e9:g} GB/s")
 )
 FAILURES = (
     "Unexpected interruptions per accelerator-hour, at least 0 and below 1: Llama 3's pre-training had "
     "1.97e-5 on H100 (Dubey et al. 2024, section 3.3.4)."
-    + _assumed(f"{DEFAULT_FAILURES_PER_ACCELERATOR_HOUR:.2e}".replace("e-0", "e-"))
+    + _assumed(f"{LLAMA3_FAILURES_PER_ACCELERATOR_HOUR:.2e}".replace("e-0", "e-"))
 )
 
 
