@@ -143,6 +143,10 @@ HARDWARE_FIGURES = (
     "interconnect_bandwidth_bytes_per_second",
     "interconnect",
     "tdp_watts",
+    "accelerators_per_node",
+    "scale_up_bandwidth_bytes_per_second",
+    "scale_out_bandwidth_bytes_per_second",
+    "failures_per_accelerator_hour",
     "source",
     "note",
 )
@@ -160,6 +164,23 @@ class HardwareProfile(Base):
             name="interconnect_positive",
         ),
         CheckConstraint("tdp_watts IS NULL OR tdp_watts > 0", name="tdp_positive"),
+        CheckConstraint(
+            "accelerators_per_node IS NULL OR accelerators_per_node > 0",
+            name="accelerators_per_node_positive",
+        ),
+        CheckConstraint(
+            "scale_up_bandwidth_bytes_per_second IS NULL OR scale_up_bandwidth_bytes_per_second > 0",
+            name="scale_up_positive",
+        ),
+        CheckConstraint(
+            "scale_out_bandwidth_bytes_per_second IS NULL OR scale_out_bandwidth_bytes_per_second > 0",
+            name="scale_out_positive",
+        ),
+        CheckConstraint(
+            "failures_per_accelerator_hour IS NULL "
+            "OR (failures_per_accelerator_hour >= 0 AND failures_per_accelerator_hour < 1)",
+            name="failure_rate_range",
+        ),
         *(
             CheckConstraint(f"peak_flops_{p} IS NULL OR peak_flops_{p} > 0", name=f"peak_flops_{p}_positive")
             for p in PRECISIONS
@@ -181,6 +202,13 @@ class HardwareProfile(Base):
     interconnect_bandwidth_bytes_per_second: Mapped[int | None] = mapped_column(BigInteger)
     interconnect: Mapped[str | None] = mapped_column(String(100))
     tdp_watts: Mapped[int | None] = mapped_column(Integer)
+    # As installed in a cluster: the accelerators sharing the scale-up domain (NVLink/NVSwitch, ICI, Infinity
+    # Fabric), that link and the network between nodes per accelerator in one direction, and unexpected
+    # interruptions per accelerator-hour. NULL: not given (the planner assumes figures of its own).
+    accelerators_per_node: Mapped[int | None] = mapped_column(Integer)
+    scale_up_bandwidth_bytes_per_second: Mapped[int | None] = mapped_column(BigInteger)
+    scale_out_bandwidth_bytes_per_second: Mapped[int | None] = mapped_column(BigInteger)
+    failures_per_accelerator_hour: Mapped[float | None] = mapped_column(Float)
     source: Mapped[str] = mapped_column(Text)
     note: Mapped[str | None] = mapped_column(Text)
     built_in: Mapped[bool] = mapped_column(Boolean, default=False)

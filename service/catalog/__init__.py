@@ -1,7 +1,8 @@
 """Built-in data shipped with the package: accelerator profiles (`hardware.json`), every figure sourced.
 
-The data file keeps the units vendors quote (TFLOP/s, GB, TB/s) so that it can be checked against the
-datasheets by eye; this module converts them exactly to the service's units (FLOP/s, bytes, bytes/s).
+The data file keeps the units vendors quote (TFLOP/s, GB, TB/s, GB/s per direction) so that it can be checked
+against the datasheets by eye; this module converts them exactly to the service's units (FLOP/s, bytes,
+bytes/s).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class HardwareSpec:
     interconnect_bandwidth_bytes_per_second: int | None
     interconnect: str | None
     tdp_watts: int | None
+    # As installed in a cluster (the reference system the entry names); None: no published figure.
+    accelerators_per_node: int | None
+    scale_up_bandwidth_bytes_per_second: int | None  # per accelerator, one direction
+    scale_out_bandwidth_bytes_per_second: int | None  # per accelerator, one direction
+    failures_per_accelerator_hour: float | None
     source: str
     note: str | None
     price: PriceSpec | None
@@ -48,6 +54,7 @@ def _hardware(entry: dict[str, Any]) -> HardwareSpec:
     if unknown:
         raise ValueError(f"{entry['slug']}: unknown precisions {sorted(unknown)}")
     link = entry["interconnect_gb_per_second_bidirectional"]
+    failures = entry["failures_per_accelerator_hour"]
     price = entry["price"]
     return HardwareSpec(
         slug=entry["slug"],
@@ -59,12 +66,20 @@ def _hardware(entry: dict[str, Any]) -> HardwareSpec:
         interconnect_bandwidth_bytes_per_second=None if link is None else int(link * _GIGA),
         interconnect=entry["interconnect"],
         tdp_watts=entry["tdp_watts"],
+        accelerators_per_node=entry["accelerators_per_node"],
+        scale_up_bandwidth_bytes_per_second=_gb_per_second(entry["scale_up_gb_per_second_per_direction"]),
+        scale_out_bandwidth_bytes_per_second=_gb_per_second(entry["scale_out_gb_per_second_per_direction"]),
+        failures_per_accelerator_hour=None if failures is None else float(failures),
         source=entry["source"],
         note=entry.get("note"),
         price=None
         if price is None
         else PriceSpec(Decimal(price["per_hour"]), price["currency"], price["as_of"], price["source"]),
     )
+
+
+def _gb_per_second(figure: Decimal | int | None) -> int | None:
+    return None if figure is None else int(figure * _GIGA)
 
 
 @cache

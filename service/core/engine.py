@@ -43,6 +43,11 @@ class Hardware:
     price_per_hour: Decimal | None = None
     currency: str | None = None
     memory_bandwidth_bytes_per_second: float | None = None  # what serving needs (cluster.decoding_runtime)
+    # As installed (core/performance.py): None where the profile does not say.
+    accelerators_per_node: int | None = None
+    scale_up_bandwidth_bytes_per_second: float | None = None
+    scale_out_bandwidth_bytes_per_second: float | None = None
+    failures_per_accelerator_hour: float | None = None
 
 
 @dataclass(frozen=True)

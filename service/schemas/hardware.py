@@ -10,11 +10,13 @@ from marshmallow import validate
 
 from service.catalog import PRECISIONS
 from service.core.cluster import MAX_MEMORY_BYTES
+from service.core.goodput import LLAMA3_FAILURES_PER_ACCELERATOR_HOUR
 from service.core.units import MAX_PEAK_FLOPS_PER_SECOND
 from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema, requires
 from service.schemas.fields import (
     CurrencyField,
     MoneyField,
+    Number,
     Text,
     WholeNumber,
     positive_float,
@@ -37,6 +39,58 @@ class PeakFlopsSchema(StrictSchema):
     def _at_least_one(self, data, **kwargs):
         if not data:
             raise ma.ValidationError("Give the peak at one precision at least.")
+
+
+# How hardware is installed in a cluster: a stored profile and inline hardware take the same figures (bytes/s
+# whole in a profile, any positive number inline, as their memory bandwidths).
+MAX_ACCELERATORS_PER_NODE = 1_000_000
+MAX_LINK_BYTES_PER_SECOND = 10**16
+# What the planner assumes of hardware that does not give them: an 8-accelerator node of DGX A100 class
+# (NVLink 3, one 200 Gb/s NIC per accelerator), and Llama 3's interruptions (core/goodput.py).
+ASSUMED_ACCELERATORS_PER_NODE = 8
+ASSUMED_SCALE_UP_BYTES_PER_SECOND = 300e9
+ASSUMED_SCALE_OUT_BYTES_PER_SECOND = 25e9
+
+
+def _assumed(figure: str) -> str:
+    return f" Not given (omitted, or null in a profile): the planner assumes {figure}, saying so in a caveat."
+
+
+ACCELERATORS_PER_NODE = (
+    "Accelerators sharing the scale-up domain as installed: 8 in a DGX/HGX node, 72 in an NVL72 rack, the "
+    "slice for TPUs." + _assumed(str(ASSUMED_ACCELERATORS_PER_NODE))
+)
+SCALE_UP = (
+    "Scale-up link (NVLink/NVSwitch, ICI, Infinity Fabric; PCIe for cards without one) per accelerator, ONE "
+    "direction: 450e9 for NVLink 4 (900 GB/s bidirectional)."
+    + _assumed(f"{ASSUMED_SCALE_UP_BYTES_PER_SECOND / 1e9:g} GB/s")
+)
+SCALE_OUT = (
+    "The network between nodes per accelerator, ONE direction: 50e9 for one 400 Gb/s NIC per GPU."
+    + _assumed(f"{ASSUMED_SCALE_OUT_BYTES_PER_SECOND / 1e9:g} GB/s")
+)
+FAILURES = (
+    "Unexpected interruptions per accelerator-hour, at least 0 and below 1: Llama 3's pre-training had "
+    "1.97e-5 on H100 (Dubey et al. 2024, section 3.3.4)."
+    + _assumed(f"{LLAMA3_FAILURES_PER_ACCELERATOR_HOUR:.2e}".replace("e-0", "e-"))
+)
+
+
+def accelerators_per_node_field(**kwargs) -> WholeNumber:
+    return WholeNumber(
+        validate=validate.Range(1, MAX_ACCELERATORS_PER_NODE),
+        metadata={"description": ACCELERATORS_PER_NODE, "example": 8},
+        **kwargs,
+    )
+
+
+def failures_field(**kwargs) -> Number:
+    return Number(
+        validate=validate.Range(min=0, max=1, max_inclusive=False),
+        # apispec renders max_inclusive=False as an inclusive maximum; say it explicitly (OpenAPI 3.0 form).
+        metadata={"description": FAILURES, "exclusiveMaximum": True, "example": 1.97e-5},
+        **kwargs,
+    )
 
 
 ISO_DATE_PATTERN = r"^\d{4}(-\d{2}(-\d{2})?)?$"
@@ -79,10 +133,25 @@ class HardwareSchema(StrictSchema):
     interconnect_bandwidth_bytes_per_second = WholeNumber(
         allow_none=True,
         validate=validate.Range(1, 10**16),
-        metadata={"description": "Scale-up link, bidirectional total as vendors quote it."},
+        metadata={
+            "description": "Scale-up link, bidirectional total as vendors quote it "
+            "(scale_up_bandwidth_bytes_per_second is one direction)."
+        },
     )
     interconnect = Text(allow_none=True, validate=validate.Length(max=100), metadata={"example": "NVLink 4"})
     tdp_watts = WholeNumber(allow_none=True, validate=validate.Range(1, 100_000))
+    accelerators_per_node = accelerators_per_node_field(allow_none=True)
+    scale_up_bandwidth_bytes_per_second = WholeNumber(
+        allow_none=True,
+        validate=validate.Range(1, MAX_LINK_BYTES_PER_SECOND),
+        metadata={"description": SCALE_UP, "example": 450 * 10**9},
+    )
+    scale_out_bandwidth_bytes_per_second = WholeNumber(
+        allow_none=True,
+        validate=validate.Range(1, MAX_LINK_BYTES_PER_SECOND),
+        metadata={"description": SCALE_OUT, "example": 50 * 10**9},
+    )
+    failures_per_accelerator_hour = failures_field(allow_none=True)
     source = Text(
         required=True, validate=validate.Length(min=1, max=500), metadata={"example": "our datasheet"}
     )

@@ -52,7 +52,14 @@ from service.schemas.fields import (
     budget_float,
     positive_float,
 )
-from service.schemas.hardware import PeakFlopsSchema
+from service.schemas.hardware import (
+    MAX_LINK_BYTES_PER_SECOND,
+    SCALE_OUT,
+    SCALE_UP,
+    PeakFlopsSchema,
+    accelerators_per_node_field,
+    failures_field,
+)
 from service.services import plan_documents
 from service.services.plan_documents import HYPERPARAMETERS_NOTE, INFERENCE_MINIMISES
 from service.services.planning import AllocationRequest, EstimateRequest, InlineHardware
@@ -69,6 +76,10 @@ class InlineHardwareSchema(StrictSchema):
     memory_bandwidth_bytes_per_second = positive_float(1e16, "Memory bandwidth of one accelerator.")
     price_per_hour = MoneyField(allow_zero=True, metadata={"description": "Price per accelerator-hour."})
     currency = CurrencyField()
+    accelerators_per_node = accelerators_per_node_field()
+    scale_up_bandwidth_bytes_per_second = positive_float(MAX_LINK_BYTES_PER_SECOND, SCALE_UP)
+    scale_out_bandwidth_bytes_per_second = positive_float(MAX_LINK_BYTES_PER_SECOND, SCALE_OUT)
+    failures_per_accelerator_hour = failures_field()
 
     RULES = (requires("price_per_hour", "currency"),)
     REQUEST = InlineHardware

@@ -34,6 +34,10 @@ class HardwareFields(Changes):
     interconnect_bandwidth_bytes_per_second: int | None = None
     interconnect: str | None = None
     tdp_watts: int | None = None
+    accelerators_per_node: int | None = None
+    scale_up_bandwidth_bytes_per_second: int | None = None
+    scale_out_bandwidth_bytes_per_second: int | None = None
+    failures_per_accelerator_hour: float | None = None
     source: str | None = None
     note: str | None = None
     price_per_hour: Decimal | None = None

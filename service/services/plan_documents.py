@@ -25,6 +25,13 @@ from service.services.planning import PlanInputs
 HYPERPARAMETERS_NOTE = "A starting point fitted on small budgets, not a prescription."
 INFERENCE_MINIMISES = "lifetime_flops"  # what an inference-aware allocation minimises
 LAW_COEFFICIENTS = tuple(field.name for field in dataclasses.fields(ScalingLaw))  # E, A, B, alpha, beta
+# How the hardware is installed in a cluster (engine.Hardware's fields of the same names); None: not given.
+CLUSTER_FIGURES = (
+    "accelerators_per_node",
+    "scale_up_bandwidth_bytes_per_second",
+    "scale_out_bandwidth_bytes_per_second",
+    "failures_per_accelerator_hour",
+)
 
 
 # --- Inputs -------------------------------------------------------------------------------------------------
@@ -74,6 +81,7 @@ def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime |
         "peak_flops": dict(hardware.peak_flops),
         "memory_bytes": hardware.memory_bytes,
         "memory_bandwidth_bytes_per_second": hardware.memory_bandwidth_bytes_per_second,
+        **{name: getattr(hardware, name) for name in CLUSTER_FIGURES},
         "price_per_hour": _money(hardware.price_per_hour),
         "currency": hardware.currency,
         "price_effective_at": None if price_effective_at is None else price_effective_at.isoformat(),
@@ -82,7 +90,8 @@ def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime |
 
 def snapshot_hardware(snapshot: JsonObject, role: str = "hardware") -> engine.Hardware | None:
     """The hardware a snapshot holds for `role` (hardware or inference_hardware). Snapshots of engines
-    before 1.3.0 hold no inference hardware and no memory bandwidth: those plans served nothing."""
+    before 1.3.0 hold no inference hardware and no memory bandwidth: those plans served nothing. Snapshots
+    from before the cluster figures hold none of them: not given, as for hardware that does not say."""
     hardware = snapshot.get(role)
     if hardware is None:
         return None
@@ -95,6 +104,7 @@ def snapshot_hardware(snapshot: JsonObject, role: str = "hardware") -> engine.Ha
         price_per_hour=None if price is None else Decimal(price),
         currency=hardware["currency"],
         memory_bandwidth_bytes_per_second=hardware.get("memory_bandwidth_bytes_per_second"),
+        **{name: hardware.get(name) for name in CLUSTER_FIGURES},
     )
 
 

@@ -35,6 +35,10 @@ class InlineHardware:
     memory_bandwidth_bytes_per_second: float | None = None
     price_per_hour: Decimal | None = None
     currency: str | None = None
+    accelerators_per_node: int | None = None
+    scale_up_bandwidth_bytes_per_second: float | None = None
+    scale_out_bandwidth_bytes_per_second: float | None = None
+    failures_per_accelerator_hour: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +184,10 @@ def hardware_of(profile: HardwareProfile | None, reference: str | InlineHardware
             price_per_hour=price.price_per_hour if price else None,
             currency=price.currency if price else None,
             memory_bandwidth_bytes_per_second=float(profile.memory_bandwidth_bytes_per_second),
+            accelerators_per_node=profile.accelerators_per_node,
+            scale_up_bandwidth_bytes_per_second=_float(profile.scale_up_bandwidth_bytes_per_second),
+            scale_out_bandwidth_bytes_per_second=_float(profile.scale_out_bandwidth_bytes_per_second),
+            failures_per_accelerator_hour=profile.failures_per_accelerator_hour,
         )
     assert isinstance(reference, InlineHardware), "a slug names a profile"
     return engine.Hardware(
@@ -189,7 +197,15 @@ def hardware_of(profile: HardwareProfile | None, reference: str | InlineHardware
         price_per_hour=reference.price_per_hour,
         currency=reference.currency,
         memory_bandwidth_bytes_per_second=reference.memory_bandwidth_bytes_per_second,
+        accelerators_per_node=reference.accelerators_per_node,
+        scale_up_bandwidth_bytes_per_second=reference.scale_up_bandwidth_bytes_per_second,
+        scale_out_bandwidth_bytes_per_second=reference.scale_out_bandwidth_bytes_per_second,
+        failures_per_accelerator_hour=reference.failures_per_accelerator_hour,
     )
+
+
+def _float(value: int | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _cluster(request: ClusterRequest, hardware: engine.Hardware) -> engine.Cluster:

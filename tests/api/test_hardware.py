@@ -695,6 +695,145 @@ def test_a_put_naming_the_slug_in_the_body_is_a_422_problem(client, session):
     assert stored(session, "our-h100").name == "Our H100"
 
 
+# --- As installed in a cluster ------------------------------------------------------------------------------
+
+CLUSTER = {
+    "accelerators_per_node": 8,
+    "scale_up_bandwidth_bytes_per_second": 450 * 10**9,
+    "scale_out_bandwidth_bytes_per_second": 50 * 10**9,
+    "failures_per_accelerator_hour": 1.97e-5,
+}
+
+
+def cluster_of(body_or_profile) -> dict:
+    if isinstance(body_or_profile, dict):
+        return {name: body_or_profile[name] for name in CLUSTER}
+    return {name: getattr(body_or_profile, name) for name in CLUSTER}
+
+
+def test_a_built_in_profile_says_how_its_reference_system_installs_it(client, catalog):
+    body = client.get("/v1/hardware/h100-sxm").get_json()
+
+    assert cluster_of(body) == CLUSTER
+    assert "DGX H100" in body["source"]
+
+
+def test_a_profile_created_with_its_cluster_figures_stores_and_reads_them_back(client, session):
+    response = create(client, **CLUSTER)
+
+    assert cluster_of(response.get_json()) == CLUSTER
+    assert cluster_of(client.get("/v1/hardware/our-h100").get_json()) == CLUSTER
+    assert cluster_of(stored(session, "our-h100")) == CLUSTER
+
+
+def test_cluster_figures_not_given_are_null(client, session):
+    body = create(client).get_json()
+
+    assert cluster_of(body) == dict.fromkeys(CLUSTER)
+    assert cluster_of(stored(session, "our-h100")) == dict.fromkeys(CLUSTER)
+
+
+def test_cluster_figures_given_as_null_are_not_given(client, session):
+    body = create(client, **dict.fromkeys(CLUSTER)).get_json()
+
+    assert cluster_of(body) == dict.fromkeys(CLUSTER)
+
+
+def test_a_failure_rate_of_zero_is_allowed(client):
+    assert create(client, failures_per_accelerator_hour=0).get_json()["failures_per_accelerator_hour"] == 0
+
+
+def test_a_patch_of_a_cluster_figure_changes_the_etag_and_nothing_else(client, session):
+    create(client, **CLUSTER)
+
+    response = write(
+        client, "PATCH", "our-h100", {"scale_out_bandwidth_bytes_per_second": 100 * 10**9}, if_match='"1"'
+    )
+
+    assert response.status_code == 200, response.get_json()
+    assert response.headers["ETag"] == '"2"'
+    assert cluster_of(response.get_json()) == {**CLUSTER, "scale_out_bandwidth_bytes_per_second": 100 * 10**9}
+    assert stored(session, "our-h100").scale_out_bandwidth_bytes_per_second == 100 * 10**9
+    assert stored_prices(session, "our-h100") == [(Decimal("3.50"), "USD", "2026-05")]
+    assert write(client, "PATCH", "our-h100", {"name": "x"}, if_match='"1"').status_code == 412
+
+
+def test_a_patch_to_null_clears_a_cluster_figure(client, session):
+    create(client, **CLUSTER)
+
+    body = write(client, "PATCH", "our-h100", {"accelerators_per_node": None}, if_match='"1"').get_json()
+
+    assert cluster_of(body) == {**CLUSTER, "accelerators_per_node": None}
+    assert stored(session, "our-h100").accelerators_per_node is None
+
+
+def test_a_patch_restating_the_cluster_figures_keeps_the_etag(client):
+    create(client, **CLUSTER)
+
+    response = write(client, "PATCH", "our-h100", CLUSTER, if_match='"1"')
+
+    assert response.headers["ETag"] == '"1"'
+
+
+def test_a_put_without_the_cluster_figures_makes_them_null_and_keeps_the_price_history(client, session):
+    create(client, **CLUSTER)
+
+    response = write(client, "PUT", "our-h100", replacement(), if_match='"1"')
+
+    assert cluster_of(response.get_json()) == dict.fromkeys(CLUSTER)
+    assert response.headers["ETag"] == '"2"'
+    assert stored_prices(session, "our-h100") == [(Decimal("3.50"), "USD", "2026-05")]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("accelerators_per_node", 0),
+        ("accelerators_per_node", -8),
+        ("accelerators_per_node", 8.5),
+        ("accelerators_per_node", "8"),
+        ("accelerators_per_node", True),
+        ("accelerators_per_node", 1_000_001),
+        ("scale_up_bandwidth_bytes_per_second", -450 * 10**9),
+        ("scale_up_bandwidth_bytes_per_second", 0),
+        ("scale_up_bandwidth_bytes_per_second", 10**17),
+        ("scale_up_bandwidth_bytes_per_second", "450e9"),
+        ("scale_out_bandwidth_bytes_per_second", -1),
+        ("scale_out_bandwidth_bytes_per_second", 0.5),
+        ("failures_per_accelerator_hour", -1e-5),
+        ("failures_per_accelerator_hour", 1),
+        ("failures_per_accelerator_hour", 2.5),
+        ("failures_per_accelerator_hour", "1e-5"),
+    ],
+)
+def test_an_invalid_cluster_figure_is_a_422_problem_naming_it(client, session, field, value):
+    response = client.post("/v1/hardware", json=custom_profile(**{field: value}))
+
+    assert pointers(response) == [f"#/{field}"]
+    assert count(session, HardwareProfile) == 0
+
+
+@pytest.mark.parametrize("field", list(CLUSTER))
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_cluster_figure_is_a_422_problem_naming_it(client, session, field, literal):
+    raw = json.dumps(custom_profile())[:-1] + f', "{field}": {literal}}}'
+
+    response = client.post("/v1/hardware", data=raw, content_type="application/json")
+
+    assert pointers(response) == [f"#/{field}"]
+    assert count(session, HardwareProfile) == 0
+
+
+def test_an_invalid_cluster_figure_in_a_patch_changes_nothing(client, session):
+    create(client, **CLUSTER)
+
+    response = write(client, "PATCH", "our-h100", {"failures_per_accelerator_hour": -1}, if_match='"1"')
+
+    assert pointers(response) == ["#/failures_per_accelerator_hour"]
+    profile = stored(session, "our-h100")
+    assert (cluster_of(profile), profile.version) == (CLUSTER, 1)
+
+
 # --- Built-in profiles are read-only ------------------------------------------------------------------------
 
 

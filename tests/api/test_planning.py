@@ -178,6 +178,46 @@ def test_an_estimate_on_inline_hardware(client):
     assert body["hardware"]["slug"] is None
 
 
+INLINE_CLUSTER = {
+    "accelerators_per_node": 4,
+    "scale_up_bandwidth_bytes_per_second": 200e9,
+    "scale_out_bandwidth_bytes_per_second": 12.5e9,
+    "failures_per_accelerator_hour": 3e-5,
+}
+
+
+def test_inline_hardware_takes_the_cluster_figures_and_they_change_no_result(client):
+    hardware = {"name": "mine", "peak_flops": {"bf16": 312e12}, "memory_bytes": 40e9}
+    request = {"params": 6.7e9, "tokens": 1e12, "accelerators": 440}
+
+    plain = client.post("/v1/estimates", json={**request, "hardware": hardware})
+    installed = client.post("/v1/estimates", json={**request, "hardware": {**hardware, **INLINE_CLUSTER}})
+
+    assert installed.status_code == 200, installed.get_json()
+    assert installed.get_json() == plain.get_json()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("accelerators_per_node", 0),
+        ("accelerators_per_node", 2.5),
+        ("scale_up_bandwidth_bytes_per_second", -1),
+        ("scale_out_bandwidth_bytes_per_second", 0),
+        ("failures_per_accelerator_hour", 1),
+        ("failures_per_accelerator_hour", None),
+    ],
+)
+def test_an_invalid_inline_cluster_figure_is_a_422_problem_naming_it(client, field, value):
+    hardware = {"name": "mine", "peak_flops": {"bf16": 312e12}, "memory_bytes": 40e9, field: value}
+
+    response = client.post(
+        "/v1/estimates", json={"params": 6.7e9, "tokens": 1e12, "hardware": hardware, "accelerators": 8}
+    )
+
+    assert pointers(response) == [f"#/hardware/{field}"]
+
+
 def test_an_estimate_with_a_shape_counts_attention_and_activations(client, catalog):
     shape = {"layers": 32, "d_model": 4096, "heads": 32, "sequence_length": 4096, "micro_batch": 1}
     body = client.post(

@@ -238,6 +238,52 @@ def test_the_snapshot_holds_the_hardware_figures_the_price_in_force_and_the_engi
     assert snapshot["engine_version"]
 
 
+CLUSTER_FIGURES = (
+    "accelerators_per_node",
+    "scale_up_bandwidth_bytes_per_second",
+    "scale_out_bandwidth_bytes_per_second",
+    "failures_per_accelerator_hour",
+)
+
+
+def test_the_snapshot_holds_how_the_hardware_is_installed_and_reevaluation_reproduces(
+    client, session, world, catalog
+):
+    body = create_plan(client, hardware="h100-sxm")
+
+    hardware = body["snapshot"]["hardware"]
+    assert [hardware[name] for name in CLUSTER_FIGURES] == [8, 450e9, 50e9, 1.97e-5]
+    assert reevaluate(stored_plan(session, body["id"])) == body["result"]
+    # A plan stored before the snapshot held these figures reads as hardware that does not give them.
+    older = {**body["snapshot"], "hardware": {k: v for k, v in hardware.items() if k not in CLUSTER_FIGURES}}
+    assert evaluate(body["inputs"], older) == body["result"]
+
+
+def test_the_snapshot_of_hardware_without_cluster_figures_holds_nulls(client, world):
+    hardware = create_plan(client)["snapshot"]["hardware"]
+
+    assert [hardware[name] for name in CLUSTER_FIGURES] == [None] * 4
+
+
+def test_inline_hardware_keeps_its_cluster_figures_in_the_plans_inputs(client, session, world):
+    inline = {
+        "name": "ours",
+        "peak_flops": {"bf16": 1e15},
+        "memory_bytes": 80e9,
+        "price_per_hour": "2.50",
+        "currency": "USD",
+        "accelerators_per_node": 16,
+        "scale_up_bandwidth_bytes_per_second": 900e9,
+    }
+
+    body = create_plan(client, hardware=inline)
+
+    assert body["inputs"]["hardware"] == inline
+    snapshot = body["snapshot"]["hardware"]
+    assert [snapshot[name] for name in CLUSTER_FIGURES] == [16, 900e9, None, None]
+    assert reevaluate(stored_plan(session, body["id"])) == body["result"]
+
+
 def test_the_snapshot_holds_the_coefficients_of_the_law_used(client, world):
     body = create_plan(client, params=OMIT, tokens=OMIT, flops=1e21, law="chinchilla-2022")
 

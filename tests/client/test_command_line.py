@@ -125,3 +125,68 @@ def test_figures_are_shown_in_the_units_people_read(name, value, shown):
 )
 def test_money_is_shown_exactly_with_its_currency(name, value, shown):
     assert cli.human(name, value, currency="USD") == shown
+
+
+# --- Hardware as installed in a cluster ---------------------------------------------------------------------
+
+H100_AS_INSTALLED = {
+    "slug": "our-h100",
+    "name": "Our H100",
+    "accelerators_per_node": 8,
+    "scale_up_bandwidth_bytes_per_second": 450_000_000_000,
+    "scale_out_bandwidth_bytes_per_second": 6_250_000_000,
+    "failures_per_accelerator_hour": 1.97e-5,
+}
+
+
+def test_hardware_create_takes_links_in_gb_per_second_and_sends_bytes_per_second(monkeypatch, capsys):
+    sent = {}
+
+    def create_hardware(_client, **request):
+        sent.update(request)
+        return request
+
+    monkeypatch.setattr(cli.PlannerClient, "create_hardware", create_hardware)
+
+    code = cli.main(
+        [
+            "hardware",
+            "create",
+            "--slug=our-h100",
+            "--name=Our H100",
+            "--accelerators-per-node=8",
+            "--scale-up-gb-per-second=450",
+            "--scale-out-gb-per-second=6.25",
+            "--failures-per-accelerator-hour=1.97e-5",
+        ]
+    )
+
+    assert code == 0
+    assert sent == H100_AS_INSTALLED
+    shown = capsys.readouterr().out
+    assert "450 GB/s" in shown
+    assert "6.25 GB/s" in shown
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_link_that_is_not_a_finite_number_is_refused_before_it_is_sent(monkeypatch, capsys, value):
+    monkeypatch.setattr(cli.PlannerClient, "create_hardware", lambda *_, **__: pytest.fail("sent"))
+
+    code = cli.main(["hardware", "create", "--slug=our-h100", f"--scale-up-gb-per-second={value}"])
+
+    assert code == 2
+    assert "--scale-up-gb-per-second" in capsys.readouterr().err
+
+
+def test_hardware_list_shows_per_node_and_each_way_links_in_gb_per_second(monkeypatch, capsys):
+    monkeypatch.setattr(cli.PlannerClient, "hardware", lambda *_, **__: iter([H100_AS_INSTALLED]))
+
+    assert cli.main(["hardware", "list"]) == 0
+
+    header, _, row = capsys.readouterr().out.splitlines()[:3]
+    assert "per node" in header
+    assert "scale-up each way" in header
+    assert "scale-out each way" in header
+    assert row.split()[0] == "our-h100"
+    assert "450 GB/s" in row
+    assert "6.25 GB/s" in row

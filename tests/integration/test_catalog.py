@@ -36,6 +36,12 @@ SOURCE_TABLE = {
     "tpu-v6e": (None, None, 918, None, None, 32, 1.638, 800, None),
     "gaudi3": (None, None, 1835, None, 1835, 128, 3.67, 1200, 900),
 }
+CLUSTER_FIGURES = (
+    "accelerators_per_node",
+    "scale_up_bandwidth_bytes_per_second",
+    "scale_out_bandwidth_bytes_per_second",
+    "failures_per_accelerator_hour",
+)
 # "On-demand prices per accelerator-hour", the offers the catalog quotes (USD).
 SOURCE_PRICES = {
     "a100-40gb": "2.74",
@@ -46,6 +52,19 @@ SOURCE_PRICES = {
     "tpu-v5e": "1.20",
     "tpu-v5p": "4.20",
     "tpu-v6e": "2.70",
+}
+
+# ../shared/reference/distributed-training.md, "Clusters", and the datasheets each entry names: accelerators
+# per scale-up domain, scale-up and scale-out bytes/s per accelerator in one direction, failures per hour.
+CLUSTER_TABLE = {
+    "v100-sxm2-32gb": (8, 150e9, 6.25e9, None),  # DGX-1: 4x 100 Gb/s EDR for 8 GPUs
+    "a100-80gb": (8, 300e9, 25e9, None),  # DGX A100: NVLink 3, one 200 Gb/s HDR NIC per GPU
+    "h100-sxm": (8, 450e9, 50e9, 1.97e-5),  # DGX H100: NVLink 4, one 400 Gb/s NDR NIC per GPU; Llama 3
+    "h100-pcie": (8, 64e9, None, None),  # PCIe Gen5 x16
+    "b200": (8, 900e9, 50e9, None),  # DGX B200: NVLink 5, one 400 Gb/s ConnectX-7 per GPU
+    "mi300x": (8, 448e9, 50e9, None),  # 896 GB/s aggregate over 7 links, bidirectional
+    "tpu-v5p": (6144, 600e9, 6.25e9, None),  # 1200 GB/s bidirectional ICI, 50 Gb/s DCN per chip
+    "gaudi3": (8, 525e9, 75e9, None),  # 21 and 3 of 24 200 GbE ports
 }
 
 
@@ -90,6 +109,36 @@ def test_unit_conversion_is_exact():
     assert h100.peak_flops["bf16"] == 989_400_000_000_000.0
     assert h100.peak_flops["tf32"] == 494_700_000_000_000.0
     assert h100.memory_bandwidth_bytes_per_second == 3_350_000_000_000
+
+
+def test_the_cluster_figures_of_reference_systems_are_converted_to_bytes_per_second_per_direction():
+    specs = {spec.slug: spec for spec in builtin_hardware()}
+    for slug, expected in CLUSTER_TABLE.items():
+        spec = specs[slug]
+        assert (
+            spec.accelerators_per_node,
+            spec.scale_up_bandwidth_bytes_per_second,
+            spec.scale_out_bandwidth_bytes_per_second,
+            spec.failures_per_accelerator_hour,
+        ) == expected, slug
+
+
+def test_llama_3s_failure_rate_is_its_unexpected_interruptions_per_gpu_hour():
+    h100 = next(spec for spec in builtin_hardware() if spec.slug == "h100-sxm")
+    assert h100.failures_per_accelerator_hour == pytest.approx(419 / (54 * 24 * 16_384), rel=2e-3)
+
+
+def test_every_cluster_figure_is_plausible_and_explained_in_the_note():
+    for spec in builtin_hardware():
+        up, out = spec.scale_up_bandwidth_bytes_per_second, spec.scale_out_bandwidth_bytes_per_second
+        assert spec.accelerators_per_node is not None, spec.slug
+        assert up is not None, spec.slug
+        assert "Cluster:" in (spec.note or ""), spec.slug
+        assert 1 <= spec.accelerators_per_node <= 10_000, spec.slug
+        # One direction of a link is at most the bidirectional total that vendors quote.
+        bidirectional = spec.interconnect_bandwidth_bytes_per_second
+        assert bidirectional is None or up <= bidirectional, spec.slug
+        assert out is None or out < up, spec.slug
 
 
 def count(session, model) -> int:
@@ -159,6 +208,20 @@ def test_a_changed_builtin_figure_updates_the_profile_and_its_version(session, m
     assert load.updated == ["h100-sxm"]
     h100 = session.scalars(select(HardwareProfile).where(HardwareProfile.slug == "h100-sxm")).one()
     assert (h100.tdp_watts, h100.version) == (650, 2)
+
+
+def test_built_in_profiles_stored_before_the_cluster_figures_get_them_at_the_next_load(session):
+    """Migration 0008 leaves them NULL; `flask setup` loads the catalog right after migrating."""
+    load_builtin_hardware(session)
+    h100 = session.scalars(select(HardwareProfile).where(HardwareProfile.slug == "h100-sxm")).one()
+    for name in CLUSTER_FIGURES:
+        setattr(h100, name, None)
+    session.commit()
+
+    load = load_builtin_hardware(session)
+
+    assert load.updated == ["h100-sxm"]
+    assert tuple(getattr(h100, name) for name in CLUSTER_FIGURES) == CLUSTER_TABLE["h100-sxm"]
 
 
 def test_a_custom_profile_that_took_a_builtin_slug_is_left_alone(session):

@@ -17,8 +17,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from itertools import islice
@@ -103,6 +104,22 @@ HARDWARE_FIELDS = (
     ("interconnect", str, "Scale-up interconnect, e.g. 'NVLink 4'."),
     ("interconnect_bandwidth_bytes_per_second", float, "Its bandwidth, bidirectional total, e.g. 900e9."),
     ("tdp_watts", int, "Thermal design power in watts."),
+    (
+        "accelerators_per_node",
+        int,
+        "Accelerators sharing the scale-up domain as installed, e.g. 8 (DGX/HGX).",
+    ),
+    (
+        "scale_up_gb_per_second",
+        float,
+        "Scale-up link per accelerator in GB/s, ONE direction, e.g. 450 (NVLink 4).",
+    ),
+    (
+        "scale_out_gb_per_second",
+        float,
+        "Network between nodes per accelerator in GB/s, ONE direction, e.g. 50.",
+    ),
+    ("failures_per_accelerator_hour", float, "Unexpected interruptions per accelerator-hour, e.g. 1.97e-5."),
     ("source", str, "Where the figures come from, e.g. a datasheet."),
     ("note", str, "Anything worth knowing about the profile."),
     ("price_per_hour", str, "Price per accelerator-hour, a decimal such as 2.10; with --currency."),
@@ -136,6 +153,7 @@ METAVARS = {
     **dict.fromkeys(("organization", "hardware", "law"), "SLUG"),
     **dict.fromkeys(("cost", "amount", "price_per_hour"), "AMOUNT"),
     "currency": "CODE",
+    **dict.fromkeys(("scale_up_gb_per_second", "scale_out_gb_per_second"), "GB/S"),
     float: "NUMBER",
 }
 
@@ -259,8 +277,11 @@ def show(body: Json, rows: Callable[[Json], Rows] | None = None) -> None:
         click.echo(tabulate((rows or flat_rows)(body), tablefmt="plain", disable_numparse=True))
 
 
-def show_list(items: Iterable[Json], columns: Sequence[str]) -> None:
-    """A list's items: a table of `columns`, their JSON, or one field of each, a line each."""
+def show_list(
+    items: Iterable[Json], columns: Sequence[str], headers: Mapping[str, str] | None = None
+) -> None:
+    """A list's items: a table of `columns` (headed by their name, or by `headers` where it has one), their
+    JSON, or one field of each, a line each."""
     chosen = settings()
     items = list(items)
     if chosen.get:
@@ -273,7 +294,8 @@ def show_list(items: Iterable[Json], columns: Sequence[str]) -> None:
             [human(name, _field(item, name, None), item.get("currency")) for name in columns]
             for item in items
         ]
-        click.echo(tabulate(table, headers=list(columns), tablefmt="simple", disable_numparse=True))
+        names = [(headers or {}).get(name, name) for name in columns]
+        click.echo(tabulate(table, headers=names, tablefmt="simple", disable_numparse=True))
 
 
 _MISSING = object()
@@ -532,10 +554,25 @@ def peak_flops(pairs: Sequence[str]) -> dict[str, float]:
 PEAK_FLOPS_HELP = "Dense peak FLOP/s at a precision, PRECISION=FLOPS such as bf16=989.4e12; repeatable."
 
 
+# Links are given in GB/s as vendors quote them (a 400 Gb/s NIC is 50 GB/s), and sent as the API's bytes/s.
+GB_PER_SECOND_OPTIONS = {
+    "scale_up_gb_per_second": "scale_up_bandwidth_bytes_per_second",
+    "scale_out_gb_per_second": "scale_out_bandwidth_bytes_per_second",
+}
+
+
 def hardware_request(options: dict[str, Any], peaks: Sequence[str], body: Path | None) -> Json:
     request = request_body(options, HARDWARE_FIELDS, body=body)
     if peaks:
         request["peak_flops"] = {**request.get("peak_flops", {}), **peak_flops(peaks)}
+    for option, field in GB_PER_SECOND_OPTIONS.items():
+        if option in request:
+            gigabytes = request.pop(option)
+            if not math.isfinite(gigabytes):
+                raise click.BadParameter(
+                    "must be a finite number", param_hint=f"--{option.replace('_', '-')}"
+                )
+            request[field] = round(gigabytes * 1e9)
     return request
 
 
@@ -562,7 +599,22 @@ def hardware_update(slug: str, peaks: Sequence[str], body: Path | None, **option
     show(settings().client.update_hardware(slug, hardware_request(options, peaks, body)))
 
 
-HARDWARE_COLUMNS = ("slug", "name", "vendor", "peak_flops.bf16", "memory_bytes", "price_per_hour")
+HARDWARE_COLUMNS = (
+    "slug",
+    "name",
+    "vendor",
+    "peak_flops.bf16",
+    "memory_bytes",
+    "accelerators_per_node",
+    "scale_up_bandwidth_bytes_per_second",
+    "scale_out_bandwidth_bytes_per_second",
+    "price_per_hour",
+)
+HARDWARE_HEADERS = {
+    "accelerators_per_node": "per node",
+    "scale_up_bandwidth_bytes_per_second": "scale-up each way",
+    "scale_out_bandwidth_bytes_per_second": "scale-out each way",
+}
 
 
 @hardware.command("list")
@@ -572,7 +624,7 @@ HARDWARE_COLUMNS = ("slug", "name", "vendor", "peak_flops.bf16", "memory_bytes",
 def hardware_list(vendor: str | None, precision: str | None, limit: int) -> None:
     """Hardware profiles: the built-in catalog, then yours."""
     found = settings().client.hardware(vendor=vendor, precision=precision, limit=min(limit, 100))
-    show_list(first(found, limit), HARDWARE_COLUMNS)
+    show_list(first(found, limit), HARDWARE_COLUMNS, HARDWARE_HEADERS)
 
 
 @hardware.command("show")
