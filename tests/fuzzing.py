@@ -49,20 +49,55 @@ MAGNITUDES = {
     "params": (1e6, 1e11),
     "tokens": (1e8, 1e13),
     "span": (1.5, 100),
+    "max_accelerators": (8, 4096),
+    "checkpoint_write_bytes_per_second": (1e10, 1e13),
+    "restart_seconds": (1, 3600),
 }
-HARDWARE_MAGNITUDES = {"memory_bytes": (1e9, 1e12), "memory_bandwidth_bytes_per_second": (1e11, 1e13)}
+# Accelerators hold 10 GB at least (the smallest sold for training hold 16), so that a drawn model of up to
+# 1e11 parameters has a layout that fits on the clusters drawn (the cluster model refuses one that has none).
+HARDWARE_MAGNITUDES = {
+    "memory_bytes": (1e10, 1e12),
+    "memory_bandwidth_bytes_per_second": (1e11, 1e13),
+    "accelerators_per_node": (1, 16),
+    "scale_up_bandwidth_bytes_per_second": (1e10, 1e12),
+    "scale_out_bandwidth_bytes_per_second": (1e9, 1e11),
+    "failures_per_accelerator_hour": (1e-7, 1e-4),
+}
 PEAK_MAGNITUDE = (1e14, 1e16)
 LAW_MAGNITUDES = {"E": (1, 3), "A": (100, 500), "B": (100, 500), "alpha": (0.33, 0.5), "beta": (0.33, 0.5)}
 SHAPE_MAGNITUDES = {
     "layers": (1, 128),
     "heads": (1, 64),
+    "kv_heads": (1, 64),
+    "ffn": (64, 65536),
+    "vocabulary": (1000, 256_000),
     "sequence_length": (128, 8192),
     "micro_batch": (1, 16),
 }
+
+# The cluster model searches layouts; one on fewer accelerators than this may have none that fits a drawn
+# model, which it refuses (422 at layout): requests it answers draw clusters at least this large.
+FEWEST_ACCELERATORS_MODELLED = 1024
+# An estimate's deadline chooses its accelerators; one too short for any cluster is refused (422 at days).
+# Ten years is met by the default largest cluster for every model and token count drawn.
+DEADLINE_DAYS = 3650
 LARGEST_WIDTH = 16384
 MONEY_MAGNITUDES = {"cost": (1e3, 1e9), "price_per_hour": (0.01, 10)}
 TARGET_MARGIN = (0.3, 1.5)  # above the law's irreducible loss
-WHOLE_NUMBERS = {"accelerators", "layers", "heads", "sequence_length", "micro_batch", "inference_batch"}
+WHOLE_NUMBERS = {
+    "accelerators",
+    "layers",
+    "heads",
+    "kv_heads",
+    "ffn",
+    "vocabulary",
+    "sequence_length",
+    "micro_batch",
+    "inference_batch",
+    "accelerators_per_node",
+    "max_accelerators",
+    "global_batch",
+}
 PUBLISHED_E = {"chinchilla-2022": 1.69, "epoch-2024": 1.82}
 LATEST_START = 8000  # a run of these magnitudes ends centuries before 9998
 
@@ -134,6 +169,7 @@ def _keep_to_rules(case, world: World, pairs, keys):
     if isinstance(case.body, dict):
         _real_references(case.body, world)
         _peak_at_the_precision(case.body)
+        _a_cluster_the_model_can_run(case.body)
         _shape_that_divides(case.body)
         _future_expiry(case.body)
         _runs_that_make_a_law(case.body)
@@ -196,6 +232,8 @@ def _real_magnitudes(members: dict) -> None:
     law = members.get("law")
     if isinstance(law, dict):
         _scaled(law, LAW_MAGNITUDES)
+    if isinstance(members.get("reliability"), dict):
+        _scaled(members["reliability"], MAGNITUDES)
     if isinstance(members.get("shape"), dict):
         _scaled(members["shape"], SHAPE_MAGNITUDES)
         shape = members["shape"]
@@ -270,17 +308,47 @@ def _peak_at_the_precision(body: dict) -> None:
 
 
 def _shape_that_divides(body: dict) -> None:
-    """`heads` divides `d_model`; `tensor_parallel` divides the accelerators and the heads (Megatron splits
-    heads across tensor-parallel ranks)."""
+    """`heads` divides `d_model` and `kv_heads` divides `heads`; `tensor_parallel` divides the accelerators,
+    the heads and the key/value heads (Megatron splits heads across tensor-parallel ranks)."""
     shape = body.get("shape") if isinstance(body.get("shape"), dict) else {}
     if isinstance(shape.get("heads"), int) and isinstance(shape.get("d_model"), int):
         shape["d_model"] = shape["heads"] * max(1, shape["d_model"] // shape["heads"])
+    if isinstance(shape.get("heads"), int) and isinstance(shape.get("kv_heads"), int):
+        shape["kv_heads"] = math.gcd(shape["kv_heads"], shape["heads"])
     tensor_parallel = body.get("tensor_parallel")
-    if isinstance(tensor_parallel, int) and isinstance(body.get("accelerators"), int):
-        tensor_parallel = math.gcd(tensor_parallel, body["accelerators"])
-        if isinstance(shape.get("heads"), int):
-            tensor_parallel = math.gcd(tensor_parallel, shape["heads"])
+    if isinstance(tensor_parallel, int):
+        # Without accelerators the planner chooses whole nodes (8 accelerators in the catalog's).
+        count = body.get("accelerators") if isinstance(body.get("accelerators"), int) else 8
+        tensor_parallel = math.gcd(tensor_parallel, count)
+        for heads in (shape.get("heads"), shape.get("kv_heads")):
+            if isinstance(heads, int):
+                tensor_parallel = math.gcd(tensor_parallel, heads)
         body["tensor_parallel"] = tensor_parallel
+
+
+# Layout fields whose values must agree with each other and with the cluster (degrees that multiply to the
+# accelerators, a micro-batch and a global batch that divide among the replicas): the description says so in
+# words, and the
+# cluster model refuses what does not (tests/api/test_cluster_model.py). Drawn ones are left to the search.
+LAYOUT_DEGREES = ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel")
+LAYOUT_SPLITS = (*LAYOUT_DEGREES, "micro_batch", "interleave", "global_batch")
+
+
+def _a_cluster_the_model_can_run(body: dict) -> None:
+    """A cluster the cluster model plans on (no `mfu`) has a layout that fits the drawn model: at least
+    FEWEST_ACCELERATORS_MODELLED accelerators in whole nodes, and drawn layout splits left to the search."""
+    if not isinstance(body.get("hardware"), str | dict):
+        return
+    if isinstance(body.get("layout"), dict):
+        for name in LAYOUT_SPLITS:
+            body["layout"].pop(name, None)
+    if body.get("mfu") is None and isinstance(body.get("accelerators"), int):
+        # Whole nodes of 8 (a prime count forbids tensor parallelism, which large models need to fit).
+        body["accelerators"] = max(-(-body["accelerators"] // 8) * 8, FEWEST_ACCELERATORS_MODELLED)
+    if "params" in body and isinstance(body.get("days"), int | float) and body.get("accelerators") is None:
+        # A deadline the planner can meet: within the accelerators it may choose by default.
+        body.pop("max_accelerators", None)
+        body["days"] = max(body["days"], DEADLINE_DAYS)
 
 
 def _runs_that_make_a_law(body: dict) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from service.core.cluster import ModelShape
 from service.core.fit import LawFit
 from service.core.isoflop_fit import BUDGET_TOLERANCE_DECADES, IsoflopFit, IsoflopUnavailable
 from service.core.laws import FittedRange
+from service.core.performance import Machine
 
 EXTRAPOLATION = "extrapolation"
 REPEATED_DATA = "repeated_data"
@@ -20,6 +22,11 @@ NOT_CONVERGED = "not_converged"  # of a fitted law
 UNSTABLE_BOOTSTRAP = "unstable_bootstrap"  # of a fitted law
 INFLUENTIAL_RUNS = "influential_runs"  # of a fitted law
 NOT_AN_ISOFLOP_SWEEP = "not_an_isoflop_sweep"  # of a fitted law's IsoFLOP fit (Approach 2)
+MFU_GIVEN = "mfu_given"  # the request's MFU set the pace, not the cluster model
+ASSUMED_SHAPE = "assumed_shape"  # the cluster model ran on a shape the request did not give
+ASSUMED_NETWORK = "assumed_network"  # the hardware profile gives no network figures
+SHAPE_SCALED = "shape_scaled"  # the shape given was scaled to the run's parameter count
+DEPRECATED_FIELD = "deprecated_field"  # a request field that still works but has a new place
 
 # Muennighoff et al. 2023: up to about 4 epochs, repeated tokens are worth nearly as much as fresh ones.
 MAX_WORTHWHILE_EPOCHS = 4.0
@@ -161,3 +168,70 @@ def not_an_isoflop_sweep(isoflop: IsoflopFit | IsoflopUnavailable) -> list[Cavea
             },
         )
     ]
+
+
+def mfu_given(mfu: float) -> Caveat:
+    return Caveat(
+        MFU_GIVEN,
+        f"The time and cost assume the MFU given ({mfu:g}) rather than the cluster model's prediction for a "
+        "layout; leave mfu out to have the model choose the layout and predict the pace.",
+        {"mfu": mfu},
+    )
+
+
+def deprecated_layout_fields(names: list[str]) -> list[Caveat]:
+    if not names:
+        return []
+    listed = ", ".join(names)
+    return [
+        Caveat(
+            DEPRECATED_FIELD,
+            f"{listed} now belong in layout (layout.{names[0]}); the top-level names still work and are "
+            "taken as fixed layout fields.",
+            {"fields": names, "use": [f"layout.{name}" for name in names]},
+        )
+    ]
+
+
+def assumed_shape(shape: ModelShape) -> Caveat:
+    return Caveat(
+        ASSUMED_SHAPE,
+        f"No shape was given, so the run is modelled on an assumed one: {shape.layers} layers of width "
+        f"{shape.d_model} ({shape.heads} heads), a {shape.sequence_length}-token context and a "
+        f"{shape.vocabulary}-token vocabulary; give shape for a closer estimate.",
+        {
+            "layers": shape.layers,
+            "d_model": shape.d_model,
+            "heads": shape.heads,
+            "sequence_length": shape.sequence_length,
+            "vocabulary": shape.vocabulary,
+        },
+    )
+
+
+def assumed_network(hardware: str, machine: Machine) -> Caveat:
+    return Caveat(
+        ASSUMED_NETWORK,
+        f"{hardware} does not give all of how it is installed, so the run assumes "
+        f"{machine.accelerators_per_node} accelerators per node, "
+        f"{machine.scale_up_bytes_per_second / 1e9:g} GB/s scale-up and "
+        f"{machine.scale_out_bytes_per_second / 1e9:g} GB/s scale-out per accelerator and "
+        f"{machine.memory_bandwidth_bytes_per_second / 1e12:.3g} TB/s of memory bandwidth where it does not "
+        "say; set them on the hardware profile.",
+        {
+            "memory_bandwidth_bytes_per_second": machine.memory_bandwidth_bytes_per_second,
+            "accelerators_per_node": machine.accelerators_per_node,
+            "scale_up_bandwidth_bytes_per_second": machine.scale_up_bytes_per_second,
+            "scale_out_bandwidth_bytes_per_second": machine.scale_out_bytes_per_second,
+        },
+    )
+
+
+def shape_scaled(given: ModelShape, used: ModelShape, params: float) -> Caveat:
+    return Caveat(
+        SHAPE_SCALED,
+        f"The shape given has {given.params:.3g} parameters, not the run's {params:.3g}: the run is "
+        f"modelled on it scaled to {used.layers} layers of width {used.d_model} ({used.heads} heads, "
+        f"{used.params:.3g} parameters), its proportions kept.",
+        {"layers": used.layers, "d_model": used.d_model, "heads": used.heads, "params": used.params},
+    )

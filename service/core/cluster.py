@@ -69,7 +69,7 @@ class ModelShape:
     micro_batch: int = 1
     kv_heads: int | None = None
     ffn: int | None = None
-    activation: str = "gelu"
+    activation: str | None = None  # gelu unless given
     vocabulary: int | None = None
 
     def __post_init__(self) -> None:
@@ -82,7 +82,8 @@ class ModelShape:
             raise v.InvalidInput("heads", f"must divide d_model ({self.d_model}), got {self.heads}")
         if self.kv_heads is not None and self.heads % self.kv_heads:
             raise v.InvalidInput("kv_heads", f"must divide the heads ({self.heads}), got {self.kv_heads}")
-        _choice("activation", self.activation, ACTIVATIONS)
+        if self.activation is not None:
+            _choice("activation", self.activation, ACTIVATIONS)
 
     @property
     def key_value_heads(self) -> int:

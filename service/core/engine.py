@@ -10,22 +10,37 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from typing import Any
 
 import numpy as np
 
-from service.core import allocate, caveats, cluster, hyper, units
+from service.core import allocate, caveats, cluster, hyper, performance, units, wall_clock
 from service.core import validation as v
-from service.core.cluster import MemoryEstimate, Runtime
+from service.core.cluster import MemoryEstimate, ModelShape, Runtime
 from service.core.fit import CONFIDENCE
 from service.core.hyper import Hyperparameters, hyperparameters_for
 from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw
+from service.core.wall_clock import ClusterRun, Reliability, Sizing
 
 # 1.1: allocations with a bootstrapped law carry intervals. 1.2: activations without sequence parallelism,
 # DeepSeek's hints at their own C = M·D when the shape is known (and saying which C), the
 # repetition_constants_from_c4 caveat, extrapolation distances near the range in percent or as a factor.
 # 1.3: inference-aware allocation of a training budget; inference FLOPs, and the cost of serving.
-ENGINE_VERSION = "1.3.0"
+# 2.0: wall-clock time from the cluster model (core/performance.py) unless an MFU is given; layout search,
+# goodput, and the cluster size chosen when none is given.
+ENGINE_VERSION = "2.0.0"
+# The MFU of plans that give one but no figure (the cluster model sets the pace otherwise), and where a budget
+# in money, hours or days starts its search for what the model achieves.
 DEFAULT_MFU = 0.4
+# Network of a profile that does not give one: an 8-accelerator node of DGX A100 class (NVLink 3, one
+# 200 Gb/s NIC per accelerator), the most common installation; the answer says it was assumed.
+ASSUMED_NETWORK = (8, 300e9, 25e9)
+# Memory bandwidth of hardware that gives none: the peak over this many FLOPs per byte, as on an H100 SXM
+# (989 TFLOP/s over 3.35 TB/s); element-wise work is a tenth or so of a step, so a rough figure does.
+ASSUMED_FLOPS_PER_MEMORY_BYTE = 300
+# A shape whose parameters are within this fraction of the run's is modelled as given; further off, it is
+# scaled to the run's size (the shape's parameters leave out biases and norms, a fraction of a percent).
+SHAPE_TOLERANCE = 0.10
 DEFAULT_PRECISION = "bf16"
 # Past this many epochs a repeated token is worth less than a tenth of a fresh one: the marginal value of
 # data, dD'/dD = exp(-R_D/R_D*), falls below 0.1 at R_D = R_D*·ln 10 repeats (Muennighoff et al. 2023, Eq. 5).
@@ -50,20 +65,43 @@ class Hardware:
     failures_per_accelerator_hour: float | None = None
 
 
+# Layout fields that were top-level cluster options before the layout object, and still work.
+DEPRECATED_LAYOUT_FIELDS = ("tensor_parallel", "zero_stage", "recomputation", "sequence_parallel")
+
+
 @dataclass(frozen=True)
 class Cluster:
-    """The hardware a run is planned on, and how well it is used."""
+    """The hardware a run is planned on, and how it is used. Without `mfu`, the cluster model
+    (core/performance.py) predicts the pace from the layout, searching the fields `layout` leaves out; without
+    `accelerators`, the planner chooses how many (`max_accelerators`, `deadline_days`)."""
 
     hardware: Hardware
-    accelerators: int
-    mfu: float = DEFAULT_MFU
+    accelerators: int | None = None
+    mfu: float | None = None
     precision: str = DEFAULT_PRECISION
-    zero_stage: int = 0
+    zero_stage: int | None = None
     optimizer: str = "adam"
     shape: cluster.ModelShape | None = None
-    recomputation: str = "none"
-    tensor_parallel: int = 1
-    sequence_parallel: bool = True  # Megatron's default with tensor parallelism (Korthikanti et al. 2022)
+    recomputation: str | None = None
+    tensor_parallel: int | None = None
+    sequence_parallel: bool | None = None
+    layout: Mapping[str, Any] = field(default_factory=dict)
+    max_accelerators: int | None = None
+    deadline_days: float | None = None  # for choosing the accelerator count of a model already chosen
+    checkpoint_write_bytes_per_second: float | None = None
+    restart_seconds: float | None = None
+    # What a budget in money, hours or days is turned into FLOPs at when the model sets the pace: the
+    # allocation's FLOPs per accelerator-second over the peak, found by `plan`.
+    utilisation: float | None = None
+    calibration: performance.Calibration = performance.CALIBRATION  # a stored plan's, when it replays
+
+    @property
+    def fixed_layout(self) -> dict[str, Any]:
+        """The layout fields the request fixes, the deprecated top-level ones included."""
+        fixed = {
+            name: getattr(self, name) for name in DEPRECATED_LAYOUT_FIELDS if getattr(self, name) is not None
+        }
+        return {**fixed, **self.layout}
 
     @property
     def peak_flops_per_second(self) -> float:
@@ -77,12 +115,12 @@ class Cluster:
 
     @property
     def data_parallel(self) -> int:
-        if self.accelerators % self.tensor_parallel:
-            raise v.InvalidInput(
-                "tensor_parallel",
-                f"must divide accelerators ({self.accelerators}), got {self.tensor_parallel}",
-            )
-        return self.accelerators // self.tensor_parallel
+        """Under a given MFU: accelerators over the tensor-parallel degree."""
+        t = self.tensor_parallel or 1
+        count = self.accelerators or 1
+        if count % t:
+            raise v.InvalidInput("tensor_parallel", f"must divide accelerators ({count}), got {t}")
+        return count // t
 
 
 @dataclass(frozen=True)
@@ -170,6 +208,24 @@ class Estimate:
     caveats: list[caveats.Caveat]
     law: NamedLaw | None = None
     predicted_loss: float | None = None
+    run: ClusterRun | None = None  # the cluster model's run; None when the request gives an MFU
+    sizing: Sizing | None = None  # how the accelerator count was chosen, when the request left it out
+    shape: ModelShape | None = None  # the shape the run was modelled with (given or assumed)
+
+    @property
+    def accelerators(self) -> int:
+        if self.run is not None:
+            return self.run.accelerators
+        assert self.cluster.accelerators is not None, "an MFU estimate has its accelerators"
+        return self.cluster.accelerators
+
+    @property
+    def mfu(self) -> float:
+        """The MFU given, or the one the model predicts for the chosen layout (steady state, PaLM's count)."""
+        if self.run is not None:
+            return self.run.search.best.mfu
+        assert self.cluster.mfu is not None
+        return self.cluster.mfu
 
 
 def estimate(
@@ -181,52 +237,62 @@ def estimate(
     currency: str | None = None,
     law: NamedLaw | None = None,
 ) -> Estimate:
-    """Time, accelerator-hours, cost and memory of a run; `price_per_hour` overrides the hardware's price.
+    """Time, accelerator-hours, cost and memory of a run; `price_per_hour` overrides the hardware's.
 
-    With a `law`, also the loss it predicts for this model size and token count.
+    The time comes from the cluster model (the best layout's step time, goodput, and the accelerator count
+    chosen when the cluster does not give one), or from the cluster's MFU when it gives one (on the count
+    the model chooses, when the cluster gives none). With a `law`,
+    also the loss it predicts for this model size and token count.
     """
     flops = cluster.training_flops(params, tokens, on.shape)
-    runtime = cluster.training_runtime(flops, on.accelerators, on.peak_flops_per_second, on.mfu)
     price, price_currency = _price(on.hardware, price_per_hour, currency)
+    notes: list[caveats.Caveat] = []
+    run: ClusterRun | None = None
+    sizing: Sizing | None = None
+    shape = on.shape
+    if on.mfu is None:
+        run, sizing, shape, notes = model_run(params, tokens, on)
+        runtime = Runtime(
+            flops=flops,
+            pf_days=units.flops_to_pf_days(flops),
+            seconds=run.seconds,
+            days=run.seconds / units.SECONDS_PER_DAY,
+            accelerator_hours=run.accelerator_hours,
+        )
+        memory = _memory_of(run.search.best, on)
+        hardware_flops = run.search.best.hardware_flops * run.steps
+    else:
+        if on.accelerators is None:  # the cluster model chooses how many; the MFU given sets their pace
+            chosen, sizing, shape, notes = model_run(params, tokens, on)
+            on = replace(on, accelerators=chosen.accelerators)
+        assert on.accelerators is not None
+        assert on.mfu is not None
+        mfu = on.mfu
+        runtime = cluster.training_runtime(flops, on.accelerators, on.peak_flops_per_second, mfu)
+        memory = cluster.training_memory(
+            params,
+            on.hardware.memory_bytes,
+            data_parallel=on.data_parallel,
+            zero_stage=on.zero_stage or 0,
+            optimizer=on.optimizer,
+            precision=on.precision,
+            shape=on.shape,
+            recomputation=on.recomputation or "none",
+            tensor_parallel=on.tensor_parallel or 1,
+            sequence_parallel=True if on.sequence_parallel is None else on.sequence_parallel,
+        )
+        hardware_flops = flops * cluster.recomputation_flops_factor(on.recomputation or "none")
+        notes += [*caveats.unusual_mfu(mfu), caveats.mfu_given(mfu)]
+        notes += _does_not_fit(memory, on)
     cost = None if price is None else cluster.training_cost(runtime.accelerator_hours, price)
-    memory = cluster.training_memory(
-        params,
-        on.hardware.memory_bytes,
-        data_parallel=on.data_parallel,
-        zero_stage=on.zero_stage,
-        optimizer=on.optimizer,
-        precision=on.precision,
-        shape=on.shape,
-        recomputation=on.recomputation,
-        tensor_parallel=on.tensor_parallel,
-        sequence_parallel=on.sequence_parallel,
-    )
-    notes = caveats.unusual_mfu(on.mfu)
     if law is not None and law.fitted_range is not None:
         notes += caveats.extrapolation(law.fitted_range, params, tokens, flops, law.slug or "the law")
-    if not memory.fits:
-        needed = (
-            f"at least {memory.min_accelerators} accelerators at ZeRO stage {memory.zero_stage}"
-            if memory.min_accelerators
-            # Without a shape no activations are counted, so recomputing them could not help.
-            else "a higher ZeRO stage, more tensor parallelism or activation recomputation"
-            if memory.activations_bytes > 0
-            else "a higher ZeRO stage or more tensor parallelism"
-        )
-        notes.append(
-            caveats.Caveat(
-                caveats.DOES_NOT_FIT_MEMORY,
-                f"Training needs {memory.total_bytes / 1e9:.1f} GB per accelerator but "
-                f"{on.hardware.name} has {memory.capacity_bytes / 1e9:.1f} GB; it needs {needed}.",
-                {"total_bytes": memory.total_bytes, "capacity_bytes": memory.capacity_bytes},
-            )
-        )
     return Estimate(
         params=params,
         tokens=tokens,
         cluster=on,
         runtime=runtime,
-        hardware_flops=flops * cluster.recomputation_flops_factor(on.recomputation),
+        hardware_flops=hardware_flops,
         price_per_hour=price,
         currency=price_currency,
         cost=cost,
@@ -234,7 +300,153 @@ def estimate(
         caveats=notes,
         law=law,
         predicted_loss=None if law is None else law.law.loss(params, tokens),
+        run=run,
+        sizing=sizing,
+        shape=shape,
     )
+
+
+def model_run(
+    params: float, tokens: float, on: Cluster
+) -> tuple[ClusterRun, Sizing | None, cluster.ModelShape, list[caveats.Caveat]]:
+    """The cluster model's run of `params` on `tokens`: on the cluster's accelerators, or on the count it
+    chooses; with the shape given, or one assumed (and said so)."""
+    notes: list[caveats.Caveat] = []
+    notes += caveats.deprecated_layout_fields(
+        [name for name in DEPRECATED_LAYOUT_FIELDS if getattr(on, name) is not None]
+    )
+    shape = on.shape
+    fixed = on.fixed_layout
+    if shape is None:
+        shape = wall_clock.assumed_shape(params, heads_multiple=fixed.get("tensor_parallel", 1))
+        notes.append(caveats.assumed_shape(shape))
+    elif abs(math.log(shape.params / params)) > math.log(1 + SHAPE_TOLERANCE):
+        # The step time is of the model that is trained: a shape of another size (an allocation's size is
+        # the budget's, not the shape's) is scaled to it, keeping its proportions.
+        given = shape
+        shape = wall_clock.scaled_shape(given, params, heads_multiple=fixed.get("tensor_parallel", 1))
+        notes.append(caveats.shape_scaled(given, shape, params))
+    machine, assumed = _machine(on)
+    if assumed:
+        notes.append(caveats.assumed_network(on.hardware.name, machine))
+    batch = on.layout.get("global_batch") or _default_global_batch(params, tokens, shape)
+    reliability = Reliability(
+        failures_per_accelerator_hour=_or(
+            on.hardware.failures_per_accelerator_hour, Reliability.failures_per_accelerator_hour
+        ),
+        checkpoint_write_bytes_per_second=_or(
+            on.checkpoint_write_bytes_per_second, Reliability.checkpoint_write_bytes_per_second
+        ),
+        restart_seconds=_or(on.restart_seconds, Reliability.restart_seconds),
+    )
+
+    def run_at(count: int) -> ClusterRun:
+        return wall_clock.run_on_cluster(
+            params,
+            tokens,
+            shape,
+            machine,
+            count,
+            global_batch=batch,
+            layout=fixed,
+            reliability=reliability,
+            precision=on.precision,
+            optimizer=on.optimizer,
+            calibration=on.calibration,
+        )
+
+    try:
+        if on.accelerators is not None:
+            return run_at(on.accelerators), None, shape, notes
+        sizing = wall_clock.choose_accelerators(
+            run_at,
+            machine.accelerators_per_node,
+            days=on.deadline_days,
+            max_accelerators=on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS,
+        )
+    except v.InvalidInput as error:
+        # A layout field given at the top level (deprecated) is refused where the request gave it.
+        name = error.argument.removeprefix("layout.")
+        if name in DEPRECATED_LAYOUT_FIELDS and name not in on.layout and getattr(on, name) is not None:
+            raise v.InvalidInput(name, error.message) from None
+        raise
+    return sizing.run, sizing, shape, notes
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def _machine(on: Cluster) -> tuple[performance.Machine, bool]:
+    """The hardware as the cluster model reads it; whether its network had to be assumed."""
+    hardware = on.hardware
+    per_node, up, out = ASSUMED_NETWORK
+    given = (
+        hardware.accelerators_per_node,
+        hardware.scale_up_bandwidth_bytes_per_second,
+        hardware.scale_out_bandwidth_bytes_per_second,
+    )
+    bandwidth = hardware.memory_bandwidth_bytes_per_second
+    if bandwidth is None:
+        bandwidth = on.peak_flops_per_second / ASSUMED_FLOPS_PER_MEMORY_BYTE
+    machine = performance.Machine(
+        peak_flops_per_second=on.peak_flops_per_second,
+        memory_bytes=hardware.memory_bytes,
+        memory_bandwidth_bytes_per_second=bandwidth,
+        accelerators_per_node=given[0] or per_node,
+        scale_up_bytes_per_second=given[1] or up,
+        scale_out_bytes_per_second=given[2] or out,
+        slug=hardware.slug,
+    )
+    return machine, any(value is None for value in (*given, hardware.memory_bandwidth_bytes_per_second))
+
+
+def _default_global_batch(params: float, tokens: float, shape: cluster.ModelShape) -> int:
+    """Sequences per step when the layout does not fix them: DeepSeek LLM's near-optimal batch for the run's
+    compute (core/hyper.py), in whole sequences, and no more than the run has."""
+    batch_tokens = hyperparameters_for(6 * params * tokens).batch_tokens
+    sequences = max(1, round(batch_tokens / shape.sequence_length))
+    return int(min(sequences, max(1, tokens // shape.sequence_length)))
+
+
+def _memory_of(step: performance.Step, on: Cluster) -> MemoryEstimate:
+    layout = step.layout
+    w, g, master = cluster._PRECISION_STORAGE[on.precision]
+    K = cluster.OPTIMIZER_STATE_BYTES[on.optimizer] - (0 if master else cluster.FP32_MASTER_WEIGHT_BYTES)
+    return MemoryEstimate(
+        zero_stage=layout.zero_stage,
+        data_parallel=layout.data_parallel,
+        bytes_per_param=float(w + g + K),
+        model_states_bytes=step.model_states_bytes,
+        activations_bytes=step.activations_bytes,
+        total_bytes=step.memory_bytes,
+        capacity_bytes=on.hardware.memory_bytes,
+        fits=step.fits,
+        min_accelerators=None,
+        tensor_parallel=layout.tensor_parallel,
+        sequence_parallel=layout.sequence_parallel,
+    )
+
+
+def _does_not_fit(memory: MemoryEstimate, on: Cluster) -> list[caveats.Caveat]:
+    if memory.fits:
+        return []
+    needed = (
+        f"at least {memory.min_accelerators} accelerators at ZeRO stage {memory.zero_stage}"
+        if memory.min_accelerators
+        # Without a shape no activations are counted, so recomputing them could not help.
+        else "a higher ZeRO stage, more tensor parallelism or activation recomputation"
+        if memory.activations_bytes > 0
+        else "a higher ZeRO stage or more tensor parallelism"
+    )
+    return [
+        caveats.Caveat(
+            caveats.DOES_NOT_FIT_MEMORY,
+            f"Training needs {memory.total_bytes / 1e9:.1f} GB per accelerator but "
+            f"{on.hardware.name} has {memory.capacity_bytes / 1e9:.1f} GB; it needs {needed}.",
+            {"total_bytes": memory.total_bytes, "capacity_bytes": memory.capacity_bytes},
+        )
+    ]
 
 
 def _price(
@@ -325,6 +537,13 @@ class Plan:
         return self.allocation.flops / units.PF_DAY_FLOPS
 
 
+CLUSTER_LIMITS = ("cost", "accelerator_hours", "days")
+# The search for the utilisation the cluster model achieves on the allocation a budget buys stops when two
+# rounds agree this closely; a plan never exceeds a limit, whatever the last round.
+UTILISATION_TOLERANCE = 0.005
+MAX_ROUNDS = 12
+
+
 def plan(
     budget: Budget,
     *,
@@ -337,6 +556,108 @@ def plan(
     on: Cluster | None = None,
 ) -> Plan:
     """Allocate a budget to a model size and token count, and estimate the run when a cluster is given.
+
+    When the cluster model sets the pace (no `mfu`) and the budget is money, accelerator-hours or days, the
+    FLOPs they buy depend on the model the budget buys: the allocation is repeated at the utilisation the
+    model achieved until the two agree, and never exceeds a limit. Without `accelerators`, each candidate
+    count is planned so, and the count whose plan trains on the most compute wins (fewer on a tie).
+    """
+    arguments: dict[str, Any] = {
+        "tokens_per_param": tokens_per_param,
+        "law": law,
+        "unique_tokens": unique_tokens,
+        "inference_tokens": inference_tokens,
+        "inference_hardware": inference_hardware,
+        "inference_batch": inference_batch,
+    }
+    priced = any(getattr(budget, name) is not None for name in CLUSTER_LIMITS)
+    if on is None or not priced or budget.target_loss is not None:
+        return _plan(budget, on=on, **arguments)
+
+    def plan_on(cluster: Cluster) -> Plan:
+        if cluster.mfu is not None:  # the pace is given: the budget's FLOPs follow at once
+            return _plan(budget, on=cluster, **arguments)
+        return _plan_at_achieved_rate(budget, cluster, arguments)
+
+    if on.accelerators is not None:
+        return plan_on(on)
+    machine, _ = _machine(on)
+    most = on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS
+    best: Plan | None = None
+    tried = 0
+    for count in wall_clock.candidate_counts(machine.accelerators_per_node, most):
+        try:
+            candidate = plan_on(replace(on, accelerators=count))
+        except v.InvalidInput:
+            continue
+        tried += 1
+        if best is None or candidate.allocation.flops > best.allocation.flops * (1 + 1e-3):
+            best = candidate
+    if best is None or best.estimate is None:
+        raise v.InvalidInput(
+            "max_accelerators",
+            f"no cluster of up to {most} accelerators runs a model this budget buys; allow more accelerators",
+        )
+    if best.estimate.run is None:  # at a given MFU: the count is the sizing
+        return best
+    sizing = Sizing(best.estimate.run, "budget", most, tried)
+    return replace(best, estimate=replace(best.estimate, sizing=sizing))
+
+
+def _plan_at_achieved_rate(budget: Budget, on: Cluster, arguments: dict[str, Any]) -> Plan:
+    """Plan at a utilisation, model the run, and plan again at the utilisation achieved, until they agree;
+    of the plans within every limit, the one that trains on the most compute.
+
+    The achieved utilisation can jump where the best layout changes with the model's size, so the rounds may
+    not settle: the best plan within the limits is kept, and a round that went past a limit is followed by
+    one at a proportionally lower utilisation, so that some plan is always within them.
+    """
+    rate = DEFAULT_MFU
+    best: Plan | None = None
+    for _ in range(MAX_ROUNDS):
+        result = _plan(budget, on=replace(on, utilisation=rate), **arguments)
+        assert result.estimate is not None, "a plan on a cluster has its estimate"
+        runtime = result.estimate.runtime
+        achieved = result.allocation.flops / (
+            runtime.accelerator_hours * units.SECONDS_PER_HOUR * on.peak_flops_per_second
+        )
+        excess = _excess(budget, result.estimate)
+        if excess <= 1 and (best is None or result.allocation.flops > best.allocation.flops):
+            best = result
+        if excess <= 1 and abs(achieved / rate - 1) <= UTILISATION_TOLERANCE:
+            break
+        rate = achieved / excess * (1 - UTILISATION_TOLERANCE) if excess > 1 else achieved
+    if best is None:
+        raise v.InvalidInput(
+            "budget", "no plan within the limits was found at the utilisation the cluster model achieves"
+        )
+    return best
+
+
+def _excess(budget: Budget, run: Estimate) -> float:
+    """How far the run goes past the budget's tightest limit (1: exactly at it; below 1: within)."""
+    ratios = [1e-300]
+    if budget.cost is not None and run.cost is not None:
+        ratios.append(float(run.cost) / float(budget.cost))
+    if budget.accelerator_hours is not None:
+        ratios.append(run.runtime.accelerator_hours / budget.accelerator_hours)
+    if budget.days is not None:
+        ratios.append(run.runtime.days / budget.days)
+    return max(ratios)
+
+
+def _plan(
+    budget: Budget,
+    *,
+    tokens_per_param: float | None = None,
+    law: NamedLaw | None = None,
+    unique_tokens: float | None = None,
+    inference_tokens: float | None = None,
+    inference_hardware: Hardware | None = None,
+    inference_batch: int | None = None,
+    on: Cluster | None = None,
+) -> Plan:
+    """One allocation of the budget at the cluster's utilisation (see `plan`).
 
     Rules: `tokens_per_param` (fixed ratio, default 20) or `law` (compute-optimal frontier); with
     `unique_tokens` the data-constrained optimum; with `inference_tokens` the inference-aware optimum, for the
@@ -598,13 +919,23 @@ def _cluster_limits(budget: Budget, on: Cluster) -> list[tuple[str, float]]:
         hours = v.positive("accelerator_hours", budget.accelerator_hours)
         found.append(("accelerator_hours", _flops_for_hours("accelerator_hours", hours, on)))
     if budget.days is not None:
-        flops = units.flops_for_deadline(budget.days, on.accelerators, on.peak_flops_per_second, on.mfu)
+        if on.accelerators is None:
+            raise v.InvalidInput("accelerators", "is required to turn days into compute")
+        flops = units.flops_for_deadline(budget.days, on.accelerators, on.peak_flops_per_second, _rate(on))
         found.append(("days", units.budget_flops("days", flops)))
     return found
 
 
+def _rate(on: Cluster) -> float:
+    """The utilisation a budget in money, hours or days is turned into FLOPs at: the MFU given, or what the
+    cluster model achieves (found by `plan`), or DEFAULT_MFU as the first guess."""
+    if on.mfu is not None:
+        return on.mfu
+    return DEFAULT_MFU if on.utilisation is None else min(on.utilisation, 1.0)
+
+
 def _flops_for_hours(argument: str, hours: float, on: Cluster) -> float:
-    flops = units.flops_for_accelerator_hours(hours, on.peak_flops_per_second, on.mfu)
+    flops = units.flops_for_accelerator_hours(hours, on.peak_flops_per_second, _rate(on))
     if not units.MIN_FLOPS <= flops <= units.MAX_FLOPS:
         raise v.InvalidInput(
             argument,

@@ -616,9 +616,7 @@ def search(
     """
     fixed = dict(fixed or {})
     count = v.whole("accelerators", accelerators)
-    unknown = set(fixed) - set(LAYOUT_FIELDS)
-    if unknown:
-        raise v.InvalidInput("layout", f"unknown fields: {', '.join(sorted(unknown))}")
+    check_fixed_fields(shape, fixed, count, global_batch)
     c = int(fixed.get("context_parallel", 1))
     rows = _splits(shape, machine, count, fixed, int(fixed.get("global_batch", global_batch)))
     if not rows:
@@ -680,6 +678,69 @@ def search(
         evaluated=len(grid),
         fitting=int(fits.size),
     )
+
+
+def check_fixed_fields(  # noqa: PLR0912 -- one check per field, each naming it
+    shape: ModelShape, fixed: dict[str, Any], accelerators: int, global_batch: int
+) -> None:
+    """Refuse fixed layout fields no layout of `accelerators` can have, naming the field and what would do:
+    the rules of `check_layout`, applied to the fields given."""
+    unknown = set(fixed) - set(LAYOUT_FIELDS)
+    if unknown:
+        raise v.InvalidInput("layout", f"unknown fields: {', '.join(sorted(unknown))}")
+    degrees = ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel")
+    for name in (*degrees, "micro_batch", "global_batch", "interleave"):
+        if name in fixed:
+            v.whole(f"layout.{name}", fixed[name])
+    t = fixed.get("tensor_parallel")
+    if t is not None and (shape.heads % t or shape.key_value_heads % t):
+        raise v.InvalidInput(
+            "layout.tensor_parallel",
+            f"must divide the heads ({shape.heads}) and the key/value heads ({shape.key_value_heads}); "
+            f"{_divisors_text(math.gcd(shape.heads, shape.key_value_heads))} would, got {t}",
+        )
+    p = fixed.get("pipeline_parallel")
+    if p is not None and p > shape.layers:
+        raise v.InvalidInput(
+            "layout.pipeline_parallel", f"cannot exceed the layers ({shape.layers}), got {p}"
+        )
+    product = math.prod(fixed.get(name, 1) for name in degrees)
+    given = [name for name in degrees if name in fixed]
+    if accelerators % product or (len(given) == len(degrees) and product != accelerators):
+        raise v.InvalidInput(
+            f"layout.{given[0]}" if len(given) == 1 else "layout",
+            f"{' · '.join(given)} = {product} must {'equal' if len(given) == len(degrees) else 'divide'} "
+            f"the accelerators ({accelerators})",
+        )
+    c = fixed.get("context_parallel", 1)
+    if shape.sequence_length % c:
+        raise v.InvalidInput(
+            "layout.context_parallel",
+            f"must divide the sequence length ({shape.sequence_length}), got {c}",
+        )
+    if "recomputation" in fixed and fixed["recomputation"] not in RECOMPUTATION_MODES:
+        raise v.InvalidInput("layout.recomputation", f"must be one of {', '.join(RECOMPUTATION_MODES)}")
+    if "zero_stage" in fixed and fixed["zero_stage"] not in cluster.ZERO_STAGES:
+        raise v.InvalidInput("layout.zero_stage", "must be 0, 1, 2 or 3")
+    d = fixed.get("data_parallel")
+    batch = fixed.get("global_batch")
+    if d is not None and batch is not None and batch % d:
+        raise v.InvalidInput("layout.global_batch", f"must be a multiple of data_parallel ({d}), got {batch}")
+    b = fixed.get("micro_batch")
+    if b is not None and d is not None:
+        replica = (batch if batch is not None else -(-global_batch // d) * d) // d
+        if replica % b:
+            raise v.InvalidInput(
+                "layout.micro_batch",
+                f"must divide the batch of a replica ({replica} sequences); {_divisors_text(replica)} "
+                f"would, got {b}",
+            )
+    vi = fixed.get("interleave")
+    if vi is not None and p is not None and vi > -(-shape.layers // p):
+        raise v.InvalidInput(
+            "layout.interleave",
+            f"must not exceed the layers per stage ({-(-shape.layers // p)} with {p} stages), got {vi}",
+        )
 
 
 def _splits(

@@ -20,7 +20,7 @@ from service.core.performance import CALIBRATION, Calibration, Machine, Search
 # A shape assumed for a model given only by its parameter count: width = 128 · layers (GPT-3 175B: 12288 =
 # 128 · 96; Llama 3 405B: 16384 ≈ 130 · 126; Kaplan et al. 2020 §3.1 find the loss flat over a wide band of
 # aspect ratios), heads of 128 dimensions, GELU MLP of 4·width, a 4 096-token context and a 128 000-token
-# vocabulary, and the layers that make 12·L·h² + 2·V·h closest to the parameters.
+# vocabulary, and the layers (a multiple of 8 past 8) that make 12·L·h² + 2·V·h closest to the parameters.
 ASSUMED_ASPECT_RATIO = 128
 ASSUMED_HEAD_DIMENSION = 128
 ASSUMED_SEQUENCE_LENGTH = 4096
@@ -28,19 +28,27 @@ ASSUMED_VOCABULARY = 128_000
 # Accelerator counts tried when the request leaves it to the planner: whole nodes, in steps of 2^(1/4).
 COUNT_STEPS_PER_DOUBLING = 4
 DEFAULT_MAX_ACCELERATORS = 32_768
-CHOSEN_BY = ("days", "cost")  # fewest that finish by the deadline, or cheapest
+CHOSEN_BY = ("days", "cost", "budget")  # fewest by the deadline, cheapest, most compute for the budget
+# Without a deadline, the cheapest cluster among those that finish within a year.
+UNHURRIED_DAYS = 365.0
 
 
-def assumed_shape(params: float, *, sequence_length: int = ASSUMED_SEQUENCE_LENGTH) -> ModelShape:
-    """A plausible decoder shape of about `params` parameters (see ASSUMED_ASPECT_RATIO)."""
+def assumed_shape(
+    params: float, *, sequence_length: int = ASSUMED_SEQUENCE_LENGTH, heads_multiple: int = 1
+) -> ModelShape:
+    """A plausible decoder shape of about `params` parameters (see ASSUMED_ASPECT_RATIO), whose heads are a
+    multiple of `heads_multiple` (a tensor-parallel degree the request fixes)."""
     N = v.positive("params", params)
+    step = v.whole("tensor_parallel", heads_multiple)
     best: ModelShape | None = None
-    for layers in range(1, 513):
-        width = ASSUMED_ASPECT_RATIO * layers
+    # Layer counts in multiples of 8 past 8, so that the heads (one per layer) split over a node's 8
+    # accelerators as real models' do.
+    for layers in [*range(1, 8), *range(8, 1025, 8)]:
+        heads = step * max(1, round(layers / step))
         shape = ModelShape(
             layers=layers,
-            d_model=width,
-            heads=max(1, width // ASSUMED_HEAD_DIMENSION),
+            d_model=ASSUMED_HEAD_DIMENSION * heads,
+            heads=heads,
             sequence_length=sequence_length,
             vocabulary=ASSUMED_VOCABULARY,
         )
@@ -49,6 +57,36 @@ def assumed_shape(params: float, *, sequence_length: int = ASSUMED_SEQUENCE_LENG
         if shape.params > N:
             break
     assert best is not None
+    return best
+
+
+def scaled_shape(shape: ModelShape, params: float, *, heads_multiple: int = 1) -> ModelShape:
+    """`shape` grown or shrunk to about `params` parameters: its head size, key/value grouping, MLP ratio,
+    activation, vocabulary and context kept, its layers and width scaled together (width/layers as given),
+    the key/value heads a multiple of `heads_multiple` (a tensor-parallel degree the request fixes)."""
+    N = v.positive("params", params)
+    head = shape.d_model // shape.heads
+    group = shape.heads // shape.key_value_heads * v.whole("tensor_parallel", heads_multiple)
+    ratio = shape.ffn_width / shape.d_model
+    aspect = shape.d_model / shape.layers
+    best = shape
+    for layers in range(1, 4097):
+        heads = max(group, round(aspect * layers / head / group) * group)
+        width = heads * head
+        candidate = ModelShape(
+            layers=layers,
+            d_model=width,
+            heads=heads,
+            kv_heads=heads // (shape.heads // shape.key_value_heads),
+            ffn=max(1, round(ratio * width)),
+            activation=shape.activation,
+            vocabulary=shape.vocabulary,
+            sequence_length=shape.sequence_length,
+        )
+        if abs(math.log(candidate.params / N)) < abs(math.log(best.params / N)):
+            best = candidate
+        if candidate.params > N:
+            break
     return best
 
 
@@ -151,7 +189,8 @@ def choose_accelerators(
     max_accelerators: int = DEFAULT_MAX_ACCELERATORS,
 ) -> Sizing:
     """The fewest accelerators whose run finishes within `days`, or, without a deadline, the count with the
-    fewest accelerator-hours (the cheapest at one price), up to `max_accelerators`. `run_at(count)` runs the
+    fewest accelerator-hours (the cheapest at one price) among runs within UNHURRIED_DAYS, up to
+    `max_accelerators`. `run_at(count)` runs the
     search at a count and raises InvalidInput where no layout fits; such counts are skipped."""
     most = v.whole("max_accelerators", max_accelerators)
     counts = candidate_counts(accelerators_per_node, most)
@@ -181,5 +220,10 @@ def choose_accelerators(
             f"{closest.accelerators} accelerators, takes {closest.seconds / 86_400.0:.1f} days; allow more "
             "accelerators (max_accelerators) or more days",
         )
-    cheapest = min(runs, key=lambda run: (run.accelerator_hours, run.seconds))
+    # The cheapest run is usually the smallest cluster, which may take years: among runs within a year,
+    # or else the fastest.
+    within = [run for run in runs if run.seconds <= UNHURRIED_DAYS * 86_400.0]
+    if not within:
+        return Sizing(min(runs, key=lambda run: run.seconds), "cost", most, len(runs))
+    cheapest = min(within, key=lambda run: (run.accelerator_hours, run.seconds))
     return Sizing(cheapest, "cost", most, len(runs))

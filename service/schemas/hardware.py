@@ -10,6 +10,7 @@ from marshmallow import validate
 
 from service.catalog import PRECISIONS
 from service.core.cluster import MAX_MEMORY_BYTES
+from service.core.engine import ASSUMED_NETWORK
 from service.core.goodput import LLAMA3_FAILURES_PER_ACCELERATOR_HOUR
 from service.core.units import MAX_PEAK_FLOPS_PER_SECOND
 from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema, requires
@@ -45,11 +46,11 @@ class PeakFlopsSchema(StrictSchema):
 # whole in a profile, any positive number inline, as their memory bandwidths).
 MAX_ACCELERATORS_PER_NODE = 1_000_000
 MAX_LINK_BYTES_PER_SECOND = 10**16
-# What the planner assumes of hardware that does not give them: an 8-accelerator node of DGX A100 class
-# (NVLink 3, one 200 Gb/s NIC per accelerator), and Llama 3's interruptions (core/goodput.py).
-ASSUMED_ACCELERATORS_PER_NODE = 8
-ASSUMED_SCALE_UP_BYTES_PER_SECOND = 300e9
-ASSUMED_SCALE_OUT_BYTES_PER_SECOND = 25e9
+# What the planner assumes of hardware that does not give them (core/engine.py), and Llama 3's
+# interruptions (core/goodput.py).
+ASSUMED_ACCELERATORS_PER_NODE, ASSUMED_SCALE_UP_BYTES_PER_SECOND, ASSUMED_SCALE_OUT_BYTES_PER_SECOND = (
+    ASSUMED_NETWORK
+)
 
 
 def _assumed(figure: str) -> str:

@@ -9,6 +9,7 @@ from marshmallow import validate
 
 from service.catalog import PRECISIONS
 from service.core.cluster import (
+    ACTIVATIONS,
     DECODING_BOUNDS,
     MAX_INFERENCE_BATCH,
     MAX_MEMORY_BYTES,
@@ -110,16 +111,83 @@ class ModelShapeSchema(StrictSchema):
     d_model = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
     heads = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
     sequence_length = WholeNumber(required=True, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
-    micro_batch = WholeNumber(load_default=1, validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    micro_batch = WholeNumber(
+        load_default=1,
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Sequences per micro-batch, for the memory of a plan given an mfu."},
+    )
+    kv_heads = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={
+            "description": "Key/value heads (grouped-query attention); must divide heads; default heads."
+        },
+    )
+    ffn = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Inner width of the MLP; default 4·d_model."},
+    )
+    activation = ma.fields.String(
+        validate=validate.OneOf(ACTIVATIONS),
+        metadata={"description": "gelu (two MLP matrices, default) or swiglu (three, as in Llama)."},
+    )
+    vocabulary = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Tokens of the embedding and output layers; default: not counted."},
+    )
 
     @ma.validates_schema
     def _heads_divide_width(self, data, **kwargs):
         if {"heads", "d_model"} <= set(data) and data["d_model"] % data["heads"]:
             raise ma.ValidationError("Must divide d_model.", "heads")
+        if {"heads", "kv_heads"} <= set(data) and data["heads"] % data["kv_heads"]:
+            raise ma.ValidationError("Must divide heads.", "kv_heads")
 
     @ma.post_load
     def _as_shape(self, data, **kwargs) -> ModelShape:
         return core_value(ModelShape, data)
+
+
+class ReliabilitySchema(StrictSchema):
+    checkpoint_write_bytes_per_second = positive_float(
+        1e16, "Aggregate write bandwidth of the checkpoint storage; default 100e9."
+    )
+    restart_seconds = Number(
+        validate=validate.Range(0, 30 * 86_400),
+        metadata={"description": "From a failure to training again; default 600."},
+    )
+
+    @ma.post_load
+    def _as_fields(self, data, **kwargs) -> dict:
+        return dict(data)
+
+
+class LayoutSchema(StrictSchema):
+    """How the run is spread over the cluster. Every field left out is searched (the best layout that fits
+    memory, by step time)."""
+
+    tensor_parallel = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
+    pipeline_parallel = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
+    data_parallel = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
+    context_parallel = WholeNumber(
+        validate=validate.Range(1, MAX_ACCELERATORS), metadata={"description": "Default 1 (not searched)."}
+    )
+    micro_batch = WholeNumber(validate=validate.Range(1, MAX_SHAPE_DIMENSION))
+    global_batch = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Sequences per step; default DeepSeek LLM's batch for the run's compute."},
+    )
+    interleave = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Virtual pipeline stages per accelerator (interleaved 1F1B)."},
+    )
+    sequence_parallel = JsonBoolean(metadata={"description": "Default true."})
+    recomputation = ma.fields.String(validate=validate.OneOf(RECOMPUTATION_MODES))
+    zero_stage = WholeNumber(validate=validate.Range(0, 3), metadata={"description": "3 is FSDP-like."})
+    flash_attention = JsonBoolean(metadata={"description": "No s² attention scores in memory; default true."})
+
+    @ma.post_load
+    def _as_fields(self, data, **kwargs) -> dict:
+        return dict(data)
 
 
 def hardware_field(**kwargs) -> SlugOrObject:
@@ -136,10 +204,19 @@ class ClusterFieldsSchema(StrictSchema):
     """Where and how a run is trained; shared by allocations and estimates."""
 
     hardware = hardware_field()
-    accelerators = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
+    accelerators = WholeNumber(
+        validate=validate.Range(1, MAX_ACCELERATORS),
+        metadata={
+            "description": "Accelerators; left out, the planner chooses the count (see max_accelerators)."
+        },
+    )
     mfu = Number(
         validate=validate.Range(min=0, max=1, min_inclusive=False),
-        metadata={"description": "Model FLOPs utilisation, (0, 1]; default 0.4.", "exclusiveMinimum": True},
+        metadata={
+            "description": "Model FLOPs utilisation, (0, 1]: overrides the cluster model, which otherwise "
+            "predicts the pace from the layout.",
+            "exclusiveMinimum": True,
+        },
     )
     precision = ma.fields.String(
         validate=validate.OneOf(TRAINING_PRECISIONS),
@@ -150,20 +227,38 @@ class ClusterFieldsSchema(StrictSchema):
     )
     currency = CurrencyField()
     zero_stage = WholeNumber(
-        validate=validate.Range(0, 3), metadata={"description": "ZeRO stage; default 0."}
+        validate=validate.Range(0, 3),
+        metadata={
+            "description": "Deprecated: use layout.zero_stage (still taken as it).",
+            "deprecated": True,
+        },
     )
     optimizer = ma.fields.String(validate=validate.OneOf(sorted(OPTIMIZER_STATE_BYTES)))
-    recomputation = ma.fields.String(validate=validate.OneOf(RECOMPUTATION_MODES))
-    tensor_parallel = WholeNumber(validate=validate.Range(1, MAX_ACCELERATORS))
+    recomputation = ma.fields.String(
+        validate=validate.OneOf(RECOMPUTATION_MODES),
+        metadata={"description": "Deprecated: use layout.recomputation.", "deprecated": True},
+    )
+    tensor_parallel = WholeNumber(
+        validate=validate.Range(1, MAX_ACCELERATORS),
+        metadata={"description": "Deprecated: use layout.tensor_parallel.", "deprecated": True},
+    )
     sequence_parallel = JsonBoolean(
-        metadata={
-            "description": "Megatron sequence parallelism alongside tensor parallelism: splits the layer "
-            "norm and dropout activations too (Korthikanti et al. 2022); default true."
-        },
+        metadata={"description": "Deprecated: use layout.sequence_parallel.", "deprecated": True},
     )
     shape = ma.fields.Nested(
         ModelShapeSchema,
-        metadata={"description": "Transformer shape: attention FLOPs and activation memory."},
+        metadata={
+            "description": "Transformer shape: attention FLOPs, memory and step time. Left out, the cluster "
+            "model assumes one (and says so)."
+        },
+    )
+    layout = ma.fields.Nested(
+        LayoutSchema,
+        metadata={"description": "Parallel layout; the fields left out are searched."},
+    )
+    reliability = ma.fields.Nested(
+        ReliabilitySchema,
+        metadata={"description": "What goodput needs besides the hardware's failure rate."},
     )
 
     CLUSTER_OPTIONS = (
@@ -176,13 +271,14 @@ class ClusterFieldsSchema(StrictSchema):
         "tensor_parallel",
         "sequence_parallel",
         "shape",
+        "layout",
+        "reliability",
     )
 
-    RULES: tuple[Rule, ...] = (  # the schemas of requests with a cluster add their own
-        requires(CLUSTER_OPTIONS, "hardware"),
-        requires("hardware", "accelerators"),
-        requires("price_per_hour", "currency"),
-    )
+    # The rules of a request that always names its hardware (a plan's); the schemas of requests with a
+    # cluster add their own.
+    RULES_WITH_HARDWARE: tuple[Rule, ...] = (requires("price_per_hour", "currency"),)
+    RULES: tuple[Rule, ...] = (requires(CLUSTER_OPTIONS, "hardware"), *RULES_WITH_HARDWARE)
 
 
 BUDGET_FIELDS = ("flops", "pf_days", "target_loss", "cost", "accelerator_hours", "days")
@@ -193,7 +289,10 @@ ALLOCATES_NOTHING = "A plan for a given params and tokens allocates nothing."
 
 def allocation_rules(budgets: tuple[str, ...], *, or_a_model: bool = False) -> tuple[Rule, ...]:
     """An allocation request's rules, given the fields that count as its budget (a plan's "budget" is one);
-    `or_a_model`: a plan may give the model instead (`params` and `tokens`), and then no budget or rule."""
+    `or_a_model`: a plan may give the model instead (`params` and `tokens`), and then no budget or rule, and
+    always names its hardware, so that the rules needing it are left out: each rule the description states
+    makes it harder for property-based testing to draw requests, and a redundant one as much.
+    """
     model = (
         (
             requires("params", "tokens"),
@@ -218,7 +317,7 @@ def allocation_rules(budgets: tuple[str, ...], *, or_a_model: bool = False) -> t
             tuple(name for name in budgets if name != "target_loss"),
             "A target loss cannot be combined with another budget.",
         ),
-        requires(("cost", "accelerator_hours", "days"), "hardware"),
+        *(() if or_a_model else (requires(("cost", "accelerator_hours", "days"), "hardware"),)),
         requires("cost", "currency"),
         excludes("tokens_per_param", "law", "Give either tokens_per_param or law.", at="tokens_per_param"),
         # The engine refuses these too; stated here, they are in the description.
@@ -247,7 +346,7 @@ class AllocationRequestSchema(ClusterFieldsSchema):
     target_loss = positive_float(100, "Reach this loss (nats/token) with the least compute; needs a law.")
     cost = MoneyField(metadata={"description": "Money budget (decimal string); with hardware and currency."})
     accelerator_hours = positive_float(1e15, "Accelerator-hours budget; with hardware.")
-    days = positive_float(36_500, "Wall-clock deadline in days; with hardware and accelerators.")
+    days = positive_float(36_500, "Wall-clock deadline in days; with hardware.")
     tokens_per_param = positive_float(1e6, "Fixed tokens-per-parameter rule (default 20 without a law).")
     law = SlugOrObject(
         InlineLawSchema,
@@ -277,7 +376,19 @@ class AllocationRequestSchema(ClusterFieldsSchema):
         },
     )
 
-    RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS)
+    max_accelerators = WholeNumber(
+        validate=validate.Range(1, MAX_ACCELERATORS),
+        metadata={
+            "description": "Most accelerators the planner may choose when accelerators is left out; "
+            "default 32768."
+        },
+    )
+
+    RULES = (
+        *ClusterFieldsSchema.RULES,
+        requires("max_accelerators", "hardware"),
+        *allocation_rules(BUDGET_FIELDS),
+    )
     REQUEST: ClassVar[type | None] = AllocationRequest  # a plan's schemas load into subclasses
 
 
@@ -290,7 +401,26 @@ class EstimateRequestSchema(ClusterFieldsSchema):
         "Slug of a scaling law: the response then predicts the loss of this model.",
         metadata={"example": "chinchilla-2022"},
     )
+    days = positive_float(
+        36_500,
+        "A deadline: without accelerators, the planner chooses the fewest that finish within it (without "
+        "days, the cheapest).",
+    )
 
+    max_accelerators = WholeNumber(
+        validate=validate.Range(1, MAX_ACCELERATORS),
+        metadata={
+            "description": "Most accelerators the planner may choose when accelerators is left out; "
+            "default 32768."
+        },
+    )
+
+    RULES = (
+        *ClusterFieldsSchema.RULES,
+        excludes(
+            "days", "accelerators", "A deadline chooses the accelerators: give one or the other.", at="days"
+        ),
+    )
     REQUEST = EstimateRequest
 
 
@@ -336,6 +466,98 @@ class MemorySchema(ma.Schema):
     )
 
 
+class LayoutDocumentSchema(ma.Schema):
+    tensor_parallel = ma.fields.Integer()
+    pipeline_parallel = ma.fields.Integer()
+    data_parallel = ma.fields.Integer()
+    micro_batch = ma.fields.Integer()
+    global_batch = ma.fields.Integer(metadata={"description": "Sequences per step."})
+    context_parallel = ma.fields.Integer()
+    interleave = ma.fields.Integer()
+    sequence_parallel = ma.fields.Boolean()
+    recomputation = ma.fields.String()
+    zero_stage = ma.fields.Integer()
+    flash_attention = ma.fields.Boolean()
+
+
+class BreakdownSchema(ma.Schema):
+    """Seconds of one step, by what takes them; they add up to step_seconds."""
+
+    compute = ma.fields.Float(metadata={"description": "Matrix multiplies (with recomputation)."})
+    memory_bound = ma.fields.Float(metadata={"description": "Element-wise work at HBM bandwidth."})
+    tensor_parallel = ma.fields.Float(metadata={"description": "Exposed tensor-parallel collectives."})
+    context_parallel = ma.fields.Float(metadata={"description": "Context-parallel K/V exchange."})
+    pipeline_bubble = ma.fields.Float(metadata={"description": "(p-1)/(v·m) of the ideal time."})
+    pipeline_transfers = ma.fields.Float(metadata={"description": "Activations across stage boundaries."})
+    data_parallel = ma.fields.Float(metadata={"description": "Exposed data-parallel and ZeRO traffic."})
+    optimizer = ma.fields.Float(metadata={"description": "The optimizer update at HBM bandwidth."})
+
+
+class AlternativeLayoutSchema(ma.Schema):
+    layout = ma.fields.Nested(LayoutDocumentSchema)
+    step_seconds = ma.fields.Float()
+    mfu = ma.fields.Float()
+    memory_bytes = ma.fields.Float()
+
+
+class GoodputSchema(ma.Schema):
+    failures_per_hour = ma.fields.Float(metadata={"description": "Of the whole job."})
+    interruptions = ma.fields.Float(metadata={"description": "Expected over the run."})
+    checkpoint_seconds = ma.fields.Float()
+    checkpoint_interval_seconds = ma.fields.Float(
+        allow_none=True, metadata={"description": "Young/Daly: sqrt(2·δ·M) - δ; null if nothing fails."}
+    )
+    restart_seconds = ma.fields.Float()
+    useful_fraction = ma.fields.Float(metadata={"description": "Of the wall-clock time, spent training."})
+
+
+class SizingSchema(ma.Schema):
+    chosen_by = ma.fields.String(
+        metadata={
+            "enum": ["days", "cost", "budget"],
+            "description": "days: the fewest accelerators that finish by the deadline; cost: the fewest "
+            "accelerator-hours among runs within a year; budget: the count whose limits buy the most "
+            "compute.",
+        }
+    )
+    max_accelerators = ma.fields.Integer()
+    counts_tried = ma.fields.Integer()
+
+
+class ModelledShapeSchema(ma.Schema):
+    layers = ma.fields.Integer()
+    d_model = ma.fields.Integer()
+    heads = ma.fields.Integer()
+    kv_heads = ma.fields.Integer()
+    ffn = ma.fields.Integer()
+    activation = ma.fields.String()
+    vocabulary = ma.fields.Integer(allow_none=True)
+    sequence_length = ma.fields.Integer()
+    params = ma.fields.Float(metadata={"description": "Parameters the shape has."})
+
+
+class PerformanceSchema(ma.Schema):
+    """The cluster model's prediction (service/core/performance.py): null when the request gives an mfu."""
+
+    model_version = ma.fields.String()
+    step_seconds = ma.fields.Float()
+    steps = ma.fields.Integer()
+    tokens_per_step = ma.fields.Integer()
+    training_seconds = ma.fields.Float(metadata={"description": "Steps x step time, before goodput."})
+    tokens_per_second_per_accelerator = ma.fields.Float()
+    mfu = ma.fields.Float(metadata={"description": "PaLM's model FLOPs (6N + 12·L·h·s per token)."})
+    hfu = ma.fields.Float(metadata={"description": "Counting recomputation."})
+    breakdown = ma.fields.Nested(BreakdownSchema)
+    layout = ma.fields.Nested(LayoutDocumentSchema)
+    memory_bytes = ma.fields.Float(metadata={"description": "Per accelerator, on the first pipeline stage."})
+    alternatives = ma.fields.List(ma.fields.Nested(AlternativeLayoutSchema))
+    layouts_evaluated = ma.fields.Integer()
+    layouts_fitting = ma.fields.Integer()
+    goodput = ma.fields.Nested(GoodputSchema)
+    sizing = ma.fields.Nested(SizingSchema, allow_none=True)
+    shape = ma.fields.Nested(ModelledShapeSchema)
+
+
 class EstimateHardwareSchema(ma.Schema):
     slug = ma.fields.String(allow_none=True)
     name = ma.fields.String()
@@ -368,6 +590,7 @@ class EstimateSchema(DocumentSchema):
     )
     currency = ma.fields.String(allow_none=True)
     memory = ma.fields.Nested(MemorySchema)
+    performance = ma.fields.Nested(PerformanceSchema, allow_none=True)
     predicted_loss = ma.fields.Float(allow_none=True, metadata={"description": "With a law in the request."})
     warnings = ma.fields.List(ma.fields.Nested(CaveatSchema))
 

@@ -52,8 +52,13 @@ class PlanInputsSchema(AllocationRequestSchema):
         required=True, validate=validate.Range(1, MAX_ACCELERATORS), metadata={"example": 1024}
     )
 
-    RULES = ClusterFieldsSchema.RULES + allocation_rules(BUDGET_FIELDS, or_a_model=True)
-    REQUEST: ClassVar[type | None] = PlanInputs  # PlanRequestSchema's is a PlanRequest
+    RULES = ClusterFieldsSchema.RULES_WITH_HARDWARE + allocation_rules(BUDGET_FIELDS, or_a_model=True)
+    REQUEST: ClassVar[type | None] = PlanInputs
+
+    class Meta(StrictSchema.Meta):
+        exclude = (
+            "max_accelerators",
+        )  # a plan names its accelerators  # PlanRequestSchema's is a PlanRequest
 
 
 class PlanRequestSchema(PlanInputsSchema):
@@ -84,7 +89,7 @@ class PlanRequestSchema(PlanInputsSchema):
 
     # "budget": "remaining" is a money budget (cost), whose amount the budget supplies.
     RULES = (
-        *ClusterFieldsSchema.RULES,
+        *ClusterFieldsSchema.RULES_WITH_HARDWARE,
         *allocation_rules((*BUDGET_FIELDS, "budget"), or_a_model=True),
         requires("budget", "budget_id"),
         excludes("budget", "cost", 'Give cost or "budget": "remaining", not both.', at="cost"),

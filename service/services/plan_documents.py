@@ -10,12 +10,13 @@ describes them (service/schemas/planning.py) and shows them as they are made her
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from service.catalog import PRECISIONS
-from service.core import allocate, caveats, cluster, engine
+from service.core import allocate, caveats, cluster, engine, performance
 from service.core.cluster import SERVING_BYTES_PER_PARAM
 from service.core.hyper import Hyperparameters
 from service.core.laws import FittedRange, ScalingLaw
@@ -59,6 +60,10 @@ def snapshot_document(
     price took effect, when the plan serves on hardware of its own."""
     return {
         "engine_version": engine.ENGINE_VERSION,
+        "cluster_model": {
+            "version": performance.MODEL_VERSION,
+            "calibration": performance.CALIBRATION.as_dict(),
+        },
         "hardware": _hardware_snapshot(hardware, price_effective_at),
         "inference_hardware": None if serving is None else _hardware_snapshot(*serving),
         "law": None
@@ -106,6 +111,22 @@ def snapshot_hardware(snapshot: JsonObject, role: str = "hardware") -> engine.Ha
         memory_bandwidth_bytes_per_second=hardware.get("memory_bandwidth_bytes_per_second"),
         **{name: hardware.get(name) for name in CLUSTER_FIGURES},
     )
+
+
+def snapshot_calibration(snapshot: JsonObject) -> performance.Calibration:
+    """The cluster model's constants a plan was evaluated with (the current ones for snapshots before 2.0,
+    which never used them: they replay at their MFU)."""
+    model = snapshot.get("cluster_model")
+    if model is None:
+        return performance.CALIBRATION
+    constants = dict(model["calibration"])
+    constants["matmul_efficiency_by_hardware"] = tuple(constants["matmul_efficiency_by_hardware"].items())
+    return performance.Calibration(**constants)
+
+
+def replays_at_default_mfu(snapshot: JsonObject) -> bool:
+    """Plans of engines before 2.0 that gave no MFU ran at the default one: they replay so."""
+    return int(str(snapshot.get("engine_version", "1.0.0")).split(".")[0]) < 2
 
 
 def snapshot_law(snapshot: JsonObject, samples: tuple[ScalingLaw, ...]) -> engine.NamedLaw | None:
@@ -200,17 +221,85 @@ def estimate_document(estimate: engine.Estimate) -> dict[str, Any]:
             },
             "memory_bytes": float(on.hardware.memory_bytes),
         },
-        "accelerators": int(on.accelerators),
-        "mfu": float(on.mfu),
+        "accelerators": int(estimate.accelerators),
+        "mfu": float(estimate.mfu),
         "precision": on.precision,
         "peak_flops_per_second": float(on.peak_flops_per_second),
         "price_per_hour": _money(estimate.price_per_hour),
         "cost": _money(estimate.cost),
         "currency": estimate.currency,
         "memory": _memory(estimate.memory),
+        "performance": None if estimate.run is None else _performance(estimate),
         "predicted_loss": _number(estimate.predicted_loss),
         "warnings": _caveats(estimate.caveats),
     }
+
+
+def _performance(estimate: engine.Estimate) -> dict[str, Any]:
+    """The cluster model's answer: the step of the chosen layout, its alternatives, goodput and sizing."""
+    run = estimate.run
+    assert run is not None
+    best = run.search.best
+    useful = run.goodput
+    shape = estimate.shape
+    assert shape is not None, "a modelled run has its shape"
+    return {
+        "model_version": performance.MODEL_VERSION,
+        "step_seconds": float(best.seconds),
+        "steps": int(run.steps),
+        "tokens_per_step": int(run.tokens_per_step),
+        "training_seconds": float(run.training_seconds),
+        "tokens_per_second_per_accelerator": float(
+            best.tokens_per_second_per_accelerator(shape.sequence_length)
+        ),
+        "mfu": float(best.mfu),
+        "hfu": float(best.hfu),
+        "breakdown": {part: float(seconds) for part, seconds in best.breakdown.items()},
+        "layout": layout_document(best.layout),
+        "memory_bytes": float(best.memory_bytes),
+        "alternatives": [
+            {
+                "layout": layout_document(other.layout),
+                "step_seconds": float(other.seconds),
+                "mfu": float(other.mfu),
+                "memory_bytes": float(other.memory_bytes),
+            }
+            for other in run.search.alternatives
+        ],
+        "layouts_evaluated": int(run.search.evaluated),
+        "layouts_fitting": int(run.search.fitting),
+        "goodput": {
+            "failures_per_hour": float(useful.failures_per_hour),
+            "interruptions": float(useful.interruptions),
+            "checkpoint_seconds": float(useful.checkpoint_seconds),
+            # None when the hardware never fails: no interval is needed.
+            "checkpoint_interval_seconds": _finite(useful.checkpoint_interval_seconds),
+            "restart_seconds": float(useful.restart_seconds),
+            "useful_fraction": float(useful.useful_fraction),
+        },
+        "sizing": None
+        if estimate.sizing is None
+        else {
+            "chosen_by": estimate.sizing.chosen_by,
+            "max_accelerators": int(estimate.sizing.max_accelerators),
+            "counts_tried": int(estimate.sizing.tried),
+        },
+        "shape": {
+            "layers": shape.layers,
+            "d_model": shape.d_model,
+            "heads": shape.heads,
+            "kv_heads": shape.key_value_heads,
+            "ffn": shape.ffn_width,
+            "activation": shape.activation or "gelu",
+            "vocabulary": shape.vocabulary,
+            "sequence_length": shape.sequence_length,
+            "params": float(shape.params),
+        },
+    }
+
+
+def layout_document(layout: performance.Layout) -> dict[str, Any]:
+    return {name: getattr(layout, name) for name in performance.LAYOUT_FIELDS}
 
 
 def _memory(memory: cluster.MemoryEstimate) -> dict[str, Any]:
@@ -308,6 +397,10 @@ def _pair(pair: tuple[float, float] | None) -> list[float] | None:
 
 def _number(value: float | None) -> float | None:
     return None if value is None else float(value)
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
 
 
 def _money(amount: Decimal | None) -> str | None:

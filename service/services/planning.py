@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.core import allocate, engine
+from service.core import allocate, engine, performance
 from service.core.cluster import ModelShape
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
@@ -51,12 +51,15 @@ class ClusterRequest:
     precision: str | None = None
     price_per_hour: Decimal | None = None  # overrides the hardware's
     currency: str | None = None
-    zero_stage: int | None = None
+    zero_stage: int | None = None  # deprecated: layout.zero_stage
     optimizer: str | None = None
-    recomputation: str | None = None
-    tensor_parallel: int | None = None
-    sequence_parallel: bool | None = None
+    recomputation: str | None = None  # deprecated: layout.recomputation
+    tensor_parallel: int | None = None  # deprecated: layout.tensor_parallel
+    sequence_parallel: bool | None = None  # deprecated: layout.sequence_parallel
     shape: ModelShape | None = None
+    layout: Mapping[str, Any] | None = None  # the layout fields fixed; the others are searched
+    reliability: Mapping[str, float] | None = None  # checkpoint_write_bytes_per_second, restart_seconds
+    max_accelerators: int | None = None  # when accelerators is left to the planner (not in plans)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,10 +94,10 @@ class EstimateRequest(ClusterRequest):
     """A model already chosen, on a cluster: how long, at what cost, in how much memory."""
 
     hardware: str | InlineHardware
-    accelerators: int
     params: float
     tokens: float
     law: str | ScalingLaw | None = None  # to predict the model's loss
+    days: float | None = None  # a deadline: the fewest accelerators that finish by it, when none are given
 
 
 def _names(request: type) -> frozenset[str]:
@@ -102,9 +105,19 @@ def _names(request: type) -> frozenset[str]:
 
 
 # Request fields that engine.Cluster and engine.Budget take as they are, by the same names (mfu, ...,
-# sequence_parallel; flops, ..., price_per_hour): the hardware and the shape are resolved first, and
-# accelerators is required.
-_CLUSTER_OPTIONS = _names(engine.Cluster) - {"hardware", "accelerators", "shape"}
+# restart_seconds; flops, ..., price_per_hour): the hardware, accelerators, shape and layout are resolved
+# first; the deadline, utilisation and calibration are the engine's own.
+_CLUSTER_OPTIONS = _names(engine.Cluster) - {
+    "hardware",
+    "accelerators",
+    "shape",
+    "layout",
+    "checkpoint_write_bytes_per_second",
+    "restart_seconds",
+    "deadline_days",
+    "utilisation",
+    "calibration",
+}
 _BUDGET_FIELDS = _names(engine.Budget)
 assert _CLUSTER_OPTIONS | _BUDGET_FIELDS <= _names(PlanInputs), "engine arguments the requests do not name"
 
@@ -112,6 +125,11 @@ assert _CLUSTER_OPTIONS | _BUDGET_FIELDS <= _names(PlanInputs), "engine argument
 _ARGUMENT_FIELDS: dict[str, FieldPath] = {
     "peak_flops_per_second": ("hardware",),
     "memory_bytes": ("hardware",),
+    "memory_bandwidth_bytes_per_second": ("hardware",),
+    "scale_up_bandwidth_bytes_per_second": ("hardware",),
+    "scale_out_bandwidth_bytes_per_second": ("hardware",),
+    "failures_per_accelerator_hour": ("hardware",),
+    "training_seconds": ("tokens",),
     "data_parallel": ("accelerators",),
     **{field.name: ("shape", field.name) for field in dataclasses.fields(ModelShape)},
     **{field.name: ("law", field.name) for field in dataclasses.fields(ScalingLaw)},
@@ -121,7 +139,7 @@ _ARGUMENT_FIELDS: dict[str, FieldPath] = {
 def _field_error(error: InvalidInput, request: type) -> InvalidFieldError:
     """Point a core refusal at the field of `request` (a request class) it is about, or at the whole
     request when none is."""
-    field = _ARGUMENT_FIELDS.get(error.argument, (error.argument,))
+    field = _ARGUMENT_FIELDS.get(error.argument, tuple(error.argument.split(".")))
     if field[0] not in _names(request):
         return InvalidFieldError((), f"{error.argument}: {error.message}.")
     return InvalidFieldError(field, error.sentence)
@@ -208,12 +226,26 @@ def _float(value: int | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _cluster(request: ClusterRequest, hardware: engine.Hardware) -> engine.Cluster:
-    # The request schemas require accelerators with hardware (ClusterFieldsSchema's rules).
-    assert request.accelerators is not None, "hardware comes with its number of accelerators"
+def _cluster(
+    request: ClusterRequest,
+    hardware: engine.Hardware,
+    *,
+    deadline_days: float | None = None,
+    calibration: performance.Calibration = performance.CALIBRATION,
+) -> engine.Cluster:
     options = {name: value for name in _CLUSTER_OPTIONS if (value := getattr(request, name)) is not None}
     return engine.Cluster(
-        hardware=hardware, accelerators=request.accelerators, shape=request.shape, **options
+        hardware=hardware,
+        accelerators=request.accelerators,
+        shape=request.shape,
+        layout=dict(request.layout or {}),
+        checkpoint_write_bytes_per_second=(request.reliability or {}).get(
+            "checkpoint_write_bytes_per_second"
+        ),
+        restart_seconds=(request.reliability or {}).get("restart_seconds"),
+        deadline_days=deadline_days,
+        calibration=calibration,
+        **options,
     )
 
 
@@ -237,9 +269,10 @@ def allocate_on(
     hardware: engine.Hardware | None,
     law: engine.NamedLaw | None,
     inference_hardware: engine.Hardware | None = None,
+    calibration: performance.Calibration = performance.CALIBRATION,
 ) -> engine.Plan:
     """The allocation of a request whose hardware and law are resolved already (from the database, or from
-    a stored plan's snapshot)."""
+    a stored plan's snapshot, with the cluster model's constants it was made with)."""
     try:
         if isinstance(request, PlanInputs) and request.params is not None:  # a model already chosen
             # The plan schemas require tokens with params, and hardware on every plan.
@@ -248,7 +281,7 @@ def allocate_on(
             return engine.fixed(
                 request.params,
                 request.tokens,
-                _cluster(request, hardware),
+                _cluster(request, hardware, calibration=calibration),
                 law=law,
                 price_per_hour=request.price_per_hour,
                 currency=request.currency,
@@ -261,7 +294,7 @@ def allocate_on(
             inference_tokens=request.inference_tokens,
             inference_hardware=inference_hardware,
             inference_batch=request.inference_batch,
-            on=_cluster(request, hardware) if hardware is not None else None,
+            on=_cluster(request, hardware, calibration=calibration) if hardware is not None else None,
         )
     except InvalidInput as error:
         raise _field_error(error, PlanInputs) from error
@@ -273,7 +306,7 @@ def make_estimate(session: Session, request: EstimateRequest, *, scope: uuid.UUI
         return engine.estimate(
             request.params,
             request.tokens,
-            _cluster(request, resolve_hardware(session, request.hardware)),
+            _cluster(request, resolve_hardware(session, request.hardware), deadline_days=request.days),
             price_per_hour=request.price_per_hour,
             currency=request.currency,
             law=resolve_law(session, request.law, scope=scope) if request.law is not None else None,

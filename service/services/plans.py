@@ -95,11 +95,15 @@ def evaluate(
 ) -> dict[str, Any]:
     """The result document of `inputs` (as stored) evaluated against `snapshot` and the bootstrap fits of
     its law (`samples`, kept with the fitted law the plan points at): pure, and what a plan holds."""
+    request = plan_documents.plan_inputs(inputs)
+    if plan_documents.replays_at_default_mfu(snapshot) and request.mfu is None:
+        request = dataclasses.replace(request, mfu=engine.DEFAULT_MFU)
     outcome = planning.allocate_on(
-        plan_documents.plan_inputs(inputs),
+        request,
         plan_documents.snapshot_hardware(snapshot),
         plan_documents.snapshot_law(snapshot, samples),
         plan_documents.snapshot_hardware(snapshot, "inference_hardware"),
+        plan_documents.snapshot_calibration(snapshot),
     )
     return plan_documents.allocation_document(outcome)
 

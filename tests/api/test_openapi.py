@@ -158,7 +158,19 @@ COMBINATIONS = [
     ("/v1/allocations", "AllocationRequest", {"flops": 1e22, "pf_days": 10}, "#/pf_days"),
     ("/v1/allocations", "AllocationRequest", {"target_loss": 2.5, "flops": 1e22}, "#/flops"),
     ("/v1/allocations", "AllocationRequest", {"days": 30}, "#/hardware"),
-    ("/v1/allocations", "AllocationRequest", {"pf_days": 10, "hardware": "h100-sxm"}, "#/accelerators"),
+    ("/v1/allocations", "AllocationRequest", {"pf_days": 10, "hardware": "h100-sxm"}, None),
+    (
+        "/v1/estimates",
+        "EstimateRequest",
+        {"params": 1e9, "tokens": 2e10, "hardware": "h100-sxm", "days": 30},
+        None,
+    ),
+    (
+        "/v1/estimates",
+        "EstimateRequest",
+        {"params": 1e9, "tokens": 2e10, "hardware": "h100-sxm", "days": 30, "accelerators": 8},
+        "#/days",
+    ),
     ("/v1/allocations", "AllocationRequest", {"pf_days": 10, "mfu": 0.5}, "#/hardware"),
     (
         "/v1/allocations",

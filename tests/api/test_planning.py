@@ -58,7 +58,14 @@ def test_an_inline_law_is_used_as_given(client):
 
 def test_on_catalog_hardware_a_deadline_binds_and_the_estimate_has_time_cost_and_memory(client, catalog):
     response = allocate(
-        client, flops=1e25, days=30, hardware="h100-sxm", accelerators=2048, law="epoch-2024", zero_stage=3
+        client,
+        flops=1e25,
+        days=30,
+        hardware="h100-sxm",
+        accelerators=2048,
+        law="epoch-2024",
+        zero_stage=3,
+        mfu=0.4,
     )
     assert response.status_code == 200, response.get_json()
     body = response.get_json()
@@ -75,7 +82,7 @@ def test_on_catalog_hardware_a_deadline_binds_and_the_estimate_has_time_cost_and
 
 def test_a_money_budget_on_catalog_hardware(client, catalog):
     body = allocate(
-        client, cost="250000.00", currency="USD", hardware="a100-80gb", accelerators=64
+        client, cost="250000.00", currency="USD", hardware="a100-80gb", accelerators=64, mfu=0.4
     ).get_json()
     assert body["estimate"]["cost"] == "250000.00"
     assert body["estimate"]["accelerator_hours"] == pytest.approx(250000 / 2.79, rel=1e-9)
@@ -126,7 +133,13 @@ def test_a_training_budget_with_inference_tokens_buys_the_model_cheapest_over_it
 
 def test_inference_is_served_and_priced_on_the_training_hardware_by_default(client, catalog):
     body = allocate(
-        client, cost="100000.00", currency="USD", hardware="h100-sxm", accelerators=64, inference_tokens=1e12
+        client,
+        cost="100000.00",
+        currency="USD",
+        hardware="h100-sxm",
+        accelerators=64,
+        inference_tokens=1e12,
+        mfu=0.4,
     ).get_json()
 
     serving = body["inference"]["serving"]
@@ -167,7 +180,8 @@ def test_an_estimate_on_inline_hardware(client):
         "currency": "USD",
     }
     response = client.post(
-        "/v1/estimates", json={"params": 6.7e9, "tokens": 1e12, "hardware": hardware, "accelerators": 440}
+        "/v1/estimates",
+        json={"params": 6.7e9, "tokens": 1e12, "hardware": hardware, "accelerators": 440, "mfu": 0.4},
     )
     assert response.status_code == 200, response.get_json()
     body = response.get_json()
@@ -186,9 +200,9 @@ INLINE_CLUSTER = {
 }
 
 
-def test_inline_hardware_takes_the_cluster_figures_and_they_change_no_result(client):
+def test_inline_hardware_takes_the_cluster_figures_and_under_a_given_mfu_they_change_no_result(client):
     hardware = {"name": "mine", "peak_flops": {"bf16": 312e12}, "memory_bytes": 40e9}
-    request = {"params": 6.7e9, "tokens": 1e12, "accelerators": 440}
+    request = {"params": 6.7e9, "tokens": 1e12, "accelerators": 440, "mfu": 0.4}
 
     plain = client.post("/v1/estimates", json={**request, "hardware": hardware})
     installed = client.post("/v1/estimates", json={**request, "hardware": {**hardware, **INLINE_CLUSTER}})
@@ -230,6 +244,7 @@ def test_an_estimate_with_a_shape_counts_attention_and_activations(client, catal
             "shape": shape,
             "recomputation": "selective",
             "zero_stage": 1,
+            "mfu": 0.4,  # the memory of the plans before the cluster model, which the layout's replaces
         },
     ).get_json()
     assert body["flops"] == pytest.approx(1e12 * (6 * 7e9 + 6 * 32 * 4096 * 4096))
@@ -254,6 +269,7 @@ def test_an_estimate_says_whether_sequence_parallelism_split_the_activations(
             "recomputation": "selective",
             "tensor_parallel": 8,
             "zero_stage": 1,
+            "mfu": 0.4,
             **options,
         },
     ).get_json()
@@ -318,7 +334,6 @@ def test_hyperparameter_hints_say_which_compute_they_were_taken_at(client, catal
         ({"cost": "1000.00", "currency": "ZZZ", "hardware": "h100-sxm", "accelerators": 8}, "#/currency"),
         ({"cost": "1000.00", "currency": "EUR", "hardware": "h100-sxm", "accelerators": 8}, "#/currency"),
         ({"cost": "10.5.0", "currency": "USD", "hardware": "h100-sxm", "accelerators": 8}, "#/cost"),
-        ({"flops": 1e22, "hardware": "h100-sxm"}, "#/accelerators"),
         ({"flops": 1e22, "hardware": "no-such-gpu", "accelerators": 8}, "#/hardware"),
         ({"flops": 1e22, "hardware": "v100-sxm2-32gb", "accelerators": 8}, "#/precision"),
         ({"flops": 1e22, "hardware": "h100-sxm", "accelerators": 8, "precision": "fp64"}, "#/precision"),

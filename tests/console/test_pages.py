@@ -294,9 +294,14 @@ def test_the_planner_shows_what_the_api_allocates(browser, client):
     assert "nan" not in page.lower().replace("nanoseconds", "")
 
 
+# At a given MFU, the memory of the plans before the cluster model: with no layout searched, this plan does
+# not fit, and the page says so and what to change.
+UNSHARDED_FORM = {**PLANNER_FORM, "mfu": "0.4"}
+
+
 def test_the_planner_says_memory_in_gigabytes_as_its_warnings_do(browser, client):
-    page = html.unescape(browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True))
-    memory = api_allocation(client, PLANNER_FORM)["estimate"]["memory"]
+    page = html.unescape(browser.get("/", query_string=UNSHARDED_FORM).get_data(as_text=True))
+    memory = api_allocation(client, UNSHARDED_FORM)["estimate"]["memory"]
     assert not memory["fits"]  # so that the page warns of it too, in its own words
     assert f"{memory['total_bytes'] / 1e9:,.1f} GB</p>" in page
     assert f"of {memory['capacity_bytes'] / 1e9:,.1f} GB" in page
@@ -420,7 +425,7 @@ def test_a_large_plan_fits_once_the_form_shards_it_and_shapes_it_as_the_api_does
 
 
 def test_the_advice_on_a_plan_that_does_not_fit_points_at_fields_the_form_has(browser):
-    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    page = browser.get("/", query_string=UNSHARDED_FORM).get_data(as_text=True)
     card = memory_card(page)
     assert "does not fit" in card
     pointed = re.findall(r'href="#([a-z_]+)"', card)

@@ -223,8 +223,33 @@ def test_the_search_refuses_when_nothing_fits_and_says_what_would():
     assert "model states alone take" in refused.value.message
 
 
-def test_the_search_refuses_fixed_fields_no_split_honours():
+@pytest.mark.parametrize(
+    ("fixed", "argument", "says"),
+    [
+        ({"tensor_parallel": 3}, "layout.tensor_parallel", "must divide the accelerators (64)"),
+        ({"tensor_parallel": 5}, "layout.tensor_parallel", "1, 2, 3, 4, 6, 8"),
+        ({"pipeline_parallel": 128}, "layout.pipeline_parallel", "cannot exceed the layers (96)"),
+        ({"tensor_parallel": 8, "pipeline_parallel": 4, "data_parallel": 4}, "layout", "= 128 must divide"),
+        (
+            {"tensor_parallel": 8, "pipeline_parallel": 4, "data_parallel": 4, "context_parallel": 1},
+            "layout",
+            "= 128 must equal",
+        ),
+        ({"data_parallel": 8, "micro_batch": 3}, "layout.micro_batch", "1, 2, 4, 8"),
+        ({"data_parallel": 8, "global_batch": 12}, "layout.global_batch", "multiple of data_parallel"),
+        ({"pipeline_parallel": 8, "interleave": 13}, "layout.interleave", "layers per stage (12"),
+        ({"context_parallel": 3}, "layout.context_parallel", "must divide the accelerators"),
+    ],
+)
+def test_the_search_refuses_fixed_fields_no_layout_can_have(fixed, argument, says):
     with pytest.raises(InvalidInput) as refused:
-        performance.search(GPT_175B, SELENE, 64, global_batch=64, fixed={"tensor_parallel": 3})
+        performance.search(GPT_175B, SELENE, 64, global_batch=64, fixed=fixed)
+    assert refused.value.argument == argument
+    assert says in refused.value.message
+
+
+def test_fixed_fields_that_split_nothing_together_are_refused_saying_why():
+    with pytest.raises(InvalidInput) as refused:
+        performance.search(GPT_175B, SELENE, 64, global_batch=64, fixed={"micro_batch": 128})
     assert refused.value.argument == "layout"
-    assert "tensor parallelism must divide" in refused.value.message
+    assert "micro-batch must divide" in refused.value.message

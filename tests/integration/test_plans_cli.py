@@ -49,7 +49,7 @@ def test_a_plan_stored_without_sequence_parallel_verifies_as_sequence_parallel(a
     shape = {"layers": 80, "d_model": 8192, "heads": 64, "sequence_length": 2048}
     body = client.post(
         "/v1/plans",
-        json={**INLINE_PLAN, "shape": shape, "tensor_parallel": 8, "recomputation": "selective"},
+        json={**INLINE_PLAN, "shape": shape, "tensor_parallel": 8, "recomputation": "selective", "mfu": 0.4},
     ).get_json()
     assert "sequence_parallel" not in body["inputs"]
     assert body["result"]["estimate"]["memory"]["activations_bytes"] == 80 * 2048 * 8192 * 34 / 8

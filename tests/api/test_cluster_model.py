@@ -1,0 +1,160 @@
+"""The cluster model through the API: layouts, performance, goodput and the cluster size chosen."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from service.services.catalog import load_builtin_hardware
+from tests.problems import assert_problem
+
+LLAMA3_405B = {
+    "layers": 126,
+    "d_model": 16384,
+    "heads": 128,
+    "kv_heads": 8,
+    "ffn": 53248,
+    "activation": "swiglu",
+    "vocabulary": 128256,
+    "sequence_length": 8192,
+}
+
+
+@pytest.fixture
+def catalog(session):
+    load_builtin_hardware(session)
+
+
+def estimate(client, **body):
+    body = {"hardware": "h100-sxm", **body}
+    return client.post("/v1/estimates", json=body)
+
+
+def codes(body) -> list[str]:
+    return [warning["code"] for warning in body["warnings"]]
+
+
+def test_llama3_405b_on_16384_h100_is_modelled_with_its_layout_breakdown_and_goodput(client, catalog):
+    response = estimate(client, params=405e9, tokens=15.6e12, accelerators=16384, shape=LLAMA3_405B)
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    performance = body["performance"]
+    assert performance["layout"]["tensor_parallel"] == 8
+    assert performance["layout"]["pipeline_parallel"] * performance["layout"]["data_parallel"] == 2048
+    assert sum(performance["breakdown"].values()) == pytest.approx(performance["step_seconds"])
+    assert 0.3 <= performance["mfu"] <= 0.5
+    assert body["mfu"] == performance["mfu"]
+    assert performance["alternatives"]
+    assert performance["layouts_evaluated"] >= performance["layouts_fitting"] > 0
+    assert 0.8 < performance["goodput"]["useful_fraction"] < 1
+    assert performance["goodput"]["interruptions"] > 100
+    # Days and accelerator-hours follow from the steps, the step time and goodput.
+    wall = performance["training_seconds"] / performance["goodput"]["useful_fraction"]
+    assert body["seconds"] == pytest.approx(wall)
+    assert body["accelerator_hours"] == pytest.approx(16384 * wall / 3600)
+    assert performance["steps"] * performance["step_seconds"] == pytest.approx(
+        performance["training_seconds"]
+    )
+    assert body["memory"]["fits"]
+    assert performance["shape"]["params"] == pytest.approx(405.9e9, rel=1e-3)
+    assert "assumed_shape" not in codes(body)
+
+
+def test_a_given_mfu_overrides_the_model_and_says_so(client, catalog):
+    body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, mfu=0.4).get_json()
+    assert body["performance"] is None
+    assert body["mfu"] == 0.4
+    assert "mfu_given" in codes(body)
+    flops = 6 * 7e9 * 1.4e11
+    assert body["seconds"] == pytest.approx(flops / (64 * 989.4e12 * 0.4))
+
+
+def test_without_a_shape_one_is_assumed_and_said(client, catalog):
+    body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64).get_json()
+    assert "assumed_shape" in codes(body)
+    assert body["performance"]["shape"]["params"] == pytest.approx(7e9, rel=0.25)
+
+
+def test_the_top_level_tensor_parallel_still_works_as_a_layout_field_with_a_deprecation(client, catalog):
+    body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, tensor_parallel=2).get_json()
+    assert body["performance"]["layout"]["tensor_parallel"] == 2
+    deprecated = next(w for w in body["warnings"] if w["code"] == "deprecated_field")
+    assert deprecated["details"]["use"] == ["layout.tensor_parallel"]
+
+
+def test_given_layout_fields_are_kept_and_the_rest_searched(client, catalog):
+    layout = {"tensor_parallel": 4, "recomputation": "full", "global_batch": 512}
+    body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, layout=layout).get_json()
+    chosen = body["performance"]["layout"]
+    assert (chosen["tensor_parallel"], chosen["recomputation"], chosen["global_batch"]) == (4, "full", 512)
+    assert chosen["tensor_parallel"] * chosen["pipeline_parallel"] * chosen["data_parallel"] == 64
+
+
+def test_without_accelerators_the_fewest_that_finish_by_the_deadline_are_chosen(client, catalog):
+    body = estimate(client, params=70e9, tokens=1.4e12, days=30).get_json()
+    assert body["performance"]["sizing"]["chosen_by"] == "days"
+    assert body["days"] <= 30
+    assert body["accelerators"] % 8 == 0
+
+
+def test_five_million_dollars_and_60_days_on_h100s_buy_a_model_a_cluster_and_a_layout(client, catalog):
+    response = client.post(
+        "/v1/allocations",
+        json={
+            "cost": "5000000",
+            "currency": "USD",
+            "days": 60,
+            "hardware": "h100-sxm",
+            "law": "chinchilla-2022",
+        },
+    )
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    run = body["estimate"]
+    assert run["performance"]["sizing"]["chosen_by"] == "budget"
+    assert Decimal(run["cost"]) <= Decimal("5000000")
+    assert run["days"] <= 60
+    assert body["params"] > 1e10
+    assert run["accelerators"] > 8
+    binding = [limit["kind"] for limit in body["limits"] if limit["binding"]]
+    assert binding in (["cost"], ["days"])
+
+
+@pytest.mark.parametrize(
+    ("layout", "pointer", "says"),
+    [
+        ({"tensor_parallel": 5}, "/layout/tensor_parallel", "1, 2, 4, 8"),
+        ({"pipeline_parallel": 200}, "/layout/pipeline_parallel", "layers (126)"),
+        (
+            {"tensor_parallel": 8, "pipeline_parallel": 16, "data_parallel": 4, "context_parallel": 1},
+            "/layout",
+            "512",
+        ),
+        ({"data_parallel": 64, "global_batch": 128, "micro_batch": 3}, "/layout/micro_batch", "1, 2"),
+    ],
+)
+def test_a_layout_that_cannot_run_is_a_422_naming_the_field(client, catalog, layout, pointer, says):
+    response = estimate(
+        client, params=405e9, tokens=1e12, accelerators=1024, shape=LLAMA3_405B, layout=layout
+    )
+    problem = assert_problem(response, 422)
+    (error,) = problem["errors"]
+    assert error["pointer"] == f"#{pointer}"
+    assert says in error["detail"]
+
+
+def test_a_model_no_layout_fits_is_a_422_saying_what_would(client, catalog):
+    response = estimate(client, params=405e9, tokens=1e12, accelerators=8, shape=LLAMA3_405B)
+    problem = assert_problem(response, 422)
+    (error,) = problem["errors"]
+    assert error["pointer"] == "#/layout"
+    assert "would fit" in error["detail"]
+
+
+def test_a_given_mfu_without_accelerators_runs_on_the_count_the_model_chooses(client, catalog):
+    body = estimate(client, params=70e9, tokens=1.4e12, mfu=0.4, days=30).get_json()
+    assert body["performance"] is None
+    assert body["mfu"] == 0.4
+    assert body["accelerators"] % 8 == 0
+    assert "mfu_given" in codes(body)
