@@ -55,13 +55,13 @@ def test_runs_far_off_the_law_that_sway_it_are_named_and_the_law_refitted_withou
     # With them the fit calls for about a third of the tokens per parameter at 1e24 FLOPs it does without.
     assert result.tokens_per_param[1e24] < 6
     assert influence.tokens_per_param_without[1e24] > 15
-    # Without them is a fit of the other runs, as fitting those alone gives it: to a few parts in a thousand,
-    # since two descents stop at different points of the flat valley where A and alpha trade off (0.12%
-    # apart with numpy 2.4.6 and scipy 1.17.1), against a factor of 3 between with and without them.
+    # Without them is a fit of the other runs, as fitting those alone gives it: both descend to the optimum
+    # itself (REFIT_TOLERANCE), not to wherever in the flat valley of A and alpha a descent happened to stop
+    # (which the last bits of a BLAS sum moved 0.12% when the fit stopped on the grid's rule).
     kept = np.setdiff1d(np.arange(n.size), [36, 37])
     alone = fit.fit_law(n[kept], d[kept], loss[kept])
     for budget, ratio in alone.tokens_per_param.items():
-        assert influence.tokens_per_param_without[budget] == pytest.approx(ratio, rel=5e-3)
+        assert influence.tokens_per_param_without[budget] == pytest.approx(ratio, rel=1e-6)
     assert influence.law_without.beta == pytest.approx(alone.law.beta, abs=1e-4)
 
 
