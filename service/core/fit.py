@@ -9,7 +9,8 @@ stops L-BFGS early (the flaw Besiroglu et al. found in the original fit).
 The procedure starts L-BFGS from every point of a grid (alpha, beta in {0, 0.5, ..., 2}, e in {-1, -0.5,
 ..., 1}, a, b in {0, 5, ..., 25}: 4 500 starts) and keeps the best end point. All starts are optimised
 together: one vectorised objective-and-gradient evaluation serves every start, and each start keeps its own
-L-BFGS memory, step length and convergence test, so the result is that of 4 500 independent runs.
+L-BFGS memory, step length and convergence test, so the result is that of 4 500 independent runs. A law
+fitted to runs (fit_law) goes on from the best few end points to the optimum itself (see _solve).
 """
 
 from __future__ import annotations
@@ -311,7 +312,7 @@ MIN_MODEL_SIZES = 3
 MAX_RUNS = 100_000
 TOKENS_PER_PARAM_BUDGETS = (1e20, 1e22, 1e24)  # where a fitted law's implied ratio D/N is reported
 GRID_RUNS = 1_000  # above this many runs the grid is searched on a subsample (see _solve)
-REFINED = 8  # end points of the subsample's grid search descended again on every run
+REFINED = 8  # best distinct end points of the grid search descended on to the optimum (see _solve)
 
 
 @dataclass(frozen=True)
@@ -385,17 +386,25 @@ def _tokens_per_param(law: ScalingLaw) -> dict[float, float]:
 
 
 def _solve(log_n: np.ndarray, log_d: np.ndarray, log_loss: np.ndarray) -> Solution:
-    """The published procedure, the 4 500-start grid on every run, up to GRID_RUNS runs.
+    """The published procedure, the 4 500-start grid, then its REFINED best distinct end points descended on
+    every run to REFIT_TOLERANCE; the best of those.
 
-    Beyond, the grid is searched on a fixed random subsample of GRID_RUNS runs, and its REFINED best distinct
-    end points are then descended on every run. A subsample moves the minima a little, not to other basins,
-    so this finds the same optimum at a small fraction of the cost: the grid's cost grows with the runs,
-    about 2 s per 240 runs on two cores, which would be ten minutes for 100 000.
+    The grid's descents stop when a step gains less than RELATIVE_DECREASE, which in the flat valley where A
+    and alpha (and B and beta) trade off is well short of the optimum, at a point that rounding decides: the
+    last bits of a sum (which BLAS kernel the CPU gets) move the best end point by a few parts in a thousand
+    on one sweep, and its tokens per parameter at 1e24 FLOPs by 10% on another. Descending on from there
+    reaches the optimum itself, which rounding does not move, and costs little: a few starts.
+
+    Up to GRID_RUNS runs the grid is searched on every run. Beyond, it is searched on a fixed random
+    subsample of GRID_RUNS runs: a subsample moves the minima a little, not to other basins, so this finds the
+    same optimum at a small fraction of the cost: the grid's cost grows with the runs, about 2 s per 240 runs
+    on two cores, which would be ten minutes for 100 000.
     """
     if log_n.size <= GRID_RUNS:
-        return minimise(log_n, log_d, log_loss)
-    pick = np.sort(np.random.default_rng(0).choice(log_n.size, GRID_RUNS, replace=False))
-    rough = minimise(log_n[pick], log_d[pick], log_loss[pick])
+        rough = minimise(log_n, log_d, log_loss)
+    else:
+        pick = np.sort(np.random.default_rng(0).choice(log_n.size, GRID_RUNS, replace=False))
+        rough = minimise(log_n[pick], log_d[pick], log_loss[pick])
     starts = _distinct_best(rough.ends, REFINED)
 
     def evaluate(rows: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -403,6 +412,13 @@ def _solve(log_n: np.ndarray, log_d: np.ndarray, log_loss: np.ndarray) -> Soluti
 
     ends = _descend(
         evaluate, starts.copy(), MAX_ITERATIONS, from_grid=False, gradient_tolerance=REFIT_TOLERANCE
+    )
+    # Runs too few to pin the law down (5 runs, 5 coefficients) leave valleys that fall forever towards an
+    # exponent of hundreds: a descent run on along one ends outside what the engine accepts, and is no
+    # candidate (nor a start for the bootstrap or the leave-out refits).
+    usable = np.array([_law_of(x) is not None for x in ends.x])
+    ends = _Ends(
+        x=ends.x, f=np.where(usable, ends.f, np.inf), converged=ends.converged, iterations=ends.iterations
     )
     best = int(np.argmin(ends.f))
     return Solution(

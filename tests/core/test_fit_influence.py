@@ -55,13 +55,13 @@ def test_runs_far_off_the_law_that_sway_it_are_named_and_the_law_refitted_withou
     # With them the fit calls for about a third of the tokens per parameter at 1e24 FLOPs it does without.
     assert result.tokens_per_param[1e24] < 6
     assert influence.tokens_per_param_without[1e24] > 15
-    # Without them is a fit of the other runs, as fitting those alone gives it: to a few parts in a thousand,
-    # since two descents stop at different points of the flat valley where A and alpha trade off (0.12%
-    # apart with numpy 2.4.6 and scipy 1.17.1), against a factor of 3 between with and without them.
+    # Without them is a fit of the other runs, as fitting those alone gives it: both descend to the optimum
+    # itself (REFIT_TOLERANCE), not to wherever in the flat valley of A and alpha a descent happened to stop
+    # (which the last bits of a BLAS sum moved 0.12% when the fit stopped on the grid's rule).
     kept = np.setdiff1d(np.arange(n.size), [36, 37])
     alone = fit.fit_law(n[kept], d[kept], loss[kept])
     for budget, ratio in alone.tokens_per_param.items():
-        assert influence.tokens_per_param_without[budget] == pytest.approx(ratio, rel=5e-3)
+        assert influence.tokens_per_param_without[budget] == pytest.approx(ratio, rel=1e-6)
     assert influence.law_without.beta == pytest.approx(alone.law.beta, abs=1e-4)
 
 
@@ -83,7 +83,15 @@ def test_runs_are_not_left_out_when_too_few_would_remain_to_fit():
     runs = [0, 7, 14, 21, 28]  # the fewest a fit takes: five runs of five sizes
     n, d, loss = n[runs], d[runs], loss[runs].copy()
     loss[2] *= 1.5
-    assert fit.fit_law(n, d, loss).influence is None
+    # Five runs for five coefficients leave the fit no optimum to converge to (a descent runs on towards
+    # exponents of hundreds), and an unconverged fit names no run anyway: the rule is tried on the grid's best
+    # end point, which stops converged, as the fit did before it descended on from there.
+    solution = fit.minimise(np.log(n), np.log(d), np.log(loss))
+    assert solution.converged
+    law = fit._law_of(solution.theta)
+    residual = np.log(law.E + law.A / n**law.alpha + law.B / d**law.beta) - np.log(loss)
+    assert abs(residual[2]) > fit.OUTLIER_FLOOR  # run 2 is far off the law: left out, were runs enough left
+    assert fit.influence_of_outliers(n, d, loss, solution, residual) is None
 
 
 def test_an_unconverged_fit_names_no_run(monkeypatch):
@@ -133,15 +141,21 @@ def test_outliers_that_barely_move_the_allocation_are_no_warning():
     assert caveats.influential_runs(result) == []
 
 
-def test_a_fit_stopped_short_of_its_optimum_does_not_blame_its_runs_for_the_rest_of_the_way():
-    # 4 IsoFLOP profiles of 7 sizes: on a line N·D = C each, they leave the parametric law a flat valley, and
-    # the best of the 50 starts stops far short of its optimum (61 tokens per parameter at 1e24 FLOPs, 16 at
-    # the optimum). The law without the worst run is 14: the runs moved it that little, the descent the rest.
+def test_a_fit_stopped_short_of_its_optimum_does_not_blame_its_runs_for_the_rest_of_the_way(monkeypatch):
+    # 4 IsoFLOP profiles of 7 sizes: on a line N·D = C each, they leave the parametric law a flat valley. The
+    # best of the 50 starts stops far short of its optimum (61 tokens per parameter at 1e24 FLOPs), and the
+    # fit goes on from there to the optimum (16, as the law the runs were drawn from).
     law = fit.ScalingLaw(**TRUE)
     budgets = np.geomspace(1e18, 1e21, 4)
     n = np.concatenate([law.optimal_params(c) * np.geomspace(0.25, 4, 7) for c in budgets])
     d = np.repeat(budgets, 7) / (6 * n)
     loss = true_loss(n, d) * np.exp(np.random.default_rng(1).normal(0.0, 0.005, n.size))
+    truth = law.optimal_tokens(1e24) / law.optimal_params(1e24)
+    assert fit.fit_law(n, d, loss).tokens_per_param[1e24] == pytest.approx(truth, rel=0.05)
+    # A fit stopped there all the same (the grid's best end point, not descended on) is compared with its runs
+    # refitted from that point, not with where it stopped: the law without the worst run is 14, so the runs
+    # moved it that little, and the descent the rest.
+    monkeypatch.setattr(fit, "_solve", fit.minimise)
     result = fit.fit_law(n, d, loss)
     assert result.tokens_per_param[1e24] > 2 * result.influence.tokens_per_param_with[1e24]
     assert caveats.influential_runs(result) == []
