@@ -269,19 +269,20 @@ def estimate(
         assert on.mfu is not None
         mfu = on.mfu
         runtime = cluster.training_runtime(flops, on.accelerators, on.peak_flops_per_second, mfu)
+        fixed = on.fixed_layout  # the layout given, as far as the memory of plans at an MFU counts it
         memory = cluster.training_memory(
             params,
             on.hardware.memory_bytes,
-            data_parallel=on.data_parallel,
-            zero_stage=on.zero_stage or 0,
+            data_parallel=on.accelerators // fixed.get("tensor_parallel", 1),
+            zero_stage=fixed.get("zero_stage", 0),
             optimizer=on.optimizer,
             precision=on.precision,
             shape=on.shape,
-            recomputation=on.recomputation or "none",
-            tensor_parallel=on.tensor_parallel or 1,
-            sequence_parallel=True if on.sequence_parallel is None else on.sequence_parallel,
+            recomputation=fixed.get("recomputation", "none"),
+            tensor_parallel=fixed.get("tensor_parallel", 1),
+            sequence_parallel=fixed.get("sequence_parallel", True),
         )
-        hardware_flops = flops * cluster.recomputation_flops_factor(on.recomputation or "none")
+        hardware_flops = flops * cluster.recomputation_flops_factor(fixed.get("recomputation", "none"))
         notes += [*caveats.unusual_mfu(mfu), caveats.mfu_given(mfu)]
         notes += _does_not_fit(memory, on)
     cost = None if price is None else cluster.training_cost(runtime.accelerator_hours, price)
@@ -401,12 +402,14 @@ def _machine(on: Cluster) -> tuple[performance.Machine, bool]:
     return machine, any(value is None for value in (*given, hardware.memory_bandwidth_bytes_per_second))
 
 
-def _default_global_batch(params: float, tokens: float, shape: cluster.ModelShape) -> int:
+def _default_global_batch(params: float, tokens: float, shape: ModelShape) -> int:
     """Sequences per step when the layout does not fix them: DeepSeek LLM's near-optimal batch for the run's
-    compute (core/hyper.py), in whole sequences, and no more than the run has."""
+    compute (core/hyper.py) in sequences, at the nearest power of two (as runs choose them, so that they
+    divide among data-parallel replicas and micro-batches), and no more than the run has."""
     batch_tokens = hyperparameters_for(6 * params * tokens).batch_tokens
-    sequences = max(1, round(batch_tokens / shape.sequence_length))
-    return int(min(sequences, max(1, tokens // shape.sequence_length)))
+    sequences = max(1.0, batch_tokens / shape.sequence_length)
+    power = 2 ** round(math.log2(sequences))
+    return int(max(1, min(power, tokens // shape.sequence_length)))
 
 
 def _memory_of(step: performance.Step, on: Cluster) -> MemoryEstimate:
@@ -541,7 +544,7 @@ CLUSTER_LIMITS = ("cost", "accelerator_hours", "days")
 # The search for the utilisation the cluster model achieves on the allocation a budget buys stops when two
 # rounds agree this closely; a plan never exceeds a limit, whatever the last round.
 UTILISATION_TOLERANCE = 0.005
-MAX_ROUNDS = 12
+MAX_ROUNDS = 24
 
 
 def plan(
@@ -605,13 +608,15 @@ def plan(
 
 
 def _plan_at_achieved_rate(budget: Budget, on: Cluster, arguments: dict[str, Any]) -> Plan:
-    """Plan at a utilisation, model the run, and plan again at the utilisation achieved, until they agree;
-    of the plans within every limit, the one that trains on the most compute.
+    """The plan that trains on the most compute its modelled run keeps within every limit.
 
-    The achieved utilisation can jump where the best layout changes with the model's size, so the rounds may
-    not settle: the best plan within the limits is kept, and a round that went past a limit is followed by
-    one at a proportionally lower utilisation, so that some plan is always within them.
+    A utilisation r turns the limits into FLOPs; the model the budget then buys has a modelled run, which
+    keeps within the limits when r is at most what that run achieves. The largest such r is found by a
+    safeguarded search: the achieved utilisation (over the excess, when a limit was passed) is the next guess
+    when it falls inside the bracket known so far, the bracket's geometric middle otherwise. (Plain
+    repetition can oscillate: a larger model can be laid out less efficiently, and vice versa.)
     """
+    low, high = 0.0, 1.0
     rate = DEFAULT_MFU
     best: Plan | None = None
     for _ in range(MAX_ROUNDS):
@@ -622,11 +627,18 @@ def _plan_at_achieved_rate(budget: Budget, on: Cluster, arguments: dict[str, Any
             runtime.accelerator_hours * units.SECONDS_PER_HOUR * on.peak_flops_per_second
         )
         excess = _excess(budget, result.estimate)
-        if excess <= 1 and (best is None or result.allocation.flops > best.allocation.flops):
-            best = result
-        if excess <= 1 and abs(achieved / rate - 1) <= UTILISATION_TOLERANCE:
+        if excess <= 1:
+            low = rate
+            if best is None or result.allocation.flops > best.allocation.flops:
+                best = result
+            if excess >= 1 - UTILISATION_TOLERANCE:
+                break
+        else:
+            high = rate
+        if high / max(low, 1e-300) <= 1 + UTILISATION_TOLERANCE:
             break
-        rate = achieved / excess * (1 - UTILISATION_TOLERANCE) if excess > 1 else achieved
+        guess = achieved / excess
+        rate = guess if low < guess < high else (math.sqrt(low * high) if low > 0 else high / 4)
     if best is None:
         raise v.InvalidInput(
             "budget", "no plan within the limits was found at the utilisation the cluster model achieves"

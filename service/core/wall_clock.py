@@ -6,6 +6,7 @@ steps, divided by the useful fraction, is the wall-clock time; accelerator-hours
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,57 +38,57 @@ def assumed_shape(
     params: float, *, sequence_length: int = ASSUMED_SEQUENCE_LENGTH, heads_multiple: int = 1
 ) -> ModelShape:
     """A plausible decoder shape of about `params` parameters (see ASSUMED_ASPECT_RATIO), whose heads are a
-    multiple of `heads_multiple` (a tensor-parallel degree the request fixes)."""
-    N = v.positive("params", params)
-    step = v.whole("tensor_parallel", heads_multiple)
-    best: ModelShape | None = None
-    # Layer counts in multiples of 8 past 8, so that the heads (one per layer) split over a node's 8
-    # accelerators as real models' do.
-    for layers in [*range(1, 8), *range(8, 1025, 8)]:
-        heads = step * max(1, round(layers / step))
-        shape = ModelShape(
-            layers=layers,
-            d_model=ASSUMED_HEAD_DIMENSION * heads,
-            heads=heads,
-            sequence_length=sequence_length,
-            vocabulary=ASSUMED_VOCABULARY,
-        )
-        if best is None or abs(math.log(shape.params / N)) < abs(math.log(best.params / N)):
-            best = shape
-        if shape.params > N:
-            break
-    assert best is not None
-    return best
+    multiple of 8 and of `heads_multiple` (a tensor-parallel degree the request fixes)."""
+    template = ModelShape(
+        layers=1,
+        d_model=ASSUMED_HEAD_DIMENSION,
+        heads=1,
+        sequence_length=sequence_length,
+        vocabulary=ASSUMED_VOCABULARY,
+    )
+    return _sized(template, params, ASSUMED_ASPECT_RATIO, math.lcm(8, heads_multiple))
 
 
 def scaled_shape(shape: ModelShape, params: float, *, heads_multiple: int = 1) -> ModelShape:
     """`shape` grown or shrunk to about `params` parameters: its head size, key/value grouping, MLP ratio,
-    activation, vocabulary and context kept, its layers and width scaled together (width/layers as given),
-    the key/value heads a multiple of `heads_multiple` (a tensor-parallel degree the request fixes)."""
+    activation, vocabulary, context and width-to-depth ratio kept, the key/value heads a multiple of
+    `heads_multiple` (a tensor-parallel degree the request fixes)."""
+    group = shape.heads // shape.key_value_heads
+    return _sized(shape, params, shape.d_model / shape.layers, group * heads_multiple)
+
+
+def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) -> ModelShape:
+    """The shape of `template`'s proportions closest to `params` parameters: for each head count (a
+    multiple of `heads_step`), the layer count that comes closest, within a factor of 2 of the aspect ratio
+    width/layers; the closest of those, the aspect nearest on a tie. Layers are free, so the parameters come
+    within a layer's worth (the steps of a fixed aspect ratio, N ∝ L³, are 40% apart at 40 layers)."""
     N = v.positive("params", params)
-    head = shape.d_model // shape.heads
-    group = shape.heads // shape.key_value_heads * v.whole("tensor_parallel", heads_multiple)
-    ratio = shape.ffn_width / shape.d_model
-    aspect = shape.d_model / shape.layers
-    best = shape
-    for layers in range(1, 4097):
-        heads = max(group, round(aspect * layers / head / group) * group)
+    head = template.d_model // template.heads
+    group = template.heads // template.key_value_heads
+    ratio = template.ffn_width / template.d_model
+    best: tuple[bool, float, float, ModelShape] | None = None
+    heads = heads_step
+    while heads * head <= 2 * 1024 * aspect:
         width = heads * head
-        candidate = ModelShape(
-            layers=layers,
+        unit = ModelShape(
+            layers=1,
             d_model=width,
             heads=heads,
-            kv_heads=heads // (shape.heads // shape.key_value_heads),
+            kv_heads=heads // group,
             ffn=max(1, round(ratio * width)),
-            activation=shape.activation,
-            vocabulary=shape.vocabulary,
-            sequence_length=shape.sequence_length,
+            activation=template.activation,
+            vocabulary=template.vocabulary,
+            sequence_length=template.sequence_length,
         )
-        if abs(math.log(candidate.params / N)) < abs(math.log(best.params / N)):
-            best = candidate
-        if candidate.params > N:
-            break
-    return best
+        layers = max(1, round((N - unit.embedding_params) / unit.layer_params))
+        shape = dataclasses.replace(unit, layers=layers)
+        skew = abs(math.log(width / layers / aspect))
+        score = (skew > math.log(2), abs(math.log(shape.params / N)), skew, shape)
+        if best is None or score[:3] < best[:3]:
+            best = score
+        heads += heads_step
+    assert best is not None
+    return best[3]
 
 
 @dataclass(frozen=True)

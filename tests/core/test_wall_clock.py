@@ -10,12 +10,22 @@ from service.core.validation import InvalidInput
 from service.core.wall_clock import Reliability, assumed_shape, choose_accelerators, run_on_cluster
 
 
-@pytest.mark.parametrize("params", [1e8, 7e9, 70e9, 405e9, 1e12])
-def test_an_assumed_shape_has_about_the_parameters_asked_for(params):
+@pytest.mark.parametrize("params", [1e9, 7e9, 44e9, 70e9, 405e9, 1e12])
+def test_an_assumed_shape_has_the_parameters_asked_for_in_plausible_proportions(params):
     shape = assumed_shape(params)
-    assert shape.params == pytest.approx(params, rel=0.25)
-    assert shape.d_model == 128 * shape.layers
-    assert shape.d_model % shape.heads == 0
+    assert shape.params == pytest.approx(params, rel=0.05)
+    assert 64 <= shape.d_model / shape.layers <= 256
+    assert shape.heads % 8 == 0
+    assert shape.d_model == 128 * shape.heads
+
+
+def test_a_shape_of_another_size_is_scaled_keeping_its_proportions():
+    scaled = wall_clock.scaled_shape(LLAMA3_405B, 70e9)
+    assert scaled.params == pytest.approx(70e9, rel=0.05)
+    assert scaled.d_model // scaled.heads == 128
+    assert scaled.heads // scaled.key_value_heads == 16
+    assert scaled.ffn_width / scaled.d_model == pytest.approx(53248 / 16384, rel=0.01)
+    assert (scaled.activation, scaled.vocabulary, scaled.sequence_length) == ("swiglu", 128256, 8192)
 
 
 def test_llama3_405b_on_16384_h100_takes_about_the_54_days_meta_reports():
