@@ -586,16 +586,37 @@ def plan(
         return plan_on(on)
     machine, _ = _machine(on)
     most = on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS
-    best: Plan | None = None
-    tried = 0
-    for count in wall_clock.candidate_counts(machine.accelerators_per_node, most):
-        try:
-            candidate = plan_on(replace(on, accelerators=count))
-        except v.InvalidInput:
-            continue
-        tried += 1
-        if best is None or candidate.allocation.flops > best.allocation.flops * (1 + 1e-3):
-            best = candidate
+    counts = wall_clock.candidate_counts(machine.accelerators_per_node, most)
+    plans: dict[int, Plan | None] = {}
+
+    def plan_at(index: int) -> Plan | None:
+        if index not in plans:
+            try:
+                plans[index] = plan_on(replace(on, accelerators=counts[index]))
+            except v.InvalidInput:
+                plans[index] = None
+        return plans[index]
+
+    def flops_at(index: int) -> float:
+        found = plan_at(index)
+        return -1.0 if found is None else found.allocation.flops
+
+    # The compute a count's limits buy rises with the count while the deadline binds and falls slowly once
+    # money does: every doubling first, then every count around the best doubling.
+    step = wall_clock.COUNT_STEPS_PER_DOUBLING
+    coarse = sorted({*range(0, len(counts), step), len(counts) - 1})
+    around = max(coarse, key=lambda index: (flops_at(index), -index))
+    for index in range(max(0, around - step + 1), min(len(counts), around + step)):
+        flops_at(index)
+    tried = sum(found is not None for found in plans.values())
+    candidates = [found for found in plans.values() if found is not None]
+    # Most compute; of counts within 0.1% of it, the fewest accelerators.
+    most_flops = max((found.allocation.flops for found in candidates), default=0.0)
+    best = min(
+        (found for found in candidates if found.allocation.flops >= most_flops * (1 - 1e-3)),
+        key=lambda found: found.estimate.accelerators if found.estimate is not None else 0,
+        default=None,
+    )
     if best is None or best.estimate is None:
         raise v.InvalidInput(
             "max_accelerators",
