@@ -116,10 +116,11 @@ class Cluster:
     @property
     def data_parallel(self) -> int:
         """Under a given MFU: accelerators over the tensor-parallel degree."""
-        t = self.tensor_parallel or 1
+        t = self.fixed_layout.get("tensor_parallel", 1)
         count = self.accelerators or 1
         if count % t:
-            raise v.InvalidInput("tensor_parallel", f"must divide accelerators ({count}), got {t}")
+            where = "layout.tensor_parallel" if "tensor_parallel" in self.layout else "tensor_parallel"
+            raise v.InvalidInput(where, f"must divide accelerators ({count}), got {t}")
         return count // t
 
 
@@ -273,7 +274,7 @@ def estimate(
         memory = cluster.training_memory(
             params,
             on.hardware.memory_bytes,
-            data_parallel=on.accelerators // fixed.get("tensor_parallel", 1),
+            data_parallel=on.data_parallel,
             zero_stage=fixed.get("zero_stage", 0),
             optimizer=on.optimizer,
             precision=on.precision,
