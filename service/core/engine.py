@@ -116,7 +116,7 @@ class Cluster:
     @property
     def data_parallel(self) -> int:
         """Under a given MFU: accelerators over the tensor-parallel degree."""
-        t = self.fixed_layout.get("tensor_parallel", 1)
+        t = int(self.fixed_layout.get("tensor_parallel", 1))
         count = self.accelerators or 1
         if count % t:
             where = "layout.tensor_parallel" if "tensor_parallel" in self.layout else "tensor_parallel"
