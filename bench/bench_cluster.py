@@ -22,25 +22,15 @@ import requests
 
 from bench.bench_plans import AUTH, scratch_database, serving
 from bench.machine import describe
-from bench.published_runs import LLAMA3_405B, LLAMA3_CLUSTER
+from bench.published_runs import LLAMA3_405B, LLAMA3_405B_FIELDS, LLAMA3_CLUSTER
 from service.core import performance
 
-LLAMA3_SHAPE = {
-    "layers": 126,
-    "d_model": 16384,
-    "heads": 128,
-    "kv_heads": 8,
-    "ffn": 53248,
-    "activation": "swiglu",
-    "vocabulary": 128256,
-    "sequence_length": 8192,
-}
 ESTIMATE = {
     "params": 405e9,
     "tokens": 15.6e12,
     "hardware": "h100-sxm",
     "accelerators": 16384,
-    "shape": LLAMA3_SHAPE,
+    "shape": LLAMA3_405B_FIELDS,
     "layout": {"global_batch": 2048},
 }
 SIZED = {"params": 70e9, "tokens": 1.4e12, "hardware": "h100-sxm", "days": 30}

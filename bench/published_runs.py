@@ -22,6 +22,7 @@ Sources:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from service.core.cluster import ModelShape
@@ -130,29 +131,22 @@ def _korthikanti(  # noqa: PLR0917 -- a row of Korthikanti et al. 2022, Table 5,
     return runs
 
 
-LLAMA3_405B = ModelShape(
-    layers=126,
-    d_model=16_384,
-    heads=128,
-    kv_heads=8,
-    ffn=53_248,
-    activation="swiglu",
-    vocabulary=128_256,
-    sequence_length=8192,
-)
+# Llama 3 405B (Llama 3 paper, Table 3), as a request's `shape` gives it.
+LLAMA3_405B_FIELDS = {
+    "layers": 126,
+    "d_model": 16_384,
+    "heads": 128,
+    "kv_heads": 8,
+    "ffn": 53_248,
+    "activation": "swiglu",
+    "vocabulary": 128_256,
+    "sequence_length": 8192,
+}
+LLAMA3_405B = ModelShape(**LLAMA3_405B_FIELDS)  # type: ignore[arg-type]
 
 
 def _llama3(gpus: int, cp: int, dp: int, sequence: int, tflops: float) -> Run:
-    shape = ModelShape(
-        layers=126,
-        d_model=16_384,
-        heads=128,
-        kv_heads=8,
-        ffn=53_248,
-        activation="swiglu",
-        vocabulary=128_256,
-        sequence_length=sequence,
-    )
+    shape = dataclasses.replace(LLAMA3_405B, sequence_length=sequence)
     batch = 16 * 2**20 // sequence  # 16M tokens a step
     layout = Layout(
         tensor_parallel=8,

@@ -6,19 +6,9 @@ from decimal import Decimal
 
 import pytest
 
+from bench.published_runs import LLAMA3_405B_FIELDS
 from service.services.catalog import load_builtin_hardware
 from tests.problems import assert_problem
-
-LLAMA3_405B = {
-    "layers": 126,
-    "d_model": 16384,
-    "heads": 128,
-    "kv_heads": 8,
-    "ffn": 53248,
-    "activation": "swiglu",
-    "vocabulary": 128256,
-    "sequence_length": 8192,
-}
 
 
 @pytest.fixture
@@ -36,7 +26,7 @@ def codes(body) -> list[str]:
 
 
 def test_llama3_405b_on_16384_h100_is_modelled_with_its_layout_breakdown_and_goodput(client, catalog):
-    response = estimate(client, params=405e9, tokens=15.6e12, accelerators=16384, shape=LLAMA3_405B)
+    response = estimate(client, params=405e9, tokens=15.6e12, accelerators=16384, shape=LLAMA3_405B_FIELDS)
     assert response.status_code == 200, response.get_json()
     body = response.get_json()
     performance = body["performance"]
@@ -136,7 +126,7 @@ def test_five_million_dollars_and_60_days_on_h100s_buy_a_model_a_cluster_and_a_l
 )
 def test_a_layout_that_cannot_run_is_a_422_naming_the_field(client, catalog, layout, pointer, says):
     response = estimate(
-        client, params=405e9, tokens=1e12, accelerators=1024, shape=LLAMA3_405B, layout=layout
+        client, params=405e9, tokens=1e12, accelerators=1024, shape=LLAMA3_405B_FIELDS, layout=layout
     )
     problem = assert_problem(response, 422)
     (error,) = problem["errors"]
@@ -145,7 +135,7 @@ def test_a_layout_that_cannot_run_is_a_422_naming_the_field(client, catalog, lay
 
 
 def test_a_model_no_layout_fits_is_a_422_saying_what_would(client, catalog):
-    response = estimate(client, params=405e9, tokens=1e12, accelerators=8, shape=LLAMA3_405B)
+    response = estimate(client, params=405e9, tokens=1e12, accelerators=8, shape=LLAMA3_405B_FIELDS)
     problem = assert_problem(response, 422)
     (error,) = problem["errors"]
     assert error["pointer"] == "#/layout"

@@ -214,5 +214,7 @@ def test_marshmallow_hands_number_fields_validated_the_raw_input():
     with pytest.raises(ma.ValidationError):
         _Integer(strict=True).deserialize(8.0)  # the strict check is in Integer._validated
 
-    assert _Float.handed == ["2.5"]  # as given, not yet converted: service/schemas/fields.py refuses text there
+    assert _Float.handed == [
+        "2.5"
+    ]  # as given, not yet converted: service/schemas/fields.py refuses text there
     assert _Integer.handed == [8, 8.0]
