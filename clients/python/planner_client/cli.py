@@ -66,8 +66,12 @@ RULE_FIELDS = (
 )
 CLUSTER_FIELDS = (
     ("hardware", str, "Hardware profile slug (planner hardware list), e.g. h100-sxm."),
-    ("accelerators", int, "Number of accelerators."),
-    ("mfu", float, "Model FLOPs utilisation, in (0, 1]; default 0.4."),
+    ("accelerators", int, "Number of accelerators; left out, the planner chooses the count."),
+    (
+        "mfu",
+        float,
+        "Model FLOPs utilisation, in (0, 1]: overrides the cluster model, which otherwise predicts it.",
+    ),
     ("precision", str, "Training precision: fp32, tf32, bf16 (default), fp16 or fp8."),
     ("price_per_hour", str, "Price per accelerator-hour, instead of the hardware's; with --currency."),
     ("currency", str, "ISO 4217 currency of --cost or --price-per-hour, e.g. USD."),
