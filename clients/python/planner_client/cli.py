@@ -603,6 +603,57 @@ def breakdown_table(performance: Json) -> str:
     )
 
 
+def layouts_table(performance: Json) -> str:
+    """The chosen layout, then the alternatives the search ranked next: a row each."""
+    chosen = {name: performance[name] for name in ("layout", "step_seconds", "mfu", "memory_bytes")}
+    ranked = [chosen, *performance["alternatives"]]
+    with_context = any(option["layout"].get("context_parallel", 1) != 1 for option in ranked)
+    seconds = _seconds_shown(performance["step_seconds"])
+    rows = []
+    for k, option in enumerate(ranked):
+        layout = option["layout"]
+        rows.append(
+            [
+                "chosen" if k == 0 else "",
+                layout["tensor_parallel"],
+                layout["pipeline_parallel"],
+                layout["data_parallel"],
+                *([layout.get("context_parallel", 1)] if with_context else []),
+                layout["micro_batch"],
+                layout["interleave"],
+                layout["recomputation"],
+                layout["zero_stage"],
+                f"{layout['global_batch']:,}",
+                seconds(option["step_seconds"]),
+                f"{option['mfu'] * 100:.1f}",
+                f"{option['memory_bytes'] / 1e9:.1f}",
+            ]
+        )
+    headers = ["", "TP", "PP", "DP", *(["CP"] if with_context else []), "micro-batch", "interleave"]
+    headers += ["recomputation", "ZeRO", "global batch", "step s", "MFU %", "memory GB"]
+    align = ["left", *["right"] * (len(headers) - 1)]
+    align[headers.index("recomputation")] = "left"
+    return tabulate(rows, headers, tablefmt="simple", disable_numparse=True, colalign=align)
+
+
+def layout_rows(estimate: Json) -> Rows:
+    performance = estimate["performance"]
+    layout = performance["layout"]
+    step = f"{_plain(performance['step_seconds'])} s at {_percent(performance['mfu'])} MFU"
+    searched = (
+        f"{performance['layouts_evaluated']:,} evaluated, {performance['layouts_fitting']:,} fit in memory"
+    )
+    rows = [
+        ["layout", layout_line(layout)],
+        ["global batch", f"{layout['global_batch']:,} sequences"],
+        ["step", step],
+        ["accelerators", accelerators_text(estimate)],
+    ]
+    if memory := estimate.get("memory"):
+        rows.append(["memory per accelerator", memory_text(memory)])
+    return [*rows, ["layouts", searched], *warning_rows(estimate)]
+
+
 def allocation_rows(body: Json) -> Rows:
     names = ("method", "params", "tokens", "tokens_per_param", "flops", "pf_days", "predicted_loss")
     rows = named_rows(body, names)
@@ -669,6 +720,8 @@ def allocate(body: Path | None, **options: Any) -> None:
 
 ESTIMATE_LAW = (("law", str, "Scaling law slug: the answer then predicts the model's loss."),)
 ESTIMATE_REQUEST = (MODEL_FIELDS, ESTIMATE_CLUSTER_FIELDS, ESTIMATE_LAW)
+# planner layout: what the cluster model searches, so not --mfu, which overrides the model.
+LAYOUT_REQUEST = (MODEL_FIELDS, tuple(f for f in ESTIMATE_CLUSTER_FIELDS if f[0] != "mfu"), ESTIMATE_LAW)
 CHECKPOINT_GB_PER_SECOND = {"checkpoint_write_gb_per_second": "checkpoint_write_bytes_per_second"}
 
 
@@ -703,6 +756,27 @@ def estimate(body: Path | None, **options: Any) -> None:
     if answer.get("performance") and not (chosen.json or chosen.get):
         click.echo()
         click.echo(breakdown_table(answer["performance"]))
+
+
+@planner.command()
+@modelled_options(*LAYOUT_REQUEST)
+@body_option
+def layout(body: Path | None, **options: Any) -> None:
+    """The parallel layout the cluster model chooses for training a given model (--params, --tokens) on a
+    cluster, and the alternatives it ranked next: the same options as estimate (but --mfu); layout options
+    given are kept, the others searched."""
+    answer = settings().client.estimate(**modelled_request(options, LAYOUT_REQUEST, body))
+    chosen = settings()
+    if chosen.json or chosen.get:
+        show(answer)
+        return
+    if not answer.get("performance"):
+        raise click.ClickException(
+            "the answer has no layout: an mfu in the request overrides the cluster model"
+        )
+    show(answer, layout_rows)
+    click.echo()
+    click.echo(layouts_table(answer["performance"]))
 
 
 # --- Organisations ---
