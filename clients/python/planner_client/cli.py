@@ -2,6 +2,9 @@
 
     export PLANNER_URL=http://127.0.0.1:8000 PLANNER_API_KEY=cpk_...
     planner allocate --pf-days 6000
+    planner estimate --params 70e9 --tokens 1.4e12 --hardware h100-sxm --days 30 --layers 80 --d-model 8192 \
+        --heads 64 --kv-heads 8 --sequence-length 8192
+    planner layout --params 70e9 --tokens 1.4e12 --hardware h100-sxm --accelerators 1024 --tensor-parallel 8
     planner plan create --organization acme --budget-id <id> --pf-days 6000 --hardware h100-sxm \
         --accelerators 1024
     planner plan commit <plan id>
