@@ -3,6 +3,10 @@ does, every command can answer in JSON, and figures read as people read them."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+
 import click
 import pytest
 
@@ -12,6 +16,7 @@ from planner_client import __version__, cli
 USE_CASES = [
     "allocate",
     "estimate",
+    "layout",
     "organization create",
     "organization list",
     "organization show",
@@ -190,3 +195,249 @@ def test_hardware_list_shows_per_node_and_each_way_links_in_gb_per_second(monkey
     assert row.split()[0] == "our-h100"
     assert "450 GB/s" in row
     assert "6.25 GB/s" in row
+
+
+# --- The cluster model: planner estimate and planner layout -------------------------------------------------
+
+
+def layout_document(**overrides) -> dict:
+    return {
+        "tensor_parallel": 8,
+        "pipeline_parallel": 16,
+        "data_parallel": 128,
+        "micro_batch": 1,
+        "global_batch": 2048,
+        "context_parallel": 1,
+        "interleave": 8,
+        "sequence_parallel": True,
+        "recomputation": "none",
+        "zero_stage": 1,
+        "flash_attention": True,
+        **overrides,
+    }
+
+
+# layout_document() as planner writes it.
+LAYOUT_LINE = "TP 8 · PP 16 · DP 128 · micro-batch 1 · interleave 8 · ZeRO 1 · no recomputation"
+
+
+def estimate_answer(**performance_overrides) -> dict:
+    """An answer of POST /v1/estimates as the cluster model gives it: a 20 s step, 64% of it computing."""
+    breakdown = {
+        "compute": 12.8,
+        "memory_bound": 0.4,
+        "tensor_parallel": 2.6,
+        "context_parallel": 0.0,
+        "pipeline_bubble": 3.2,
+        "pipeline_transfers": 0.2,
+        "data_parallel": 0.6,
+        "optimizer": 0.2,
+    }
+    alternative = {
+        "layout": layout_document(pipeline_parallel=32, data_parallel=64, recomputation="selective"),
+        "step_seconds": 21.5,
+        "mfu": 0.372,
+        "memory_bytes": 58.5e9,
+    }
+    return {
+        "params": 405e9,
+        "tokens": 15.6e12,
+        "days": 54.21,
+        "accelerator_hours": 21316000.0,
+        "accelerators": 16384,
+        "mfu": 0.4,
+        "cost": "146654080.00",
+        "currency": "USD",
+        "memory": {"total_bytes": 70.7e9, "capacity_bytes": 80e9, "fits": True},
+        "performance": {
+            "step_seconds": 20.0,
+            "steps": 7617,
+            "tokens_per_step": 16777216,
+            "mfu": 0.4,
+            "hfu": 0.412,
+            "breakdown": breakdown,
+            "layout": layout_document(),
+            "memory_bytes": 70.7e9,
+            "alternatives": [alternative],
+            "layouts_evaluated": 444,
+            "layouts_fitting": 125,
+            "goodput": {
+                "interruptions": 693.4,
+                "checkpoint_interval_seconds": 1137.5,
+                "useful_fraction": 0.838,
+            },
+            "sizing": None,
+            **performance_overrides,
+        },
+        "warnings": [],
+    }
+
+
+@pytest.fixture
+def sent(monkeypatch) -> dict:
+    """What planner sends to POST /v1/estimates; the server answers with estimate_answer()."""
+    request: dict = {}
+
+    def estimate(_client, **body):
+        request.update(body)
+        return estimate_answer()
+
+    monkeypatch.setattr(cli.PlannerClient, "estimate", estimate)
+    return request
+
+
+def named(table: str) -> dict[str, str]:
+    """A table of names and values, as planner prints an answer: its columns are two spaces or more apart."""
+    return dict(re.split(r"\s{2,}", line, maxsplit=1) for line in table.splitlines())
+
+
+LLAMA3_405B_OPTIONS = ["--params=405e9", "--tokens=15.6e12", "--hardware=h100-sxm", "--layers=126"]
+LLAMA3_405B_OPTIONS += [
+    "--d-model=16384",
+    "--heads=128",
+    "--kv-heads=8",
+    "--ffn=53248",
+    "--activation=swiglu",
+]
+LLAMA3_405B_OPTIONS += ["--vocabulary=128256", "--sequence-length=8192"]
+
+
+@pytest.mark.parametrize("command", ["estimate", "layout"])
+def test_shape_layout_and_reliability_options_are_sent_as_the_requests_objects(sent, command):
+    layout = ["--tensor-parallel=8", "--interleave=4", "--recomputation=selective", "--zero-stage=1"]
+    layout += ["--no-sequence-parallel", "--no-flash-attention"]
+    reliability = ["--checkpoint-write-gb-per-second=500", "--restart-seconds=300"]
+
+    code = cli.main([command, *LLAMA3_405B_OPTIONS, "--days=90", *layout, *reliability])
+
+    assert code == 0
+    assert sent == {
+        "params": 405e9,
+        "tokens": 15.6e12,
+        "hardware": "h100-sxm",
+        "days": 90.0,
+        "shape": {
+            "layers": 126,
+            "d_model": 16384,
+            "heads": 128,
+            "kv_heads": 8,
+            "ffn": 53248,
+            "activation": "swiglu",
+            "vocabulary": 128256,
+            "sequence_length": 8192,
+        },
+        "layout": {
+            "tensor_parallel": 8,
+            "interleave": 4,
+            "recomputation": "selective",
+            "zero_stage": 1,
+            "sequence_parallel": False,
+            "flash_attention": False,
+        },
+        "reliability": {"checkpoint_write_bytes_per_second": 500_000_000_000, "restart_seconds": 300.0},
+    }
+
+
+def test_layout_options_join_the_layout_of_body_and_win_over_it(sent, tmp_path):
+    body = tmp_path / "run.json"
+    body.write_text(json.dumps({"layout": {"tensor_parallel": 4, "micro_batch": 2}, "max_accelerators": 512}))
+
+    code = cli.main(["estimate", "--params=7e9", "--tokens=2e12", f"--body={body}", "--tensor-parallel=8"])
+
+    assert code == 0
+    assert sent["layout"] == {"tensor_parallel": 8, "micro_batch": 2}
+    assert sent["max_accelerators"] == 512
+
+
+def test_an_estimate_with_no_layout_option_sends_no_layout(sent):
+    assert cli.main(["estimate", "--params=7e9", "--tokens=2e12", "--hardware=h100-sxm"]) == 0
+    assert not {"layout", "shape", "reliability"} & set(sent)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_checkpoint_bandwidth_that_is_not_finite_is_refused_before_it_is_sent(monkeypatch, capsys, value):
+    monkeypatch.setattr(cli.PlannerClient, "estimate", lambda *_, **__: pytest.fail("sent"))
+
+    code = cli.main(
+        ["estimate", "--params=7e9", "--tokens=2e12", f"--checkpoint-write-gb-per-second={value}"]
+    )
+
+    assert code == 2
+    assert "--checkpoint-write-gb-per-second" in capsys.readouterr().err
+
+
+def test_estimate_prints_the_run_in_human_units_and_its_layout_in_one_line(sent, capsys):
+    assert cli.main(["estimate", *LLAMA3_405B_OPTIONS, "--accelerators=16384"]) == 0
+
+    shown = named(capsys.readouterr().out.split("\n\n")[0])
+    assert shown["days"] == "54.21 days"
+    assert shown["accelerator_hours"] == "21,316,000"
+    assert shown["accelerators"] == "16,384"
+    assert shown["cost"] == "146,654,080.00 USD"
+    assert (shown["MFU"], shown["HFU"]) == ("40.0%", "41.2%")
+    assert shown["layout"] == LAYOUT_LINE
+    assert shown["steps"] == "7,617 of 20 s, 2,048 sequences (16.8M tokens) each"
+    assert shown["goodput"] == "83.8% useful · checkpoint every 19 min · 693 interruptions expected"
+    assert shown["memory per accelerator"] == "70.7 GB of 80 GB (fits)"
+
+
+def test_estimate_shows_where_the_steps_time_goes_in_seconds_and_percent(sent, capsys):
+    assert cli.main(["estimate", "--params=405e9", "--tokens=15.6e12", "--accelerators=16384"]) == 0
+
+    table = capsys.readouterr().out.split("\n\n")[1].splitlines()
+    assert table[0].split() == ["step", "time", "seconds", "%", "of", "step"]
+    rows = {line.rsplit(None, 2)[0]: line.rsplit(None, 2)[1:] for line in table[2:] if line[0] != "-"}
+    assert rows["compute"] == ["12.80", "64.0%"]
+    assert rows["pipeline bubble"] == ["3.20", "16.0%"]
+    assert rows["tensor parallel (exposed)"] == ["2.60", "13.0%"]
+    assert rows["step"] == ["20.00", "100.0%"]
+    assert math.isclose(sum(float(share[:-1]) for name, (_, share) in rows.items() if name != "step"), 100)
+
+
+def test_a_cluster_size_the_planner_chose_says_what_chose_it(monkeypatch, capsys):
+    sizing = {"chosen_by": "days", "max_accelerators": 32768, "counts_tried": 30}
+    monkeypatch.setattr(cli.PlannerClient, "estimate", lambda *_, **__: estimate_answer(sizing=sizing))
+
+    assert cli.main(["estimate", "--params=405e9", "--tokens=15.6e12", "--days=60"]) == 0
+
+    accelerators = named(capsys.readouterr().out.split("\n\n")[0])["accelerators"]
+    assert accelerators.startswith("16,384 (chosen by days: the fewest that finish by the deadline;")
+
+
+def test_a_given_mfu_is_said_to_replace_the_model_and_no_step_is_shown(monkeypatch, capsys):
+    answer = {**estimate_answer(), "performance": None, "mfu": 0.35}
+    monkeypatch.setattr(cli.PlannerClient, "estimate", lambda *_, **__: answer)
+
+    assert cli.main(["estimate", "--params=7e9", "--tokens=2e12", "--mfu=0.35"]) == 0
+
+    shown = capsys.readouterr().out
+    assert "35.0% (given" in shown
+    assert "layout" not in shown
+    assert "step time" not in shown
+
+
+def test_estimate_json_is_the_apis_answer(sent, capsys):
+    assert cli.main(["estimate", "--params=7e9", "--tokens=2e12", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == estimate_answer()
+
+
+def test_layout_prints_the_chosen_layout_its_alternatives_and_the_search(sent, capsys):
+    assert cli.main(["layout", *LLAMA3_405B_OPTIONS, "--accelerators=16384"]) == 0
+
+    summary, table = capsys.readouterr().out.split("\n\n")
+    shown = named(summary)
+    assert shown["layout"] == LAYOUT_LINE
+    assert shown["step"] == "20 s at 40.0% MFU"
+    assert shown["layouts"] == "444 evaluated, 125 fit in memory"
+    header, _, chosen, alternative = table.splitlines()
+    assert header.split() == [
+        *("TP", "PP", "DP", "micro-batch", "interleave", "recomputation", "ZeRO"),
+        *("global", "batch", "step", "s", "MFU", "%", "memory", "GB"),
+    ]
+    assert " ".join(chosen.split()) == "chosen 8 16 128 1 8 none 1 2,048 20.00 40.0 70.7"
+    assert " ".join(alternative.split()) == "8 32 64 1 8 selective 1 2,048 21.50 37.2 58.5"
+
+
+def test_layout_has_no_mfu_option_which_would_leave_no_layout_to_show():
+    assert "--mfu" not in [opt for param in command("layout").params for opt in param.opts]
+    assert "--mfu" in [opt for param in command("estimate").params for opt in param.opts]

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -278,6 +279,45 @@ def test_every_command_takes_json_after_its_name_too(server, planner, org):
     listed = planner_cli(server, "organization", "list", "--json", "--limit", "1")
     assert listed.returncode == 0, listed.stderr
     assert [organization["slug"] for organization in json.loads(listed.stdout)] == [org]
+
+
+# The shape of Llama 3 405B (Llama 3 report, table 3) as options of planner estimate and planner layout.
+LLAMA3_405B = ["--params", "405e9", "--tokens", "15.6e12", "--hardware", "h100-sxm", "--layers", "126"]
+LLAMA3_405B += ["--d-model", "16384", "--heads", "128", "--kv-heads", "8", "--ffn", "53248"]
+LLAMA3_405B += ["--activation", "swiglu", "--vocabulary", "128256", "--sequence-length", "8192"]
+
+
+def test_planner_estimates_llama3_405b_on_16384_h100_with_meta_s_tensor_parallelism(server, planner):
+    estimated = planner_cli(server, "estimate", *LLAMA3_405B, "--accelerators", "16384")
+    assert estimated.returncode == 0, estimated.stderr
+    summary, breakdown = estimated.stdout.split("\n\n")
+    shown = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in summary.splitlines())
+    assert shown["layout"].startswith("TP 8 · PP ")
+    assert shown["accelerators"] == "16,384"
+    assert re.fullmatch(r"\d\d\.\d%", shown["MFU"])
+    assert "interruptions expected" in shown["goodput"]
+    assert shown["memory per accelerator"].endswith("of 80 GB (fits)")
+    assert "pipeline bubble" in breakdown
+    assert breakdown.splitlines()[-1].split()[-1] == "100.0%"
+
+    layouts = planner_cli(server, "layout", *LLAMA3_405B, "--accelerators", "16384")
+    assert layouts.returncode == 0, layouts.stderr
+    assert "TP 8 · PP " in layouts.stdout
+    chosen = next(line for line in layouts.stdout.splitlines() if line.startswith("chosen "))
+    assert chosen.split()[1] == "8"
+    as_json = planner_cli(server, "--json", "layout", *LLAMA3_405B, "--accelerators", "16384")
+    performance = json.loads(as_json.stdout)["performance"]
+    assert performance["layout"]["tensor_parallel"] == 8
+    assert f"{performance['layouts_evaluated']:,} evaluated" in layouts.stdout
+
+
+def test_planner_shows_a_layout_that_cannot_run_as_the_422_naming_the_field(server, planner):
+    refused = planner_cli(server, "layout", *LLAMA3_405B, "--accelerators", "1024", "--tensor-parallel", "5")
+    assert refused.returncode == 1
+    assert refused.stdout == ""
+    assert "422" in refused.stderr
+    assert "#/layout/tensor_parallel: Must divide the heads (128)" in refused.stderr
+    assert "1, 2, 4, 8 would" in refused.stderr
 
 
 # --- The client on its own ----------------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
     export PLANNER_URL=http://127.0.0.1:8000 PLANNER_API_KEY=cpk_...
     planner allocate --pf-days 6000
+    planner estimate --params 70e9 --tokens 1.4e12 --hardware h100-sxm --days 30 --layers 80 --d-model 8192 \
+        --heads 64 --kv-heads 8 --sequence-length 8192
+    planner layout --params 70e9 --tokens 1.4e12 --hardware h100-sxm --accelerators 1024 --tensor-parallel 8
     planner plan create --organization acme --budget-id <id> --pf-days 6000 --hardware h100-sxm \
         --accelerators 1024
     planner plan commit <plan id>
@@ -28,7 +31,7 @@ from typing import Any
 
 import click
 import requests
-from tabulate import tabulate
+from tabulate import SEPARATING_LINE, tabulate
 
 from planner_client import __version__
 from planner_client.client import PlannerClient, ProblemError
@@ -66,8 +69,12 @@ RULE_FIELDS = (
 )
 CLUSTER_FIELDS = (
     ("hardware", str, "Hardware profile slug (planner hardware list), e.g. h100-sxm."),
-    ("accelerators", int, "Number of accelerators."),
-    ("mfu", float, "Model FLOPs utilisation, in (0, 1]; default 0.4."),
+    ("accelerators", int, "Number of accelerators; left out, the planner chooses the count."),
+    (
+        "mfu",
+        float,
+        "Model FLOPs utilisation, in (0, 1]: overrides the cluster model, which otherwise predicts it.",
+    ),
     ("precision", str, "Training precision: fp32, tf32, bf16 (default), fp16 or fp8."),
     ("price_per_hour", str, "Price per accelerator-hour, instead of the hardware's; with --currency."),
     ("currency", str, "ISO 4217 currency of --cost or --price-per-hour, e.g. USD."),
@@ -81,6 +88,66 @@ MODEL_FIELDS = (
     ("params", float, "Model parameters, for a model already chosen (with --tokens), e.g. 7e9."),
     ("tokens", float, "Training tokens, for a model already chosen (with --params), e.g. 2e12."),
 )
+# The cluster model's inputs, as `planner estimate` and `planner layout` take them: the estimate's own
+# cluster fields (the deprecated top-level layout fields left to allocate and plan), then the model's shape,
+# its layout and what goodput needs, sent as the request's `shape`, `layout` and `reliability` objects.
+LAYOUT_NAMES = ("tensor_parallel", "zero_stage", "recomputation", "sequence_parallel")
+ESTIMATE_CLUSTER_FIELDS = (
+    *CLUSTER_FIELDS[:2],  # hardware, accelerators
+    (
+        "days",
+        float,
+        "A deadline in days, instead of --accelerators: the planner chooses the fewest accelerators that "
+        "finish by it (with neither, the cheapest run within a year).",
+    ),
+    (
+        "max_accelerators",
+        int,
+        "The most accelerators the planner may choose when --accelerators is left out; default 32768.",
+    ),
+    *(field for field in CLUSTER_FIELDS[2:] if field[0] not in LAYOUT_NAMES),
+)
+SHAPE_FIELDS = (
+    (
+        "layers",
+        int,
+        "Transformer layers, e.g. 126. A shape needs --layers, --d-model, --heads, --sequence-length.",
+    ),
+    ("d_model", int, "Model width, e.g. 16384."),
+    ("heads", int, "Attention heads, e.g. 128; must divide --d-model."),
+    (
+        "kv_heads",
+        int,
+        "Key/value heads (grouped-query attention), e.g. 8; must divide --heads; default --heads.",
+    ),
+    ("ffn", int, "Inner width of the MLP, e.g. 53248; default 4 x --d-model."),
+    ("activation", str, "MLP activation: gelu (two matrices, default) or swiglu (three, as in Llama)."),
+    ("vocabulary", int, "Vocabulary of the embedding and output layers, e.g. 128256; default not counted."),
+    ("sequence_length", int, "Tokens per sequence, e.g. 8192."),
+)
+LAYOUT_FIELDS = (
+    ("tensor_parallel", int, "Tensor-parallel degree; must divide the heads and the KV heads."),
+    ("pipeline_parallel", int, "Pipeline stages; at most the layers."),
+    ("data_parallel", int, "Data-parallel replicas."),
+    ("context_parallel", int, "Context-parallel degree; default 1 (not searched)."),
+    ("micro_batch", int, "Sequences per micro-batch; must divide the sequences per replica."),
+    ("global_batch", int, "Sequences per step; default DeepSeek LLM's batch for the run's compute."),
+    ("interleave", int, "Virtual pipeline stages per accelerator (interleaved 1F1B)."),
+    ("recomputation", str, "Activation recomputation: none, selective or full."),
+    ("zero_stage", int, "ZeRO stage, 0 to 3 (3 is FSDP-like): how model states are sharded."),
+    ("sequence_parallel", bool, "Sequence parallelism with tensor parallelism (default on)."),
+    ("flash_attention", bool, "FlashAttention-style attention, no s² scores in memory (default on)."),
+)
+RELIABILITY_FIELDS = (
+    (
+        "checkpoint_write_gb_per_second",
+        float,
+        "Write bandwidth of the checkpoint storage in GB/s, all writers together; default 100.",
+    ),
+    ("restart_seconds", float, "Seconds from a failure to training again; default 600."),
+)
+# The request's objects that options fill, field by field (options win over --body's).
+NESTED_FIELDS = {"shape": SHAPE_FIELDS, "layout": LAYOUT_FIELDS, "reliability": RELIABILITY_FIELDS}
 PLAN_FIELDS = (
     ("name", str, "A name to find the plan by."),
     (
@@ -153,7 +220,9 @@ METAVARS = {
     **dict.fromkeys(("organization", "hardware", "law"), "SLUG"),
     **dict.fromkeys(("cost", "amount", "price_per_hour"), "AMOUNT"),
     "currency": "CODE",
-    **dict.fromkeys(("scale_up_gb_per_second", "scale_out_gb_per_second"), "GB/S"),
+    **dict.fromkeys(
+        ("scale_up_gb_per_second", "scale_out_gb_per_second", "checkpoint_write_gb_per_second"), "GB/S"
+    ),
     float: "NUMBER",
 }
 
@@ -410,12 +479,182 @@ def warning_rows(body: Json) -> Rows:
 
 
 def estimate_rows(estimate: Json) -> Rows:
-    rows = named_rows(estimate, ("days", "accelerator_hours", "accelerators", "cost"))
-    memory = estimate.get("memory") or {}
-    if memory:
-        fits = "fits" if memory.get("fits") else "does NOT fit"
-        rows.append(["memory per accelerator", f"{human('total_bytes', memory['total_bytes'])} ({fits})"])
+    """A run's time, cost and pace: with the cluster model's performance, its MFU, layout, steps and
+    goodput; with a given MFU, that."""
+    rows = named_rows(estimate, ("days", "accelerator_hours"))
+    if estimate.get("accelerators") is not None:
+        rows.append(["accelerators", accelerators_text(estimate)])
+    rows += named_rows(estimate, ("cost",))
+    performance = estimate.get("performance")
+    if performance:
+        layout = performance["layout"]
+        batch = f"{layout['global_batch']:,} sequences ({_count(performance['tokens_per_step'])} tokens)"
+        rows += [
+            ["MFU", _percent(performance["mfu"])],
+            ["HFU", _percent(performance["hfu"])],
+            ["layout", layout_line(layout)],
+            ["steps", f"{performance['steps']:,} of {_plain(performance['step_seconds'])} s, {batch} each"],
+            ["goodput", goodput_text(performance["goodput"])],
+        ]
+    elif estimate.get("mfu") is not None:
+        rows.append(["MFU", f"{_percent(estimate['mfu'])} (given: the cluster model is not used)"])
+    if memory := estimate.get("memory"):
+        rows.append(["memory per accelerator", memory_text(memory)])
     return rows
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.1f}%"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+# How the planner chose the accelerator count, by SizingSchema.chosen_by.
+CHOSEN_BY = {
+    "days": "the fewest that finish by the deadline",
+    "cost": "the fewest accelerator-hours among runs within a year",
+    "budget": "the count whose limits buy the most compute",
+}
+
+
+def accelerators_text(estimate: Json) -> str:
+    count = f"{estimate['accelerators']:,}"
+    sizing = (estimate.get("performance") or {}).get("sizing")
+    if not sizing:
+        return count
+    why = CHOSEN_BY.get(sizing["chosen_by"], "")
+    return (
+        f"{count} (chosen by {sizing['chosen_by']}{': ' + why if why else ''}; "
+        f"{sizing['counts_tried']} counts tried, at most {sizing['max_accelerators']:,})"
+    )
+
+
+RECOMPUTATION_SHOWN = {"none": "no recomputation", "full": "full recomputation"}
+
+
+def layout_line(layout: Json) -> str:
+    """A layout in one line, as papers write it: TP 8 · PP 16 · DP 128 · micro-batch 1 · ZeRO 1 · ..."""
+    parts = [f"TP {layout['tensor_parallel']}", f"PP {layout['pipeline_parallel']}"]
+    parts.append(f"DP {layout['data_parallel']}")
+    if layout.get("context_parallel", 1) != 1:
+        parts.append(f"CP {layout['context_parallel']}")
+    parts.append(f"micro-batch {layout['micro_batch']}")
+    if layout.get("interleave", 1) != 1:
+        parts.append(f"interleave {layout['interleave']}")
+    parts.append(f"ZeRO {layout['zero_stage']}")
+    recomputation = layout["recomputation"]
+    parts.append(RECOMPUTATION_SHOWN.get(recomputation, f"{recomputation} recomputation"))
+    if layout["tensor_parallel"] > 1 and not layout.get("sequence_parallel", True):
+        parts.append("no sequence parallelism")
+    if not layout.get("flash_attention", True):
+        parts.append("no FlashAttention")
+    return " · ".join(parts)
+
+
+def goodput_text(goodput: Json) -> str:
+    parts = [f"{_percent(goodput['useful_fraction'])} useful"]
+    if goodput.get("checkpoint_interval_seconds") is not None:
+        parts.append(f"checkpoint every {_duration(goodput['checkpoint_interval_seconds'])}")
+    interruptions = goodput["interruptions"]
+    expected = f"{interruptions:.2g}" if interruptions < 10 else f"{interruptions:,.0f}"
+    parts.append(f"{expected} interruptions expected")
+    return " · ".join(parts)
+
+
+def memory_text(memory: Json) -> str:
+    used = human("total_bytes", memory["total_bytes"])
+    capacity = memory.get("capacity_bytes")
+    of = f" of {human('capacity_bytes', capacity)}" if capacity else ""
+    return f"{used}{of} ({'fits' if memory.get('fits') else 'does NOT fit'})"
+
+
+# The parts of a step (BreakdownSchema), as the table names them.
+BREAKDOWN = {
+    "compute": "compute",
+    "memory_bound": "memory-bound work",
+    "tensor_parallel": "tensor parallel (exposed)",
+    "context_parallel": "context parallel",
+    "pipeline_bubble": "pipeline bubble",
+    "pipeline_transfers": "pipeline transfers",
+    "data_parallel": "data parallel (exposed)",
+    "optimizer": "optimizer",
+}
+
+
+def _seconds_shown(step_seconds: float) -> Callable[[float], str]:
+    """Seconds with the decimals that give the step four significant figures, for a column of them."""
+    decimals = max(0, 3 - math.floor(math.log10(step_seconds))) if step_seconds > 0 else 3
+    return lambda seconds: f"{seconds:.{decimals}f}"
+
+
+def breakdown_table(performance: Json) -> str:
+    """Where a step's time goes: each part in seconds and as a share of the step."""
+    step = performance["step_seconds"]
+    seconds = _seconds_shown(step)
+    rows: list = [
+        [BREAKDOWN.get(part, part.replace("_", " ")), seconds(spent), _percent(spent / step if step else 0)]
+        for part, spent in performance["breakdown"].items()
+    ]
+    rows += [SEPARATING_LINE, ["step", seconds(step), _percent(1)]]
+    headers = ["step time", "seconds", "% of step"]
+    return tabulate(
+        rows, headers, tablefmt="simple", disable_numparse=True, colalign=("left", "right", "right")
+    )
+
+
+def layouts_table(performance: Json) -> str:
+    """The chosen layout, then the alternatives the search ranked next: a row each."""
+    chosen = {name: performance[name] for name in ("layout", "step_seconds", "mfu", "memory_bytes")}
+    ranked = [chosen, *performance["alternatives"]]
+    with_context = any(option["layout"].get("context_parallel", 1) != 1 for option in ranked)
+    seconds = _seconds_shown(performance["step_seconds"])
+    rows = []
+    for k, option in enumerate(ranked):
+        layout = option["layout"]
+        rows.append(
+            [
+                "chosen" if k == 0 else "",
+                layout["tensor_parallel"],
+                layout["pipeline_parallel"],
+                layout["data_parallel"],
+                *([layout.get("context_parallel", 1)] if with_context else []),
+                layout["micro_batch"],
+                layout["interleave"],
+                layout["recomputation"],
+                layout["zero_stage"],
+                f"{layout['global_batch']:,}",
+                seconds(option["step_seconds"]),
+                f"{option['mfu'] * 100:.1f}",
+                f"{option['memory_bytes'] / 1e9:.1f}",
+            ]
+        )
+    headers = ["", "TP", "PP", "DP", *(["CP"] if with_context else []), "micro-batch", "interleave"]
+    headers += ["recomputation", "ZeRO", "global batch", "step s", "MFU %", "memory GB"]
+    align = ["left", *["right"] * (len(headers) - 1)]
+    align[headers.index("recomputation")] = "left"
+    return tabulate(rows, headers, tablefmt="simple", disable_numparse=True, colalign=align)
+
+
+def layout_rows(estimate: Json) -> Rows:
+    performance = estimate["performance"]
+    layout = performance["layout"]
+    step = f"{_plain(performance['step_seconds'])} s at {_percent(performance['mfu'])} MFU"
+    searched = (
+        f"{performance['layouts_evaluated']:,} evaluated, {performance['layouts_fitting']:,} fit in memory"
+    )
+    rows = [
+        ["layout", layout_line(layout)],
+        ["global batch", f"{layout['global_batch']:,} sequences"],
+        ["step", step],
+        ["accelerators", accelerators_text(estimate)],
+    ]
+    if memory := estimate.get("memory"):
+        rows.append(["memory per accelerator", memory_text(memory)])
+    return [*rows, ["layouts", searched], *warning_rows(estimate)]
 
 
 def allocation_rows(body: Json) -> Rows:
@@ -483,17 +722,64 @@ def allocate(body: Path | None, **options: Any) -> None:
 
 
 ESTIMATE_LAW = (("law", str, "Scaling law slug: the answer then predicts the model's loss."),)
+ESTIMATE_REQUEST = (MODEL_FIELDS, ESTIMATE_CLUSTER_FIELDS, ESTIMATE_LAW)
+# planner layout: what the cluster model searches, so not --mfu, which overrides the model.
+LAYOUT_REQUEST = (MODEL_FIELDS, tuple(f for f in ESTIMATE_CLUSTER_FIELDS if f[0] != "mfu"), ESTIMATE_LAW)
+CHECKPOINT_GB_PER_SECOND = {"checkpoint_write_gb_per_second": "checkpoint_write_bytes_per_second"}
+
+
+def modelled_request(options: dict[str, Any], field_sets: Sequence, body: Path | None) -> Json:
+    """An estimate's request: --body's fields, the options of its own, and the shape, layout and reliability
+    options in their objects, beside what --body gives of them."""
+    request = request_body(options, *field_sets, body=body)
+    for name, fields in NESTED_FIELDS.items():
+        if given := request_body(options, fields):
+            from_body = request.get(name)
+            request[name] = {**(from_body if isinstance(from_body, dict) else {}), **given}
+    if "reliability" in request and isinstance(request["reliability"], dict):
+        request["reliability"] = bytes_per_second(request["reliability"], CHECKPOINT_GB_PER_SECOND)
+    return request
+
+
+def modelled_options(*field_sets: Sequence[tuple[str, Any, str]]) -> Callable:
+    return fields_options(*field_sets, SHAPE_FIELDS, LAYOUT_FIELDS, RELIABILITY_FIELDS)
 
 
 @planner.command()
-@fields_options(MODEL_FIELDS, CLUSTER_FIELDS, ESTIMATE_LAW)
+@modelled_options(*ESTIMATE_REQUEST)
 @body_option
 def estimate(body: Path | None, **options: Any) -> None:
-    """Time, cost and memory of training a given model (--params, --tokens) on a cluster."""
-    request = request_body(options, MODEL_FIELDS, CLUSTER_FIELDS, ESTIMATE_LAW, body=body)
-    show(
-        settings().client.estimate(**request), lambda answer: [*estimate_rows(answer), *warning_rows(answer)]
-    )
+    """Time, cost and memory of training a given model (--params, --tokens) on a cluster, with the layout,
+    step and goodput the cluster model predicts. Give the model's shape (--layers, --d-model, --heads,
+    --sequence-length, ...) for a closer prediction; layout options left out are searched; leave out
+    --accelerators for the planner to choose them (by --days, or the cheapest)."""
+    answer = settings().client.estimate(**modelled_request(options, ESTIMATE_REQUEST, body))
+    show(answer, lambda answer: [*estimate_rows(answer), *warning_rows(answer)])
+    chosen = settings()
+    if answer.get("performance") and not (chosen.json or chosen.get):
+        click.echo()
+        click.echo(breakdown_table(answer["performance"]))
+
+
+@planner.command()
+@modelled_options(*LAYOUT_REQUEST)
+@body_option
+def layout(body: Path | None, **options: Any) -> None:
+    """The parallel layout the cluster model chooses for training a given model (--params, --tokens) on a
+    cluster, and the alternatives it ranked next: the same options as estimate (but --mfu); layout options
+    given are kept, the others searched."""
+    answer = settings().client.estimate(**modelled_request(options, LAYOUT_REQUEST, body))
+    chosen = settings()
+    if chosen.json or chosen.get:
+        show(answer)
+        return
+    if not answer.get("performance"):
+        raise click.ClickException(
+            "the answer has no layout: an mfu in the request overrides the cluster model"
+        )
+    show(answer, layout_rows)
+    click.echo()
+    click.echo(layouts_table(answer["performance"]))
 
 
 # --- Organisations ---
@@ -561,19 +847,25 @@ GB_PER_SECOND_OPTIONS = {
 }
 
 
-def hardware_request(options: dict[str, Any], peaks: Sequence[str], body: Path | None) -> Json:
-    request = request_body(options, HARDWARE_FIELDS, body=body)
-    if peaks:
-        request["peak_flops"] = {**request.get("peak_flops", {}), **peak_flops(peaks)}
-    for option, field in GB_PER_SECOND_OPTIONS.items():
-        if option in request:
-            gigabytes = request.pop(option)
+def bytes_per_second(fields: Json, options: Mapping[str, str]) -> Json:
+    """`fields` with each option given in GB/s (an option: its field) as its field in bytes/s."""
+    fields = dict(fields)
+    for option, field in options.items():
+        if option in fields:
+            gigabytes = fields.pop(option)
             if not math.isfinite(gigabytes):
                 raise click.BadParameter(
                     "must be a finite number", param_hint=f"--{option.replace('_', '-')}"
                 )
-            request[field] = round(gigabytes * 1e9)
-    return request
+            fields[field] = round(gigabytes * 1e9)
+    return fields
+
+
+def hardware_request(options: dict[str, Any], peaks: Sequence[str], body: Path | None) -> Json:
+    request = request_body(options, HARDWARE_FIELDS, body=body)
+    if peaks:
+        request["peak_flops"] = {**request.get("peak_flops", {}), **peak_flops(peaks)}
+    return bytes_per_second(request, GB_PER_SECOND_OPTIONS)
 
 
 @hardware.command("create")
