@@ -53,10 +53,11 @@ MAGNITUDES = {
     "checkpoint_write_bytes_per_second": (1e10, 1e13),
     "restart_seconds": (1, 3600),
 }
-# Accelerators hold 10 GB at least (the smallest sold for training hold 16), so that a drawn model of up to
-# 1e11 parameters has a layout that fits on the clusters drawn (the cluster model refuses one that has none).
+# Accelerators hold 40 GB at least (as A100s and every later training accelerator), so that a drawn model of
+# up to 1e11 parameters, or what a drawn budget buys, has a layout that fits on the clusters drawn (the
+# cluster model refuses one that has none).
 HARDWARE_MAGNITUDES = {
-    "memory_bytes": (1e10, 1e12),
+    "memory_bytes": (4e10, 1e12),
     "memory_bandwidth_bytes_per_second": (1e11, 1e13),
     "accelerators_per_node": (1, 16),
     "scale_up_bandwidth_bytes_per_second": (1e10, 1e12),
@@ -82,7 +83,9 @@ FEWEST_ACCELERATORS_MODELLED = 1024
 # Ten years is met by the default largest cluster for every model and token count drawn.
 DEADLINE_DAYS = 3650
 LARGEST_WIDTH = 16384
-MONEY_MAGNITUDES = {"cost": (1e3, 1e9), "price_per_hour": (0.01, 10)}
+# Money buys at most ~1e7 accelerator-hours (1e7 at 1 an hour): the model a budget buys then has a layout that
+# fits the clusters drawn (the cluster model refuses one with none, 422 at layout).
+MONEY_MAGNITUDES = {"cost": (1e3, 1e7), "price_per_hour": (1, 10)}
 TARGET_MARGIN = (0.3, 1.5)  # above the law's irreducible loss
 WHOLE_NUMBERS = {
     "accelerators",

@@ -26,6 +26,8 @@ ASSUMED_ASPECT_RATIO = 128
 ASSUMED_HEAD_DIMENSION = 128
 ASSUMED_SEQUENCE_LENGTH = 4096
 ASSUMED_VOCABULARY = 128_000
+# Widest shape a scaled one may have: eight times the widest published dense model's (Megatron's 1T: 25 600).
+LARGEST_WIDTH = 204_800
 # Accelerator counts tried when the request leaves it to the planner: whole nodes, in steps of 2^(1/4).
 COUNT_STEPS_PER_DOUBLING = 4
 DEFAULT_MAX_ACCELERATORS = 32_768
@@ -68,7 +70,7 @@ def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) 
     ratio = template.ffn_width / template.d_model
     best: tuple[bool, float, float, ModelShape] | None = None
     heads = heads_step
-    while heads * head <= 2 * 1024 * aspect:
+    while heads * head <= min(2 * 1024 * aspect, LARGEST_WIDTH):
         width = heads * head
         unit = ModelShape(
             layers=1,
@@ -87,7 +89,8 @@ def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) 
         if best is None or score[:3] < best[:3]:
             best = score
         heads += heads_step
-    assert best is not None
+    if best is None:
+        raise v.InvalidInput("shape", f"has no proportions that scale to {N:.3g} parameters")
     return best[3]
 
 
