@@ -410,12 +410,12 @@ def memory_card(page: str) -> str:
 
 
 def test_a_large_plan_fits_once_the_form_shards_it_and_shapes_it_as_the_api_does(browser, client):
-    cluster = {"zero_stage": "1", "tensor_parallel": "8", "recomputation": "selective", "precision": "bf16"}
-    shape = {**SHAPE, "micro_batch": "1"}
-    form = {**PLANNER_FORM, **cluster, **shape, "sequence_parallel": "true"}
+    layout = {"zero_stage": "1", "tensor_parallel": "8", "recomputation": "selective", "micro_batch": "1"}
+    form = {**PLANNER_FORM, **layout, **SHAPE, "precision": "bf16", "sequence_parallel": "true"}
     page = browser.get("/", query_string=form).get_data(as_text=True)
-    as_json = {name: int(value) for name, value in shape.items()}
-    api = api_allocation(client, {**PLANNER_FORM, **cluster}, shape=as_json, sequence_parallel=True)
+    shape = {name: int(value) for name, value in SHAPE.items()} | {"micro_batch": 1}
+    fixed = {name: numeral(value) for name, value in layout.items()} | {"sequence_parallel": True}
+    api = api_allocation(client, {**PLANNER_FORM, "precision": "bf16"}, shape=shape, layout=fixed)
     memory = api["estimate"]["memory"]
     assert memory["fits"]
     assert memory["activations_bytes"] > 0  # the shape counted
@@ -459,26 +459,30 @@ def test_saving_a_plan_stores_it_once_even_when_the_form_is_sent_twice(browser, 
     assert world["id"] in page
 
 
-def test_a_saved_plan_keeps_the_limits_cluster_options_and_shape_it_was_planned_with(browser, client):
-    cluster = {
+def test_a_saved_plan_keeps_the_limits_layout_and_shape_it_was_planned_with(browser, client):
+    layout = {
         "zero_stage": "1",
         "tensor_parallel": "8",
         "recomputation": "selective",
         "sequence_parallel": "false",
     }
-    form = {**PLANNER_FORM, "cost": "3000000", "currency": "USD", "days": "60", **cluster, **SHAPE}
+    form = {**PLANNER_FORM, "cost": "3000000", "currency": "USD", "days": "60", **layout, **SHAPE}
     response = save(browser, form, name="sharded")
     assert response.status_code == 303, response.get_data(as_text=True)
     inputs = client.get(f"/v1{response.headers['Location']}").get_json()["inputs"]
-    assert {name: inputs[name] for name in ("cost", "currency", "days", *cluster)} == {
+    assert {name: inputs[name] for name in ("cost", "currency", "days")} == {
         "cost": "3000000.00",
         "currency": "USD",
         "days": 60,
+    }
+    # In the layout, not under the deprecated top-level names.
+    assert inputs["layout"] == {
         "zero_stage": 1,
         "tensor_parallel": 8,
         "recomputation": "selective",
         "sequence_parallel": False,
     }
+    assert all(inputs.get(name) is None for name in layout)
     assert inputs["shape"] == {name: int(value) for name, value in SHAPE.items()} | {"micro_batch": 1}
 
 
