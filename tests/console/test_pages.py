@@ -577,6 +577,9 @@ def test_a_given_mfu_paces_the_run_without_the_cluster_model_and_the_page_says_s
     assert '<table class="list layouts"' not in page
     assert 'id="step-breakdown"' not in page
     assert 'id="cluster-days"' not in page
+    chosen = browser.get("/", query_string={**UNSHARDED_FORM, "accelerators": ""}).get_data(as_text=True)
+    card = re.search(r'id="cluster-card">(.*?)</div>', chosen).group(1)
+    assert "chosen by the planner; the MFU given sets their pace" in card
 
 
 def test_the_step_is_drawn_by_part_each_in_its_colour_with_its_seconds(browser, client):
