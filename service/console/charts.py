@@ -399,7 +399,8 @@ def line_chart(
         near_right = px > plot.right - 120  # then the label goes to the left, to stay inside the chart
         out.append(f'<circle class="marker" cx="{_n(px)}" cy="{_n(py)}" r="4" fill="#222"/>')
         label_x, anchor = (px - 7, "end") if near_right else (px + 7, "start")
-        out.append(_text(label_x, py - 6, marker.label, f'text-anchor="{anchor}" {_HALO}'))
+        label_y = py - 6 if py - 18 >= plot.top else py + 15  # under a point at the top: off the legend
+        out.append(_text(label_x, label_y, marker.label, f'text-anchor="{anchor}" {_HALO}'))
     out += [*legend, "</svg>"]
     return Markup("".join(out))
 
@@ -452,5 +453,76 @@ def bar(
     flag = f'<tspan class="over" fill="{OVER_COLOUR}" font-weight="bold">over budget</tspan> ' if over else ""
     total_y = _n(text_y + 16 * total_row)
     out.append(f'<text x="{width - 1}" y="{total_y}" text-anchor="end">{flag}{escape(total_label)}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+@dataclass(frozen=True)
+class Part:
+    value: float
+    label: str  # in the legend, which also gives the value
+    colour: int  # an index into PALETTE: the same part keeps its colour from chart to chart
+
+
+def stacked_bar(
+    *,
+    chart_id: str,
+    title: str,
+    description: str,
+    parts: Sequence[Part],
+    x_label: str,
+    x_format: Callable[[float], str] = format_number,
+    width: int = 640,
+) -> Markup:
+    """One horizontal bar of parts laid end to end on a scale from zero (e.g. a step's seconds by what
+    takes them), each part in its colour, with a legend of swatches and labels that wraps into rows below
+    the scale. Parts that are not positive and finite take no space and are left out of the legend."""
+    shown = [part for part in parts if (_num(part.value, False) or 0.0) > 0]
+    total = sum(float(part.value) for part in shown)
+    left, right, bar_top, bar_height = 12.0, width - 12.0, 6.0, 30.0
+    axis_y = bar_top + bar_height
+    if shown:
+        lo, hi, ticks = _linear_ticks(0.0, total, x_format)
+    else:
+        lo, hi, ticks = 0.0, 1.0, []
+    # Legend entries (swatch, then label) in rows under the axis title, wrapping where a row is full.
+    entries, row, cursor = [], 0, 0.0
+    for part in shown:
+        entry_width = 18 + text_width(part.label)
+        if cursor and left + cursor + entry_width > right:
+            row, cursor = row + 1, 0.0
+        entries.append((part, left + cursor, row))
+        cursor += entry_width + 16
+    legend_top = axis_y + 44
+    height = int(legend_top + 16 * (row + 1) + 4)
+    out = _open_svg(chart_id, title, description, width, height)
+
+    def sx(value: float) -> float:
+        return left + (value - lo) / (hi - lo) * (right - left)
+
+    out.append(_rect(left, bar_top, right - left, bar_height, 'fill="#f3f3f3"'))
+    at = 0.0
+    for part in shown:
+        colour = PALETTE[part.colour % len(PALETTE)]
+        attrs = f'class="part" fill="{colour}" stroke="#fff" stroke-width="0.75"'
+        out.append(_rect(sx(at), bar_top, sx(at + float(part.value)) - sx(at), bar_height, attrs))
+        at += float(part.value)
+    out.append(_line(left, axis_y, right, axis_y, 'class="axis" stroke="#333"'))
+    for value, label in ticks:
+        x = sx(value)
+        out.append(_line(x, axis_y, x, axis_y + 5, 'class="tick" stroke="#333"'))
+        half = text_width(label) / 2
+        anchor = "start" if x - half < 0 else "end" if x + half > width else "middle"
+        out.append(_text(x, axis_y + 17, label, f'class="x-tick" text-anchor="{anchor}"'))
+    out.append(_text(width / 2, axis_y + 32, x_label, 'class="axis-title" text-anchor="middle"'))
+    if not shown:
+        attrs = 'class="empty" dy="4" text-anchor="middle" fill="#555"'
+        out.append(_text(width / 2, bar_top + bar_height / 2, "No data to show", attrs))
+    for part, x, line in entries:
+        y = legend_top + 16 * line
+        colour = PALETTE[part.colour % len(PALETTE)]
+        out.append(f'<g class="legend-entry" data-part="{part.colour}">')
+        out.append(_rect(x, y - 9, 12, 12, f'class="swatch" fill="{colour}"'))
+        out.append(_text(x + 18, y + 1, part.label) + "</g>")
     out.append("</svg>")
     return Markup("".join(out))

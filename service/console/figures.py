@@ -1,17 +1,19 @@
-"""The console's charts of the planner's answers: an allocation's IsoFLOP profile, the laws' frontiers,
-a budget's utilisation and burn. They turn domain objects into `charts` calls; `charts` draws the SVG."""
+"""The console's charts of the planner's answers: an allocation's IsoFLOP profile, its step time by part
+and its run against the accelerator count, the laws' frontiers, a budget's utilisation and burn. They turn
+domain objects into `charts` calls; `charts` draws the SVG."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from markupsafe import Markup
 
 from service.console import charts
 from service.console.formatting import money
-from service.core import allocate, engine
+from service.core import allocate, engine, performance
 from service.core.validation import InvalidInput
 from service.services import planning
 from service.services.errors import InvalidFieldError
@@ -67,6 +69,115 @@ def _repeated_loss(law: engine.NamedLaw, params: float, flops: float, unique: fl
         return allocate.data_constrained_loss(law.law, params, flops / (6 * params), unique)
     except InvalidInput:
         return math.nan
+
+
+# What each part of a step is called on the page, in the order of the model's breakdown: each keeps its
+# colour (its place here) on every plan.
+STEP_PARTS = {
+    "compute": "Compute",
+    "memory_bound": "Memory-bound work",
+    "tensor_parallel": "Tensor-parallel comms",
+    "context_parallel": "Context-parallel comms",
+    "pipeline_bubble": "Pipeline bubble",
+    "pipeline_transfers": "Pipeline transfers",
+    "data_parallel": "Data-parallel comms",
+    "optimizer": "Optimizer",
+}
+assert tuple(STEP_PARTS) == performance.BREAKDOWN, "a part of the step without a name on the page"
+
+
+def seconds(value: float) -> str:
+    return f"{charts.format_number(value)} s"
+
+
+def breakdown_chart(run: Mapping[str, Any]) -> Markup:
+    """A stacked bar of the step's seconds by part (a performance document's breakdown): what a step of the
+    chosen layout spends its time on. Parts that take no time are named in the description only."""
+    step = run["step_seconds"]
+    breakdown = run["breakdown"]
+    parts = [
+        charts.Part(breakdown[name], f"{label} {seconds(breakdown[name])} ({breakdown[name] / step:.0%})", i)
+        for i, (name, label) in enumerate(STEP_PARTS.items())
+    ]
+    idle = [label for name, label in STEP_PARTS.items() if not breakdown[name] > 0]
+    described = "; ".join(part.label for part in parts if part.value > 0)
+    return charts.stacked_bar(
+        chart_id="step-breakdown",
+        title=f"A step of {seconds(step)}, by part",
+        description=f"Seconds of one training step of the chosen layout: {described}."
+        + (f" No time in: {', '.join(idle).lower()}." if idle else ""),
+        parts=parts,
+        x_label="Seconds per step",
+    )
+
+
+def cluster_size_charts(
+    sizes: Sequence[planning.ClusterSize],
+    chosen: int,
+    *,
+    currency: str | None,
+    deadline_days: float | None = None,
+    cost_limit: Decimal | None = None,
+) -> tuple[dict[str, Markup], str | None]:
+    """Wall-clock days, and cost where the hardware has a price, against the accelerator count for the
+    planned model (`planning.cluster_sizes`), the plan's count marked, with the deadline and the money
+    limit as lines; and a caption saying which count is fastest and which cheapest. ({}, None) without
+    sizes (a plan at a given MFU)."""
+    if not sizes:
+        return {}, None
+    mark = f"This plan: {chosen:,}"
+    at = next((size for size in sizes if size.accelerators == chosen), None)
+    fastest = min(sizes, key=lambda size: size.days)
+    ideal = (
+        []
+        if at is None
+        else [
+            charts.Series(
+                "Perfect scaling from this plan",
+                [(s.accelerators, at.days * chosen / s.accelerators) for s in sizes],
+                dashed=True,
+            )
+        ]
+    )
+    drawn = {
+        "days": charts.line_chart(
+            chart_id="cluster-days",
+            title="Wall-clock days against accelerators",
+            description="Days to train this model (goodput included) on each number of accelerators the "
+            "planner tries, beside the days if the plan's run scaled perfectly; counts where no layout fits "
+            "are left out.",
+            series=[charts.Series("Wall-clock days", [(s.accelerators, s.days) for s in sizes]), *ideal],
+            x_label="Accelerators",
+            y_label="Wall-clock days",
+            x_log=True,
+            y_log=True,
+            markers=[] if at is None else [charts.Marker(chosen, at.days, mark)],
+            reference_lines=[] if deadline_days is None else [(deadline_days, "Deadline")],
+        )
+    }
+    caption = f"Fastest on {fastest.accelerators:,} accelerators ({fastest.days:,.1f} days)"
+    priced = [size for size in sizes if size.cost is not None]
+    if currency is not None and len(priced) == len(sizes):
+        cheapest = min(priced, key=lambda size: (size.cost, size.days))
+        assert cheapest.cost is not None
+        dearest = max(float(size.cost or 0) for size in priced)
+        drawn["cost"] = charts.line_chart(
+            chart_id="cluster-cost",
+            title="Cost against accelerators",
+            description=f"Cost in {currency} of training this model on each number of accelerators the "
+            "planner tries: it rises where more accelerators stop paying for themselves.",
+            series=[
+                charts.Series(f"Cost ({currency})", [(s.accelerators, float(s.cost or 0)) for s in sizes])
+            ],
+            x_label="Accelerators",
+            y_label=f"Cost ({currency})",
+            x_log=True,
+            y_log=dearest > 10 * float(cheapest.cost),  # else a linear scale shows the rise better
+            markers=[] if at is None or at.cost is None else [charts.Marker(chosen, float(at.cost), mark)],
+            reference_lines=[] if cost_limit is None else [(float(cost_limit), "Money limit")],
+        )
+        caption += f"; cheapest on {cheapest.accelerators:,} ({money(cheapest.cost, currency)})"
+    return drawn, caption + "."
 
 
 def frontier_charts(

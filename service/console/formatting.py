@@ -43,6 +43,16 @@ def gigabytes(value: float | None) -> str:
     return "—" if value is None else f"{value / 1e9:,.1f} GB"
 
 
+def duration(seconds: float | None) -> str:
+    """A span of time in the unit that reads best: 45 s, 24.6 min, 2.1 h, 3.2 days."""
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    for unit, size in (("days", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
+        if seconds >= 1.5 * size if unit == "days" else seconds >= size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:,.0f} s"
+
+
 def when(value: datetime | str | None) -> str:
     """A moment in UTC to the minute: 2026-03-01 09:30 UTC."""
     if value is None or value == "":
@@ -58,4 +68,5 @@ FILTERS: dict[str, Callable[..., str]] = {
     "fixed": fixed,
     "gigabytes": gigabytes,
     "when": when,
+    "duration": duration,
 }

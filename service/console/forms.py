@@ -25,36 +25,60 @@ DEFAULT_BUDGET_KIND = "pf_days"
 # Limits that go with the budget, each a field of its own, as the API combines them (the tightest binds).
 LIMIT_FIELDS = ("cost", "days", "accelerator_hours")
 # Planner fields passed through as typed (after the budget), and those that are numbers: the schemas take
-# JSON numbers only ("8" is refused where 8 is wanted), so a form's numerals are read as numbers first.
+# JSON numbers only ("8" is refused where 8 is wanted), so a form's numerals are read as numbers first. A
+# blank field is left out of the request: the accelerators are then chosen, the MFU predicted by the cluster
+# model, and the layout's fields searched (or their defaults taken).
 PLANNER_FIELDS = (
     "hardware",
     "accelerators",
+    "max_accelerators",
     "mfu",
     "precision",
-    "zero_stage",
-    "tensor_parallel",
-    "sequence_parallel",
-    "recomputation",
     "law",
     "tokens_per_param",
     "unique_tokens",
     "inference_tokens",
 )
-SHAPE_FIELDS = ("layers", "d_model", "heads", "sequence_length", "micro_batch")  # the request's `shape`
+# The request's objects, each from fields of the same names: `shape`, `layout` and `reliability`.
+SHAPE_FIELDS = (
+    "layers",
+    "d_model",
+    "heads",
+    "kv_heads",
+    "ffn",
+    "activation",
+    "vocabulary",
+    "sequence_length",
+)
+LAYOUT_FIELDS = (
+    "tensor_parallel",
+    "pipeline_parallel",
+    "data_parallel",
+    "context_parallel",
+    "micro_batch",
+    "global_batch",
+    "interleave",
+    "sequence_parallel",
+    "recomputation",
+    "zero_stage",
+    "flash_attention",
+)
+RELIABILITY_FIELDS = ("checkpoint_write_bytes_per_second", "restart_seconds")
+GROUPS = {"shape": SHAPE_FIELDS, "layout": LAYOUT_FIELDS, "reliability": RELIABILITY_FIELDS}
+BOOLEAN_FIELDS = frozenset({"sequence_parallel", "flash_attention"})
+TEXT_FIELDS = frozenset({"hardware", "precision", "law", "activation", "recomputation"})
 NUMBER_FIELDS = frozenset(
     {
         "budget",
-        "accelerators",
-        "mfu",
-        "zero_stage",
-        "tensor_parallel",
-        "tokens_per_param",
-        "unique_tokens",
-        "inference_tokens",
         "days",
         "accelerator_hours",
+        *PLANNER_FIELDS,
         *SHAPE_FIELDS,
+        *LAYOUT_FIELDS,
+        *RELIABILITY_FIELDS,
     }
+    - BOOLEAN_FIELDS
+    - TEXT_FIELDS
 )
 _BOOLEANS = {"true": True, "false": False}  # a menu's values; other text is left for the schema to refuse
 
@@ -88,37 +112,61 @@ def allocation_request(form: Mapping[str, str]) -> tuple[dict[str, Any], dict[st
         text = form.get(name, "").strip()
         if text:
             request[name] = _typed(name, text)
-    shape = {name: _typed(name, form[name].strip()) for name in SHAPE_FIELDS if form.get(name, "").strip()}
-    if shape:
-        request["shape"] = shape
+    for group, names in GROUPS.items():
+        members = {name: _typed(name, form[name].strip()) for name in names if form.get(name, "").strip()}
+        if members:
+            request[group] = members
+    if "shape" in request and "micro_batch" in request.get("layout", {}):
+        # The shape's micro-batch is the older name of the layout's: a plan at a given MFU counts the
+        # memory of the micro-batch from it, so that the one field means the same with and without an MFU.
+        request["shape"]["micro_batch"] = request["layout"]["micro_batch"]
     return request, errors
 
 
 def _typed(name: str, text: str) -> Any:
     if name in NUMBER_FIELDS:
         return numeral(_number_text(text))
-    return _BOOLEANS.get(text, text) if name == "sequence_parallel" else text
+    return _BOOLEANS.get(text, text) if name in BOOLEAN_FIELDS else text
 
 
 def errors_by_field(
     error: ma.ValidationError | InvalidFieldError, budget_kind: str | None = None
 ) -> dict[str, list[str]]:
     """Messages keyed by form field ("_form" for the whole form). On the planner (`budget_kind` given) the
-    budget's errors go beside its amount, and those of the shape's members beside their own fields."""
+    budget's errors go beside its amount, those of the shape's, the layout's and the reliability's members
+    beside their own fields, and those about one of these objects as a whole beside its group of fields."""
     found: dict[str, list[str]] = {}
     if isinstance(error, InvalidFieldError):
-        # A shape's members have fields of their own on the planner.
-        path = error.field[1:] if error.field[:1] == ("shape",) and len(error.field) > 1 else error.field
+        # The members of the request's objects have fields of their own on the planner.
+        path = error.field[1:] if error.field[:1] in _GROUP_PATHS and len(error.field) > 1 else error.field
         member = str(path[0]) if path else "_form"
         found.setdefault(_form_field(member, budget_kind), []).append(error.detail)
         return found
     messages = error.messages
-    if isinstance(messages, Mapping) and isinstance(messages.get("shape"), Mapping):
-        messages = {**messages, **messages["shape"]}
-        del messages["shape"]
+    if isinstance(messages, Mapping):
+        messages = _ungrouped(messages)
     for member, texts in _flatten(messages, ""):
         found.setdefault(_form_field(member, budget_kind), []).extend(texts)
     return found
+
+
+_GROUP_PATHS = [(group,) for group in GROUPS]
+
+
+def _ungrouped(messages: Mapping[str, Any]) -> dict[str, Any]:
+    """The messages of the request's objects' members under the members' names (a message about an object
+    as a whole under its own name); the shape's and the layout's micro-batch are one field."""
+    flat: dict[str, Any] = {}
+    for name, sub in messages.items():
+        members = sub.items() if name in GROUPS and isinstance(sub, Mapping) else [(name, sub)]
+        for member, texts in members:
+            key = name if member == "_schema" else member
+            flat[key] = [*_listed(flat[key]), *_listed(texts)] if key in flat else texts
+    return flat
+
+
+def _listed(texts: Any) -> list[Any]:
+    return list(texts) if isinstance(texts, list | tuple) else [texts]
 
 
 def _form_field(member: str, budget_kind: str | None) -> str:

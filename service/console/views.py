@@ -63,6 +63,12 @@ from service.services.errors import InvalidFieldError, NotFoundError, ServiceErr
 for _name, _filter in FILTERS.items():
     blp.add_app_template_filter(_filter, _name)
 
+# How the planner chose the accelerator count (the performance document's sizing.chosen_by).
+SIZING_TEXTS = {
+    "days": "chosen by the deadline: the fewest that finish in time",
+    "cost": "chosen by cost: the fewest accelerator-hours among runs within a year",
+    "budget": "chosen by the budget: the count whose limits buy the most compute",
+}
 LIST_LIMIT = 25
 FRONTIER_POINTS = 25
 MAX_FITTED_LAWS_CHARTED = 5  # the newest; more lines than this would not be readable
@@ -144,14 +150,36 @@ def planner() -> tuple[str, int]:
             else:
                 context["result"] = AllocationSchema().dump(outcome)
                 context["chart"], context["chart_note"] = figures.isoflop_chart(outcome)
+                context.update(_cluster_figures(outcome, request, context["result"]))
                 context["idempotency_key"] = uuid.uuid4().hex
         context["errors"] = errors
     return _render_planner(session, context, 422 if context["errors"] else 200)
 
 
+def _cluster_figures(
+    outcome: engine.Plan, request: planning.AllocationRequest, result: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The cluster model's charts of a plan on hardware: its step by part, and its run against the
+    accelerator count (none for a plan at a given MFU, which the model does not pace)."""
+    estimate = outcome.estimate
+    if estimate is None or estimate.run is None:
+        return {}
+    sizes = planning.cluster_sizes(estimate, max_accelerators=request.max_accelerators)
+    limit = request.cost if request.currency == estimate.currency else None
+    size_charts, caption = figures.cluster_size_charts(
+        sizes, estimate.accelerators, currency=estimate.currency, deadline_days=request.days, cost_limit=limit
+    )
+    return {
+        "breakdown_chart": figures.breakdown_chart(result["estimate"]["performance"]),
+        "size_charts": size_charts,
+        "size_caption": caption,
+    }
+
+
 def _render_planner(session: Session, context: dict[str, Any], status: int) -> tuple[str, int]:
     context.update(
         budget_kinds=BUDGET_KINDS,
+        sizing_texts=SIZING_TEXTS,
         default_budget_kind=DEFAULT_BUDGET_KIND,
         precisions=[(name, name) for name in TRAINING_PRECISIONS if name != engine.DEFAULT_PRECISION],
         default_precision=engine.DEFAULT_PRECISION,
@@ -174,6 +202,8 @@ def save_plan() -> WerkzeugResponse | tuple[str, int]:
         if form.get(name, "").strip():
             request[name] = form[name].strip()
     request.setdefault("organization", _organization_slug() or "")
+    # A plan names its accelerators: the page's form carries the count the planner chose, not the limit.
+    request.pop("max_accelerators", None)
     if not errors:
         try:
             request = PlanRequestSchema().load(request)

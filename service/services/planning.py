@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.core import allocate, engine, performance
+from service.core import allocate, engine, performance, wall_clock
 from service.core.cluster import ModelShape
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
@@ -313,6 +313,58 @@ def make_estimate(session: Session, request: EstimateRequest, *, scope: uuid.UUI
         )
     except InvalidInput as error:
         raise _field_error(error, EstimateRequest) from error
+
+
+@dataclass(frozen=True)
+class ClusterSize:
+    """The run of an estimate on another number of accelerators."""
+
+    accelerators: int
+    days: float
+    accelerator_hours: float
+    cost: Decimal | None
+    mfu: float
+
+
+def cluster_sizes(estimate: engine.Estimate, *, max_accelerators: int | None = None) -> list[ClusterSize]:
+    """The estimate's run (the same model, tokens, shape, hardware, price and the layout fields it fixes) on
+    each accelerator count the planner tries when it chooses one (`wall_clock.candidate_counts`, up to
+    `max_accelerators`, and the estimate's own count), fewest first: where more accelerators stop paying.
+    Counts no layout fits are left out; so are all of them for an estimate at a given MFU, whose time
+    scales with the count by assumption (an empty list)."""
+    if estimate.run is None:
+        return []
+    on = estimate.cluster
+    per_node = on.hardware.accelerators_per_node or engine.ASSUMED_NETWORK[0]
+    most = max(max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS, estimate.accelerators)
+    sizes = {estimate.accelerators: _cluster_size(estimate)}
+    # The shape the estimate was modelled with (given, scaled or assumed), so that each count runs it.
+    fixed = dataclasses.replace(on, shape=estimate.shape, max_accelerators=None, deadline_days=None)
+    for count in wall_clock.candidate_counts(per_node, most):
+        if count in sizes:
+            continue
+        try:
+            run = engine.estimate(
+                estimate.params,
+                estimate.tokens,
+                dataclasses.replace(fixed, accelerators=count),
+                price_per_hour=estimate.price_per_hour,
+                currency=estimate.currency,
+            )
+        except InvalidInput:  # no layout of this many accelerators fits (or honours the fixed fields)
+            continue
+        sizes[count] = _cluster_size(run)
+    return [sizes[count] for count in sorted(sizes)]
+
+
+def _cluster_size(estimate: engine.Estimate) -> ClusterSize:
+    return ClusterSize(
+        accelerators=estimate.accelerators,
+        days=estimate.runtime.days,
+        accelerator_hours=estimate.runtime.accelerator_hours,
+        cost=estimate.cost,
+        mfu=estimate.mfu,
+    )
 
 
 def isoflop(law: engine.NamedLaw, flops: float, points: int, span: float) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from markupsafe import Markup
 
 from service.console import charts
-from service.console.charts import Marker, Series, bar, format_number, line_chart
+from service.console.charts import Marker, Part, Series, bar, format_number, line_chart, stacked_bar
 
 NS = "{http://www.w3.org/2000/svg}"
 NASTY = '<script>&"'
@@ -434,6 +434,70 @@ def test_a_bar_without_a_positive_total_is_empty_with_text(total):
     assert not bar_parts(root)
     assert texts(root, "empty")
     assert "nan" not in markup.lower()
+
+
+def stacked(parts, width=640) -> ET.Element:
+    return parse(
+        stacked_bar(
+            chart_id="s", title="Step", description="Seconds", parts=parts, x_label="Seconds", width=width
+        )
+    )
+
+
+def test_a_stacked_bar_lays_its_parts_end_to_end_on_a_scale_from_zero():
+    root = stacked([Part(3, "Compute", 0), Part(1, "Comms", 2)])
+    assert root.get("aria-labelledby") == "s-title s-desc"
+    first, second = bar_parts(root)
+    assert float(second.get("x")) == pytest.approx(
+        float(first.get("x")) + float(first.get("width")), abs=0.01
+    )
+    assert float(first.get("width")) == pytest.approx(3 * float(second.get("width")), abs=0.02)
+    ticks = texts(root, "x-tick")
+    assert ticks[0] == "0"
+    assert "Seconds" in texts(root, "axis-title")
+    # The scale ends at a tick at or past the total: the bar ends where the total is read.
+    assert float(ticks[-1]) >= 4
+
+
+def test_each_part_keeps_its_colour_and_one_that_takes_no_time_is_left_out():
+    root = stacked(
+        [Part(3, "Compute", 0), Part(0, "Bubble", 4), Part(float("nan"), "Odd", 5), Part(1, "Comms", 2)]
+    )
+    assert [part.get("fill") for part in bar_parts(root)] == [charts.PALETTE[0], charts.PALETTE[2]]
+    entries = find(root, "g", "legend-entry")
+    assert [texts(entry)[0] for entry in entries] == ["Compute", "Comms"]
+    assert [find(entry, "rect", "swatch")[0].get("fill") for entry in entries] == [
+        charts.PALETTE[0],
+        charts.PALETTE[2],
+    ]
+
+
+def test_a_stacked_bars_legend_wraps_into_rows_inside_the_picture():
+    parts = [Part(i + 1, f"Part number {i} takes {i + 1}.5 s (12%)", i) for i in range(8)]
+    root = stacked(parts, width=480)
+    width, height = (float(v) for v in root.get("viewBox").split()[2:])
+    rows = sorted({float(find(entry, "text")[0].get("y")) for entry in find(root, "g", "legend-entry")})
+    assert len(rows) > 1
+    assert rows[-1] <= height
+    for entry in find(root, "g", "legend-entry"):
+        label = find(entry, "text")[0]
+        assert float(label.get("x")) + charts.text_width(texts(entry)[0]) <= width
+
+
+def test_a_stacked_bar_escapes_its_text_and_without_parts_says_so():
+    root = stacked([Part(1, NASTY, 0)])
+    assert NASTY in texts(root)
+    empty = stacked([Part(0, "Nothing", 0)])
+    assert not bar_parts(empty)
+    assert texts(empty, "empty")
+
+
+def test_a_marker_at_the_top_of_a_chart_is_labelled_below_it_clear_of_the_legend():
+    series = [Series("a", [(1, 1), (2, 2), (3, 3)])]
+    root = parse(chart(series, markers=[Marker(3, 3, "Top")]))
+    point = find(root, "circle", "marker")[0]
+    label = next(e for e in find(root, "text") if "".join(e.itertext()) == "Top")
+    assert float(label.get("y")) > float(point.get("cy"))
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,10 @@ import pytest
 
 from service.auth import CONSOLE_COOKIE
 from service.console.charts import format_number
+from service.console.figures import STEP_PARTS
+from service.console.formatting import gigabytes, percent
 from service.console.forms import report_query
-from service.console.views import MAX_FITTED_LAWS_CHARTED
+from service.console.views import MAX_FITTED_LAWS_CHARTED, SIZING_TEXTS
 from service.core.laws import PUBLISHED_LAWS
 from service.schemas.fields import numeral
 from service.services.catalog import load_builtin_hardware
@@ -364,6 +366,17 @@ def test_a_fixed_ratio_plan_is_marked_apart_from_the_optimum(browser):
         ({"precision": "fp4"}, "precision", "Must be one of"),
         ({**SHAPE, "heads": "57"}, "heads", "Must divide d_model"),
         ({"layers": "64"}, "d_model", "Missing data"),
+        ({**SHAPE, "kv_heads": "5"}, "kv_heads", "Must divide heads"),
+        ({**SHAPE, "activation": "relu"}, "activation", "Must be one of: gelu, swiglu"),
+        ({**SHAPE, "pipeline_parallel": "128"}, "pipeline_parallel", "Cannot exceed the layers (64)"),
+        ({"data_parallel": "3"}, "data_parallel", "must divide the accelerators (1024)"),
+        ({"micro_batch": "3", "data_parallel": "128"}, "micro_batch", "Must divide the batch of a replica"),
+        ({"micro_batch": "0"}, "micro_batch", "greater than or equal to 1"),
+        ({"global_batch": "lots"}, "global_batch", "Not a valid integer"),
+        ({"flash_attention": "maybe"}, "flash_attention", "Not a valid boolean"),
+        ({"restart_seconds": "-1"}, "restart_seconds", "greater than or equal to 0"),
+        ({"checkpoint_write_bytes_per_second": "0"}, "checkpoint_write_bytes_per_second", "greater than 0"),
+        ({"accelerators": "", "max_accelerators": "0"}, "max_accelerators", "greater than or equal to 1"),
     ],
 )
 def test_bad_input_is_shown_beside_its_field(browser, change, field, message):
@@ -410,12 +423,12 @@ def memory_card(page: str) -> str:
 
 
 def test_a_large_plan_fits_once_the_form_shards_it_and_shapes_it_as_the_api_does(browser, client):
-    cluster = {"zero_stage": "1", "tensor_parallel": "8", "recomputation": "selective", "precision": "bf16"}
-    shape = {**SHAPE, "micro_batch": "1"}
-    form = {**PLANNER_FORM, **cluster, **shape, "sequence_parallel": "true"}
+    layout = {"zero_stage": "1", "tensor_parallel": "8", "recomputation": "selective", "micro_batch": "1"}
+    form = {**PLANNER_FORM, **layout, **SHAPE, "precision": "bf16", "sequence_parallel": "true"}
     page = browser.get("/", query_string=form).get_data(as_text=True)
-    as_json = {name: int(value) for name, value in shape.items()}
-    api = api_allocation(client, {**PLANNER_FORM, **cluster}, shape=as_json, sequence_parallel=True)
+    shape = {name: int(value) for name, value in SHAPE.items()} | {"micro_batch": 1}
+    fixed = {name: numeral(value) for name, value in layout.items()} | {"sequence_parallel": True}
+    api = api_allocation(client, {**PLANNER_FORM, "precision": "bf16"}, shape=shape, layout=fixed)
     memory = api["estimate"]["memory"]
     assert memory["fits"]
     assert memory["activations_bytes"] > 0  # the shape counted
@@ -436,6 +449,173 @@ def test_the_advice_on_a_plan_that_does_not_fit_points_at_fields_the_form_has(br
     # The API's own advice, in the warnings, names the same fields by their labels.
     labels = {"ZeRO stage", "Tensor parallelism", "Activation recomputation"}
     assert all(re.search(rf'<label for="[a-z_]+">{label}</label>', page) for label in labels)
+
+
+def layout_rows(page: str) -> list[list[str]]:
+    """The cells of the layout table's rows (the chosen layout's first), as the page shows them."""
+    start = page.index('<table class="list layouts"')
+    body = page[page.index("<tbody>", start) : page.index("</tbody>", start)]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", body, flags=re.S)
+    return [[html.unescape(cell) for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)] for row in rows]
+
+
+def shown_layout(name: str, layout: dict, step: float, mfu: float, memory: float) -> list[str]:
+    """A row of the layout table as the page should show a layout the API gives."""
+    degrees = ("tensor_parallel", "pipeline_parallel", "data_parallel", "micro_batch", "interleave")
+    return [
+        name,
+        *(str(layout[field]) for field in degrees),
+        layout["recomputation"],
+        str(layout["zero_stage"]),
+        format_number(step),
+        percent(mfu),
+        gigabytes(memory),
+    ]
+
+
+FIGURES = ("layout", "step_seconds", "mfu", "memory_bytes")  # of each alternative, in a row's order
+
+
+def test_the_planner_shows_the_chosen_layout_beside_its_alternatives_as_the_api_gives_them(browser, client):
+    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    performance = api_allocation(client, PLANNER_FORM)["estimate"]["performance"]
+    alternatives = performance["alternatives"]
+    assert alternatives  # so that there is something beside the chosen layout
+    assert layout_rows(page) == [
+        shown_layout(
+            "Chosen",
+            performance["layout"],
+            performance["step_seconds"],
+            performance["mfu"],
+            performance["memory_bytes"],
+        ),
+        *(
+            shown_layout(f"Alternative {number}", *(other[key] for key in FIGURES))
+            for number, other in enumerate(alternatives, start=1)
+        ),
+    ]
+    text = html.unescape(page)
+    assert f"MFU {percent(performance['mfu'])}" in text
+    assert f"HFU {percent(performance['hfu'])}" in text
+    assert f'data-figure="useful_fraction">{percent(performance["goodput"]["useful_fraction"])}<' in page
+    assert f"{performance['goodput']['interruptions']:.1f} interruptions expected" in text
+    assert "as given" in re.search(r'id="cluster-card">(.*?)</div>', page).group(1)  # 1024, not chosen
+
+
+def test_a_blank_accelerators_field_lets_the_planner_choose_and_the_page_says_so(browser, client):
+    form = {**PLANNER_FORM, "accelerators": ""}
+    page = browser.get("/", query_string=form).get_data(as_text=True)
+    api = api_allocation(client, {name: value for name, value in form.items() if value})
+    estimate = api["estimate"]
+    sizing = estimate["performance"]["sizing"]
+    assert sizing["chosen_by"] == "cost"
+    assert f'data-figure="accelerators">{estimate["accelerators"]:,}<' in page
+    card = re.search(r'id="cluster-card">(.*?)</div>', page).group(1)
+    assert SIZING_TEXTS["cost"] in card
+    assert f"of {sizing['counts_tried']} counts tried" in card
+    assert f'data-figure="params">{format_number(api["params"])}<' in page
+    # Saved, the plan names the count the planner chose.
+    assert hidden_fields(page, "/plans")["accelerators"] == str(estimate["accelerators"])
+    response = save(browser, form, name="chosen")
+    assert response.status_code == 303, response.get_data(as_text=True)
+    plan = client.get(f"/v1{response.headers['Location']}").get_json()
+    assert plan["inputs"]["accelerators"] == estimate["accelerators"]
+    assert plan["params"] == pytest.approx(api["params"])
+
+
+def test_with_a_deadline_the_budget_chooses_the_accelerators_and_the_page_says_so(browser, client):
+    form = {**PLANNER_FORM, "accelerators": "", "days": "60", "max_accelerators": "4096"}
+    page = browser.get("/", query_string=form).get_data(as_text=True)
+    api = api_allocation(client, {name: value for name, value in form.items() if value})
+    sizing = api["estimate"]["performance"]["sizing"]
+    assert sizing["chosen_by"] == "budget"
+    card = re.search(r'id="cluster-card">(.*?)</div>', page).group(1)
+    assert SIZING_TEXTS["budget"] in card
+    assert "up to 4,096" in card
+    assert f'data-figure="accelerators">{api["estimate"]["accelerators"]:,}<' in page
+    labels = [text.text for text in svg(page, "cluster-days").iter(f"{SVG}text")]
+    assert "Deadline" in labels
+
+
+def test_a_layout_field_given_is_kept_in_the_form_and_in_the_layout_chosen(browser, client):
+    given = {"pipeline_parallel": "4", "zero_stage": "1", "recomputation": "selective"}
+    page = browser.get("/", query_string={**PLANNER_FORM, **given}).get_data(as_text=True)
+    assert re.search(r'id="pipeline_parallel" name="pipeline_parallel" type="text" value="4"', page)
+    assert selected(page, "zero_stage") == "1"
+    assert selected(page, "recomputation") == "selective"
+    layout = {"pipeline_parallel": 4, "zero_stage": 1, "recomputation": "selective"}
+    performance = api_allocation(client, PLANNER_FORM, layout=layout)["estimate"]["performance"]
+    assert {name: performance["layout"][name] for name in layout} == layout
+    chosen = layout_rows(page)[0]
+    assert chosen[2] == "4"
+    assert chosen[6:8] == ["selective", "1"]
+    assert chosen == shown_layout(
+        "Chosen",
+        performance["layout"],
+        performance["step_seconds"],
+        performance["mfu"],
+        performance["memory_bytes"],
+    )
+
+
+def test_a_layout_no_accelerator_can_hold_is_named_beside_the_layout_fields(browser):
+    unsharded = {"zero_stage": "0", "tensor_parallel": "1", "pipeline_parallel": "1", "recomputation": "none"}
+    response = browser.get("/", query_string={**PLANNER_FORM, **unsharded})
+    assert response.status_code == 422
+    page = html.unescape(response.get_data(as_text=True))
+    error = re.search(r'<p class="error" id="layout-error">([^<]*)</p>', page)
+    assert error is not None
+    assert "No layout of 1024 accelerators fits 80 GB" in error.group(1)
+    assert re.search(r'<fieldset id="layout"[^>]*aria-describedby="layout-error"', page)
+    assert 'href="#layout">layout</a>' in page  # from the list of errors at the top of the form
+
+
+def test_a_given_mfu_paces_the_run_without_the_cluster_model_and_the_page_says_so(browser):
+    page = browser.get("/", query_string=UNSHARDED_FORM).get_data(as_text=True)
+    assert 'data-figure="mfu">MFU 40.0%<' in page
+    assert "as given: the cluster model does not pace this run" in page
+    assert '<table class="list layouts"' not in page
+    assert 'id="step-breakdown"' not in page
+    assert 'id="cluster-days"' not in page
+    chosen = browser.get("/", query_string={**UNSHARDED_FORM, "accelerators": ""}).get_data(as_text=True)
+    card = re.search(r'id="cluster-card">(.*?)</div>', chosen).group(1)
+    assert "chosen by the planner; the MFU given sets their pace" in card
+
+
+def test_the_step_is_drawn_by_part_each_in_its_colour_with_its_seconds(browser, client):
+    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    performance = api_allocation(client, PLANNER_FORM)["estimate"]["performance"]
+    chart = svg(page, "step-breakdown")
+    spent = {name: seconds for name, seconds in performance["breakdown"].items() if seconds > 0}
+    entries = chart.findall(f".//{SVG}g[@class='legend-entry']")
+    labels = [entry.find(f"{SVG}text").text for entry in entries]
+    assert labels == [
+        f"{STEP_PARTS[name]} {format_number(seconds)} s ({seconds / performance['step_seconds']:.0%})"
+        for name, seconds in spent.items()
+    ]
+    parts = chart.findall(f".//{SVG}rect[@class='part']")
+    assert len(parts) == len(spent)
+    assert len({part.get("fill") for part in parts}) == len(parts)
+    widths = [float(part.get("width")) for part in parts]
+    compute = list(spent).index("compute")
+    assert widths[compute] == max(widths)  # this run computes for most of its step
+
+
+def test_days_and_cost_are_drawn_against_the_accelerators_with_the_plan_marked(browser, client):
+    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    estimate = api_allocation(client, PLANNER_FORM)["estimate"]
+    for chart_id in ("cluster-days", "cluster-cost"):
+        chart = svg(page, chart_id)
+        labels = [text.text for text in chart.iter(f"{SVG}text")]
+        assert "This plan: 1,024" in labels
+        assert "Accelerators" in labels
+        line = chart.find(f".//{SVG}g[@class='series']/{SVG}polyline")
+        assert len(line.get("points").split()) > 10  # the counts the planner tries
+    caption = html.unescape(page[page.index("Fastest on") :].split("</p>", 1)[0])
+    assert re.match(
+        r"Fastest on [\d,]+ accelerators \([\d,.]+ days\); cheapest on [\d,]+ \([\d,.]+ USD\)", caption
+    )
+    assert f"{Decimal(estimate['cost']):,.2f} USD" in page
 
 
 # --- saving plans --------------------------------------------------------------------------------------
@@ -459,26 +639,30 @@ def test_saving_a_plan_stores_it_once_even_when_the_form_is_sent_twice(browser, 
     assert world["id"] in page
 
 
-def test_a_saved_plan_keeps_the_limits_cluster_options_and_shape_it_was_planned_with(browser, client):
-    cluster = {
+def test_a_saved_plan_keeps_the_limits_layout_and_shape_it_was_planned_with(browser, client):
+    layout = {
         "zero_stage": "1",
         "tensor_parallel": "8",
         "recomputation": "selective",
         "sequence_parallel": "false",
     }
-    form = {**PLANNER_FORM, "cost": "3000000", "currency": "USD", "days": "60", **cluster, **SHAPE}
+    form = {**PLANNER_FORM, "cost": "3000000", "currency": "USD", "days": "60", **layout, **SHAPE}
     response = save(browser, form, name="sharded")
     assert response.status_code == 303, response.get_data(as_text=True)
     inputs = client.get(f"/v1{response.headers['Location']}").get_json()["inputs"]
-    assert {name: inputs[name] for name in ("cost", "currency", "days", *cluster)} == {
+    assert {name: inputs[name] for name in ("cost", "currency", "days")} == {
         "cost": "3000000.00",
         "currency": "USD",
         "days": 60,
+    }
+    # In the layout, not under the deprecated top-level names.
+    assert inputs["layout"] == {
         "zero_stage": 1,
         "tensor_parallel": 8,
         "recomputation": "selective",
         "sequence_parallel": False,
     }
+    assert all(inputs.get(name) is None for name in layout)
     assert inputs["shape"] == {name: int(value) for name, value in SHAPE.items()} | {"micro_batch": 1}
 
 
@@ -780,13 +964,26 @@ PAGES = {
         "cost",
         "days",
         "accelerator_hours",
+        "max_accelerators",
         "zero_stage",
         "tensor_parallel",
+        "pipeline_parallel",
+        "data_parallel",
+        "context_parallel",
+        "global_batch",
+        "interleave",
         "sequence_parallel",
         "recomputation",
+        "flash_attention",
         "layers",
         "heads",
+        "kv_heads",
+        "ffn",
+        "activation",
+        "vocabulary",
         "micro_batch",
+        "checkpoint_write_bytes_per_second",
+        "restart_seconds",
         "law",
         "tokens_per_param",
         "unique_tokens",

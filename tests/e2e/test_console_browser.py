@@ -136,6 +136,7 @@ def test_a_person_plans_saves_finds_and_reports_a_run(browser, acme, shots, tmp_
     journey = Journey(context.new_page(), acme["base"], acme["key"], shots)
     sign_in(journey)
     make_a_plan(journey)
+    let_the_planner_choose_the_cluster(journey)
     see_bad_input_named(journey)
     plan = save_and_commit(journey)
     save_a_second_plan(journey)
@@ -149,7 +150,7 @@ def test_a_person_plans_saves_finds_and_reports_a_run(browser, acme, shots, tmp_
 
 # Of every chart on the page as the browser lays it out: its box; the boxes of its labels and of its legend
 # entries (line, marker and text as one); its frame and horizontal reference lines; each series' computed
-# line colour and first marker.
+# line colour and first marker; the computed colour of each part of a bar.
 CHARTS = """() => [...document.querySelectorAll('svg.chart')].map(svg => {
   const box = element => {
     const r = element.getBoundingClientRect();
@@ -169,6 +170,7 @@ CHARTS = """() => [...document.querySelectorAll('svg.chart')].map(svg => {
       const stroke = line && getComputedStyle(line).stroke;
       return {stroke: stroke, d: mark.getAttribute('d'), fill: mark.getAttribute('fill')};
     }),
+    parts: [...svg.querySelectorAll('rect.part')].map(part => getComputedStyle(part).fill),
   };
 })"""
 SLACK = 0.5  # of a pixel: rounding where the browser places text
@@ -186,8 +188,8 @@ def inside(inner: list[float], outer: list[float]) -> bool:
 
 def assert_charts_legible(page: Page, charts: int) -> None:
     """The page's charts, at the laptop's 1366 by 768 and at 1920 by 1080: no label or legend entry runs into
-    another or out of its picture, each horizontal line lies inside the frame rather than on its border, and
-    every series has a colour and a marker of its own."""
+    another or out of its picture, each horizontal line lies inside the frame rather than on its border,
+    every series has a colour and a marker of its own, and every part of a bar a colour of its own."""
     for viewport in (LAPTOP, FULL_HD):
         page.set_viewport_size(viewport)
         drawn = page.evaluate(CHARTS)
@@ -206,6 +208,7 @@ def assert_charts_legible(page: Page, charts: int) -> None:
             ]
             assert len(set(strokes)) == len(strokes), (where, strokes)
             assert len(set(shapes)) == len(shapes), (where, shapes)
+            assert len(set(chart["parts"])) == len(chart["parts"]), (where, chart["parts"])
     page.set_viewport_size(LAPTOP)
 
 
@@ -238,20 +241,25 @@ def sign_in(journey: Journey) -> None:
     expect(page.get_by_text("No plans match")).to_be_visible()
 
 
+# The planner's charts: the step by part, days and cost against the accelerator count, the IsoFLOP profile.
+PLANNER_CHARTS = ("step-breakdown", "cluster-days", "cluster-cost", "isoflop")
+
+
 def make_a_plan(journey: Journey) -> None:
     """The planner: 6000 PF-days on 1024 H100s at ZeRO stage 3 under the Chinchilla law, as the API allocates
-    them; at stage 3 the model fits in memory."""
+    them; the layout the cluster model chooses at stage 3 fits in memory, and the page shows it beside its
+    alternatives, with the step by part and the run against the accelerator count."""
     page = journey.page
     page.get_by_role("link", name="Planner", exact=True).click()
     page.get_by_label("Budget in").select_option("pf_days")
     page.get_by_label("Amount").fill("6,000")
     page.get_by_label("Hardware").select_option("h100-sxm")
-    page.get_by_label("Accelerators").fill("1024")
+    page.get_by_label("Accelerators", exact=True).fill("1024")
     page.get_by_label("ZeRO stage").select_option("3")
     page.get_by_label("Scaling law").select_option("chinchilla-2022")
     page.get_by_role("button", name="Plan", exact=True).click()
     expect(page.get_by_role("heading", name="Allocation")).to_be_visible()
-    cluster = {"hardware": "h100-sxm", "accelerators": 1024, "zero_stage": 3}
+    cluster = {"hardware": "h100-sxm", "accelerators": 1024, "layout": {"zero_stage": 3}}
     allocation = journey.api(
         "POST", "/v1/allocations", json={"pf_days": 6000, "law": "chinchilla-2022", **cluster}
     )
@@ -259,12 +267,40 @@ def make_a_plan(journey: Journey) -> None:
     expect(page.locator("[data-figure=tokens]")).to_have_text(format_number(allocation["tokens"]))
     assert allocation["estimate"]["memory"]["fits"]
     expect(page.get_by_text("of 80.0 GB: fits")).to_be_visible()
+    performance = allocation["estimate"]["performance"]
+    chosen = page.locator("table.layouts tr.chosen td")
+    expect(chosen.nth(0)).to_have_text(str(performance["layout"]["tensor_parallel"]))
+    expect(chosen.nth(6)).to_have_text("3")  # the ZeRO stage given
+    expect(page.locator("table.layouts tr.alternative")).to_have_count(len(performance["alternatives"]))
     chart = page.get_by_role("img", name="IsoFLOP profile")
     expect(chart).to_be_visible()
     expect(chart.locator("text", has_text="Compute-optimal")).to_have_count(1)
     assert chart.bounding_box()["width"] > 500  # drawn at a readable size
-    assert_charts_legible(page, charts=1)
+    step = page.get_by_role("img", name="by part")
+    expect(step.locator(".legend-entry", has_text="Compute")).to_have_count(1)
+    for name in ("Wall-clock days against accelerators", "Cost against accelerators"):
+        sizes = page.get_by_role("img", name=name)
+        expect(sizes.locator("text", has_text="This plan: 1,024")).to_have_count(1)
+        assert sizes.bounding_box()["width"] > 500
+    assert [svg.get_attribute("id") for svg in page.locator("svg.chart").all()] == list(PLANNER_CHARTS)
+    assert_charts_legible(page, charts=len(PLANNER_CHARTS))
     journey.shots(page, "planner")
+
+
+def let_the_planner_choose_the_cluster(journey: Journey) -> None:
+    """With the accelerators left blank the planner chooses how many, says why, and draws the same charts
+    around its choice; then back to the plan on 1024."""
+    page = journey.page
+    page.get_by_label("Accelerators", exact=True).fill("")
+    page.get_by_role("button", name="Plan", exact=True).click()
+    expect(page.get_by_text("chosen by cost")).to_be_visible()
+    chosen = page.locator("[data-figure=accelerators]").inner_text()
+    sizes = page.get_by_role("img", name="Cost against accelerators")
+    expect(sizes.locator("text", has_text=f"This plan: {chosen}")).to_have_count(1)
+    assert_charts_legible(page, charts=len(PLANNER_CHARTS))
+    journey.shots(page, "planner-chosen")
+    page.go_back()
+    expect(page.locator("[data-figure=accelerators]")).to_have_text("1,024")
 
 
 def see_bad_input_named(journey: Journey) -> None:
