@@ -345,6 +345,13 @@ def _a_cluster_the_model_can_run(body: dict) -> None:
     if isinstance(body.get("layout"), dict):
         for name in LAYOUT_SPLITS:
             body["layout"].pop(name, None)
+    if body.get("mfu") is None:
+        # A fixed ZeRO stage, recomputation or tensor-parallel degree (in layout, or at the top level where
+        # they are deprecated) can leave a drawn model no layout that fits: the search chooses them.
+        layout = body.get("layout") if isinstance(body.get("layout"), dict) else {}
+        for name in ("zero_stage", "recomputation", "tensor_parallel", "flash_attention"):
+            layout.pop(name, None)
+            body.pop(name, None)
     if body.get("mfu") is None and isinstance(body.get("accelerators"), int):
         # Whole nodes of 8 (a prime count forbids tensor parallelism, which large models need to fit).
         body["accelerators"] = max(-(-body["accelerators"] // 8) * 8, FEWEST_ACCELERATORS_MODELLED)

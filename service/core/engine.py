@@ -662,8 +662,11 @@ def _plan_at_achieved_rate(budget: Budget, on: Cluster, arguments: dict[str, Any
         guess = achieved / excess
         rate = guess if low < guess < high else (math.sqrt(low * high) if low > 0 else high / 4)
     if best is None:
+        limit = next(name for name in CLUSTER_LIMITS if getattr(budget, name) is not None)
         raise v.InvalidInput(
-            "budget", "no plan within the limits was found at the utilisation the cluster model achieves"
+            limit,
+            f"buys no run on {on.accelerators} accelerators that the cluster model keeps within it, however "
+            "small the model: give more, or fewer accelerators",
         )
     return best
 

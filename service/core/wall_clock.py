@@ -26,6 +26,9 @@ ASSUMED_ASPECT_RATIO = 128
 ASSUMED_HEAD_DIMENSION = 128
 ASSUMED_SEQUENCE_LENGTH = 4096
 ASSUMED_VOCABULARY = 128_000
+SMALL_MODEL_PARAMS = 1e9
+# Deepest shape a scaled one may have: ten times the deepest published transformers' (~1 000 layers).
+MOST_LAYERS = 10_000
 # Widest shape a scaled one may have: eight times the widest published dense model's (Megatron's 1T: 25 600).
 LARGEST_WIDTH = 204_800
 # Accelerator counts tried when the request leaves it to the planner: whole nodes, in steps of 2^(1/4).
@@ -41,14 +44,18 @@ def assumed_shape(
 ) -> ModelShape:
     """A plausible decoder shape of about `params` parameters (see ASSUMED_ASPECT_RATIO), whose heads are a
     multiple of 8 and of `heads_multiple` (a tensor-parallel degree the request fixes)."""
+    N = v.positive("params", params)
+    # Below a billion parameters a 128 000-token vocabulary would be most of the model (and a floor under its
+    # size), and heads in eights too coarse: such models are assumed without embeddings, in single heads.
+    small = N < SMALL_MODEL_PARAMS
     template = ModelShape(
         layers=1,
         d_model=ASSUMED_HEAD_DIMENSION,
         heads=1,
         sequence_length=sequence_length,
-        vocabulary=ASSUMED_VOCABULARY,
+        vocabulary=None if small else ASSUMED_VOCABULARY,
     )
-    return _sized(template, params, ASSUMED_ASPECT_RATIO, math.lcm(8, heads_multiple))
+    return _sized(template, N, ASSUMED_ASPECT_RATIO, heads_multiple if small else math.lcm(8, heads_multiple))
 
 
 def scaled_shape(shape: ModelShape, params: float, *, heads_multiple: int = 1) -> ModelShape:
@@ -83,6 +90,9 @@ def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) 
             sequence_length=template.sequence_length,
         )
         layers = max(1, round((N - unit.embedding_params) / unit.layer_params))
+        if layers > MOST_LAYERS:  # too narrow to be this size: wider ones follow
+            heads += heads_step
+            continue
         shape = dataclasses.replace(unit, layers=layers)
         skew = abs(math.log(width / layers / aspect))
         score = (skew > math.log(2), abs(math.log(shape.params / N)), skew, shape)
