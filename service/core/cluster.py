@@ -309,8 +309,7 @@ def training_memory(
     capacity = v.positive("memory_bytes", memory_bytes, maximum=MAX_MEMORY_BYTES)
     N_d = _whole_at_most("data_parallel", data_parallel, units.MAX_ACCELERATORS)
     stage = _whole_at_most("zero_stage", zero_stage, ZERO_STAGES[-1], minimum=ZERO_STAGES[0])
-    K_mixed = OPTIMIZER_STATE_BYTES[_choice("optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))]
-    w, g, master_copy = _PRECISION_STORAGE[_choice("precision", precision, tuple(_PRECISION_STORAGE))]
+    w, g, K = state_bytes(precision, optimizer)
     mode = _choice("recomputation", recomputation, RECOMPUTATION_MODES)
     t = _whole_at_most("tensor_parallel", tensor_parallel, units.MAX_ACCELERATORS)
     if not isinstance(sequence_parallel, bool):
@@ -321,14 +320,8 @@ def training_memory(
             # Megatron splits attention heads across tensor-parallel ranks.
             raise v.InvalidInput("tensor_parallel", f"must divide the heads ({shape.heads}), got {t}")
 
-    K = K_mixed if master_copy else K_mixed - FP32_MASTER_WEIGHT_BYTES
     Psi = psi_total / t
-    replicated_per_param, sharded_per_param = {
-        0: (w + g + K, 0),
-        1: (w + g, K),
-        2: (w, g + K),
-        3: (0, w + g + K),
-    }[stage]
+    replicated_per_param, sharded_per_param = zero_split(w, g, K)[stage]
     replicated = replicated_per_param * Psi
     sharded = sharded_per_param * Psi
     activations = _activation_bytes(shape, mode, t, sequence_parallel) if shape is not None else 0.0
@@ -355,6 +348,21 @@ def training_memory(
         min_data_parallel=min_data_parallel,
         sequence_parallel=sequence_parallel,
     )
+
+
+def state_bytes(precision: str, optimizer: str) -> tuple[int, int, int]:
+    """Bytes per parameter of a weight, a gradient and the optimizer state (w, g, K in ZeRO's §3.1) at a
+    training precision: K loses the fp32 master copy where the weights are fp32 already."""
+    K_mixed = OPTIMIZER_STATE_BYTES[_choice("optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))]
+    w, g, master_copy = _PRECISION_STORAGE[_choice("precision", precision, tuple(_PRECISION_STORAGE))]
+    return w, g, K_mixed if master_copy else K_mixed - FP32_MASTER_WEIGHT_BYTES
+
+
+def zero_split(w: int, g: int, K: int) -> tuple[tuple[int, int], ...]:
+    """Per ZeRO stage 0-3, the bytes per parameter every data-parallel rank keeps and those sharded over
+    the ranks (Rajbhandari et al. 2020, Fig. 1): stage 1 shards the optimizer state, 2 the gradients too,
+    3 the weights too."""
+    return ((w + g + K, 0), (w + g, K), (w, g + K), (0, w + g + K))
 
 
 def _activation_bytes(shape: ModelShape, mode: str, tensor_parallel: int, sequence_parallel: bool) -> float:

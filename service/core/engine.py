@@ -415,8 +415,7 @@ def _default_global_batch(params: float, tokens: float, shape: ModelShape) -> in
 
 def _memory_of(step: performance.Step, on: Cluster) -> MemoryEstimate:
     layout = step.layout
-    w, g, master = cluster._PRECISION_STORAGE[on.precision]
-    K = cluster.OPTIMIZER_STATE_BYTES[on.optimizer] - (0 if master else cluster.FP32_MASTER_WEIGHT_BYTES)
+    w, g, K = cluster.state_bytes(on.precision, on.optimizer)
     return MemoryEstimate(
         zero_stage=layout.zero_stage,
         data_parallel=layout.data_parallel,

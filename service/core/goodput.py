@@ -26,8 +26,6 @@ DEFAULT_CHECKPOINT_WRITE_BYTES_PER_SECOND = 100e9
 # From a failure to training again: detection, rescheduling onto healthy nodes, loading the checkpoint,
 # warming up. Minutes to tens of minutes in published reports; 10 minutes by default.
 DEFAULT_RESTART_SECONDS = 600.0
-# Below this useful fraction the run mostly restarts: the answer says so rather than promise a date.
-LOW_USEFUL_FRACTION = 0.5
 
 
 @dataclass(frozen=True)

@@ -177,69 +177,16 @@ class Step:
         return self.layout.global_batch * sequence_length / self.seconds / self.layout.accelerators
 
 
-def check_layout(  # noqa: PLR0912 -- one check per field, each naming it
-    shape: ModelShape, layout: Layout, accelerators: int | None = None
-) -> None:
+def check_layout(shape: ModelShape, layout: Layout, accelerators: int | None = None) -> None:
     """Refuse a layout that cannot run, naming the field: degrees that do not multiply to the accelerator
     count, a tensor-parallel degree that does not divide the heads, a pipeline deeper than the layers, a
-    micro-batch that does not divide the batch of a replica."""
-    for name in ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel"):
-        v.whole(f"layout.{name}", getattr(layout, name))
-    for name in ("micro_batch", "global_batch", "interleave"):
-        v.whole(f"layout.{name}", getattr(layout, name))
-    if layout.recomputation not in RECOMPUTATION_MODES:
-        raise v.InvalidInput(
-            "layout.recomputation",
-            f"must be one of {', '.join(RECOMPUTATION_MODES)}; got {layout.recomputation!r}",
-        )
-    if layout.zero_stage not in cluster.ZERO_STAGES:
-        raise v.InvalidInput("layout.zero_stage", f"must be 0, 1, 2 or 3; got {layout.zero_stage!r}")
-    if accelerators is not None and layout.accelerators != accelerators:
-        raise v.InvalidInput(
-            "layout",
-            f"tensor · pipeline · data · context parallel = {layout.accelerators}, but the cluster has "
-            f"{accelerators} accelerators",
-        )
-    t = layout.tensor_parallel
-    if shape.heads % t or shape.key_value_heads % t:
-        raise v.InvalidInput(
-            "layout.tensor_parallel",
-            f"must divide the heads ({shape.heads}) and the key/value heads ({shape.key_value_heads}); "
-            f"{_divisors_text(math.gcd(shape.heads, shape.key_value_heads))} would, got {t}",
-        )
-    if layout.pipeline_parallel > shape.layers:
-        raise v.InvalidInput(
-            "layout.pipeline_parallel",
-            f"cannot exceed the layers ({shape.layers}), got {layout.pipeline_parallel}",
-        )
-    most_chunks = -(-shape.layers // layout.pipeline_parallel)
-    if layout.interleave > most_chunks:
-        # A virtual stage holds at least one layer (Llama 3's first and last chunks hold only the embedding
-        # and the output layer, so ceil(L / p) chunks, not fewer).
-        raise v.InvalidInput(
-            "layout.interleave",
-            f"must not exceed the layers per stage ({most_chunks} with {layout.pipeline_parallel} stages), "
-            f"got {layout.interleave}",
-        )
+    micro-batch that does not divide the batch of a replica (`check_fixed_fields`, every field fixed), and an
+    interleaved schedule without a pipeline or with micro-batches in other than multiples of its stages."""
+    fixed = {name: getattr(layout, name) for name in LAYOUT_FIELDS}
+    count = layout.accelerators if accelerators is None else accelerators
+    check_fixed_fields(shape, fixed, count, layout.global_batch)
     if layout.interleave > 1 and layout.pipeline_parallel == 1:
         raise v.InvalidInput("layout.interleave", "needs pipeline_parallel above 1")
-    if shape.sequence_length % layout.context_parallel:
-        raise v.InvalidInput(
-            "layout.context_parallel",
-            f"must divide the sequence length ({shape.sequence_length}), got {layout.context_parallel}",
-        )
-    replica = layout.global_batch / layout.data_parallel
-    if layout.global_batch % layout.data_parallel:
-        raise v.InvalidInput(
-            "layout.global_batch",
-            f"must be a multiple of data_parallel ({layout.data_parallel}), got {layout.global_batch}",
-        )
-    if int(replica) % layout.micro_batch:
-        raise v.InvalidInput(
-            "layout.micro_batch",
-            f"must divide the batch of a replica (global_batch ÷ data_parallel = {int(replica)}); "
-            f"{_divisors_text(int(replica))} would, got {layout.micro_batch}",
-        )
     if layout.interleave > 1 and layout.micro_batches % layout.pipeline_parallel:
         raise v.InvalidInput(
             "layout.interleave",
@@ -525,22 +472,16 @@ def _memory(
     """Memory of the first pipeline stage, the fullest under 1F1B (Korthikanti et al. 2022 §4.2.3).
 
     Model states: ZeRO's (w + g + K)·Ψ split by stage (Rajbhandari et al. 2020 §5), Ψ the parameters held.
-    Activations per layer (Korthikanti et al. 2022 Table 2, generalised to grouped K/V and any MLP): over
-    s·b·h, the attention block stores 7 + 4·kv/a (QKV input, Q, K, V, output-projection input, dropout
-    mask), the two norms 4 and the MLP 3 (its input and dropout mask); over s·b·ffn the MLP stores 4 (GELU:
-    its input and output) or 6 (SwiGLU: gate, up and their product); without FlashAttention the scores add
-    5·a·s²·b (Table 2's 5as/h term), which selective recomputation drops. Tensor parallelism splits all but
-    the norms' and dropouts' 10·s·b·h, which sequence parallelism splits too; full recomputation keeps 2·s·b·h
-    per layer plus one layer's working set. The first stage holds min(p, m) micro-batches in flight, times
-    1 + (p - 1)/(p·v) with an interleaved schedule.
+    Activations per layer (Korthikanti et al. 2022 Table 2, generalised to grouped K/V and any MLP): inside
+    the tensor-parallel blocks, Q, K, V and the output projection's input, (4 + 4·kv/a)·s·b·h, and the MLP's
+    (4 or, with SwiGLU, 6)·s·b·ffn; outside them, the norms' and blocks' inputs and the dropout masks,
+    10·s·b·h, split only by sequence parallelism. Without FlashAttention the scores add 5·a·s²·b (Table 2's
+    5as/h term), which selective recomputation drops; full recomputation keeps 2·s·b·h per layer plus one
+    layer's working set. The first stage holds min(p, m) micro-batches in flight, times 1 + (p - 1)/(p·v)
+    with an interleaved schedule.
     """
-    w, g, master = cluster._PRECISION_STORAGE[precision]
-    K = cluster.OPTIMIZER_STATE_BYTES[optimizer] - (0 if master else cluster.FP32_MASTER_WEIGHT_BYTES)
-    states = np.select(
-        [zero == 0, zero == 1, zero == 2],
-        [(w + g + K) * held, (w + g) * held + K * held / d, w * held + (g + K) * held / d],
-        (w + g + K) * held / d,
-    )
+    split = np.array(cluster.zero_split(*cluster.state_bytes(precision, optimizer)), dtype=np.float64)
+    states = split[zero, 0] * held + split[zero, 1] * held / d
     h, a, s = float(shape.d_model), float(shape.heads), float(shape.sequence_length)
     sc = s / c
     sbh = sc * b * h

@@ -34,7 +34,6 @@ LARGEST_WIDTH = 204_800
 # Accelerator counts tried when the request leaves it to the planner: whole nodes, in steps of 2^(1/4).
 COUNT_STEPS_PER_DOUBLING = 4
 DEFAULT_MAX_ACCELERATORS = 32_768
-CHOSEN_BY = ("days", "cost", "budget")  # fewest by the deadline, cheapest, most compute for the budget
 # Without a deadline, the cheapest cluster among those that finish within a year.
 UNHURRIED_DAYS = 365.0
 
