@@ -327,6 +327,33 @@ def _shape_that_divides(body: dict) -> None:
             if isinstance(heads, int):
                 tensor_parallel = math.gcd(tensor_parallel, heads)
         body["tensor_parallel"] = tensor_parallel
+    _experts_that_fit(body, shape)
+
+
+def _experts_that_fit(body: dict, shape: dict) -> None:
+    """A drawn mixture of experts is one the cluster model can run: top-k among its experts, widths and
+    depths within the model's, and, given without a shape, a total the planner can assume a shape for."""
+    if isinstance(shape.get("experts"), int):
+        # A mixture of experts of at most 64 experts, top-k among them, each no wider than 4·d_model.
+        shape["experts"] = min(shape["experts"], 64)
+        if isinstance(shape.get("experts_per_token"), int):
+            shape["experts_per_token"] = min(shape["experts_per_token"], shape["experts"])
+        for name in ("shared_experts", "moe_every"):
+            if isinstance(shape.get(name), int):
+                shape[name] = min(shape[name], 2)
+        if isinstance(shape.get("capacity_factor"), int | float):
+            shape["capacity_factor"] = min(shape["capacity_factor"], 2.0, shape["experts"])
+    for name in ("expert_ffn", "kv_lora_rank", "q_lora_rank", "head_dim", "rope_head_dim"):
+        if isinstance(shape.get(name), int) and isinstance(shape.get("d_model"), int):
+            shape[name] = min(shape[name], 4 * shape["d_model"])
+    if isinstance(shape.get("layers"), int) and isinstance(shape.get("dense_layers"), int):
+        shape["dense_layers"] = min(shape["dense_layers"], shape["layers"] - 1)
+    if isinstance(body.get("active_params"), int | float) and isinstance(body.get("params"), int | float):
+        # A mixture of experts the planner assumes a shape for: at most 50 times as many parameters as a
+        # token passes through (DeepSeek-V3 has 18; wall_clock.MOST_EXPERTS bounds the assumption).
+        body["params"] = min(body["params"], 50 * body["active_params"])
+    if isinstance(shape.get("mtp_depth"), int):
+        shape["mtp_depth"] = min(shape["mtp_depth"], 2)
 
 
 # Layout fields whose values must agree with each other and with the cluster (degrees that multiply to the
@@ -334,7 +361,14 @@ def _shape_that_divides(body: dict) -> None:
 # words, and the
 # cluster model refuses what does not (tests/api/test_cluster_model.py). Drawn ones are left to the search.
 LAYOUT_DEGREES = ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel")
-LAYOUT_SPLITS = (*LAYOUT_DEGREES, "micro_batch", "interleave", "global_batch")
+LAYOUT_SPLITS = (
+    *LAYOUT_DEGREES,
+    "micro_batch",
+    "interleave",
+    "global_batch",
+    "expert_parallel",
+    "expert_overlap",
+)
 
 
 def _a_cluster_the_model_can_run(body: dict) -> None:

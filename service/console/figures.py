@@ -80,6 +80,7 @@ STEP_PARTS = {
     "context_parallel": "Context-parallel comms",
     "pipeline_bubble": "Pipeline bubble",
     "pipeline_transfers": "Pipeline transfers",
+    "expert_parallel": "Expert all-to-all",
     "data_parallel": "Data-parallel comms",
     "optimizer": "Optimizer",
 }

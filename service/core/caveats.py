@@ -198,13 +198,29 @@ def assumed_shape(shape: ModelShape) -> Caveat:
         ASSUMED_SHAPE,
         f"No shape was given, so the run is modelled on an assumed one: {shape.layers} layers of width "
         f"{shape.d_model} ({shape.heads} heads), a {shape.sequence_length}-token context and a "
-        f"{shape.vocabulary}-token vocabulary; give shape for a closer estimate.",
+        f"{shape.vocabulary}-token vocabulary"
+        + (
+            f", each of its MLPs {shape.experts} experts of width {shape.expert_ffn} of which a token goes "
+            f"to {shape.experts_per_token}"
+            if shape.mixture_of_experts
+            else ""
+        )
+        + "; give shape for a closer estimate.",
         {
             "layers": shape.layers,
             "d_model": shape.d_model,
             "heads": shape.heads,
             "sequence_length": shape.sequence_length,
             "vocabulary": shape.vocabulary,
+            **(
+                {
+                    "experts": shape.experts,
+                    "experts_per_token": shape.experts_per_token,
+                    "expert_ffn": shape.expert_ffn,
+                }
+                if shape.mixture_of_experts
+                else {}
+            ),
         },
     )
 

@@ -94,6 +94,9 @@ class Cluster:
     # allocation's FLOPs per accelerator-second over the peak, found by `plan`.
     utilisation: float | None = None
     calibration: performance.Calibration = performance.CALIBRATION  # a stored plan's, when it replays
+    # The parameters a token passes through, for a mixture of experts given without its shape: the FLOPs
+    # follow them, the memory the total (the cluster model assumes a fine-grained shape of both).
+    active_params: float | None = None
 
     @property
     def fixed_layout(self) -> dict[str, Any]:
@@ -245,7 +248,7 @@ def estimate(
     the model chooses, when the cluster gives none). With a `law`,
     also the loss it predicts for this model size and token count.
     """
-    flops = cluster.training_flops(params, tokens, on.shape)
+    flops = _training_flops(params, tokens, on)
     price, price_currency = _price(on.hardware, price_per_hour, currency)
     notes: list[caveats.Caveat] = []
     run: ClusterRun | None = None
@@ -308,6 +311,17 @@ def estimate(
     )
 
 
+def _training_flops(params: float, tokens: float, on: Cluster) -> float:
+    """C = 6·N·D with N the active parameters (cluster.training_flops), given by the shape or, without one,
+    by `active_params`."""
+    if on.active_params is not None and on.shape is None:
+        active = v.positive("active_params", on.active_params, maximum=units.MAX_PARAMS)
+        if active > params:
+            raise v.InvalidInput("active_params", f"cannot exceed params ({params:.4g}), got {active:.4g}")
+        return cluster.training_flops(active, tokens)
+    return cluster.training_flops(params, tokens, on.shape)
+
+
 def model_run(
     params: float, tokens: float, on: Cluster
 ) -> tuple[ClusterRun, Sizing | None, cluster.ModelShape, list[caveats.Caveat]]:
@@ -320,7 +334,12 @@ def model_run(
     shape = on.shape
     fixed = on.fixed_layout
     if shape is None:
-        shape = wall_clock.assumed_shape(params, heads_multiple=fixed.get("tensor_parallel", 1))
+        multiple = fixed.get("tensor_parallel", 1)
+        shape = (
+            wall_clock.assumed_shape(params, heads_multiple=multiple)
+            if on.active_params is None or on.active_params >= params
+            else wall_clock.assumed_moe_shape(params, on.active_params, heads_multiple=multiple)
+        )
         notes.append(caveats.assumed_shape(shape))
     elif abs(math.log(shape.params / params)) > math.log(1 + SHAPE_TOLERANCE):
         # The step time is of the model that is trained: a shape of another size (an allocation's size is
@@ -328,6 +347,7 @@ def model_run(
         given = shape
         shape = wall_clock.scaled_shape(given, params, heads_multiple=fixed.get("tensor_parallel", 1))
         notes.append(caveats.shape_scaled(given, shape, params))
+    performance.check_model_fields(shape, fixed)  # at any count: said as such, not as no count fitting
     machine, assumed = _machine(on)
     if assumed:
         notes.append(caveats.assumed_network(on.hardware.name, machine))
@@ -399,6 +419,8 @@ def _machine(on: Cluster) -> tuple[performance.Machine, bool]:
         scale_up_bytes_per_second=given[1] or up,
         scale_out_bytes_per_second=given[2] or out,
         slug=hardware.slug,
+        # Training in fp8, attention stays in bf16 (performance.Machine).
+        attention_peak_flops_per_second=hardware.peak_flops.get("bf16") if on.precision == "fp8" else None,
     )
     return machine, any(value is None for value in (*given, hardware.memory_bandwidth_bytes_per_second))
 

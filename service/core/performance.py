@@ -58,6 +58,9 @@ BACKWARD_PER_FORWARD = 2.0
 # inside an NVLink domain, ~10 µs over InfiniBand/RoCE; NCCL tuning tables).
 SCALE_UP_LATENCY_SECONDS = 3e-6
 SCALE_OUT_LATENCY_SECONDS = 1e-5
+# Share of an accelerator's streaming multiprocessors an overlapped expert all-to-all keeps busy: DeepSeek-V3
+# §3.2.2 dedicates 20 of the H800's 132 SMs to it.
+COMMUNICATION_SMS = 20 / 132
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,9 @@ class Machine:
     scale_up_bytes_per_second: float
     scale_out_bytes_per_second: float
     slug: str | None = None
+    # The dense peak attention runs at when it differs (training in fp8, attention stays in bf16: Transformer
+    # Engine's recipes and DeepSeek-V3 §3.3 keep it out of fp8); None: the peak.
+    attention_peak_flops_per_second: float | None = None
 
     def __post_init__(self) -> None:
         v.positive("peak_flops_per_second", self.peak_flops_per_second)
@@ -132,6 +138,11 @@ class Layout:
     recomputation: str = "none"
     zero_stage: int = 1
     flash_attention: bool = True
+    # Ranks of the data-parallel group a mixture-of-experts layer's experts are spread over, and whether their
+    # all-to-all runs under another micro-batch's compute (DeepSeek-V3's DualPipe) at the cost of the SMs
+    # it takes.
+    expert_parallel: int = 1
+    expert_overlap: bool = False
 
     @property
     def accelerators(self) -> int:
@@ -152,6 +163,7 @@ BREAKDOWN = (
     "context_parallel",
     "pipeline_bubble",
     "pipeline_transfers",
+    "expert_parallel",
     "data_parallel",
     "optimizer",
 )
@@ -259,11 +271,22 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     rec = np.asarray(columns["recomputation"], dtype=np.int64)
     zero = np.asarray(columns["zero_stage"], dtype=np.int64)
     flash = np.asarray(columns["flash_attention"], dtype=bool)
+    e = np.asarray(columns["expert_parallel"], dtype=f64)
+    overlap_experts = np.asarray(columns["expert_overlap"], dtype=bool) & (e > 1)
 
     L, h, a = float(shape.layers), float(shape.d_model), float(shape.heads)
     s, f, V = float(shape.sequence_length), float(shape.ffn_width), float(shape.vocabulary or 0)
-    kv_width = h * shape.key_value_heads / a
+    d_qk, d_v = float(shape.query_key_width), float(shape.head_width)
+    kv_width = float(shape.key_value_heads * shape.head_width)  # of K and of V (grouped-query attention)
     gated = shape.activation == "swiglu"
+    # Mixture of experts: the share of layers whose MLP is routed, the experts a token's rows go through on
+    # the busiest rank (top-k times the capacity factor) and the shared ones, each expert's width.
+    moe = shape.moe_layers / L
+    routed = float(shape.experts_per_token or 0) * float(shape.capacity_factor or 1.0)
+    shared = float(shape.shared_experts or 0)
+    f_e = float(shape.expert_ffn or shape.ffn_width)
+    E = float(shape.experts or 1)
+    mtp = float(shape.mtp_depth or 0)
     m = np.floor(B / (d * b))
     sc = s / c  # tokens of a sequence on one context-parallel rank
     tokens = b * sc  # rows of every GEMM on one device
@@ -276,39 +299,54 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     up = machine.scale_up_bytes_per_second * calibration.link_efficiency
     out = machine.scale_out_bytes_per_second * calibration.link_efficiency
 
-    def gemm_seconds(flops: Array) -> Array:
-        return flops / (peak * e_max) + kernel
+    def gemm_seconds(flops: Array, at: float = peak) -> Array:
+        return flops / (at * e_max) + kernel
 
-    # Forward GEMMs of one layer on one device (each split t ways): QKV (grouped K and V), output projection,
-    # the MLP's up (gate and up for SwiGLU) and down projections, and the attention scores and values over
-    # the local queries and all keys (the full matrix: Megatron's kernels compute it; FlashAttention skips the
-    # causal half but runs at about half a GEMM's efficiency, Dao 2023, so the two are taken to cancel).
-    qkv = 2 * tokens * h * (h + 2 * kv_width) / t
-    projection = 2 * tokens * h * h / t
+    attention_peak = machine.attention_peak_flops_per_second or peak
+
+    # Forward GEMMs of one layer on one device (each split t ways): QKV (grouped K and V, or latent
+    # attention's down- and up-projections), output projection, the MLP's up (gate and up for SwiGLU) and
+    # down projections, and the attention scores and values over the local queries and all keys (the full
+    # matrix: Megatron's kernels compute it; FlashAttention skips the causal half but runs at about half a
+    # GEMM's efficiency, Dao 2023, so the two are taken to cancel).
+    output_params = shape.output_projection_params
+    qkv = 2 * tokens * (shape.attention_params - output_params) / t
+    projection = 2 * tokens * output_params / t
     up_projection = 2 * tokens * h * f * (2 if gated else 1) / t
     down_projection = 2 * tokens * h * f / t
-    attention = 2 * b * sc * s * h / t  # each of scores and values
-    dense_seconds = (
-        gemm_seconds(qkv)
-        + gemm_seconds(projection)
-        + gemm_seconds(up_projection)
-        + gemm_seconds(down_projection)
+    scores = 2 * b * sc * s * a * d_qk / t
+    values = 2 * b * sc * s * a * d_v / t
+    dense_mlp_seconds = gemm_seconds(up_projection) + gemm_seconds(down_projection)
+    attention_seconds = gemm_seconds(scores, attention_peak) + gemm_seconds(values, attention_peak)
+    # A mixture-of-experts MLP: the router's logits (d·E per token), the shared experts as dense GEMMs, and
+    # the routed rows on this rank's E/e experts, each expert a GEMM of its own (its fixed cost each time).
+    expert_flops = 2 * tokens * h * f_e * shape.mlp_matrices / t
+    local_experts = E / e
+    router = 2 * tokens * h * E
+    moe_mlp_seconds = (
+        np.where(moe > 0, gemm_seconds(router), 0.0)
+        + np.where(shared > 0, 2 * kernel + shared * expert_flops / (peak * e_max), 0.0)
+        + routed * expert_flops / (peak * e_max)
+        + 2 * local_experts * kernel
     )
-    attention_seconds = 2 * gemm_seconds(attention)
-    forward_gemm = dense_seconds + attention_seconds
+    mlp_seconds = (1 - moe) * dense_mlp_seconds + moe * moe_mlp_seconds
+    forward_gemm = gemm_seconds(qkv) + gemm_seconds(projection) + attention_seconds + mlp_seconds
 
     # Element-wise bytes of one layer's forward pass on one device (ELEMENTWISE_PASSES_*): width-sized work
     # is split by sequence parallelism, the MLP's by the tensor-parallel split, the scores only exist without
     # FlashAttention.
     width_elements = tokens * h / np.where(sp, t, 1.0)
-    ffn_elements = tokens * f / t
+    # A routed MLP's activation runs over every row an expert takes; its rows are permuted into expert order
+    # and back, and the router's softmax and top-k read its logits (about four passes over each).
+    ffn_elements = tokens * ((1 - moe) * f + moe * (routed + shared) * f_e) / t
+    permute_elements = moe * tokens * (routed * h / t + E)
     score_elements = np.where(flash, 0.0, b * (a / t) * sc * s)
     forward_bytes = WIRE_BYTES * (
         ELEMENTWISE_PASSES_WIDTH * width_elements
         + (3.0 if gated else 2.0) * ffn_elements
+        + 4.0 * permute_elements
         + ELEMENTWISE_PASSES_SCORES * score_elements
     )
-    score_bytes = WIRE_BYTES * ELEMENTWISE_PASSES_SCORES * score_elements
     forward_memory_bound = forward_bytes / hbm
 
     # Tensor-parallel collectives (Megatron, Narayanan et al. 2021 §2.3): two all-reduces of b·s·h in the
@@ -329,22 +367,59 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     kv_bytes = WIRE_BYTES * 2 * tokens * kv_width / t
     cp_layer = np.where(c > 1, 2 * (c - 1) * kv_bytes / cp_link, 0.0)
 
+    # Expert parallelism (GShard, Lepikhin et al. 2020; DeepSeek-V3 §3.2.2): each mixture-of-experts layer
+    # sends every token's hidden state to the ranks of its top-k experts (dispatch) and brings the outputs
+    # back (combine), in the forward pass and again, as gradients, in the backward: four all-to-alls (six
+    # with full recomputation). The e ranks of a group sit t·c apart, so e·t·c <= node keeps it on the
+    # scale-up link; a wider group sends to the other nodes over the network, each token once per node its
+    # experts are on (DeepSeek-V3's dispatch: E[nodes] = n·(1 - (1 - 1/n)^k) for k experts spread over n
+    # nodes), forwarding inside the node. Dispatch travels in fp8 when training in fp8 (DeepSeek-V3 §3.3.2).
+    # The busiest rank takes capacity_factor times the mean.
+    k = float(shape.experts_per_token or 0)
+    per_node = np.maximum(1.0, np.minimum(e, node / (t * c)))
+    nodes = np.ceil(e / per_node)
+    remote_nodes = np.where(nodes > 1, nodes * (1 - (1 - 1 / nodes) ** k) * (nodes - 1) / nodes, 0.0) * float(
+        shape.capacity_factor or 1.0
+    )
+    local_copies = routed * (per_node - 1) / e
+    hidden = tokens * h / t
+    dispatch_bytes = 1.0 if precision == "fp8" else float(WIRE_BYTES)
+    a2a_bytes = hidden * (dispatch_bytes + WIRE_BYTES)  # a dispatch and a combine
+    a2a_pass = np.maximum(a2a_bytes * remote_nodes / out, a2a_bytes * (local_copies + remote_nodes) / up)
+    a2a_latency = np.where(nodes > 1, SCALE_OUT_LATENCY_SECONDS, SCALE_UP_LATENCY_SECONDS)
+    a2a_layer = np.where(
+        (e > 1) & (moe > 0),
+        moe * (a2a_pass + 2 * a2a_latency) * (2.0 + (rec == 2)),
+        0.0,
+    )
+
     # One layer, forward + backward (+ recomputation): selective recomputation repeats the attention scores
     # and their element-wise work (Korthikanti et al. 2022 §5), full repeats the whole forward.
     compute_layer = forward_gemm * (1 + BACKWARD_PER_FORWARD) + np.where(
         rec == 2, forward_gemm, np.where(rec == 1, attention_seconds, 0.0)
     )
+    # Overlapped, the all-to-all of one micro-batch runs under the compute of another (DualPipe pairs a
+    # forward with a backward chunk, DeepSeek-V3 §3.2.1), with COMMUNICATION_SMS of the SMs taken from the
+    # GEMMs; what the compute does not cover stays exposed.
+    compute_layer = np.where(overlap_experts, compute_layer / (1 - COMMUNICATION_SMS), compute_layer)
+    ep_layer = np.where(overlap_experts, np.maximum(0.0, a2a_layer - compute_layer), a2a_layer)
+    score_bytes = WIRE_BYTES * ELEMENTWISE_PASSES_SCORES * score_elements
     memory_layer = forward_memory_bound * (1 + BACKWARD_PER_FORWARD) + np.where(
         rec == 2, forward_memory_bound, np.where(rec == 1, score_bytes / hbm, 0.0)
     )
     tp_layer = tp_collectives * tp_one
-    layer_seconds = compute_layer + memory_layer + tp_layer + cp_layer
+    layer_seconds = compute_layer + memory_layer + tp_layer + cp_layer + ep_layer
 
     # The output layer, on the last stage: the logits GEMM forward and backward, and the loss's element-wise
-    # work over fp32 logits (written, read by the loss, its gradient written).
+    # work over fp32 logits (written, read by the loss, its gradient written). Multi-token prediction
+    # (DeepSeek-V3 §2.2) puts its modules there too (DeepSeek-V3 §3.2.3: beside the output layer they share),
+    # each a layer, a 2h → h projection and the output layer once more.
     logits = 2 * tokens * h * V / t
-    logits_compute = np.where(V > 0, gemm_seconds(logits) * (1 + BACKWARD_PER_FORWARD), 0.0)
-    logits_memory = 3 * 4.0 * tokens * V / t / hbm
+    heads_run = 1.0 + mtp
+    logits_compute = np.where(V > 0, heads_run * gemm_seconds(logits) * (1 + BACKWARD_PER_FORWARD), 0.0)
+    mtp_projection = 2 * tokens * 2 * h * h / t
+    logits_compute = logits_compute + mtp * gemm_seconds(mtp_projection) * (1 + BACKWARD_PER_FORWARD)
+    logits_memory = heads_run * 3 * 4.0 * tokens * V / t / hbm
 
     # The busiest stage sets the pipeline's pace. When p does not divide L the spare layer slots come off
     # the first and last stages, as Llama 3 did (§3.3.2: one layer fewer on each), the last also carrying
@@ -352,7 +427,7 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     per_stage = np.ceil(L / p)
     spare = per_stage * p - L
     first_layers = np.where(p > 1, per_stage - np.ceil(spare / 2), L)
-    last_layers = np.where(p > 1, per_stage - np.floor(spare / 2), L)
+    last_layers = np.where(p > 1, per_stage - np.floor(spare / 2), L) + mtp
     last_is_busiest = (
         last_layers * layer_seconds + logits_compute + logits_memory >= per_stage * layer_seconds
     )
@@ -360,7 +435,7 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     with_output = np.where(last_is_busiest, 1.0, 0.0)
     stage_compute = busy_layers * compute_layer + with_output * logits_compute
     stage_memory = busy_layers * memory_layer + with_output * logits_memory
-    stage_seconds = stage_compute + stage_memory + busy_layers * (tp_layer + cp_layer)
+    stage_seconds = stage_compute + stage_memory + busy_layers * (tp_layer + cp_layer + ep_layer)
 
     # Pipeline transfers: each micro-batch sends b·s·h forward and its gradient back across each stage
     # boundary, v times with interleaving; divided t ways by Megatron's scatter/gather optimisation (§4.1).
@@ -375,12 +450,20 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # Stages 0-2 reduce them once a step (an all-reduce, or reduce-scatter + all-gather: the same bytes),
     # hidden under the last micro-batch's backward pass up to `overlap`; stage 3 also gathers the parameters
     # for every micro-batch's forward and backward (1.5x the traffic, per micro-batch), hidden under that
-    # micro-batch's compute. The first stage holds the input embedding, the last the output layer.
-    held = (per_stage * shape.layer_params + np.where(p > 1, 0.5, 1.0) * shape.embedding_params) / t
+    # micro-batch's compute. The first stage holds the input embedding, the last the output layer. A rank
+    # holds E/e of a mixture-of-experts layer's routed experts, whose gradients it reduces over the d/e ranks
+    # that hold the same ones (DeepSeek-V3 §3.2: ZeRO-1 over the expert's data-parallel group).
+    routed_params = moe * E * shape.expert_params  # per layer, on average
+    dense_params = shape.layer_params - routed_params
+    held_experts = per_stage * routed_params / (e * t)
+    held_dense = (per_stage * dense_params + np.where(p > 1, 0.5, 1.0) * shape.embedding_params) / t
+    held = held_dense + held_experts
     inside = t * c * p * d <= node
     dp_link = np.where(inside, up, out)
     dp_latency = np.where(inside, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
-    reduce_once = _all_reduce_seconds(WIRE_BYTES * held, d, dp_link, dp_latency)
+    reduce_once = _all_reduce_seconds(WIRE_BYTES * held_dense, d, dp_link, dp_latency) + _all_reduce_seconds(
+        WIRE_BYTES * held_experts, d / e, dp_link, dp_latency
+    )
     backward_window = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
     exposed_once = reduce_once - calibration.overlap * np.minimum(reduce_once, backward_window)
     gathers = 1.5 * reduce_once
@@ -388,7 +471,8 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     data_parallel = np.where(zero == 3, exposed_gathers, exposed_once)
 
     # The optimizer update reads and writes the state of the parameters a device updates.
-    optimizer_seconds = OPTIMIZER_UPDATE_BYTES * held / np.where(zero >= 1, d, 1.0) / hbm
+    updated = held_dense / np.where(zero >= 1, d, 1.0) + held_experts / np.where(zero >= 1, d / e, 1.0)
+    optimizer_seconds = OPTIMIZER_UPDATE_BYTES * updated / hbm
 
     breakdown = {
         "compute": m * stage_compute,
@@ -397,20 +481,29 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
         "context_parallel": m * busy_layers * cp_layer,
         "pipeline_bubble": bubble,
         "pipeline_transfers": m * transfer,
+        "expert_parallel": m * busy_layers * ep_layer,
         "data_parallel": data_parallel,
         "optimizer": optimizer_seconds,
     }
     seconds = sum(breakdown.values())
 
-    # MFU counts model FLOPs, (6N + 12·L·h·s) per token with N the layers' and output layer's weights
-    # (PaLM, Chowdhery et al. 2022, App. B); HFU counts what ran, recomputation included.
+    # MFU counts model FLOPs, (6N + 12·L·h·s) per token with N the weights a token passes through in the
+    # layers and the output layer (PaLM, Chowdhery et al. 2022, App. B; the active ones of a mixture of
+    # experts, and the multi-token prediction modules'), h·2 the attention width a·(d_qk + d_v); HFU counts
+    # what ran, recomputation included.
     devices = t * p * d * c
-    model_flops = (6 * (L * shape.layer_params + shape.embedding_params / 2) + 12 * L * h * s) * B * s
-    layer_forward = t * (qkv + projection + up_projection + down_projection + 2 * attention)
-    layer_ran = layer_forward * (1 + BACKWARD_PER_FORWARD) + np.where(
-        rec == 2, layer_forward, np.where(rec == 1, 2 * t * attention, 0.0)
+    active = shape.non_embedding_active_params + shape.embedding_params / 2 + shape.mtp_active_params
+    attention_width = 2 * shape.attention_width
+    model_flops = (6 * active + 6 * (L + mtp) * attention_width * s) * B * s
+    mlp_forward = (1 - moe) * (up_projection + down_projection) + moe * (
+        (routed + shared) * expert_flops + router
     )
-    hardware_flops = (L * layer_ran + 3 * t * logits) * m * d * c
+    layer_forward = t * (qkv + projection + scores + values + mlp_forward)
+    layer_ran = layer_forward * (1 + BACKWARD_PER_FORWARD) + np.where(
+        rec == 2, layer_forward, np.where(rec == 1, t * (scores + values), 0.0)
+    )
+    head_forward = t * (heads_run * logits + mtp * mtp_projection)
+    hardware_flops = ((L + mtp) * layer_ran + 3 * head_forward) * m * d * c
     memory = _memory(
         shape,
         t=t,
@@ -426,6 +519,7 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
         flash=flash,
         first_layers=first_layers,
         held=held,
+        sharded=held_dense / d + held_experts / (d / e),
         precision=precision,
         optimizer=optimizer,
     )
@@ -466,6 +560,7 @@ def _memory(
     flash: Flags,
     first_layers: Array,
     held: Array,
+    sharded: Array,
     precision: str,
     optimizer: str,
 ) -> dict[str, Array]:
@@ -481,17 +576,36 @@ def _memory(
     with an interleaved schedule.
     """
     split = np.array(cluster.zero_split(*cluster.state_bytes(precision, optimizer)), dtype=np.float64)
-    states = split[zero, 0] * held + split[zero, 1] * held / d
+    states = split[zero, 0] * held + split[zero, 1] * sharded
     h, a, s = float(shape.d_model), float(shape.heads), float(shape.sequence_length)
     sc = s / c
     sbh = sc * b * h
-    inside_blocks = 4.0 + 4.0 * shape.key_value_heads / a  # Q, K, V and the output projection's input
-    mlp_ffn = 6.0 if shape.activation == "swiglu" else 4.0
-    per_layer = (
-        sbh * (10.0 / np.where(sp, t, 1.0) + inside_blocks / t) + sc * b * shape.ffn_width * mlp_ffn / t
+    # Q, K, V and the output projection's input, at 2 bytes each (4 + 4·kv/a of s·b·h in a plain
+    # transformer); latent attention also keeps its latents.
+    qk, hv = float(shape.query_key_width), float(shape.head_width)
+    kv = float(shape.key_value_heads)
+    attention_widths = (
+        a * qk + a * qk + a * hv + a * hv + (shape.q_lora_rank or 0) + (shape.kv_lora_rank or 0)
+        if shape.latent_attention
+        else a * qk + 2 * kv * hv + a * hv
     )
-    scores = np.where(flash | (rec >= 1), 0.0, 5.0 * a * sc * s * b / t)
-    working = per_layer + scores
+    # Training in fp8, the inputs the backward pass of a GEMM needs are kept in fp8 (Transformer Engine;
+    # DeepSeek-V3 §3.3.3): the output projection's and the down-projection's at 1 byte instead of 2.
+    cached = 1.0 if precision == "fp8" else 2.0
+    inside_blocks = (2.0 * (attention_widths - a * hv) + cached * a * hv) / h
+    mlp_ffn = (4.0 if shape.activation == "swiglu" else 2.0) + cached
+    # A routed MLP keeps the activations of every row it runs (top-k times the capacity factor, and the
+    # shared experts'), the dispatched inputs and combined outputs (k·h each) and fp32 router logits.
+    moe = shape.moe_layers / shape.layers
+    routed = float(shape.experts_per_token or 0) * float(shape.capacity_factor or 1.0)
+    expert_rows = routed + float(shape.shared_experts or 0)
+    f_e = float(shape.expert_ffn or shape.ffn_width)
+    mlp_bytes = (1 - moe) * shape.ffn_width * mlp_ffn + moe * (
+        expert_rows * f_e * mlp_ffn + (2.0 + cached) * routed * h + 4.0 * float(shape.experts or 0)
+    )
+    per_layer = sbh * (10.0 / np.where(sp, t, 1.0) + inside_blocks / t) + sc * b * mlp_bytes / t
+    score_bytes = np.where(flash | (rec >= 1), 0.0, 5.0 * a * sc * s * b / t)
+    working = per_layer + score_bytes
     stored = np.where(rec == 2, 2.0 * sbh / np.where(sp, t, 1.0), working)
     in_flight = np.minimum(p, m) * np.where(vi > 1, 1 + (p - 1) / (p * vi), 1.0)
     activations = first_layers * stored * in_flight + np.where(rec == 2, working, 0.0)
@@ -566,11 +680,27 @@ def search(
     def options(name: str, default: list[Any]) -> list[Any]:
         return [fixed[name]] if name in fixed else default
 
+    # Expert parallelism over the divisors of the data-parallel degree that divide the experts.
+    rows = [
+        (*row, e)
+        for row in rows
+        for e in options("expert_parallel", _expert_degrees(shape, row[2]))
+        if row[2] % e == 0
+    ]
+    if not rows:
+        raise v.InvalidInput("layout", _no_layout_text(shape, machine, count, fixed))
     base = np.array(rows, dtype=np.int64)
     modes = options("recomputation", list(RECOMPUTATION_MODES))
     stages = options("zero_stage", list(cluster.ZERO_STAGES))
+    overlaps = options("expert_overlap", [False, True] if shape.mixture_of_experts else [False])
     extra = np.array(
-        [(RECOMPUTATION_MODES.index(mode), stage) for mode in modes for stage in stages], dtype=np.int64
+        [
+            (RECOMPUTATION_MODES.index(mode), stage, overlap)
+            for mode in modes
+            for stage in stages
+            for overlap in overlaps
+        ],
+        dtype=np.int64,
     )
     grid = np.repeat(base, len(extra), axis=0)
     extras = np.tile(extra, (len(base), 1))
@@ -581,11 +711,13 @@ def search(
         "micro_batch": grid[:, 3],
         "global_batch": grid[:, 4],
         "interleave": grid[:, 5],
+        "expert_parallel": grid[:, 6],
         "context_parallel": np.full(len(grid), c),
         "sequence_parallel": np.full(len(grid), bool(fixed.get("sequence_parallel", True))),
         "recomputation": extras[:, 0],
         "zero_stage": extras[:, 1],
         "flash_attention": np.full(len(grid), bool(fixed.get("flash_attention", True))),
+        "expert_overlap": extras[:, 2].astype(bool),
     }
     result = evaluate(
         shape, machine, columns, precision=precision, optimizer=optimizer, calibration=calibration
@@ -621,18 +753,20 @@ def search(
     )
 
 
-def check_fixed_fields(  # noqa: PLR0912 -- one check per field, each naming it
+def check_fixed_fields(
     shape: ModelShape, fixed: dict[str, Any], accelerators: int, global_batch: int
 ) -> None:
     """Refuse fixed layout fields no layout of `accelerators` can have, naming the field and what would do:
     the rules of `check_layout`, applied to the fields given."""
-    unknown = set(fixed) - set(LAYOUT_FIELDS)
-    if unknown:
-        raise v.InvalidInput("layout", f"unknown fields: {', '.join(sorted(unknown))}")
+    check_model_fields(shape, fixed)
     degrees = ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel")
-    for name in (*degrees, "micro_batch", "global_batch", "interleave"):
-        if name in fixed:
-            v.whole(f"layout.{name}", fixed[name])
+    ep = fixed.get("expert_parallel", 1)
+    if "data_parallel" in fixed and fixed["data_parallel"] % ep:
+        raise v.InvalidInput(
+            "layout.expert_parallel",
+            f"must divide data_parallel ({fixed['data_parallel']}): experts are spread over data-parallel "
+            f"ranks, got {ep}",
+        )
     t = fixed.get("tensor_parallel")
     if t is not None and (shape.heads % t or shape.key_value_heads % t):
         raise v.InvalidInput(
@@ -684,6 +818,32 @@ def check_fixed_fields(  # noqa: PLR0912 -- one check per field, each naming it
         )
 
 
+def check_model_fields(shape: ModelShape, fixed: dict[str, Any]) -> None:
+    """Refuse fixed layout fields the model cannot have at any accelerator count, naming the field: unknown
+    ones, and expert parallelism that a dense model does not have or that does not divide the experts."""
+    unknown = set(fixed) - set(LAYOUT_FIELDS)
+    if unknown:
+        raise v.InvalidInput("layout", f"unknown fields: {', '.join(sorted(unknown))}")
+    for name in ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel"):
+        if name in fixed:
+            v.whole(f"layout.{name}", fixed[name])
+    for name in ("micro_batch", "global_batch", "interleave", "expert_parallel"):
+        if name in fixed:
+            v.whole(f"layout.{name}", fixed[name])
+    ep = fixed.get("expert_parallel", 1)
+    if fixed.get("expert_overlap") and not shape.mixture_of_experts:
+        raise v.InvalidInput("layout.expert_overlap", "needs a mixture-of-experts shape (experts)")
+    if ep > 1 and not shape.mixture_of_experts:
+        raise v.InvalidInput(
+            "layout.expert_parallel", f"needs a mixture-of-experts shape (experts), got {ep}"
+        )
+    if shape.experts is not None and shape.experts % ep:
+        raise v.InvalidInput(
+            "layout.expert_parallel",
+            f"must divide the experts ({shape.experts}); {_divisors_text(shape.experts)} would, got {ep}",
+        )
+
+
 def _splits(
     shape: ModelShape, machine: Machine, count: int, fixed: dict[str, Any], target_batch: int
 ) -> list[tuple[int, ...]]:
@@ -720,9 +880,21 @@ def _splits(
     return rows
 
 
-def _family(columns: dict[str, Any], i: int) -> tuple[int, int]:
-    """Alternatives split the model another way (tensor and pipeline degrees), the fastest of each."""
-    return int(columns["tensor_parallel"][i]), int(columns["pipeline_parallel"][i])
+def _expert_degrees(shape: ModelShape, data_parallel: int) -> list[int]:
+    """Expert-parallel degrees: divisors of the data-parallel degree that divide the experts (1 if dense)."""
+    experts = shape.experts or 1
+    return [
+        e for e in range(1, min(experts, data_parallel) + 1) if experts % e == 0 and data_parallel % e == 0
+    ]
+
+
+def _family(columns: dict[str, Any], i: int) -> tuple[int, int, int]:
+    """Alternatives split the model another way (tensor, pipeline and expert degrees), the fastest of each."""
+    return (
+        int(columns["tensor_parallel"][i]),
+        int(columns["pipeline_parallel"][i]),
+        int(columns["expert_parallel"][i]),
+    )
 
 
 def _layout_at(columns: dict[str, Any], i: int) -> Layout:
@@ -739,12 +911,15 @@ def _layout_at(columns: dict[str, Any], i: int) -> Layout:
         recomputation=RECOMPUTATION_MODES[int(columns["recomputation"][i])],
         zero_stage=int(values["zero_stage"]),
         flash_attention=bool(values["flash_attention"]),
+        expert_parallel=int(values["expert_parallel"]),
+        expert_overlap=bool(values["expert_overlap"]),
     )
 
 
 def _describe(layout: Layout) -> str:
     return (
         f"tensor {layout.tensor_parallel}, pipeline {layout.pipeline_parallel}, data {layout.data_parallel}, "
+        f"{f'expert {layout.expert_parallel}, ' if layout.expert_parallel > 1 else ''}"
         f"micro-batch {layout.micro_batch}, {layout.recomputation} recomputation, ZeRO {layout.zero_stage}"
     )
 

@@ -57,6 +57,37 @@ def assumed_shape(
     return _sized(template, N, ASSUMED_ASPECT_RATIO, heads_multiple if small else math.lcm(8, heads_multiple))
 
 
+# A mixture of experts given only by its total and active parameters is assumed fine-grained, as DeepSeek-V3
+# and Qwen3's are: each token goes to ASSUMED_EXPERTS_PER_TOKEN experts of 1/ASSUMED_EXPERTS_PER_TOKEN of the
+# dense MLP's width each (granularity 8, Krajewski et al. 2024), so that the active parameters are a dense
+# shape's.
+ASSUMED_EXPERTS_PER_TOKEN = 8
+# Most experts an assumed shape has: eight times DeepSeek-V3's 256 routed ones a layer.
+MOST_EXPERTS = 2048
+
+
+def assumed_moe_shape(params: float, active_params: float, *, heads_multiple: int = 1) -> ModelShape:
+    """A plausible mixture-of-experts shape of about `params` parameters of which `active_params` are
+    active: the assumed dense shape of `active_params`, its MLP in every layer split into fine-grained
+    experts (ASSUMED_EXPERTS_PER_TOKEN), as many as make up the total."""
+    total = v.positive("params", params)
+    active = v.positive("active_params", active_params)
+    if active > total:
+        raise v.InvalidInput("active_params", f"cannot exceed params ({total:.4g}), got {active:.4g}")
+    dense = assumed_shape(active, heads_multiple=heads_multiple)
+    k = ASSUMED_EXPERTS_PER_TOKEN
+    width = max(1, round(dense.ffn_width / k))
+    expert = dense.mlp_matrices * dense.d_model * width
+    experts = max(k, round(k + (total - active) / (dense.layers * expert)))
+    if experts > MOST_EXPERTS:
+        raise v.InvalidInput(
+            "active_params",
+            f"{active:.4g} active of {total:.4g} parameters would take {experts} experts a layer; the most "
+            f"assumed is {MOST_EXPERTS} (give a shape)",
+        )
+    return dataclasses.replace(dense, experts=experts, experts_per_token=k, expert_ffn=width)
+
+
 def scaled_shape(shape: ModelShape, params: float, *, heads_multiple: int = 1) -> ModelShape:
     """`shape` grown or shrunk to about `params` parameters: its head size, key/value grouping, MLP ratio,
     activation, vocabulary, context and width-to-depth ratio kept, the key/value heads a multiple of
@@ -71,28 +102,41 @@ def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) 
     width/layers; the closest of those, the aspect nearest on a tie. Layers are free, so the parameters come
     within a layer's worth (the steps of a fixed aspect ratio, N ∝ L³, are 40% apart at 40 layers)."""
     N = v.positive("params", params)
-    head = template.d_model // template.heads
+    per_head = template.d_model / template.heads  # width per head (a head's own width under latent attention)
     group = template.heads // template.key_value_heads
-    ratio = template.ffn_width / template.d_model
+
+    def scaled(width_of_template: int | None, width: int) -> int | None:
+        return (
+            None if width_of_template is None else max(1, round(width_of_template / template.d_model * width))
+        )
+
     best: tuple[bool, float, float, ModelShape] | None = None
     heads = heads_step
-    while heads * head <= min(2 * 1024 * aspect, LARGEST_WIDTH):
-        width = heads * head
-        unit = ModelShape(
+    while heads * per_head <= min(2 * 1024 * aspect, LARGEST_WIDTH):
+        width = round(heads * per_head)
+        # One layer of the template's kind at this width: a mixture-of-experts template's experts, MLP and
+        # latent widths scale with it, its head width stays; its dense first layers are put back below.
+        unit = dataclasses.replace(
+            template,
             layers=1,
             d_model=width,
             heads=heads,
-            kv_heads=heads // group,
-            ffn=max(1, round(ratio * width)),
-            activation=template.activation,
-            vocabulary=template.vocabulary,
-            sequence_length=template.sequence_length,
+            kv_heads=None if template.kv_heads is None else heads // group,
+            ffn=max(1, round(template.ffn_width / template.d_model * width)),
+            expert_ffn=scaled(template.expert_ffn, width),
+            kv_lora_rank=scaled(template.kv_lora_rank, width),
+            q_lora_rank=scaled(template.q_lora_rank, width),
+            dense_layers=None,
+            micro_batch=1,
         )
         layers = max(1, round((N - unit.embedding_params) / unit.layer_params))
         if layers > MOST_LAYERS:  # too narrow to be this size: wider ones follow
             heads += heads_step
             continue
-        shape = dataclasses.replace(unit, layers=layers)
+        dense = None if template.dense_layers is None else min(template.dense_layers, layers - 1)
+        shape = dataclasses.replace(
+            unit, layers=layers, dense_layers=dense if template.mixture_of_experts else None
+        )
         skew = abs(math.log(width / layers / aspect))
         score = (skew > math.log(2), abs(math.log(shape.params / N)), skew, shape)
         if best is None or score[:3] < best[:3]:

@@ -13,6 +13,7 @@ from service.core.cluster import (
     DECODING_BOUNDS,
     MAX_INFERENCE_BATCH,
     MAX_MEMORY_BYTES,
+    MAX_MTP_DEPTH,
     MAX_SHAPE_DIMENSION,
     OPTIMIZER_STATE_BYTES,
     RECOMPUTATION_MODES,
@@ -32,6 +33,7 @@ from service.core.units import (
     PF_DAY_FLOPS,
 )
 from service.schemas.common import (
+    GREATER_THAN,
     CaveatSchema,
     DocumentSchema,
     Rule,
@@ -134,10 +136,94 @@ class ModelShapeSchema(StrictSchema):
         validate=validate.Range(1, MAX_SHAPE_DIMENSION),
         metadata={"description": "Tokens of the embedding and output layers; default: not counted."},
     )
+    head_dim = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Width of an attention head; default d_model / heads (which must divide)."},
+    )
+    experts = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={
+            "description": "Routed experts per mixture-of-experts layer; left out, the model is dense."
+        },
+    )
+    experts_per_token = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Routed experts each token goes to (top-k); required with experts."},
+    )
+    shared_experts = WholeNumber(
+        validate=validate.Range(0, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Experts every token goes to besides the routed ones; default 0."},
+    )
+    expert_ffn = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Inner width of one expert's MLP; default ffn."},
+    )
+    moe_every = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={
+            "description": "Every k-th layer after the dense ones is a mixture-of-experts layer; default 1."
+        },
+    )
+    dense_layers = WholeNumber(
+        validate=validate.Range(0, MAX_SHAPE_DIMENSION),
+        metadata={"description": "First layers that keep a dense MLP (DeepSeek-V3: 3); default 0."},
+    )
+    capacity_factor = Number(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={
+            "description": "Tokens of the busiest expert-parallel rank over the mean: load imbalance; "
+            "default 1 (balanced)."
+        },
+    )
+    kv_lora_rank = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Multi-head latent attention (DeepSeek-V2): width of the key/value latent."},
+    )
+    q_lora_rank = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={
+            "description": "Latent attention: width of the query latent; default none (a full projection)."
+        },
+    )
+    rope_head_dim = WholeNumber(
+        validate=validate.Range(1, MAX_SHAPE_DIMENSION),
+        metadata={"description": "Latent attention: rotary channels per head; default 64."},
+    )
+    mtp_depth = WholeNumber(
+        validate=validate.Range(0, MAX_MTP_DEPTH),
+        metadata={"description": "Multi-token prediction modules (DeepSeek-V3: 1); default 0."},
+    )
+
+    RULES = (
+        requires(
+            (
+                "experts_per_token",
+                "shared_experts",
+                "expert_ffn",
+                "moe_every",
+                "dense_layers",
+                "capacity_factor",
+            ),
+            "experts",
+            "Needs experts (a mixture-of-experts shape).",
+        ),
+        requires("experts", "experts_per_token"),
+        requires(
+            ("q_lora_rank", "rope_head_dim"),
+            "kv_lora_rank",
+            "Needs kv_lora_rank (multi-head latent attention).",
+        ),
+        excludes(
+            "kv_lora_rank",
+            "kv_heads",
+            "Latent attention (kv_lora_rank) has no key/value heads of its own.",
+            at="kv_heads",
+        ),
+    )
 
     @ma.validates_schema
     def _heads_divide_width(self, data, **kwargs):
-        if {"heads", "d_model"} <= set(data) and data["d_model"] % data["heads"]:
+        if {"heads", "d_model"} <= set(data) and "head_dim" not in data and data["d_model"] % data["heads"]:
             raise ma.ValidationError("Must divide d_model.", "heads")
         if {"heads", "kv_heads"} <= set(data) and data["heads"] % data["kv_heads"]:
             raise ma.ValidationError("Must divide heads.", "kv_heads")
@@ -184,6 +270,19 @@ class LayoutSchema(StrictSchema):
     recomputation = ma.fields.String(validate=validate.OneOf(RECOMPUTATION_MODES))
     zero_stage = WholeNumber(validate=validate.Range(0, 3), metadata={"description": "3 is FSDP-like."})
     flash_attention = JsonBoolean(metadata={"description": "No s² attention scores in memory; default true."})
+    expert_parallel = WholeNumber(
+        validate=validate.Range(1, MAX_ACCELERATORS),
+        metadata={
+            "description": "Data-parallel ranks a mixture-of-experts layer's experts are spread over; must "
+            "divide the experts and data_parallel."
+        },
+    )
+    expert_overlap = JsonBoolean(
+        metadata={
+            "description": "The experts' all-to-all runs under another micro-batch's compute (DeepSeek-V3's "
+            "DualPipe), taking 20 of 132 SMs."
+        }
+    )
 
     @ma.post_load
     def _as_fields(self, data, **kwargs) -> dict:
@@ -393,8 +492,19 @@ class AllocationRequestSchema(ClusterFieldsSchema):
 
 
 class EstimateRequestSchema(ClusterFieldsSchema):
-    params = positive_float(MAX_PARAMS, "Model parameters.", required=True, metadata={"example": 7e9})
+    params = positive_float(
+        MAX_PARAMS,
+        "Model parameters (of a mixture of experts, every expert's).",
+        required=True,
+        metadata={"example": 7e9, GREATER_THAN: "active_params"},
+    )
     tokens = positive_float(MAX_TOKENS, "Training tokens.", required=True, metadata={"example": 1.4e11})
+    active_params = positive_float(
+        MAX_PARAMS,
+        "Of a mixture of experts given without a shape: the parameters a token passes through (params is "
+        "every expert's). The FLOPs follow them, the memory params; the cluster model assumes a "
+        "fine-grained shape of both.",
+    )
     hardware = hardware_field(required=True)
     law = SlugOrObject(
         InlineLawSchema,
@@ -420,6 +530,7 @@ class EstimateRequestSchema(ClusterFieldsSchema):
         excludes(
             "days", "accelerators", "A deadline chooses the accelerators: give one or the other.", at="days"
         ),
+        excludes("active_params", "shape", "A shape gives its own active parameters.", at="active_params"),
     )
     REQUEST = EstimateRequest
 
@@ -478,6 +589,8 @@ class LayoutDocumentSchema(ma.Schema):
     recomputation = ma.fields.String()
     zero_stage = ma.fields.Integer()
     flash_attention = ma.fields.Boolean()
+    expert_parallel = ma.fields.Integer()
+    expert_overlap = ma.fields.Boolean()
 
 
 class BreakdownSchema(ma.Schema):
@@ -489,6 +602,9 @@ class BreakdownSchema(ma.Schema):
     context_parallel = ma.fields.Float(metadata={"description": "Context-parallel K/V exchange."})
     pipeline_bubble = ma.fields.Float(metadata={"description": "(p-1)/(v·m) of the ideal time."})
     pipeline_transfers = ma.fields.Float(metadata={"description": "Activations across stage boundaries."})
+    expert_parallel = ma.fields.Float(
+        metadata={"description": "Mixture-of-experts dispatch and combine (all-to-all), not hidden."}
+    )
     data_parallel = ma.fields.Float(metadata={"description": "Exposed data-parallel and ZeRO traffic."})
     optimizer = ma.fields.Float(metadata={"description": "The optimizer update at HBM bandwidth."})
 
@@ -533,7 +649,30 @@ class ModelledShapeSchema(ma.Schema):
     activation = ma.fields.String()
     vocabulary = ma.fields.Integer(allow_none=True)
     sequence_length = ma.fields.Integer()
-    params = ma.fields.Float(metadata={"description": "Parameters the shape has."})
+    params = ma.fields.Float(metadata={"description": "Parameters the shape has (every expert's)."})
+    active_params = ma.fields.Float(
+        metadata={
+            "description": "Parameters a token passes through: the routed top-k and shared experts only."
+        }
+    )
+    embedding_params = ma.fields.Float(
+        metadata={"description": "Input embedding and output layer, in params."}
+    )
+    mtp_params = ma.fields.Float(metadata={"description": "Multi-token prediction modules (training only)."})
+    head_dim = ma.fields.Integer()
+    experts = ma.fields.Integer(allow_none=True)
+    experts_per_token = ma.fields.Integer(allow_none=True)
+    shared_experts = ma.fields.Integer(allow_none=True)
+    expert_ffn = ma.fields.Integer(allow_none=True)
+    moe_layers = ma.fields.Integer(metadata={"description": "Layers with a mixture-of-experts MLP."})
+    capacity_factor = ma.fields.Float(allow_none=True)
+    kv_lora_rank = ma.fields.Integer(allow_none=True)
+    q_lora_rank = ma.fields.Integer(allow_none=True)
+    rope_head_dim = ma.fields.Integer(allow_none=True)
+    mtp_depth = ma.fields.Integer()
+    kv_cache_bytes_per_token = ma.fields.Float(
+        metadata={"description": "Key/value cache at 16 bits per token over the layers (latent under MLA)."}
+    )
 
 
 class PerformanceSchema(ma.Schema):

@@ -294,7 +294,29 @@ def _performance(estimate: engine.Estimate) -> dict[str, Any]:
             "vocabulary": shape.vocabulary,
             "sequence_length": shape.sequence_length,
             "params": float(shape.params),
+            **moe_document(shape),
         },
+    }
+
+
+def moe_document(shape: cluster.ModelShape) -> dict[str, Any]:
+    """What a shape's parameters are made of: active ones, embeddings, the experts and latent attention."""
+    return {
+        "active_params": float(shape.active_params),
+        "embedding_params": float(shape.embedding_params),
+        "mtp_params": float(shape.mtp_params),
+        "head_dim": shape.head_width,
+        "experts": shape.experts,
+        "experts_per_token": shape.experts_per_token,
+        "shared_experts": shape.shared_experts or 0 if shape.mixture_of_experts else None,
+        "expert_ffn": (shape.expert_ffn or shape.ffn_width) if shape.mixture_of_experts else None,
+        "moe_layers": shape.moe_layers,
+        "capacity_factor": (shape.capacity_factor or 1.0) if shape.mixture_of_experts else None,
+        "kv_lora_rank": shape.kv_lora_rank,
+        "q_lora_rank": shape.q_lora_rank,
+        "rope_head_dim": shape.rope_width or None,
+        "mtp_depth": shape.mtp_depth or 0,
+        "kv_cache_bytes_per_token": float(shape.kv_cache_bytes_per_token),
     }
 
 

@@ -98,6 +98,7 @@ class EstimateRequest(ClusterRequest):
     tokens: float
     law: str | ScalingLaw | None = None  # to predict the model's loss
     days: float | None = None  # a deadline: the fewest accelerators that finish by it, when none are given
+    active_params: float | None = None  # of a mixture of experts given without its shape
 
 
 def _names(request: type) -> frozenset[str]:
@@ -117,6 +118,7 @@ _CLUSTER_OPTIONS = _names(engine.Cluster) - {
     "deadline_days",
     "utilisation",
     "calibration",
+    "active_params",
 }
 _BUDGET_FIELDS = _names(engine.Budget)
 assert _CLUSTER_OPTIONS | _BUDGET_FIELDS <= _names(PlanInputs), "engine arguments the requests do not name"
@@ -245,6 +247,7 @@ def _cluster(
         restart_seconds=(request.reliability or {}).get("restart_seconds"),
         deadline_days=deadline_days,
         calibration=calibration,
+        active_params=getattr(request, "active_params", None),
         **options,
     )
 
