@@ -1,0 +1,199 @@
+"""Published mixture-of-experts runs, predicted by the cluster model (issue 22): `python -m bench.moe_runs`.
+
+Nothing here is fitted: the calibration is the dense one (`service.core.performance.CALIBRATION`, fitted on
+bench/published_runs.py), and the runs below only check it.
+
+Sources:
+* DeepSeek-V3: DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437. Shape: §4.2 (61 layers of
+  width 7168, 128 heads of 128 + 64 rotary channels, KV latent 512, query latent 1536, the first 3 layers
+  dense with an MLP of 18 432, then 1 shared and 256 routed experts of 2048, 8 per token, one multi-token
+  prediction module, vocabulary 129 280 (§4.1... 128K BPE, 129 280 in the released config), 4K context).
+  Batch: 15 360 sequences of 4 096 after the first 469B tokens (§4.2). Cluster: 2 048 H800, 8 per node on
+  NVLink, InfiniBand between nodes (§3.1; 160 GB/s NVLink and 50 GB/s IB achieved, §3.2.2). Layout: 16-way
+  pipeline (DualPipe), 64-way expert parallelism over 8 nodes, ZeRO-1 data parallelism, no tensor
+  parallelism (§3.2); FP8 GEMMs (§3.3); the all-to-all overlapped with compute, 20 of 132 SMs for it.
+  Measured: "180K H800 GPU hours" per trillion tokens, "3.7 days on our cluster" (§1, Table 1).
+  Memory: the report gives no per-GPU figure; it says the layout trains without tensor parallelism on the
+  H800's 80 GB thanks to recomputing RMSNorm and MLA up-projections, FP8 activation caching and the EMA in
+  CPU memory (§3.2.3, §3.3). Its KV cache (Zhao et al. 2025, "Insights into DeepSeek-V3", Table 1):
+  70.272 KB per token.
+* DeepSeek-V2: DeepSeek-AI 2024, "DeepSeek-V2", arXiv:2405.04434. Shape: §3.1.2 (60 layers of width 5120,
+  128 heads of 128 + 64 rotary channels, KV latent 512, query latent 1536, the first layer dense (MLP 12 288),
+  then 2 shared and 160 routed experts of 1536, 6 per token, vocabulary 100K (102 400 in the released
+  config), 4K context), batch 9 216 sequences after the first 225B tokens (§3.1.3). Layout (§3.1.4): 16-way
+  zero-bubble pipeline, 8-way expert parallelism, ZeRO-1 data parallelism, no tensor parallelism, BF16, on
+  H800s; the GPU count is not given (1 024 and 2 048 are shown). Measured: "172.8K GPU hours" per trillion
+  tokens (§3.1.4), against 300.6K for the dense DeepSeek 67B on the same cluster.
+* H800: an H100 SXM (989.4 TFLOP/s bf16, 1 978.9 fp8, 80 GB, 3.35 TB/s) with NVLink cut to 400 GB/s
+  bidirectional, 200 GB/s a direction (NVIDIA H800 datasheet); one 400 Gb/s NIC per GPU, 50 GB/s.
+* FLOPs per token as DeepSeek count them (Zhao et al. 2025, Table 2, 4K context): DeepSeek-V2 155 GFLOPs,
+  DeepSeek-V3 250 GFLOPs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from service.core import performance
+from service.core.cluster import ModelShape
+from service.core.performance import Machine
+
+H800 = Machine(
+    peak_flops_per_second=989.4e12,
+    memory_bytes=80e9,
+    memory_bandwidth_bytes_per_second=3.35e12,
+    accelerators_per_node=8,
+    scale_up_bytes_per_second=200e9,
+    scale_out_bytes_per_second=50e9,
+    slug="h800",
+)
+H800_FP8 = dataclasses.replace(
+    H800, peak_flops_per_second=1978.9e12, attention_peak_flops_per_second=989.4e12
+)
+
+DEEPSEEK_V3 = ModelShape(
+    layers=61,
+    d_model=7168,
+    heads=128,
+    head_dim=128,
+    sequence_length=4096,
+    vocabulary=129_280,
+    activation="swiglu",
+    ffn=18_432,
+    experts=256,
+    experts_per_token=8,
+    shared_experts=1,
+    expert_ffn=2048,
+    dense_layers=3,
+    kv_lora_rank=512,
+    q_lora_rank=1536,
+    rope_head_dim=64,
+    mtp_depth=1,
+)
+DEEPSEEK_V2 = ModelShape(
+    layers=60,
+    d_model=5120,
+    heads=128,
+    head_dim=128,
+    sequence_length=4096,
+    vocabulary=102_400,
+    activation="swiglu",
+    ffn=12_288,
+    experts=160,
+    experts_per_token=6,
+    shared_experts=2,
+    expert_ffn=1536,
+    dense_layers=1,
+    kv_lora_rank=512,
+    q_lora_rank=1536,
+    rope_head_dim=64,
+)
+
+
+@dataclass(frozen=True)
+class MoERun:
+    name: str
+    shape: ModelShape
+    machine: Machine
+    accelerators: int
+    global_batch: int
+    fixed: dict[str, Any]  # the layout fields the source states; the rest are searched
+    precision: str
+    gpu_hours_per_trillion: float  # published
+    source: str
+
+
+RUNS = (
+    MoERun(
+        "DeepSeek-V3 (671B, 37B active)",
+        DEEPSEEK_V3,
+        H800_FP8,
+        2048,
+        15_360,
+        {
+            "tensor_parallel": 1,
+            "pipeline_parallel": 16,
+            "expert_parallel": 64,
+            "zero_stage": 1,
+            "expert_overlap": True,
+        },
+        "fp8",
+        180e3,
+        "DeepSeek-V3 report §1, §3",
+    ),
+    *(
+        MoERun(
+            f"DeepSeek-V2 (236B, 21B active), {count} GPUs",
+            DEEPSEEK_V2,
+            H800,
+            count,
+            9216,
+            {"tensor_parallel": 1, "pipeline_parallel": 16, "expert_parallel": 8, "zero_stage": 1},
+            "bf16",
+            172.8e3,
+            "DeepSeek-V2 report §3.1.4",
+        )
+        for count in (1024, 2048)
+    ),
+)
+
+
+def predict(run: MoERun) -> performance.Search:
+    return performance.search(
+        run.shape,
+        run.machine,
+        run.accelerators,
+        global_batch=run.global_batch,
+        fixed=run.fixed,
+        precision=run.precision,
+    )
+
+
+def gpu_hours_per_trillion(run: MoERun, step: performance.Step) -> float:
+    tokens_per_step = step.layout.global_batch * run.shape.sequence_length
+    return 1e12 / tokens_per_step * step.seconds * run.accelerators / 3600
+
+
+def flops_per_token_as_deepseek_count(shape: ModelShape) -> float:
+    """Zhao et al. 2025 count 6·N_active (without the input embedding and the prediction module) plus the
+    causal attention scores, 3·L·s·a·(d_qk + d_v) per token: half the full matrix."""
+    active = shape.non_embedding_active_params + shape.embedding_params / 2
+    return 6 * active + 3 * shape.layers * shape.sequence_length * shape.heads * (
+        shape.query_key_width + shape.head_width
+    )
+
+
+def main() -> None:
+    print(
+        "| run | layout (searched where the source is silent) | step s | predicted GPU-h / 1T tokens | "
+        "published | error | memory GB | MFU |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for run in RUNS:
+        best = predict(run).best
+        layout = best.layout
+        predicted = gpu_hours_per_trillion(run, best)
+        described = (
+            f"t{layout.tensor_parallel} p{layout.pipeline_parallel} d{layout.data_parallel} "
+            f"e{layout.expert_parallel}{' overlapped' if layout.expert_overlap else ''}, micro-batch "
+            f"{layout.micro_batch}, {layout.recomputation} recomputation, ZeRO {layout.zero_stage}"
+        )
+        print(
+            f"| {run.name} | {described} | {best.seconds:.2f} | {predicted / 1e3:.1f}K | "
+            f"{run.gpu_hours_per_trillion / 1e3:.1f}K | {predicted / run.gpu_hours_per_trillion - 1:+.1%} | "
+            f"{best.memory_bytes / 1e9:.1f} | {best.mfu:.1%} |"
+        )
+    print()
+    for name, shape, published in (("DeepSeek-V3", DEEPSEEK_V3, 250e9), ("DeepSeek-V2", DEEPSEEK_V2, 155e9)):
+        counted = flops_per_token_as_deepseek_count(shape)
+        print(
+            f"{name}: {shape.params / 1e9:.1f}B parameters, {shape.active_params / 1e9:.2f}B active, "
+            f"KV cache {shape.kv_cache_bytes_per_token:.0f} bytes/token, {counted / 1e9:.1f} GFLOPs/token as "
+            f"DeepSeek count them (published {published / 1e9:.0f}, {counted / published - 1:+.1%})"
+        )
+
+
+if __name__ == "__main__":
+    main()
