@@ -39,7 +39,9 @@ Array = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]
 Codes = npt.NDArray[np.int64]
 
-MODEL_VERSION = "1.0.0"
+# 1.1.0: mixture of experts (expert parallelism, its all-to-all), latent attention, multi-token prediction;
+# in fp8, attention at the bf16 peak and GEMM inputs cached in fp8.
+MODEL_VERSION = "1.1.0"
 RECOMPUTATION_MODES = cluster.RECOMPUTATION_MODES  # none, selective, full: coded 0, 1, 2 in arrays
 # Bytes of an activation, a gradient or a weight in transit: 16-bit training.
 WIRE_BYTES = 2
