@@ -51,7 +51,8 @@ def calibration_from(x: np.ndarray) -> Calibration:
         memory_efficiency=memory,
         link_efficiency=link,
         overlap=overlap,
-        matmul_efficiency_by_hardware=(("a100", a100), ("h100", h100)),
+        # The H800 is the H100's chip with its NVLink cut: the same GEMMs.
+        matmul_efficiency_by_hardware=(("a100", a100), ("h100", h100), ("h800", h100)),
     )
 
 

@@ -24,6 +24,14 @@ Sources:
   zero-bubble pipeline, 8-way expert parallelism, ZeRO-1 data parallelism, no tensor parallelism, BF16, on
   H800s; the GPU count is not given (1 024 and 2 048 are shown). Measured: "172.8K GPU hours" per trillion
   tokens (§3.1.4), against 300.6K for the dense DeepSeek 67B on the same cluster.
+* Mixtral 8x7B: Jiang et al. 2024, "Mixtral of Experts", arXiv:2401.04088, Table 1 (32 layers of width
+  4096, 32 heads with 8 KV heads, 8 experts of MLP width 14 336, 2 per token, vocabulary 32 000); trained by
+  Megatron-Core v0.9 at "468 TFLOPS" per GPU in bf16, its reference mapping on 64 H100 (8 per node, NVLink 4,
+  8x 400 Gb/s InfiniBand): TP 1, EP 8, PP 4, micro-batch 1, global batch 256, sequence 4 096, dropless
+  all-to-all dispatcher (NVIDIA/Megatron-LM, megatron/core/transformer/moe/README.md, "Reference Best Parallel
+  Mapping"; its "VP" column is left to the search). The TFLOP/s are by Megatron's count
+  (megatron/training/training.py, num_floating_point_operations, 2024): 12·B·s·L·h²·((1 + g/a + s/h) +
+  (ffn/h)·top-k·3/2 + V/(2·L·h)) per step.
 * H800: an H100 SXM (989.4 TFLOP/s bf16, 1 978.9 fp8, 80 GB, 3.35 TB/s) with NVLink cut to 400 GB/s
   bidirectional, 200 GB/s a direction (NVIDIA H800 datasheet); one 400 Gb/s NIC per GPU, 50 GB/s.
 * FLOPs per token as DeepSeek count them (Zhao et al. 2025, Table 2, 4K context): DeepSeek-V2 155 GFLOPs,
@@ -101,8 +109,48 @@ class MoERun:
     global_batch: int
     fixed: dict[str, Any]  # the layout fields the source states; the rest are searched
     precision: str
-    gpu_hours_per_trillion: float  # published
+    published_step_seconds: float  # from the published figure, as `published` says
+    published: str
     source: str
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.shape.sequence_length
+
+
+def _step_of_gpu_hours(gpu_hours_per_trillion: float, accelerators: int, tokens_per_step: int) -> float:
+    return gpu_hours_per_trillion * 3600 / accelerators * tokens_per_step / 1e12
+
+
+def megatron_flops_per_step(shape: ModelShape, batch: int) -> float:
+    """Megatron-LM's count (training.py, 2024) for a grouped-query SwiGLU mixture of experts."""
+    L, h, s, a = shape.layers, shape.d_model, shape.sequence_length, shape.heads
+    attention = 1 + shape.key_value_heads / a + s / h
+    mlp = shape.ffn_width / h * (shape.experts_per_token or 1) * (1.5 if shape.activation == "swiglu" else 1)
+    return 12 * batch * s * L * h * h * (attention + mlp + (shape.vocabulary or 0) / (2 * L * h))
+
+
+MIXTRAL_8X7B = ModelShape(
+    layers=32,
+    d_model=4096,
+    heads=32,
+    kv_heads=8,
+    sequence_length=4096,
+    vocabulary=32_000,
+    activation="swiglu",
+    ffn=14_336,
+    experts=8,
+    experts_per_token=2,
+)
+H100 = Machine(
+    peak_flops_per_second=989.4e12,
+    memory_bytes=80e9,
+    memory_bandwidth_bytes_per_second=3.35e12,
+    accelerators_per_node=8,
+    scale_up_bytes_per_second=450e9,
+    scale_out_bytes_per_second=50e9,
+    slug="h100-sxm",
+)
 
 
 RUNS = (
@@ -120,8 +168,28 @@ RUNS = (
             "expert_overlap": True,
         },
         "fp8",
-        180e3,
+        _step_of_gpu_hours(180e3, 2048, 15_360 * 4096),
+        "180K GPU-hours per trillion tokens",
         "DeepSeek-V3 report §1, §3",
+    ),
+    MoERun(
+        "Mixtral 8x7B (47B, 13B active), 64 H100, Megatron-Core v0.9",
+        MIXTRAL_8X7B,
+        H100,
+        64,
+        256,
+        # --use-distributed-optimizer: Megatron's ZeRO-1.
+        {
+            "tensor_parallel": 1,
+            "pipeline_parallel": 4,
+            "expert_parallel": 8,
+            "micro_batch": 1,
+            "zero_stage": 1,
+        },
+        "bf16",
+        megatron_flops_per_step(MIXTRAL_8X7B, 256) / (468e12 * 64),
+        "468 TFLOP/s per GPU (Megatron's count)",
+        "NVIDIA/Megatron-LM MoE README",
     ),
     *(
         MoERun(
@@ -132,7 +200,8 @@ RUNS = (
             9216,
             {"tensor_parallel": 1, "pipeline_parallel": 16, "expert_parallel": 8, "zero_stage": 1},
             "bf16",
-            172.8e3,
+            _step_of_gpu_hours(172.8e3, count, 9216 * 4096),
+            "172.8K GPU-hours per trillion tokens",
             "DeepSeek-V2 report §3.1.4",
         )
         for count in (1024, 2048)
@@ -151,11 +220,6 @@ def predict(run: MoERun) -> performance.Search:
     )
 
 
-def gpu_hours_per_trillion(run: MoERun, step: performance.Step) -> float:
-    tokens_per_step = step.layout.global_batch * run.shape.sequence_length
-    return 1e12 / tokens_per_step * step.seconds * run.accelerators / 3600
-
-
 def flops_per_token_as_deepseek_count(shape: ModelShape) -> float:
     """Zhao et al. 2025 count 6·N_active (without the input embedding and the prediction module) plus the
     causal attention scores, 3·L·s·a·(d_qk + d_v) per token: half the full matrix."""
@@ -167,23 +231,24 @@ def flops_per_token_as_deepseek_count(shape: ModelShape) -> float:
 
 def main() -> None:
     print(
-        "| run | layout (searched where the source is silent) | step s | predicted GPU-h / 1T tokens | "
-        "published | error | memory GB | MFU |"
+        "| run | published | layout (searched where the source is silent) | step s: published | predicted | "
+        "error | GPU-h / 1T tokens: predicted | memory GB | MFU |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for run in RUNS:
         best = predict(run).best
         layout = best.layout
-        predicted = gpu_hours_per_trillion(run, best)
+        gpu_hours = 1e12 / run.tokens_per_step * best.seconds * run.accelerators / 3600
         described = (
             f"t{layout.tensor_parallel} p{layout.pipeline_parallel} d{layout.data_parallel} "
-            f"e{layout.expert_parallel}{' overlapped' if layout.expert_overlap else ''}, micro-batch "
+            f"e{layout.expert_parallel}{' overlapped' if layout.expert_overlap else ''}, interleave "
+            f"{layout.interleave}, micro-batch "
             f"{layout.micro_batch}, {layout.recomputation} recomputation, ZeRO {layout.zero_stage}"
         )
         print(
-            f"| {run.name} | {described} | {best.seconds:.2f} | {predicted / 1e3:.1f}K | "
-            f"{run.gpu_hours_per_trillion / 1e3:.1f}K | {predicted / run.gpu_hours_per_trillion - 1:+.1%} | "
-            f"{best.memory_bytes / 1e9:.1f} | {best.mfu:.1%} |"
+            f"| {run.name} | {run.published} | {described} | {run.published_step_seconds:.2f} | "
+            f"{best.seconds:.2f} | {best.seconds / run.published_step_seconds - 1:+.1%} | "
+            f"{gpu_hours / 1e3:.1f}K | {best.memory_bytes / 1e9:.1f} | {best.mfu:.1%} |"
         )
     print()
     for name, shape, published in (("DeepSeek-V3", DEEPSEEK_V3, 250e9), ("DeepSeek-V2", DEEPSEEK_V2, 155e9)):

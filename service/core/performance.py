@@ -97,7 +97,8 @@ CALIBRATION = Calibration(
     memory_efficiency=0.750,
     link_efficiency=0.715,
     overlap=1.0,
-    matmul_efficiency_by_hardware=(("a100", 0.751), ("h100", 0.609)),
+    # The H800 is the H100's chip with its NVLink cut: the same GEMMs.
+    matmul_efficiency_by_hardware=(("a100", 0.751), ("h100", 0.609), ("h800", 0.609)),
 )
 
 

@@ -43,6 +43,7 @@ H800 = performance.Machine(
     accelerators_per_node=8,
     scale_up_bytes_per_second=200e9,
     scale_out_bytes_per_second=50e9,
+    slug="h800",
 )
 
 
@@ -189,3 +190,34 @@ def test_flops_per_token_are_deepseeks_own_count():
     shape = dataclasses.replace(DEEPSEEK_V3, mtp_depth=None)
     per_token = cluster.training_flops(shape.params, 1.0, shape) - 3 * shape.embedding_params
     assert per_token == pytest.approx(250e9, rel=0.01)
+
+
+def test_mixtral_on_megatrons_reference_mapping_runs_at_its_published_throughput_within_15_percent():
+    """NVIDIA/Megatron-LM's MoE README: Mixtral 8x7B at 468 TFLOP/s per GPU (its count: 12·B·s·L·h²·(...))
+    on 64 H100, TP 1, EP 8, PP 4, micro-batch 1, batch 256, sequence 4 096, bf16."""
+    mixtral = ModelShape(
+        layers=32,
+        d_model=4096,
+        heads=32,
+        kv_heads=8,
+        sequence_length=4096,
+        vocabulary=32_000,
+        activation="swiglu",
+        ffn=14_336,
+        experts=8,
+        experts_per_token=2,
+    )
+    h100 = dataclasses.replace(H800, scale_up_bytes_per_second=450e9, slug="h100-sxm")
+    L, h, s = 32, 4096, 4096
+    megatron_flops = (
+        12 * 256 * s * L * h * h * ((1 + 8 / 32 + s / h) + 14_336 / h * 2 * 1.5 + 32_000 / (2 * L * h))
+    )
+    fixed = {
+        "tensor_parallel": 1,
+        "pipeline_parallel": 4,
+        "expert_parallel": 8,
+        "micro_batch": 1,
+        "zero_stage": 1,
+    }
+    best = performance.search(mixtral, h100, 64, global_batch=256, fixed=fixed).best
+    assert megatron_flops / (best.seconds * 64) == pytest.approx(468e12, rel=0.15)
