@@ -133,6 +133,10 @@ class NamedLaw:
     fitted_range: FittedRange | None = None
     note: str | None = None
     samples: tuple[ScalingLaw, ...] = ()  # bootstrap fits of a fitted law: plans with it get intervals
+    # Whether the law's N counts the embedding and output layers (PublishedLaw.counts_embeddings). Inline
+    # and fitted laws say nothing about it: taken as counting them, as Hoffmann et al. 2022 and the
+    # 6·N·D the service budgets with do.
+    counts_embeddings: bool = True
 
 
 # Intervals propagate through at most this many bootstrap fits (the first ones; resamples are exchangeable):
@@ -190,7 +194,15 @@ def frontier_intervals(law: NamedLaw, flops: float) -> Intervals | None:
 
 def published(slug: str) -> NamedLaw:
     entry = PUBLISHED_LAWS[slug]
-    return NamedLaw(entry.law, entry.slug, entry.name, entry.source, entry.fitted_range, entry.note or None)
+    return NamedLaw(
+        entry.law,
+        entry.slug,
+        entry.name,
+        entry.source,
+        entry.fitted_range,
+        entry.note or None,
+        counts_embeddings=entry.counts_embeddings,
+    )
 
 
 @dataclass(frozen=True)

@@ -131,11 +131,16 @@ class FittedRange:
 
 @dataclass(frozen=True)
 class PublishedLaw:
+    """A published coefficient set. `counts_embeddings`: whether the law's N counts the embedding and output
+    layers (Hoffmann et al. 2022 count all parameters, Kaplan et al. 2020 only non-embedding ones); a model
+    sized under one convention is a different model under the other."""
+
     slug: str
     name: str
     law: ScalingLaw
     source: str
     fitted_range: FittedRange
+    counts_embeddings: bool
     note: str = ""
 
 
@@ -149,6 +154,13 @@ _EPOCH_RANGE = FittedRange(5.7e7, 1.62e10, 2.45e8, 3.18e11, 1.4e18, 1.3e22)
 # the paper states no lower bounds we could cite, so none are checked.
 _DATABLATIONS_RANGE = FittedRange(None, 9e9, None, 9e11, None, None)
 
+# Whose parameters N counts. Hoffmann et al. 2022, App. F: "we also count embeddings matrices in the total
+# parameter count"; Besiroglu et al. 2024 refit Hoffmann's own runs, so theirs are Hoffmann's sizes.
+# Muennighoff et al. 2023 count them too: huggingface/datablations utils/flops-params_py.py `params` adds
+# vocab_size·hidden_size, and its models are Hoffmann's sizes (utils/model_params.sh). Sardana et al. 2024
+# (§2, Eq. 1) call N "parameter count" and take Hoffmann's A, B and E, so their N is Hoffmann's.
+_HOFFMANN_COUNTS_EMBEDDINGS = True
+
 PUBLISHED_LAWS: dict[str, PublishedLaw] = {
     law.slug: law
     for law in (
@@ -159,6 +171,7 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             source="Hoffmann et al. 2022, arXiv:2203.15556, Approach 3; unrounded values as used in "
             "Besiroglu et al. 2024's notebook and kyo-takano/chinchilla",
             fitted_range=_CHINCHILLA_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="Hoffmann et al.'s Approach 3: the parametric loss fitted to their runs. At Chinchilla's "
             "own budget (5.76e23 FLOPs) it allocates 40B parameters on 2.4T tokens (59 tokens per "
             "parameter), where the paper's recommendation, from its Approaches 1 and 2, is Chinchilla "
@@ -171,6 +184,7 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             law=ScalingLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28),
             source="Hoffmann et al. 2022, arXiv:2203.15556, §3.3",
             fitted_range=_CHINCHILLA_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="Approach 3 with the coefficients as printed in the paper. The rounded exponents move the "
             "allocation: 32B parameters on 3.0T tokens (93 tokens per parameter) at Chinchilla's budget "
             "(5.76e23 FLOPs), against 40B for the unrounded chinchilla-2022 and the paper's recommendation "
@@ -183,6 +197,7 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             law=ScalingLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658),
             source="Besiroglu et al. 2024, 'Chinchilla Scaling: A replication attempt', arXiv:2404.10102",
             fitted_range=_EPOCH_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="Besiroglu et al.'s refit of Hoffmann et al.'s Approach 3 to the data of Chinchilla's "
             "Figure 4, with the original fit's flaws corrected. It agrees with the paper's recommendation: "
             "72B parameters on 1.3T tokens (18 tokens per parameter) at Chinchilla's budget (5.76e23 FLOPs), "
@@ -203,6 +218,7 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             source="Muennighoff et al. 2023, 'Scaling Data-Constrained Language Models', arXiv:2305.16264; "
             "coefficients from huggingface/datablations",
             fitted_range=_DATABLATIONS_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="The base law Muennighoff et al. fitted on C4 together with the repetition constants of "
             "data-constrained scaling, which is why data-constrained plans default to it. Its two exponents "
             "are equal, so it allocates the same tokens per parameter at every budget: 70B parameters on "
@@ -215,6 +231,7 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             law=ScalingLaw(E=1.69, A=406.4, B=410.7, alpha=0.336, beta=0.283),
             source="Sardana et al. 2024, 'Beyond Chinchilla-Optimal', arXiv:2401.00448",
             fitted_range=_CHINCHILLA_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="The law Sardana et al. size inference-aware models with: Hoffmann et al.'s printed E, A "
             "and B with exponents 0.336 and 0.283. Like Approach 3 it favours smaller models on more data: "
             "42B parameters on 2.3T tokens (55 tokens per parameter) at Chinchilla's budget (5.76e23 FLOPs), "

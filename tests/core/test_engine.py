@@ -393,6 +393,11 @@ def test_every_inference_aware_plan_is_served_in_finite_numbers_or_cleanly_refus
     assert serving.cost.is_finite()
 
 
+def test_a_published_law_says_whether_its_n_counts_the_embeddings_and_an_inline_one_is_taken_to():
+    assert engine.published("chinchilla-2022").counts_embeddings is True
+    assert engine.NamedLaw(engine.published("epoch-2024").law, name="inline law").counts_embeddings is True
+
+
 # --- Intervals from a law's bootstrap fits ----------------------------------------------------------------
 
 CENTRE = engine.published("chinchilla-2022").law

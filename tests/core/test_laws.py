@@ -150,3 +150,18 @@ def test_invalid_coefficients_are_refused_by_name(coefficients, argument):
 def test_loss_refuses_non_positive_or_non_finite_sizes(params, tokens):
     with pytest.raises(InvalidInput, match=r"^(params|tokens):"):
         CHINCHILLA.loss(params, tokens)
+
+
+# --- Whose parameters a law counts --------------------------------------------------------------------------
+
+
+def test_each_published_law_says_whether_its_n_counts_the_embeddings():
+    # Hoffmann et al. 2022 App. F count them, and the laws fitted on their runs or sizes with them
+    # (Besiroglu 2024, Muennighoff 2023, Sardana 2024).
+    assert {slug: published.counts_embeddings for slug, published in PUBLISHED_LAWS.items()} == {
+        "chinchilla-2022": True,
+        "chinchilla-2022-rounded": True,
+        "epoch-2024": True,
+        "muennighoff-2023-c4": True,
+        "sardana-2024": True,
+    }
