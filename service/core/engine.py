@@ -19,7 +19,14 @@ from service.core import validation as v
 from service.core.cluster import MemoryEstimate, ModelShape, Runtime
 from service.core.fit import CONFIDENCE
 from service.core.hyper import Hyperparameters, hyperparameters_for
-from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw
+from service.core.laws import (
+    DATA_CONSTRAINED_LAW,
+    DEFAULT_LAW,
+    PUBLISHED_LAWS,
+    FittedRange,
+    MoEDesign,
+    ScalingLaw,
+)
 from service.core.wall_clock import ClusterRun, Reliability, Sizing
 
 # 1.1: allocations with a bootstrapped law carry intervals. 1.2: activations without sequence parallelism,
@@ -137,6 +144,7 @@ class NamedLaw:
     # and fitted laws say nothing about it: taken as counting them, as Hoffmann et al. 2022 and the
     # 6·N·D the service budgets with do.
     counts_embeddings: bool = True
+    moe: MoEDesign | None = None  # the mixture-of-experts design an MoE law assumes; None for dense laws
 
 
 # Intervals propagate through at most this many bootstrap fits (the first ones; resamples are exchangeable):
@@ -202,6 +210,7 @@ def published(slug: str) -> NamedLaw:
         entry.fitted_range,
         entry.note or None,
         counts_embeddings=entry.counts_embeddings,
+        moe=entry.moe,
     )
 
 

@@ -398,9 +398,13 @@ def test_the_published_laws_are_listed_with_their_sources_and_ranges(client):
         "epoch-2024",
         "muennighoff-2023-c4",
         "sardana-2024",
+        "krajewski-2024-g1",
+        "krajewski-2024-g8",
+        "krajewski-2024-g16",
     ]
     assert body["next_cursor"] is None
-    assert all("70B on 1.4T" in law["note"] for law in body["items"])  # each compared with Chinchilla
+    dense = [law for law in body["items"] if not law["slug"].startswith("krajewski")]
+    assert all("70B on 1.4T" in law["note"] for law in dense)  # each compared with Chinchilla
     epoch = client.get("/v1/scaling-laws/epoch-2024").get_json()
     assert epoch["fitted_range"]["max_params"] == 1.62e10
     assert "arXiv:2404.10102" in epoch["source"]
