@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from service.core import allocate
 from service.core.laws import KRAJEWSKI_2024, PUBLISHED_LAWS, FineGrainedLaw, MoEDesign, ScalingLaw
 from service.core.validation import InvalidInput
 
@@ -245,6 +246,35 @@ def test_flops_per_token_are_eq_10_with_the_router(d_model, n_blocks, granularit
     assert design.training_flops_per_token(active) == pytest.approx(
         (12 * d_model**2 * 6 + d_model * 64 * granularity * 14) * n_blocks, rel=1e-12
     )
+
+
+@pytest.mark.parametrize(
+    ("slug", "flops"),
+    [("krajewski-2024-g1", 1.93e20), ("krajewski-2024-g8", 2.95e18), ("krajewski-2024-g16", 1.93e20)],
+)
+def test_every_moe_law_notes_its_allocation_its_terms_and_its_range(slug, flops):
+    published = PUBLISHED_LAWS[slug]
+    allocation = allocate.moe_compute_optimal(flops, published.law, published.moe)
+    active = allocation.active_params
+    size = f"{active / 1e6:.0f}M" if active < 1e9 else f"{active / 1e9:#.3g}B"
+    budget = f"{flops:.3g}".replace("e+", "e")
+
+    assert (
+        f"At {budget} FLOPs it allocates {size} active parameters ({allocation.params / 1e9:#.3g}B in all) "
+        f"on {allocation.tokens / 1e9:#.3g}B tokens" in published.note
+    )
+    assert "Its N is active non-embedding parameters" in published.note
+    assert "16B to 130B tokens" in published.note
+    assert "arXiv:2402.07871" in published.source
+
+
+def test_granularity_1_is_noted_as_that_much_worse_than_16_at_the_same_budget():
+    def loss(granularity: int) -> float:
+        published = PUBLISHED_LAWS[f"krajewski-2024-g{granularity}"]
+        return allocate.moe_compute_optimal(1.93e20, published.law, published.moe).predicted_loss
+
+    note = PUBLISHED_LAWS["krajewski-2024-g1"].note
+    assert f"to a loss {loss(1) - loss(16):.2g} above granularity 16's" in note
 
 
 @pytest.mark.parametrize(
