@@ -362,7 +362,10 @@ def law_frontier() -> str:
     except ma.ValidationError as error:  # said beside the range, and the default range drawn
         query, errors = FrontierQuerySchema().load(shown), errors_by_field(error)
     fitted = _fitted_laws(session)
-    named = laws.published_laws() + [laws.engine_law(session, law.slug, scope=scope()) for law in fitted]
+    # Dense laws only: the frontier drawn is 6·N·D's closed form, where a mixture-of-experts law's N is active
+    # parameters and its compute counts the router (allocate.moe_compute_optimal); not comparable on one axis.
+    dense = [law for law in laws.published_laws() if law.moe is None]
+    named = dense + [laws.engine_law(session, law.slug, scope=scope()) for law in fitted]
     frontier, rows = figures.frontier_charts(named, query["min_flops"], query["max_flops"], FRONTIER_POINTS)
     return flask.render_template(
         "console/laws.html",

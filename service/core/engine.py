@@ -19,7 +19,14 @@ from service.core import validation as v
 from service.core.cluster import MemoryEstimate, ModelShape, Runtime
 from service.core.fit import CONFIDENCE
 from service.core.hyper import Hyperparameters, hyperparameters_for
-from service.core.laws import DATA_CONSTRAINED_LAW, DEFAULT_LAW, PUBLISHED_LAWS, FittedRange, ScalingLaw
+from service.core.laws import (
+    DATA_CONSTRAINED_LAW,
+    DEFAULT_LAW,
+    PUBLISHED_LAWS,
+    FittedRange,
+    MoEDesign,
+    ScalingLaw,
+)
 from service.core.wall_clock import ClusterRun, Reliability, Sizing
 
 # 1.1: allocations with a bootstrapped law carry intervals. 1.2: activations without sequence parallelism,
@@ -136,6 +143,11 @@ class NamedLaw:
     fitted_range: FittedRange | None = None
     note: str | None = None
     samples: tuple[ScalingLaw, ...] = ()  # bootstrap fits of a fitted law: plans with it get intervals
+    # Whether the law's N counts the embedding and output layers (PublishedLaw.counts_embeddings). Inline
+    # and fitted laws say nothing about it: taken as counting them, as Hoffmann et al. 2022 and the
+    # 6·N·D the service budgets with do.
+    counts_embeddings: bool = True
+    moe: MoEDesign | None = None  # the mixture-of-experts design an MoE law assumes; None for dense laws
 
 
 # Intervals propagate through at most this many bootstrap fits (the first ones; resamples are exchangeable):
@@ -193,7 +205,16 @@ def frontier_intervals(law: NamedLaw, flops: float) -> Intervals | None:
 
 def published(slug: str) -> NamedLaw:
     entry = PUBLISHED_LAWS[slug]
-    return NamedLaw(entry.law, entry.slug, entry.name, entry.source, entry.fitted_range, entry.note or None)
+    return NamedLaw(
+        entry.law,
+        entry.slug,
+        entry.name,
+        entry.source,
+        entry.fitted_range,
+        entry.note or None,
+        counts_embeddings=entry.counts_embeddings,
+        moe=entry.moe,
+    )
 
 
 @dataclass(frozen=True)

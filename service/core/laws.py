@@ -129,14 +129,150 @@ class FittedRange:
     max_flops: float | None
 
 
+# Krajewski et al. 2024 (arXiv:2402.07871), §6.1 Eq. 10 and App. E: training FLOPs per token and block are
+# 12·d_model²·c_f + d_model·E·G·c_r, with c_f = 6 per active parameter (as Hoffmann et al. 2022) and c_r = 14
+# for routing (its logits, and dispatching tokens to experts and back, forward and backward); their shapes
+# keep d_model = 64·n_blocks. Embeddings and attention scores are left out, as in the paper.
+FLOPS_PER_ACTIVE_PARAM = 6
+ROUTER_FLOPS_PER_PARAM = 14
+WIDTH_PER_BLOCK = 64
+
+
+@dataclass(frozen=True)
+class MoEDesign:
+    """A fine-grained mixture-of-experts model as Krajewski et al. 2024 define it (§4, App. A).
+
+    Each block's feed-forward layer (width d_ff = 4·d_model) becomes `expansion_rate`·`granularity` experts
+    (Eq. 3) of width d_ff / `granularity`, and each token is routed to `granularity` of them: it uses the
+    dense layer's 8·d_model² parameters whatever the granularity. Their router is Expert Choice (App. A), so
+    a token gets `granularity` experts on average rather than exactly.
+
+    Total over active non-embedding parameters, from the paper's accounting (§6.1): a block holds
+    4·d_model² in attention (query, key, value, output) and 2·E·d_ff·d_model = 8·E·d_model² in its experts,
+    of which a token uses G experts of 8·d_model²/G, so
+
+        total / active = (8E + 4)·d_model² / (12·d_model²) = (2E + 1) / 3,
+
+    43 at the paper's E = 64, whatever G; both leave out the embeddings and the router (d_model·E·G weights
+    a block), as the paper does.
+    """
+
+    expansion_rate: int
+    granularity: int
+
+    def __post_init__(self) -> None:
+        v.whole("expansion_rate", self.expansion_rate)
+        v.whole("granularity", self.granularity)
+
+    @property
+    def experts(self) -> int:
+        """N_expert = G·E (Eq. 3)."""
+        return self.expansion_rate * self.granularity
+
+    @property
+    def experts_per_token(self) -> int:
+        return self.granularity
+
+    @property
+    def total_to_active_params(self) -> float:
+        return (2 * self.expansion_rate + 1) / 3
+
+    def expert_ffn(self, dense_ffn: float) -> float:
+        """Hidden width of one expert: the dense feed-forward width over the granularity (d_expert, §4)."""
+        return v.positive("dense_ffn", dense_ffn) / self.granularity
+
+    def total_params(self, active_params: float) -> float:
+        return v.positive("active_params", active_params, maximum=MAX_PARAMS) * self.total_to_active_params
+
+    def training_flops_per_token(self, active_params: float) -> float:
+        """Eq. 10 over D: (12·d²·c_f + d·E·G·c_r)·n_blocks, with d = d_model = 64·n_blocks.
+
+        With N_act = 12·d²·n_blocks = 12·d³/64, d = (16·N_act/3)^(1/3) and d·n_blocks = d²/64, so
+
+            C/D = 6·N_act + 14·E·G·d²/64,
+
+        6·N·D plus the router, whose share 14·E·G/(72·d) grows with granularity and shrinks with width.
+        """
+        N = v.positive("active_params", active_params, maximum=MAX_PARAMS)
+        d_model = math.cbrt(WIDTH_PER_BLOCK * N / 12)
+        router = ROUTER_FLOPS_PER_PARAM * self.experts * d_model * d_model / WIDTH_PER_BLOCK
+        return FLOPS_PER_ACTIVE_PARAM * N + router
+
+
+@dataclass(frozen=True)
+class FineGrainedLaw:
+    """Krajewski et al. 2024, Eq. 9: the loss of a fine-grained MoE of expansion rate `expansion_rate`,
+
+        L(N, D, G) = c + (g / G^gamma + a) / N^alpha + b / D^beta,
+
+    N its total non-embedding parameters (§5: "total number of non-embedding parameters"; §6.1:
+    N = d_model²·(8E + 4)·n_blocks), D training tokens, G granularity; nats per token on C4 with the GPT-2
+    tokenizer (App. A).
+    """
+
+    a: float
+    alpha: float
+    b: float
+    beta: float
+    g: float
+    gamma: float
+    c: float
+    expansion_rate: int
+
+    def design(self, granularity: int) -> MoEDesign:
+        return MoEDesign(self.expansion_rate, granularity)
+
+    def loss(self, params: float, tokens: float, granularity: float) -> float:
+        """Eq. 9 at `params` total non-embedding parameters."""
+        N = v.positive("params", params, maximum=MAX_PARAMS)
+        D = v.positive("tokens", tokens, maximum=MAX_TOKENS)
+        G = v.positive("granularity", granularity, minimum=1)
+        return (
+            self.c
+            + (self.g * math.exp(-self.gamma * math.log(G)) + self.a) * math.exp(-self.alpha * math.log(N))
+            + self.b * math.exp(-self.beta * math.log(D))
+        )
+
+    def at(self, granularity: int) -> ScalingLaw:
+        """The law at one granularity in Chinchilla's form over active parameters, the ones that cost
+        compute: with N = r·N_act (r = total/active, MoEDesign),
+
+            (g/G^gamma + a) / N^alpha = (g/G^gamma + a)·r^(-alpha) / N_act^alpha,
+
+        so E = c, A = (g/G^gamma + a)·r^(-alpha), B = b, and L(N_act, D) is Eq. 9 exactly."""
+        design = self.design(granularity)
+        r = design.total_to_active_params
+        return ScalingLaw(
+            E=self.c,
+            A=(self.g * math.pow(design.granularity, -self.gamma) + self.a) * math.pow(r, -self.alpha),
+            B=self.b,
+            alpha=self.alpha,
+            beta=self.beta,
+        )
+
+
+# Krajewski et al. 2024, Table 1 (MoE row), as printed. The authors' repository holds the same values as the
+# fixed coefficients of its "Granular Scaling" law (llm-random/llm-random, scaling_laws/scaling_config.yaml
+# at 35b4c1e6: n_params a 2.1, b -0.58, c 18.1, p -0.115; n_steps c 30.8, p -0.147; L0 0.472).
+KRAJEWSKI_2024 = FineGrainedLaw(
+    a=18.1, alpha=0.115, b=30.8, beta=0.147, g=2.1, gamma=0.58, c=0.47, expansion_rate=64
+)
+
+
 @dataclass(frozen=True)
 class PublishedLaw:
+    """A published coefficient set. `counts_embeddings`: whether the law's N counts the embedding and output
+    layers (Hoffmann et al. 2022 count all parameters, Kaplan et al. 2020 only non-embedding ones); a model
+    sized under one convention is a different model under the other."""
+
     slug: str
     name: str
     law: ScalingLaw
     source: str
     fitted_range: FittedRange
+    counts_embeddings: bool
     note: str = ""
+    moe: MoEDesign | None = None  # the mixture-of-experts design of an MoE law; None for dense laws
 
 
 # Hoffmann et al. 2022, abstract: "over 400 language models ranging from 70 million to over 16 billion
@@ -149,6 +285,47 @@ _EPOCH_RANGE = FittedRange(5.7e7, 1.62e10, 2.45e8, 3.18e11, 1.4e18, 1.3e22)
 # the paper states no lower bounds we could cite, so none are checked.
 _DATABLATIONS_RANGE = FittedRange(None, 9e9, None, 9e11, None, None)
 
+# Whose parameters N counts. Hoffmann et al. 2022, App. F: "we also count embeddings matrices in the total
+# parameter count"; Besiroglu et al. 2024 refit Hoffmann's own runs, so theirs are Hoffmann's sizes.
+# Muennighoff et al. 2023 count them too: huggingface/datablations utils/flops-params_py.py `params` adds
+# vocab_size·hidden_size, and its models are Hoffmann's sizes (utils/model_params.sh). Sardana et al. 2024
+# (§2, Eq. 1) call N "parameter count" and take Hoffmann's A, B and E, so their N is Hoffmann's.
+_HOFFMANN_COUNTS_EMBEDDINGS = True
+
+# Krajewski et al. 2024 §5: "models with sizes ranging from 129M to 3.7B parameters" (total non-embedding
+# ones, as an MoE allocation's params) "from 16B to 130B tokens", granularities 1 to 16, E = 64. FLOPs: the
+# least and most of their runs (App. A, Table 3) by Eq. 10, 64x3M on 16B tokens at G = 1 (3.2e17) and 64x49M
+# on 66B at G = 4 (2.1e19). The range does not check granularity: 32 and 64, where Table 2 goes, are
+# extrapolations too.
+_KRAJEWSKI_RANGE = FittedRange(1.29e8, 3.7e9, 1.6e10, 1.3e11, 3.2e17, 2.1e19)
+# §5: "total number of non-embedding parameters N"; §6.1: "We exclude embedding and unembedding from the
+# FLOPs calculations, following Hoffmann et al. (2022)".
+_KRAJEWSKI_COUNTS_EMBEDDINGS = False
+_KRAJEWSKI_SOURCE = (
+    "Krajewski et al. 2024, 'Scaling Laws for Fine-Grained Mixture of Experts', arXiv:2402.07871, Eq. 9 "
+    "and Table 1; the same coefficients fixed in llm-random/llm-random, scaling_laws/scaling_config.yaml"
+)
+_KRAJEWSKI_TERMS = (
+    "Its N is active non-embedding parameters, the law being the paper's Eq. 9 at one granularity: the "
+    "paper's N counts all of them, 43 times as many at expansion rate 64. Compute counts the router as well "
+    "as 6·N·D (Eq. 10). Fitted on 129M to 3.7B parameters in all, 16B to 130B tokens and granularities 1 to "
+    "16; larger plans are extrapolations, as the paper's own Table 2 is."
+)
+
+
+def _krajewski(granularity: int, name: str, note: str) -> PublishedLaw:
+    return PublishedLaw(
+        slug=f"krajewski-2024-g{granularity}",
+        name=f"Fine-grained MoE, {name} (Krajewski et al. 2024)",
+        law=KRAJEWSKI_2024.at(granularity),
+        source=_KRAJEWSKI_SOURCE,
+        fitted_range=_KRAJEWSKI_RANGE,
+        counts_embeddings=_KRAJEWSKI_COUNTS_EMBEDDINGS,
+        note=f"{note} {_KRAJEWSKI_TERMS}",
+        moe=KRAJEWSKI_2024.design(granularity),
+    )
+
+
 PUBLISHED_LAWS: dict[str, PublishedLaw] = {
     law.slug: law
     for law in (
@@ -159,6 +336,7 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             source="Hoffmann et al. 2022, arXiv:2203.15556, Approach 3; unrounded values as used in "
             "Besiroglu et al. 2024's notebook and kyo-takano/chinchilla",
             fitted_range=_CHINCHILLA_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="Hoffmann et al.'s Approach 3: the parametric loss fitted to their runs. At Chinchilla's "
             "own budget (5.76e23 FLOPs) it allocates 40B parameters on 2.4T tokens (59 tokens per "
             "parameter), where the paper's recommendation, from its Approaches 1 and 2, is Chinchilla "
@@ -171,6 +349,7 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             law=ScalingLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28),
             source="Hoffmann et al. 2022, arXiv:2203.15556, §3.3",
             fitted_range=_CHINCHILLA_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="Approach 3 with the coefficients as printed in the paper. The rounded exponents move the "
             "allocation: 32B parameters on 3.0T tokens (93 tokens per parameter) at Chinchilla's budget "
             "(5.76e23 FLOPs), against 40B for the unrounded chinchilla-2022 and the paper's recommendation "
@@ -183,6 +362,7 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             law=ScalingLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658),
             source="Besiroglu et al. 2024, 'Chinchilla Scaling: A replication attempt', arXiv:2404.10102",
             fitted_range=_EPOCH_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="Besiroglu et al.'s refit of Hoffmann et al.'s Approach 3 to the data of Chinchilla's "
             "Figure 4, with the original fit's flaws corrected. It agrees with the paper's recommendation: "
             "72B parameters on 1.3T tokens (18 tokens per parameter) at Chinchilla's budget (5.76e23 FLOPs), "
@@ -203,6 +383,7 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             source="Muennighoff et al. 2023, 'Scaling Data-Constrained Language Models', arXiv:2305.16264; "
             "coefficients from huggingface/datablations",
             fitted_range=_DATABLATIONS_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="The base law Muennighoff et al. fitted on C4 together with the repetition constants of "
             "data-constrained scaling, which is why data-constrained plans default to it. Its two exponents "
             "are equal, so it allocates the same tokens per parameter at every budget: 70B parameters on "
@@ -215,10 +396,34 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
             law=ScalingLaw(E=1.69, A=406.4, B=410.7, alpha=0.336, beta=0.283),
             source="Sardana et al. 2024, 'Beyond Chinchilla-Optimal', arXiv:2401.00448",
             fitted_range=_CHINCHILLA_RANGE,
+            counts_embeddings=_HOFFMANN_COUNTS_EMBEDDINGS,
             note="The law Sardana et al. size inference-aware models with: Hoffmann et al.'s printed E, A "
             "and B with exponents 0.336 and 0.283. Like Approach 3 it favours smaller models on more data: "
             "42B parameters on 2.3T tokens (55 tokens per parameter) at Chinchilla's budget (5.76e23 FLOPs), "
             "against the paper's recommendation of 70B on 1.4T (about 20).",
+        ),
+        _krajewski(
+            1,
+            "granularity 1",
+            "Krajewski et al.'s mixture-of-experts law with experts as wide as the dense feed-forward layer: "
+            "64 of them, one per token (what the paper calls vanilla MoE). At 1.93e20 FLOPs it allocates "
+            "1.33B active parameters (57.2B in all) on 24.0B tokens, to a loss 0.086 above granularity 16's: "
+            "the paper finds such experts almost never optimal.",
+        ),
+        _krajewski(
+            8,
+            "granularity 8",
+            "Krajewski et al.'s mixture-of-experts law at granularity 8: 512 experts an eighth as wide as "
+            "the dense feed-forward layer, 8 per token. At 2.95e18 FLOPs it allocates 103M active parameters "
+            "(4.41B in all) on 4.28B tokens, where the paper's Table 2 gives 64x100M on 4.37B.",
+        ),
+        _krajewski(
+            16,
+            "granularity 16",
+            "Krajewski et al.'s mixture-of-experts law at granularity 16, the finest they fitted: 1024 "
+            "experts a sixteenth as wide as the dense feed-forward layer, 16 per token. At 1.93e20 FLOPs it "
+            "allocates 1.02B active parameters (43.9B in all) on 28.3B tokens, where the paper's Table 2 "
+            "gives 64x1B on 28.94B.",
         ),
     )
 }

@@ -183,10 +183,44 @@ class IsoflopFitSchema(ma.Schema):
     tokens_per_param = ma.fields.List(ma.fields.Nested(RatioSchema))
 
 
+class MoEDesignSchema(ma.Schema):
+    """The fine-grained mixture of experts an MoE law assumes (Krajewski et al. 2024, §4): each feed-forward
+    layer split into `experts` experts of 1/`granularity` its width, `experts_per_token` of them per token."""
+
+    expansion_rate = ma.fields.Integer(
+        metadata={"description": "Parameters of an MoE layer over those of the dense one it replaces."}
+    )
+    granularity = ma.fields.Integer(
+        metadata={"description": "Dense feed-forward width over an expert's width."}
+    )
+    experts = ma.fields.Integer(
+        metadata={"description": "Experts per MoE layer: expansion_rate x granularity."}
+    )
+    experts_per_token = ma.fields.Integer()
+    total_to_active_params = ma.fields.Float(
+        metadata={
+            "description": "All non-embedding parameters over those a token uses (43 at expansion rate "
+            "64). The law's N (E, A, B, alpha, beta, a, b, G) is active parameters; fitted_range counts all."
+        }
+    )
+
+
 class ScalingLawSchema(LawSchema):
     """A published law, or one fitted to an organisation's runs (which adds how it was fitted)."""
 
     kind = ma.fields.String(metadata={"enum": ["published", "fitted"]})
+    counts_embeddings = ma.fields.Boolean(
+        metadata={
+            "description": "Whether the law's N counts the embedding and output layers (Hoffmann et al. 2022 "
+            "do, Kaplan et al. 2020 and Krajewski et al. 2024 do not). Fitted laws: true, as the service "
+            "takes the params it is given to count them."
+        }
+    )
+    moe = ma.fields.Nested(
+        MoEDesignSchema,
+        allow_none=True,
+        metadata={"description": "The mixture-of-experts design of an MoE law; null for dense laws."},
+    )
     id = ma.fields.UUID(allow_none=True)
     organization = ma.fields.String(allow_none=True)
     fit = ma.fields.Nested(FitStatisticsSchema, allow_none=True)

@@ -812,6 +812,13 @@ def test_lists_show_the_published_laws_then_the_callers_fitted_laws_newest_first
     assert [item["slug"] for item in globex] == ["globex-sweep"]
 
 
+def test_a_fitted_law_is_dense_and_taken_to_count_the_embeddings_as_its_runs_params(client, stored_law):
+    body = client.get(f"/v1/scaling-laws/{SLUG}").get_json()
+
+    assert body["counts_embeddings"] is True
+    assert body["moe"] is None
+
+
 def test_another_organisations_fitted_law_is_404_to_its_keys(client, session, issue_key, stored_law):
     store_law(session, "globex", "globex-sweep")
     for role in ("viewer", "finance", "planner"):

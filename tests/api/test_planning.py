@@ -398,12 +398,36 @@ def test_the_published_laws_are_listed_with_their_sources_and_ranges(client):
         "epoch-2024",
         "muennighoff-2023-c4",
         "sardana-2024",
+        "krajewski-2024-g1",
+        "krajewski-2024-g8",
+        "krajewski-2024-g16",
     ]
     assert body["next_cursor"] is None
-    assert all("70B on 1.4T" in law["note"] for law in body["items"])  # each compared with Chinchilla
+    dense = [law for law in body["items"] if law["moe"] is None]
+    assert all("70B on 1.4T" in law["note"] for law in dense)  # each compared with Chinchilla
     epoch = client.get("/v1/scaling-laws/epoch-2024").get_json()
     assert epoch["fitted_range"]["max_params"] == 1.62e10
     assert "arXiv:2404.10102" in epoch["source"]
+
+
+def test_each_listed_law_says_whether_it_counts_embeddings_and_which_mixture_of_experts_it_assumes(client):
+    items = {law["slug"]: law for law in client.get("/v1/scaling-laws").get_json()["items"]}
+
+    assert {slug: law["counts_embeddings"] for slug, law in items.items()} == {
+        slug: not slug.startswith("krajewski") for slug in items
+    }
+    assert all(items[slug]["moe"] is None for slug in items if not slug.startswith("krajewski"))
+    assert client.get("/v1/scaling-laws/krajewski-2024-g8").get_json()["moe"] == {
+        "expansion_rate": 64,
+        "granularity": 8,
+        "experts": 512,
+        "experts_per_token": 8,
+        "total_to_active_params": 43.0,
+    }
+    g8 = items["krajewski-2024-g8"]
+    assert (g8["E"], g8["B"], g8["alpha"], g8["beta"]) == (0.47, 30.8, 0.115, 0.147)
+    assert g8["fitted_range"]["max_params"] == 3.7e9
+    assert "arXiv:2402.07871" in g8["source"]
 
 
 def test_an_unknown_law_is_404(client):

@@ -31,6 +31,7 @@ from tests.console.test_charts import marker
 
 ORIGIN = {"Origin": "http://localhost"}
 SVG = "{http://www.w3.org/2000/svg}"
+DENSE_LAWS = [law for law in PUBLISHED_LAWS.values() if law.moe is None]
 PLANNER_FORM = {
     "budget_kind": "pf_days",
     "budget": "6000",
@@ -778,16 +779,17 @@ def test_the_frontier_draws_every_law_in_a_colour_and_a_marker_of_its_own(browse
     page = browser.get("/laws").get_data(as_text=True)
     for figure in ("params", "tokens"):
         groups = svg(page, f"frontier-{figure}").findall(f".//{SVG}g[@class='series']")
-        assert len(groups) == len(PUBLISHED_LAWS) + MAX_FITTED_LAWS_CHARTED
+        assert len(groups) == len(DENSE_LAWS) + MAX_FITTED_LAWS_CHARTED
         assert len({group.find(f"{SVG}polyline").get("stroke") for group in groups}) == len(groups)
         assert len({marker(group.find(f"{SVG}path")) for group in groups}) == len(groups)
 
 
-def test_the_laws_page_shows_each_published_laws_note(browser):
+def test_the_laws_page_shows_each_dense_published_laws_note_and_leaves_moe_laws_off_its_frontier(browser):
     page = html.unescape(browser.get("/laws").get_data(as_text=True))
 
-    for law in PUBLISHED_LAWS.values():
+    for law in DENSE_LAWS:
         assert law.note in page
+    assert "krajewski-2024" not in page
 
 
 def test_the_laws_page_shows_what_a_fitted_law_warns_of(browser, session):

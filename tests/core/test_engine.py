@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from service.core import engine
 from service.core.cluster import ModelShape
+from service.core.laws import MoEDesign
 from service.core.units import PF_DAY_FLOPS
 from service.core.validation import InvalidInput
 
@@ -391,6 +392,17 @@ def test_every_inference_aware_plan_is_served_in_finite_numbers_or_cleanly_refus
     numbers += [serving.decoding.tokens_per_second, serving.decoding.accelerator_hours]
     assert all(math.isfinite(number) and number >= 0 for number in numbers), numbers
     assert serving.cost.is_finite()
+
+
+def test_a_published_law_says_whether_its_n_counts_the_embeddings_and_an_inline_one_is_taken_to():
+    assert engine.published("chinchilla-2022").counts_embeddings is True
+    assert engine.NamedLaw(engine.published("epoch-2024").law, name="inline law").counts_embeddings is True
+
+
+def test_a_published_moe_law_carries_its_design_and_a_dense_one_none():
+    assert engine.published("krajewski-2024-g8").moe == MoEDesign(expansion_rate=64, granularity=8)
+    assert engine.published("krajewski-2024-g8").counts_embeddings is False
+    assert engine.published("chinchilla-2022").moe is None
 
 
 # --- Intervals from a law's bootstrap fits ----------------------------------------------------------------
