@@ -325,11 +325,23 @@ def estimate(
         memory=memory,
         caveats=notes,
         law=law,
-        predicted_loss=None if law is None else law.law.loss(params, tokens),
+        predicted_loss=None if law is None else law.law.loss(_law_params(law, params, on), tokens),
         run=run,
         sizing=sizing,
         shape=shape,
     )
+
+
+def _law_params(law: NamedLaw, params: float, on: Cluster) -> float:
+    """The N a law's loss takes for a model of `params`: a mixture-of-experts law's are the active ones (the
+    shape's, or `active_params`, or its design's share of the total)."""
+    if law.moe is None:
+        return params
+    if on.shape is not None and on.shape.mixture_of_experts:
+        return params * on.shape.non_embedding_active_params / on.shape.params
+    if on.active_params is not None:
+        return on.active_params
+    return params / law.moe.total_to_active_params
 
 
 def _training_flops(params: float, tokens: float, on: Cluster) -> float:
@@ -746,6 +758,7 @@ def _plan(
     its memory bandwidth is known), `inference_batch` sequences at a time (default 1).
     """
     law = _law_for(budget, tokens_per_param, law, unique_tokens, inference_tokens)
+    _check_moe_law(law, budget, unique_tokens, inference_tokens)
     _check_serving(inference_tokens, inference_hardware, inference_batch)
     notes: list[caveats.Caveat] = []
     limits: list[Limit] = []
@@ -771,7 +784,12 @@ def _plan(
             return _inference_aware(allocate.inference_aware_within(flops, inference_tokens, rule), "budget")
         if unique_tokens is not None:
             return allocate.data_constrained(flops, unique_tokens, rule), "data-constrained", None
-        return allocate.compute_optimal(flops, rule), "compute-optimal", None
+        optimum = (
+            allocate.compute_optimal(flops, rule)
+            if law is None or law.moe is None
+            else allocate.moe_compute_optimal(flops, rule, law.moe)
+        )
+        return optimum, "compute-optimal", None
 
     allocation, method, inference = allocate_with(None if law is None else law.law)
     if method == "data-constrained" and law is not None:
@@ -793,14 +811,15 @@ def _plan(
         inference = replace(inference, serving=serving)
     run = None
     if on is not None:
+        run_params, run_on, assumed = _the_model_the_law_sized(allocation, law, on)
         run = estimate(
-            allocation.params,
+            run_params,
             allocation.tokens,
-            on,
+            run_on,
             price_per_hour=budget.price_per_hour,
             currency=budget.currency,
         )
-        notes += run.caveats
+        notes += assumed + run.caveats
     return Plan(
         method=method,
         allocation=allocation,
@@ -812,6 +831,48 @@ def _plan(
         caveats=notes,
         intervals=spread,
     )
+
+
+def _check_moe_law(
+    law: NamedLaw | None, budget: Budget, unique_tokens: float | None, inference_tokens: float | None
+) -> None:
+    """A mixture-of-experts law sizes a model for a compute budget (Krajewski et al. 2024 §6.2): the other
+    rules are derived for dense laws and are refused with it, naming the field."""
+    if law is None or law.moe is None:
+        return
+    for name, value in (
+        ("target_loss", budget.target_loss),
+        ("unique_tokens", unique_tokens),
+        ("inference_tokens", inference_tokens),
+    ):
+        if value is not None:
+            raise v.InvalidInput(
+                name,
+                f"is not planned with the mixture-of-experts law {law.slug}: it sizes a model for a compute, "
+                "money, hours or days budget only",
+            )
+
+
+def _the_model_the_law_sized(
+    allocation: allocate.Allocation, law: NamedLaw | None, on: Cluster
+) -> tuple[float, Cluster, list[caveats.Caveat]]:
+    """The parameters and cluster an allocation's run is modelled with. A mixture of experts the law sized
+    (its experts, top-k, active parameters) or a law whose N leaves the embeddings out gets the assumed shape
+    of that model, its embeddings counted on top (and said so); otherwise the allocation as it is."""
+    if on.shape is not None or law is None or (law.moe is None and law.counts_embeddings):
+        return allocation.params, on, []
+    multiple = on.fixed_layout.get("tensor_parallel", 1)
+    if allocation.active_params is not None and allocation.experts and allocation.experts_per_token:
+        shape = wall_clock.designed_moe_shape(
+            allocation.active_params,
+            allocation.experts,
+            allocation.experts_per_token,
+            counts_embeddings=law.counts_embeddings,
+            heads_multiple=multiple,
+        )
+    else:
+        shape = wall_clock.assumed_shape_without_embeddings(allocation.params, heads_multiple=multiple)
+    return shape.params, replace(on, shape=shape), [caveats.assumed_shape(shape)]
 
 
 def _inference_aware(
@@ -859,7 +920,9 @@ def fixed(
         if law is None
         else _intervals_over(
             law.samples,
-            lambda rule: allocate.Allocation(params, tokens, run.runtime.flops, rule.loss(params, tokens)),
+            lambda rule: allocate.Allocation(
+                params, tokens, run.runtime.flops, rule.loss(_law_params(law, params, on), tokens)
+            ),
             fixed=True,
         ),
     )

@@ -275,7 +275,8 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     zero = np.asarray(columns["zero_stage"], dtype=np.int64)
     flash = np.asarray(columns["flash_attention"], dtype=bool)
     e = np.asarray(columns["expert_parallel"], dtype=f64)
-    overlap_experts = np.asarray(columns["expert_overlap"], dtype=bool) & (e > 1)
+    # 1 overlapped, 0 not, -1 whichever is faster (what the search asks, rather than twice the layouts).
+    overlap_code = np.asarray(columns["expert_overlap"], dtype=np.int64)
 
     L, h, a = float(shape.layers), float(shape.d_model), float(shape.heads)
     s, f, V = float(shape.sequence_length), float(shape.ffn_width), float(shape.vocabulary or 0)
@@ -404,8 +405,12 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # Overlapped, the all-to-all of one micro-batch runs under the compute of another (DualPipe pairs a
     # forward with a backward chunk, DeepSeek-V3 §3.2.1), with COMMUNICATION_SMS of the SMs taken from the
     # GEMMs; what the compute does not cover stays exposed.
-    compute_layer = np.where(overlap_experts, compute_layer / (1 - COMMUNICATION_SMS), compute_layer)
-    ep_layer = np.where(overlap_experts, np.maximum(0.0, a2a_layer - compute_layer), a2a_layer)
+    overlapped_compute = compute_layer / (1 - COMMUNICATION_SMS)
+    overlapped_exposed = np.maximum(0.0, a2a_layer - overlapped_compute)
+    faster = overlapped_compute + overlapped_exposed < compute_layer + a2a_layer
+    overlap_experts = (e > 1) & (moe > 0) & np.where(overlap_code < 0, faster, overlap_code == 1)
+    compute_layer = np.where(overlap_experts, overlapped_compute, compute_layer)
+    ep_layer = np.where(overlap_experts, overlapped_exposed, a2a_layer)
     score_bytes = WIRE_BYTES * ELEMENTWISE_PASSES_SCORES * score_elements
     memory_layer = forward_memory_bound * (1 + BACKWARD_PER_FORWARD) + np.where(
         rec == 2, forward_memory_bound, np.where(rec == 1, score_bytes / hbm, 0.0)
@@ -429,8 +434,10 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # the output layer; a single stage holds everything.
     per_stage = np.ceil(L / p)
     spare = per_stage * p - L
-    first_layers = np.where(p > 1, per_stage - np.ceil(spare / 2), L)
-    last_layers = np.where(p > 1, per_stage - np.floor(spare / 2), L) + mtp
+    # (At least one layer each: with many spare slots, 75 layers on 34 stages say, the middle ones give
+    # theirs up too.)
+    first_layers = np.where(p > 1, np.maximum(1.0, per_stage - np.ceil(spare / 2)), L)
+    last_layers = np.where(p > 1, np.maximum(1.0, per_stage - np.floor(spare / 2)), L) + mtp
     last_is_busiest = (
         last_layers * layer_seconds + logits_compute + logits_memory >= per_stage * layer_seconds
     )
@@ -535,6 +542,7 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
         "hfu": hardware_flops / (seconds * devices * peak),
         **memory,
         "fits": memory["memory_bytes"] <= machine.memory_bytes,
+        "expert_overlap": overlap_experts,
     }
 
 
@@ -695,15 +703,9 @@ def search(
     base = np.array(rows, dtype=np.int64)
     modes = options("recomputation", list(RECOMPUTATION_MODES))
     stages = options("zero_stage", list(cluster.ZERO_STAGES))
-    overlaps = options("expert_overlap", [False, True] if shape.mixture_of_experts else [False])
+    overlap = int(fixed["expert_overlap"]) if "expert_overlap" in fixed else -1  # -1: the faster
     extra = np.array(
-        [
-            (RECOMPUTATION_MODES.index(mode), stage, overlap)
-            for mode in modes
-            for stage in stages
-            for overlap in overlaps
-        ],
-        dtype=np.int64,
+        [(RECOMPUTATION_MODES.index(mode), stage) for mode in modes for stage in stages], dtype=np.int64
     )
     grid = np.repeat(base, len(extra), axis=0)
     extras = np.tile(extra, (len(base), 1))
@@ -720,11 +722,12 @@ def search(
         "recomputation": extras[:, 0],
         "zero_stage": extras[:, 1],
         "flash_attention": np.full(len(grid), bool(fixed.get("flash_attention", True))),
-        "expert_overlap": extras[:, 2].astype(bool),
+        "expert_overlap": np.full(len(grid), overlap),
     }
     result = evaluate(
         shape, machine, columns, precision=precision, optimizer=optimizer, calibration=calibration
     )
+    columns["expert_overlap"] = result["expert_overlap"]  # as chosen where the request left it open
     fits = np.flatnonzero(result["fits"])
     if fits.size == 0:
         closest = int(np.argmin(result["memory_bytes"]))
@@ -884,11 +887,14 @@ def _splits(
 
 
 def _expert_degrees(shape: ModelShape, data_parallel: int) -> list[int]:
-    """Expert-parallel degrees: divisors of the data-parallel degree that divide the experts (1 if dense)."""
+    """Expert-parallel degrees the search tries: the powers of two that divide the data-parallel degree
+    and the experts (1 if dense). Others that divide both can be given."""
     experts = shape.experts or 1
-    return [
-        e for e in range(1, min(experts, data_parallel) + 1) if experts % e == 0 and data_parallel % e == 0
-    ]
+    degrees, e = [], 1
+    while e <= min(experts, data_parallel) and experts % e == 0 and data_parallel % e == 0:
+        degrees.append(e)
+        e *= 2
+    return degrees
 
 
 def _family(columns: dict[str, Any], i: int) -> tuple[int, int, int]:

@@ -88,6 +88,35 @@ def assumed_moe_shape(params: float, active_params: float, *, heads_multiple: in
     return dataclasses.replace(dense, experts=experts, experts_per_token=k, expert_ffn=width)
 
 
+def assumed_shape_without_embeddings(params: float, *, heads_multiple: int = 1) -> ModelShape:
+    """The assumed shape whose layers hold about `params` parameters, its embeddings on top: for a law whose
+    N leaves the embeddings out (Kaplan et al. 2020; Krajewski et al. 2024)."""
+    shape = assumed_shape(params, heads_multiple=heads_multiple)
+    if shape.embedding_params == 0:
+        return shape
+    return assumed_shape(params + shape.embedding_params, heads_multiple=heads_multiple)
+
+
+def designed_moe_shape(
+    active_params: float,
+    experts: int,
+    experts_per_token: int,
+    *,
+    counts_embeddings: bool,
+    heads_multiple: int = 1,
+) -> ModelShape:
+    """The fine-grained mixture of experts an MoE law sizes (Krajewski et al. 2024, §4): the assumed dense
+    shape of `active_params` (with or without its embeddings, as the law counts them), its MLP in every
+    layer split into `experts` of 1/`experts_per_token` of its width, `experts_per_token` of them a token."""
+    dense = (
+        assumed_shape(active_params, heads_multiple=heads_multiple)
+        if counts_embeddings
+        else assumed_shape_without_embeddings(active_params, heads_multiple=heads_multiple)
+    )
+    width = max(1, round(dense.ffn_width / experts_per_token))
+    return dataclasses.replace(dense, experts=experts, experts_per_token=experts_per_token, expert_ffn=width)
+
+
 def scaled_shape(shape: ModelShape, params: float, *, heads_multiple: int = 1) -> ModelShape:
     """`shape` grown or shrunk to about `params` parameters: its head size, key/value grouping, MLP ratio,
     activation, vocabulary, context and width-to-depth ratio kept, the key/value heads a multiple of

@@ -558,6 +558,9 @@ class LawSchema(ma.Schema):
     b = ma.fields.Float(attribute="law.b", metadata={"description": "D_opt ∝ C^b"})
     G = ma.fields.Float(attribute="law.G", metadata={"description": "N_opt = G·(C/6)^a"})
     fitted_range = ma.fields.Nested(FittedRangeSchema, allow_none=True)
+    counts_embeddings = ma.fields.Boolean(
+        metadata={"description": "Whether the law's N (and so the plan's params) counts the embeddings."}
+    )
 
 
 class MemorySchema(ma.Schema):
@@ -849,6 +852,15 @@ class AllocationSchema(DocumentSchema):
     predicted_loss = ma.fields.Float(allow_none=True)
     unique_tokens = ma.fields.Float(allow_none=True)
     epochs = ma.fields.Float(allow_none=True)
+    active_params = ma.fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "Of a mixture of experts a law sized: the parameters a token passes through "
+            "(params counts every expert's); null for dense models."
+        },
+    )
+    experts = ma.fields.Integer(allow_none=True, metadata={"description": "Experts per layer (MoE laws)."})
+    experts_per_token = ma.fields.Integer(allow_none=True, metadata={"description": "Top-k (MoE laws)."})
     limits = ma.fields.List(ma.fields.Nested(LimitSchema))
     law = ma.fields.Nested(LawSchema, allow_none=True)
     inference = ma.fields.Nested(InferenceSchema, allow_none=True)

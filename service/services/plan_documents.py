@@ -19,7 +19,7 @@ from service.catalog import PRECISIONS
 from service.core import allocate, caveats, cluster, engine, performance
 from service.core.cluster import SERVING_BYTES_PER_PARAM
 from service.core.hyper import Hyperparameters
-from service.core.laws import FittedRange, ScalingLaw
+from service.core.laws import FittedRange, MoEDesign, ScalingLaw
 from service.services.documents import JsonObject, format_money, from_document, to_document
 from service.services.planning import PlanInputs
 
@@ -75,6 +75,8 @@ def snapshot_document(
             "note": law.note,
             **{name: getattr(law.law, name) for name in LAW_COEFFICIENTS},
             "fitted_range": None if law.fitted_range is None else vars(law.fitted_range).copy(),
+            "counts_embeddings": law.counts_embeddings,
+            "moe": None if law.moe is None else dataclasses.asdict(law.moe),
         },
     }
 
@@ -135,6 +137,7 @@ def snapshot_law(snapshot: JsonObject, samples: tuple[ScalingLaw, ...]) -> engin
     if law is None:
         return None
     fitted = law["fitted_range"]
+    moe = law.get("moe")  # snapshots from before mixture-of-experts laws hold neither: dense, all counted
     return engine.NamedLaw(
         ScalingLaw(**{name: law[name] for name in LAW_COEFFICIENTS}),
         slug=law["slug"],
@@ -143,6 +146,8 @@ def snapshot_law(snapshot: JsonObject, samples: tuple[ScalingLaw, ...]) -> engin
         fitted_range=None if fitted is None else FittedRange(**fitted),
         note=law["note"],
         samples=samples,
+        counts_embeddings=law.get("counts_embeddings", True),
+        moe=None if moe is None else MoEDesign(**moe),
     )
 
 
@@ -162,6 +167,9 @@ def allocation_document(plan: engine.Plan) -> dict[str, Any]:
         "predicted_loss": _number(allocation.predicted_loss),
         "unique_tokens": _number(allocation.unique_tokens),
         "epochs": _number(allocation.epochs),
+        "active_params": _number(allocation.active_params),
+        "experts": allocation.experts,
+        "experts_per_token": allocation.experts_per_token,
         "limits": [
             {"kind": limit.kind, "flops": float(limit.flops), "binding": limit.binding}
             for limit in plan.limits
@@ -192,6 +200,7 @@ def law_document(law: engine.NamedLaw) -> dict[str, Any]:
             for name in ("E", "A", "B", "alpha", "beta", "a", "b", "G")
         },
         "fitted_range": None if law.fitted_range is None else _fitted_range(law.fitted_range),
+        "counts_embeddings": law.counts_embeddings,
     }
 
 

@@ -253,3 +253,24 @@ def test_fixed_fields_that_split_nothing_together_are_refused_saying_why():
         performance.search(GPT_175B, SELENE, 64, global_batch=64, fixed={"micro_batch": 128})
     assert refused.value.argument == "layout"
     assert "micro-batch must divide" in refused.value.message
+
+
+def test_a_pipeline_with_many_spare_layer_slots_still_holds_a_layer_on_its_first_stage():
+    """75 layers on 34 stages leave 27 of the 102 slots spare: more than the first and last stages can give
+    up, so they keep a layer each and the activations stay positive (they once went negative, and a layout
+    that needs 730 GB of model states was taken to fit)."""
+    shape = ModelShape(layers=75, d_model=1024, heads=8, sequence_length=512)
+    layout = performance.Layout(
+        tensor_parallel=1, pipeline_parallel=34, data_parallel=1, micro_batch=1, global_batch=34
+    )
+    machine = performance.Machine(
+        peak_flops_per_second=312e12,
+        memory_bytes=80e9,
+        memory_bandwidth_bytes_per_second=2e12,
+        accelerators_per_node=8,
+        scale_up_bytes_per_second=300e9,
+        scale_out_bytes_per_second=25e9,
+    )
+    step = performance.step(shape, machine, layout)
+    assert step.activations_bytes > 0
+    assert step.memory_bytes > step.model_states_bytes
