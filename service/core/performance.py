@@ -471,8 +471,9 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     inside = t * c * p * d <= node
     dp_link = np.where(inside, up, out)
     dp_latency = np.where(inside, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
-    reduce_once = _all_reduce_seconds(WIRE_BYTES * held_dense, d, dp_link, dp_latency) + _all_reduce_seconds(
-        WIRE_BYTES * held_experts, d / e, dp_link, dp_latency
+    expert_reduce = _all_reduce_seconds(WIRE_BYTES * held_experts, d / e, dp_link, dp_latency)
+    reduce_once = _all_reduce_seconds(WIRE_BYTES * held_dense, d, dp_link, dp_latency) + np.where(
+        held_experts > 0, expert_reduce, 0.0
     )
     backward_window = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
     exposed_once = reduce_once - calibration.overlap * np.minimum(reduce_once, backward_window)
