@@ -38,6 +38,12 @@ from service.schemas.planning import (
 from service.services.planning import PlanInputs
 from service.services.plans import REMAINING, PlanRequest
 
+# Active parameters describe a model given by its params, and only one given without a shape.
+ACTIVE_PARAMS_RULES = (
+    requires("active_params", "params"),
+    excludes("active_params", "shape", "A shape gives its own active parameters.", at="active_params"),
+)
+
 
 class PlanInputsSchema(AllocationRequestSchema):
     """What a plan evaluates: an allocation request, or `params` and `tokens` of a model already chosen.
@@ -45,14 +51,28 @@ class PlanInputsSchema(AllocationRequestSchema):
     Plans always name their cluster (`hardware` and `accelerators`): a plan says how long and at what cost.
     """
 
-    params = positive_float(MAX_PARAMS, "Model parameters, for a model already chosen (with tokens).")
+    params = positive_float(
+        MAX_PARAMS,
+        "Model parameters, for a model already chosen (with tokens); of a mixture of experts, every "
+        "expert's.",
+        metadata={GREATER_THAN: "active_params"},
+    )
     tokens = positive_float(MAX_TOKENS, "Training tokens, for a model already chosen (with params).")
+    active_params = positive_float(
+        MAX_PARAMS,
+        "Of a mixture of experts already chosen and given without a shape (with params): the parameters a "
+        "token passes through. The FLOPs follow them, the memory params.",
+    )
     hardware = hardware_field(required=True)
     accelerators = WholeNumber(
         required=True, validate=validate.Range(1, MAX_ACCELERATORS), metadata={"example": 1024}
     )
 
-    RULES = ClusterFieldsSchema.RULES_WITH_HARDWARE + allocation_rules(BUDGET_FIELDS, or_a_model=True)
+    RULES = (
+        *ClusterFieldsSchema.RULES_WITH_HARDWARE,
+        *allocation_rules(BUDGET_FIELDS, or_a_model=True),
+        *ACTIVE_PARAMS_RULES,
+    )
     REQUEST: ClassVar[type | None] = PlanInputs
 
     class Meta(StrictSchema.Meta):
@@ -94,6 +114,7 @@ class PlanRequestSchema(PlanInputsSchema):
         requires("budget", "budget_id"),
         excludes("budget", "cost", 'Give cost or "budget": "remaining", not both.', at="cost"),
         excludes("budget", "params", ALLOCATES_NOTHING, at="budget"),
+        *ACTIVE_PARAMS_RULES,
     )
     REQUEST = PlanRequest
 

@@ -87,6 +87,7 @@ class PlanInputs(AllocationRequest):
 
     params: float | None = None
     tokens: float | None = None
+    active_params: float | None = None  # of a mixture of experts given without a shape
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -138,3 +138,20 @@ def test_an_moe_plan_is_made_committed_and_reported_like_a_dense_one(client, wor
     assert response.status_code == 200, response.get_json()
     [total] = response.get_json()["totals"]
     assert (total["plans"], total["cost"]) == (1, body["cost"])
+
+
+def test_a_plan_of_a_mixture_of_experts_given_by_its_parameters_counts_its_active_ones(client, world):
+    body = {
+        "organization": "acme",
+        "hardware": "lab-gpu",
+        "accelerators": 64,
+        "params": 47e9,
+        "active_params": 13e9,
+        "tokens": 1e11,
+    }
+    created = client.post("/v1/plans", json=body)
+    assert created.status_code == 201, created.get_json()
+    assert created.get_json()["flops"] == pytest.approx(6 * 13e9 * 1e11)
+    assert created.get_json()["inputs"]["active_params"] == 13e9
+    without_params = {k: v for k, v in body.items() if k not in {"params", "tokens"}} | {"flops": 1e21}
+    assert pointers(client.post("/v1/plans", json=without_params)) == ["#/params"]
