@@ -49,6 +49,19 @@ SHAPE_FIELDS = (
     "activation",
     "vocabulary",
     "sequence_length",
+    "head_dim",
+    # A mixture of experts (all of them need `experts`) and multi-head latent attention (`kv_lora_rank`).
+    "experts",
+    "experts_per_token",
+    "shared_experts",
+    "expert_ffn",
+    "moe_every",
+    "dense_layers",
+    "capacity_factor",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "rope_head_dim",
+    "mtp_depth",
 )
 LAYOUT_FIELDS = (
     "tensor_parallel",
@@ -62,10 +75,12 @@ LAYOUT_FIELDS = (
     "recomputation",
     "zero_stage",
     "flash_attention",
+    "expert_parallel",
+    "expert_overlap",
 )
 RELIABILITY_FIELDS = ("checkpoint_write_bytes_per_second", "restart_seconds")
 GROUPS = {"shape": SHAPE_FIELDS, "layout": LAYOUT_FIELDS, "reliability": RELIABILITY_FIELDS}
-BOOLEAN_FIELDS = frozenset({"sequence_parallel", "flash_attention"})
+BOOLEAN_FIELDS = frozenset({"sequence_parallel", "flash_attention", "expert_overlap"})
 TEXT_FIELDS = frozenset({"hardware", "precision", "law", "activation", "recomputation"})
 NUMBER_FIELDS = frozenset(
     {
