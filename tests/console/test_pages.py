@@ -40,6 +40,24 @@ PLANNER_FORM = {
     "law": "chinchilla-2022",
 }
 SHAPE = {"layers": "64", "d_model": "7168", "heads": "56", "sequence_length": "4096"}  # about 39B parameters
+# A small mixture of experts with latent attention: DeepSeek-V2-Lite's shape (15.7B parameters, 2.4B active).
+MOE_SHAPE = {
+    "layers": "27",
+    "d_model": "2048",
+    "heads": "16",
+    "head_dim": "128",
+    "sequence_length": "4096",
+    "activation": "swiglu",
+    "ffn": "10944",
+    "vocabulary": "102400",
+    "experts": "64",
+    "experts_per_token": "6",
+    "shared_experts": "2",
+    "expert_ffn": "1408",
+    "dense_layers": "1",
+    "kv_lora_rank": "512",
+    "rope_head_dim": "64",
+}
 
 
 @pytest.fixture
@@ -378,6 +396,14 @@ def test_a_fixed_ratio_plan_is_marked_apart_from_the_optimum(browser):
         ({"restart_seconds": "-1"}, "restart_seconds", "greater than or equal to 0"),
         ({"checkpoint_write_bytes_per_second": "0"}, "checkpoint_write_bytes_per_second", "greater than 0"),
         ({"accelerators": "", "max_accelerators": "0"}, "max_accelerators", "greater than or equal to 1"),
+        # A mixture of experts and latent attention: the API's pointer is the field the error is beside.
+        ({**SHAPE, "experts_per_token": "8"}, "experts", "Needs experts (a mixture-of-experts shape)"),
+        ({**SHAPE, "experts": "64"}, "experts_per_token", "Required with experts"),
+        ({**MOE_SHAPE, "capacity_factor": "0.5"}, "capacity_factor", "greater than or equal to 1"),
+        ({**MOE_SHAPE, "kv_heads": "8"}, "kv_heads", "no key/value heads of its own"),
+        ({**SHAPE, "q_lora_rank": "1536"}, "kv_lora_rank", "Needs kv_lora_rank"),
+        ({"expert_parallel": "4"}, "expert_parallel", "Needs a mixture-of-experts shape (experts)"),
+        ({"expert_overlap": "maybe"}, "expert_overlap", "Not a valid boolean"),
     ],
 )
 def test_bad_input_is_shown_beside_its_field(browser, change, field, message):
@@ -460,12 +486,18 @@ def layout_rows(page: str) -> list[list[str]]:
     return [[html.unescape(cell) for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)] for row in rows]
 
 
-def shown_layout(name: str, layout: dict, step: float, mfu: float, memory: float) -> list[str]:
-    """A row of the layout table as the page should show a layout the API gives."""
+def shown_layout(
+    name: str, layout: dict, step: float, mfu: float, memory: float, *, experts: bool = False
+) -> list[str]:
+    """A row of the layout table as the page should show a layout the API gives (of a mixture of experts,
+    with its expert-parallel degree and whether its all-to-all overlaps)."""
     degrees = ("tensor_parallel", "pipeline_parallel", "data_parallel", "micro_batch", "interleave")
+    by_expert = [str(layout["expert_parallel"]), "on" if layout["expert_overlap"] else "off"]
     return [
         name,
-        *(str(layout[field]) for field in degrees),
+        *(str(layout[field]) for field in degrees[:3]),
+        *(by_expert if experts else []),
+        *(str(layout[field]) for field in degrees[3:]),
         layout["recomputation"],
         str(layout["zero_stage"]),
         format_number(step),
@@ -557,6 +589,54 @@ def test_a_layout_field_given_is_kept_in_the_form_and_in_the_layout_chosen(brows
         performance["mfu"],
         performance["memory_bytes"],
     )
+
+
+MOE_RUN = {**PLANNER_FORM, "budget": "600", "accelerators": "256"}  # a small run: a fast search
+MOE_FORM = {**MOE_RUN, **MOE_SHAPE}
+GIVEN_EP = {"expert_parallel": 8, "expert_overlap": False}
+
+
+def test_a_mixture_of_experts_is_planned_as_the_api_plans_it_with_its_active_parameters(browser, client):
+    given = {"expert_parallel": "8", "expert_overlap": "false"}
+    page = browser.get("/", query_string={**MOE_FORM, **given}).get_data(as_text=True)
+    shape = {name: value if name == "activation" else int(value) for name, value in MOE_SHAPE.items()}
+    api = api_allocation(client, MOE_RUN, shape=shape, layout=GIVEN_EP)
+    performance = api["estimate"]["performance"]
+    modelled = performance["shape"]
+    assert modelled["active_params"] < modelled["params"] / 3  # so that the two differ on the page
+    card = html.unescape(re.search(r'id="experts-card">(.*?)</div>', page).group(1))
+    assert f'data-figure="active_params">{format_number(modelled["active_params"])}<' in card
+    assert "64 experts, 6 per token + 2 shared" in card
+    assert f"on {modelled['moe_layers']} of {modelled['layers']} layers" in card
+    assert {name: performance["layout"][name] for name in GIVEN_EP} == GIVEN_EP
+    rows = layout_rows(page)
+    assert rows[0] == shown_layout("Chosen", *(performance[key] for key in FIGURES), experts=True)
+    assert rows[0][4:6] == ["8", "off"]
+    assert rows[1:] == [
+        shown_layout(f"Alternative {number}", *(other[key] for key in FIGURES), experts=True)
+        for number, other in enumerate(performance["alternatives"], start=1)
+    ]
+    text = html.unescape(page)
+    assert "expert parallelism 8 with its all-to-all not overlapped" in text
+    assert f"latent attention, key/value rank {modelled['kv_lora_rank']}" in text
+    assert performance["breakdown"]["expert_parallel"] > 0  # not overlapped: exposed
+    assert f"Expert all-to-all {format_number(performance['breakdown']['expert_parallel'])} s" in text
+
+
+def test_a_dense_plan_shows_no_experts(browser):
+    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    assert 'id="experts-card"' not in page
+    assert ">EP<" not in page
+
+
+def test_a_mixture_of_experts_plan_is_saved_with_its_shape_and_expert_layout(browser, client):
+    form = {**MOE_FORM, "expert_parallel": "8", "mtp_depth": "1"}
+    response = save(browser, form, name="moe")
+    assert response.status_code == 303, response.get_data(as_text=True)
+    inputs = client.get(f"/v1{response.headers['Location']}").get_json()["inputs"]
+    assert inputs["layout"] == {"expert_parallel": 8}
+    assert inputs["shape"]["experts"] == 64
+    assert inputs["shape"]["mtp_depth"] == 1
 
 
 def test_a_layout_no_accelerator_can_hold_is_named_beside_the_layout_fields(browser):
@@ -977,9 +1057,13 @@ PAGES = {
         "sequence_parallel",
         "recomputation",
         "flash_attention",
+        "expert_parallel",
+        "expert_overlap",
         "layers",
         "heads",
         "kv_heads",
+        "experts",
+        "capacity_factor",
         "ffn",
         "activation",
         "vocabulary",
