@@ -124,6 +124,28 @@ SHAPE_FIELDS = (
     ("activation", str, "MLP activation: gelu (two matrices, default) or swiglu (three, as in Llama)."),
     ("vocabulary", int, "Vocabulary of the embedding and output layers, e.g. 128256; default not counted."),
     ("sequence_length", int, "Tokens per sequence, e.g. 8192."),
+    ("head_dim", int, "Width of an attention head, e.g. 128; default --d-model / --heads."),
+    # A mixture of experts (each of these needs --experts) and multi-head latent attention.
+    ("experts", int, "Routed experts per mixture-of-experts layer, e.g. 256; left out, the model is dense."),
+    ("experts_per_token", int, "Routed experts each token goes to (top-k), e.g. 8; needed with --experts."),
+    ("shared_experts", int, "Experts every token goes to besides the routed ones; default 0."),
+    ("expert_ffn", int, "Inner width of one expert's MLP, e.g. 2048; default --ffn."),
+    ("moe_every", int, "Every k-th layer after the dense ones has experts; default 1."),
+    ("dense_layers", int, "First layers that keep a dense MLP (DeepSeek-V3: 3); default 0."),
+    (
+        "capacity_factor",
+        float,
+        "Tokens of the busiest expert-parallel rank over the mean, at least 1; default 1 (balanced).",
+    ),
+    (
+        "kv_lora_rank",
+        int,
+        "Multi-head latent attention (DeepSeek-V2): width of the key/value latent, e.g. 512; not with "
+        "--kv-heads.",
+    ),
+    ("q_lora_rank", int, "Latent attention: width of the query latent, e.g. 1536; default none."),
+    ("rope_head_dim", int, "Latent attention: rotary channels per head; default 64."),
+    ("mtp_depth", int, "Multi-token prediction modules (DeepSeek-V3: 1); default 0."),
 )
 LAYOUT_FIELDS = (
     ("tensor_parallel", int, "Tensor-parallel degree; must divide the heads and the KV heads."),
@@ -137,6 +159,17 @@ LAYOUT_FIELDS = (
     ("zero_stage", int, "ZeRO stage, 0 to 3 (3 is FSDP-like): how model states are sharded."),
     ("sequence_parallel", bool, "Sequence parallelism with tensor parallelism (default on)."),
     ("flash_attention", bool, "FlashAttention-style attention, no s² scores in memory (default on)."),
+    (
+        "expert_parallel",
+        int,
+        "Data-parallel ranks a mixture-of-experts layer's experts are spread over; divides the experts and "
+        "the data-parallel degree.",
+    ),
+    (
+        "expert_overlap",
+        bool,
+        "The experts' all-to-all runs under another micro-batch's compute (DeepSeek-V3's DualPipe).",
+    ),
 )
 RELIABILITY_FIELDS = (
     (
@@ -489,10 +522,11 @@ def estimate_rows(estimate: Json) -> Rows:
     if performance:
         layout = performance["layout"]
         batch = f"{layout['global_batch']:,} sequences ({_count(performance['tokens_per_step'])} tokens)"
+        rows += experts_rows(performance)
         rows += [
             ["MFU", _percent(performance["mfu"])],
             ["HFU", _percent(performance["hfu"])],
-            ["layout", layout_line(layout)],
+            ["layout", layout_line(layout, experts=is_mixture(performance))],
             ["steps", f"{performance['steps']:,} of {_plain(performance['step_seconds'])} s, {batch} each"],
             ["goodput", goodput_text(performance["goodput"])],
         ]
@@ -533,15 +567,44 @@ def accelerators_text(estimate: Json) -> str:
     )
 
 
+def is_mixture(performance: Json) -> bool:
+    """Whether the modelled shape is a mixture of experts (it has experts)."""
+    return bool((performance.get("shape") or {}).get("experts"))
+
+
+def experts_rows(performance: Json) -> Rows:
+    """Of a mixture of experts: the parameters a token passes through, of all, and its experts."""
+    if not is_mixture(performance):
+        return []
+    shape = performance["shape"]
+    experts = f"{shape['experts']:,}, {shape['experts_per_token']} per token"
+    if shape.get("shared_experts"):
+        experts += f" + {shape['shared_experts']} shared"
+    if shape.get("moe_layers") is not None:
+        experts += f", on {shape['moe_layers']} of {shape['layers']} layers"
+    return [
+        ["active params", f"{_count(shape['active_params'])} of {_count(shape['params'])}"],
+        ["experts", experts],
+    ]
+
+
 RECOMPUTATION_SHOWN = {"none": "no recomputation", "full": "full recomputation"}
 
 
-def layout_line(layout: Json) -> str:
-    """A layout in one line, as papers write it: TP 8 · PP 16 · DP 128 · micro-batch 1 · ZeRO 1 · ..."""
+def layout_line(layout: Json, *, experts: bool = False) -> str:
+    """A layout in one line, as papers write it: TP 8 · PP 16 · DP 128 · micro-batch 1 · ZeRO 1 · ...;
+    of a mixture of experts (`experts`), with its expert-parallel degree (EP) and whether its all-to-all
+    runs under compute."""
     parts = [f"TP {layout['tensor_parallel']}", f"PP {layout['pipeline_parallel']}"]
     parts.append(f"DP {layout['data_parallel']}")
     if layout.get("context_parallel", 1) != 1:
         parts.append(f"CP {layout['context_parallel']}")
+    expert_parallel = layout.get("expert_parallel", 1)
+    if experts or expert_parallel != 1:
+        parts.append(f"EP {expert_parallel}")
+        if expert_parallel > 1:
+            overlapped = layout.get("expert_overlap")
+            parts.append("all-to-all overlapped" if overlapped else "all-to-all not overlapped")
     parts.append(f"micro-batch {layout['micro_batch']}")
     if layout.get("interleave", 1) != 1:
         parts.append(f"interleave {layout['interleave']}")
@@ -580,6 +643,7 @@ BREAKDOWN = {
     "context_parallel": "context parallel",
     "pipeline_bubble": "pipeline bubble",
     "pipeline_transfers": "pipeline transfers",
+    "expert_parallel": "expert all-to-all (exposed)",
     "data_parallel": "data parallel (exposed)",
     "optimizer": "optimizer",
 }
@@ -611,6 +675,9 @@ def layouts_table(performance: Json) -> str:
     chosen = {name: performance[name] for name in ("layout", "step_seconds", "mfu", "memory_bytes")}
     ranked = [chosen, *performance["alternatives"]]
     with_context = any(option["layout"].get("context_parallel", 1) != 1 for option in ranked)
+    with_experts = is_mixture(performance) or any(
+        option["layout"].get("expert_parallel", 1) != 1 for option in ranked
+    )
     seconds = _seconds_shown(performance["step_seconds"])
     rows = []
     for k, option in enumerate(ranked):
@@ -622,6 +689,11 @@ def layouts_table(performance: Json) -> str:
                 layout["pipeline_parallel"],
                 layout["data_parallel"],
                 *([layout.get("context_parallel", 1)] if with_context else []),
+                *(
+                    [layout.get("expert_parallel", 1), "yes" if layout.get("expert_overlap") else "no"]
+                    if with_experts
+                    else []
+                ),
                 layout["micro_batch"],
                 layout["interleave"],
                 layout["recomputation"],
@@ -632,10 +704,13 @@ def layouts_table(performance: Json) -> str:
                 f"{option['memory_bytes'] / 1e9:.1f}",
             ]
         )
-    headers = ["", "TP", "PP", "DP", *(["CP"] if with_context else []), "micro-batch", "interleave"]
+    headers = ["", "TP", "PP", "DP", *(["CP"] if with_context else [])]
+    headers += [*(["EP", "overlap"] if with_experts else []), "micro-batch", "interleave"]
     headers += ["recomputation", "ZeRO", "global batch", "step s", "MFU %", "memory GB"]
     align = ["left", *["right"] * (len(headers) - 1)]
     align[headers.index("recomputation")] = "left"
+    if with_experts:
+        align[headers.index("overlap")] = "left"
     return tabulate(rows, headers, tablefmt="simple", disable_numparse=True, colalign=align)
 
 
@@ -647,7 +722,8 @@ def layout_rows(estimate: Json) -> Rows:
         f"{performance['layouts_evaluated']:,} evaluated, {performance['layouts_fitting']:,} fit in memory"
     )
     rows = [
-        ["layout", layout_line(layout)],
+        ["layout", layout_line(layout, experts=is_mixture(performance))],
+        *experts_rows(performance),
         ["global batch", f"{layout['global_batch']:,} sequences"],
         ["step", step],
         ["accelerators", accelerators_text(estimate)],
@@ -722,9 +798,23 @@ def allocate(body: Path | None, **options: Any) -> None:
 
 
 ESTIMATE_LAW = (("law", str, "Scaling law slug: the answer then predicts the model's loss."),)
-ESTIMATE_REQUEST = (MODEL_FIELDS, ESTIMATE_CLUSTER_FIELDS, ESTIMATE_LAW)
+# A mixture of experts given by its parameters alone (a shape gives its own).
+ESTIMATE_MODEL_FIELDS = (
+    *MODEL_FIELDS,
+    (
+        "active_params",
+        float,
+        "Of a mixture of experts without a shape: the parameters a token passes through, e.g. 37e9 (--params "
+        "is every expert's, and greater).",
+    ),
+)
+ESTIMATE_REQUEST = (ESTIMATE_MODEL_FIELDS, ESTIMATE_CLUSTER_FIELDS, ESTIMATE_LAW)
 # planner layout: what the cluster model searches, so not --mfu, which overrides the model.
-LAYOUT_REQUEST = (MODEL_FIELDS, tuple(f for f in ESTIMATE_CLUSTER_FIELDS if f[0] != "mfu"), ESTIMATE_LAW)
+LAYOUT_REQUEST = (
+    ESTIMATE_MODEL_FIELDS,
+    tuple(f for f in ESTIMATE_CLUSTER_FIELDS if f[0] != "mfu"),
+    ESTIMATE_LAW,
+)
 CHECKPOINT_GB_PER_SECOND = {"checkpoint_write_gb_per_second": "checkpoint_write_bytes_per_second"}
 
 
@@ -751,8 +841,9 @@ def modelled_options(*field_sets: Sequence[tuple[str, Any, str]]) -> Callable:
 def estimate(body: Path | None, **options: Any) -> None:
     """Time, cost and memory of training a given model (--params, --tokens) on a cluster, with the layout,
     step and goodput the cluster model predicts. Give the model's shape (--layers, --d-model, --heads,
-    --sequence-length, ...) for a closer prediction; layout options left out are searched; leave out
-    --accelerators for the planner to choose them (by --days, or the cheapest)."""
+    --sequence-length, ...) for a closer prediction, a mixture of experts with --experts and
+    --experts-per-token (or, without a shape, --active-params); layout options left out are searched; leave
+    out --accelerators for the planner to choose them (by --days, or the cheapest)."""
     answer = settings().client.estimate(**modelled_request(options, ESTIMATE_REQUEST, body))
     show(answer, lambda answer: [*estimate_rows(answer), *warning_rows(answer)])
     chosen = settings()
