@@ -338,6 +338,50 @@ def test_shape_layout_and_reliability_options_are_sent_as_the_requests_objects(s
     }
 
 
+MOE_OPTIONS = ["--experts=256", "--experts-per-token=8", "--shared-experts=1", "--expert-ffn=2048"]
+MOE_OPTIONS += ["--moe-every=1", "--dense-layers=3", "--capacity-factor=1.25", "--head-dim=128"]
+MOE_OPTIONS += ["--kv-lora-rank=512", "--q-lora-rank=1536", "--rope-head-dim=64", "--mtp-depth=1"]
+
+
+@pytest.mark.parametrize("command", ["estimate", "layout"])
+def test_mixture_of_experts_options_are_sent_in_the_shape_and_the_layout(sent, command):
+    code = cli.main(
+        [
+            command,
+            "--params=671e9",
+            "--tokens=14.8e12",
+            *MOE_OPTIONS,
+            "--expert-parallel=64",
+            "--expert-overlap",
+        ]
+    )
+
+    assert code == 0
+    assert sent["shape"] == {
+        "experts": 256,
+        "experts_per_token": 8,
+        "shared_experts": 1,
+        "expert_ffn": 2048,
+        "moe_every": 1,
+        "dense_layers": 3,
+        "capacity_factor": 1.25,
+        "head_dim": 128,
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "rope_head_dim": 64,
+        "mtp_depth": 1,
+    }
+    assert sent["layout"] == {"expert_parallel": 64, "expert_overlap": True}
+
+
+@pytest.mark.parametrize("command", ["estimate", "layout"])
+def test_active_parameters_are_sent_beside_the_parameters(sent, command):
+    assert cli.main([command, "--params=671e9", "--active-params=37e9", "--tokens=14.8e12"]) == 0
+    assert sent == {"params": 671e9, "active_params": 37e9, "tokens": 14.8e12}
+    assert cli.main([command, "--params=7e9", "--tokens=2e12", "--no-expert-overlap"]) == 0
+    assert sent["layout"] == {"expert_overlap": False}
+
+
 def test_layout_options_join_the_layout_of_body_and_win_over_it(sent, tmp_path):
     body = tmp_path / "run.json"
     body.write_text(json.dumps({"layout": {"tensor_parallel": 4, "micro_batch": 2}, "max_accelerators": 512}))
@@ -436,6 +480,61 @@ def test_layout_prints_the_chosen_layout_its_alternatives_and_the_search(sent, c
     ]
     assert " ".join(chosen.split()) == "chosen 8 16 128 1 8 none 1 2,048 20.00 40.0 70.7"
     assert " ".join(alternative.split()) == "8 32 64 1 8 selective 1 2,048 21.50 37.2 58.5"
+
+
+MOE_SHAPE_DOCUMENT = {
+    "layers": 61,
+    "params": 671.0e9,
+    "active_params": 37.6e9,
+    "experts": 256,
+    "experts_per_token": 8,
+    "shared_experts": 1,
+    "moe_layers": 58,
+}
+
+
+def moe_answer() -> dict:
+    """estimate_answer() of a mixture of experts, its layouts spreading the experts over 64 ranks."""
+    answer = estimate_answer(shape=MOE_SHAPE_DOCUMENT)
+    performance = answer["performance"]
+    performance["layout"] = layout_document(expert_parallel=64, expert_overlap=True)
+    performance["alternatives"][0]["layout"] |= {"expert_parallel": 32, "expert_overlap": False}
+    performance["breakdown"] = {**performance["breakdown"], "expert_parallel": 1.0, "compute": 11.8}
+    return answer
+
+
+def test_an_moe_estimate_shows_its_active_parameters_experts_and_expert_parallelism(monkeypatch, capsys):
+    monkeypatch.setattr(cli.PlannerClient, "estimate", lambda *_, **__: moe_answer())
+
+    assert cli.main(["estimate", "--params=671e9", "--tokens=14.8e12", "--accelerators=16384"]) == 0
+
+    summary, breakdown = capsys.readouterr().out.split("\n\n")
+    shown = named(summary)
+    assert shown["active params"] == "37.6B of 671B"
+    assert shown["experts"] == "256, 8 per token + 1 shared, on 58 of 61 layers"
+    assert shown["layout"] == LAYOUT_LINE.replace("DP 128 ·", "DP 128 · EP 64 · all-to-all overlapped ·")
+    rows = {line.rsplit(None, 2)[0]: line.rsplit(None, 2)[1:] for line in breakdown.splitlines()[2:]}
+    assert rows["expert all-to-all (exposed)"] == ["1.00", "5.0%"]
+
+
+def test_an_moe_layout_table_has_the_expert_parallel_degree_and_overlap_of_each_layout(monkeypatch, capsys):
+    monkeypatch.setattr(cli.PlannerClient, "estimate", lambda *_, **__: moe_answer())
+
+    assert cli.main(["layout", "--params=671e9", "--tokens=14.8e12", "--accelerators=16384"]) == 0
+
+    summary, table = capsys.readouterr().out.split("\n\n")
+    assert named(summary)["active params"] == "37.6B of 671B"
+    header, _, chosen, alternative = table.splitlines()
+    assert header.split()[:7] == ["TP", "PP", "DP", "EP", "overlap", "micro-batch", "interleave"]
+    assert " ".join(chosen.split()) == "chosen 8 16 128 64 yes 1 8 none 1 2,048 20.00 40.0 70.7"
+    assert " ".join(alternative.split()) == "8 32 64 32 no 1 8 selective 1 2,048 21.50 37.2 58.5"
+
+
+def test_a_dense_estimate_shows_no_experts(sent, capsys):
+    assert cli.main(["layout", "--params=405e9", "--tokens=15.6e12"]) == 0
+    output = capsys.readouterr().out
+    assert "active params" not in output
+    assert "EP" not in output.split()
 
 
 def test_layout_has_no_mfu_option_which_would_leave_no_layout_to_show():

@@ -1,0 +1,131 @@
+"""`planner` against the service itself, in process: the command line's requests go through the client to
+the Flask app (the test's transaction), so that what the options send is what the API takes, and what it
+answers is what the command prints. tests/e2e/test_client.py does the same against a real server."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+from requests.structures import CaseInsensitiveDict
+
+from planner_client import PlannerClient, cli
+from service.services.catalog import load_builtin_hardware
+
+
+class FlaskAdapter(requests.adapters.BaseAdapter):
+    """A transport for `requests` that hands each request to a Flask test client instead of the network."""
+
+    def __init__(self, test_client):
+        super().__init__()
+        self.test_client = test_client
+
+    def send(self, request, **kwargs):
+        url = urlsplit(request.url)
+        answer = self.test_client.open(
+            url.path,
+            query_string=url.query,
+            method=request.method,
+            headers=dict(request.headers),
+            data=request.body,
+        )
+        response = requests.Response()
+        response.status_code = answer.status_code
+        response.headers = CaseInsensitiveDict(answer.headers)
+        response._content = answer.get_data()
+        response.encoding = "utf-8"
+        response.url = request.url
+        response.request = request
+        return response
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def served(app, session, issue_key, monkeypatch):
+    """`planner` as a planner of acme, its requests answered by the app, with the built-in hardware."""
+    load_builtin_hardware(session)
+    transport = requests.Session()
+    transport.mount("http://", FlaskAdapter(app.test_client()))
+    key = issue_key("planner", "acme")
+    monkeypatch.setattr(cli, "PlannerClient", lambda url, _key: PlannerClient(url, key, session=transport))
+
+
+def named(summary: str) -> dict[str, str]:
+    """A table of names and values, as planner prints an answer: its columns are two spaces or more apart."""
+    return dict(re.split(r"\s{2,}", line, maxsplit=1) for line in summary.splitlines())
+
+
+# DeepSeek-V3's shape (DeepSeek-V3 technical report, section 4.2) as options of planner estimate and layout.
+DEEPSEEK_V3 = ["--layers=61", "--d-model=7168", "--heads=128", "--head-dim=128", "--sequence-length=4096"]
+DEEPSEEK_V3 += ["--vocabulary=129280", "--activation=swiglu", "--ffn=18432", "--experts=256"]
+DEEPSEEK_V3 += ["--experts-per-token=8", "--shared-experts=1", "--expert-ffn=2048", "--dense-layers=3"]
+DEEPSEEK_V3 += ["--kv-lora-rank=512", "--q-lora-rank=1536", "--rope-head-dim=64", "--mtp-depth=1"]
+RUN = ["--params=671e9", "--tokens=14.8e12", "--hardware=h100-sxm", "--accelerators=2048"]
+
+
+def test_planner_estimates_deepseek_v3_with_its_active_parameters_experts_and_expert_parallelism(
+    served, capsys
+):
+    assert cli.main(["estimate", *RUN, *DEEPSEEK_V3, "--expert-parallel=64", "--expert-overlap"]) == 0
+
+    summary, breakdown = capsys.readouterr().out.split("\n\n")
+    shown = named(summary)
+    assert re.fullmatch(r"37\.\dB of 67\dB", shown["active params"])
+    assert shown["experts"] == "256, 8 per token + 1 shared, on 58 of 61 layers"
+    assert " · EP 64 · all-to-all overlapped · " in shown["layout"]
+    assert re.search(r"^expert all-to-all \(exposed\) +\d+\.\d+ +\d+\.\d%$", breakdown, re.M)
+
+
+def test_planner_layout_shows_the_expert_parallel_degree_of_each_layout(served, capsys):
+    assert cli.main(["layout", *RUN, *DEEPSEEK_V3, "--no-expert-overlap", "--zero-stage=1"]) == 0
+
+    summary, table = capsys.readouterr().out.split("\n\n")
+    shown = named(summary)
+    assert shown["experts"].startswith("256, 8 per token + 1 shared")
+    expert_parallel = re.search(r" · EP (\d+) · ", shown["layout"]).group(1)
+    assert int(expert_parallel) == 1 or "all-to-all not overlapped" in shown["layout"]
+    header, _, *rows = table.splitlines()
+    assert header.split()[:5] == ["TP", "PP", "DP", "EP", "overlap"]
+    layouts = [row.split()[-13:] for row in rows]  # the chosen layout's, then the alternatives'
+    assert layouts[0][3] == expert_parallel
+    assert all(layout[4] == "no" and layout[8] == "1" for layout in layouts)  # as given: ZeRO 1 too
+
+
+def test_an_moe_given_by_its_active_parameters_alone_is_modelled_as_one(served, capsys):
+    assert cli.main(["estimate", *RUN, "--active-params=37e9"]) == 0
+
+    shown = named(capsys.readouterr().out.split("\n\n")[0])
+    assert re.fullmatch(r"3\d\.\dB of 6\d\dB", shown["active params"])
+    assert "per token" in shown["experts"]
+    assert "warning" in shown  # the shape it assumed
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (
+            [
+                "--layers=61",
+                "--d-model=7168",
+                "--heads=128",
+                "--sequence-length=4096",
+                "--experts-per-token=8",
+            ],
+            "#/shape/experts: Needs experts (a mixture-of-experts shape).",
+        ),
+        (["--active-params=700e9"], "#/params: Must be greater than active_params"),
+        (["--active-params=37e9", *DEEPSEEK_V3], "#/active_params: A shape gives its own active parameters."),
+        (["--expert-parallel=8"], "#/layout/expert_parallel: Needs a mixture-of-experts shape (experts)"),
+    ],
+)
+def test_a_bad_moe_option_is_refused_naming_its_field(served, capsys, options, said):
+    assert cli.main(["estimate", *RUN, *options]) == 1
+
+    output = capsys.readouterr()
+    assert output.out == ""
+    assert "422" in output.err
+    assert said in output.err
