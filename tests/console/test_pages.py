@@ -623,6 +623,22 @@ def test_a_mixture_of_experts_is_planned_as_the_api_plans_it_with_its_active_par
     assert f"Expert all-to-all {format_number(performance['breakdown']['expert_parallel'])} s" in text
 
 
+@pytest.mark.parametrize(
+    "cluster", [{}, {"hardware": "", "accelerators": ""}], ids=["on a cluster", "allocation only"]
+)
+def test_a_mixture_of_experts_a_law_sizes_shows_the_active_parameters_it_allocates(browser, client, cluster):
+    form = {**MOE_RUN, "law": "krajewski-2024-g8", **cluster}
+    page = browser.get("/", query_string=form).get_data(as_text=True)
+    api = api_allocation(client, {name: value for name, value in form.items() if value})
+    assert api["active_params"] < api["params"]
+    card = html.unescape(re.search(r'id="experts-card">(.*?)</div>', page).group(1))
+    assert f'data-figure="active_params">{format_number(api["active_params"])}<' in card
+    assert (
+        f"of {format_number(api['params'])}: {api['experts']} experts, {api['experts_per_token']} per token"
+        in card
+    )
+
+
 def test_a_dense_plan_shows_no_experts(browser):
     page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
     assert 'id="experts-card"' not in page
