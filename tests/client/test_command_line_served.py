@@ -4,6 +4,7 @@ answers is what the command prints. tests/e2e/test_client.py does the same again
 
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import urlsplit
 
@@ -102,6 +103,22 @@ def test_an_moe_given_by_its_active_parameters_alone_is_modelled_as_one(served, 
     assert re.fullmatch(r"3\d\.\dB of 6\d\dB", shown["active params"])
     assert "per token" in shown["experts"]
     assert "warning" in shown  # the shape it assumed
+
+
+def test_planner_allocate_shows_the_active_parameters_and_experts_an_moe_law_sizes(served, capsys):
+    assert cli.main(["--json", "allocate", "--pf-days=600", "--law=krajewski-2024-g8"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["active_params"] < answer["params"]
+
+    allocate = ["allocate", "--pf-days=600", "--law=krajewski-2024-g8", "--hardware=h100-sxm"]
+    assert cli.main([*allocate, "--accelerators=256"]) == 0
+
+    printed = capsys.readouterr().out.splitlines()
+    shown = named("\n".join(line for line in printed if not line.startswith("warning")))
+    assert shown["active_params"] == cli.human("active_params", answer["active_params"])
+    assert shown["experts"] == f"{answer['experts']}, {answer['experts_per_token']} per token"
+    assert " · EP " in shown["layout"]
+    assert "active params" not in shown  # the law's figures, not the modelled shape's beside them
 
 
 @pytest.mark.parametrize(

@@ -511,9 +511,10 @@ def warning_rows(body: Json) -> Rows:
     return [["warning", f"{warning['code']}: {warning['message']}"] for warning in body.get("warnings") or []]
 
 
-def estimate_rows(estimate: Json) -> Rows:
+def estimate_rows(estimate: Json, *, experts: bool = True) -> Rows:
     """A run's time, cost and pace: with the cluster model's performance, its MFU, layout, steps and
-    goodput; with a given MFU, that."""
+    goodput (and of a mixture of experts, unless `experts` is false, its active parameters and experts);
+    with a given MFU, that."""
     rows = named_rows(estimate, ("days", "accelerator_hours"))
     if estimate.get("accelerators") is not None:
         rows.append(["accelerators", accelerators_text(estimate)])
@@ -522,7 +523,7 @@ def estimate_rows(estimate: Json) -> Rows:
     if performance:
         layout = performance["layout"]
         batch = f"{layout['global_batch']:,} sequences ({_count(performance['tokens_per_step'])} tokens)"
-        rows += experts_rows(performance)
+        rows += experts_rows(performance) if experts else []
         rows += [
             ["MFU", _percent(performance["mfu"])],
             ["HFU", _percent(performance["hfu"])],
@@ -734,12 +735,16 @@ def layout_rows(estimate: Json) -> Rows:
 
 
 def allocation_rows(body: Json) -> Rows:
-    names = ("method", "params", "tokens", "tokens_per_param", "flops", "pf_days", "predicted_loss")
-    rows = named_rows(body, names)
+    """An allocation: N and D, and of a mixture of experts a law sized, its active parameters and experts
+    (which the estimate's modelled shape then does not repeat)."""
+    rows = named_rows(body, ("method", "params", "active_params"))
+    if body.get("experts"):
+        rows.append(["experts", f"{body['experts']:,}, {body['experts_per_token']} per token"])
+    rows += named_rows(body, ("tokens", "tokens_per_param", "flops", "pf_days", "predicted_loss"))
     if body.get("law"):
         rows.append(["law", body["law"]["slug"]])
     if body.get("estimate"):
-        rows += estimate_rows(body["estimate"])
+        rows += estimate_rows(body["estimate"], experts=body.get("active_params") is None)
     return rows + warning_rows(body)
 
 
