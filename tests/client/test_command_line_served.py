@@ -121,6 +121,16 @@ def test_planner_allocate_shows_the_active_parameters_and_experts_an_moe_law_siz
     assert "active params" not in shown  # the law's figures, not the modelled shape's beside them
 
 
+def test_planner_plan_create_takes_an_moes_active_parameters_and_shows_them(served, capsys):
+    plan = ["plan", "create", "--organization=acme", "--params=671e9", "--active-params=37e9"]
+    assert cli.main([*plan, "--tokens=14.8e12", "--hardware=h100-sxm", "--accelerators=2048"]) == 0
+
+    shown = named(capsys.readouterr().out)
+    assert shown["params"] == "671B"
+    assert re.fullmatch(r"37\.\dB of 67\dB", shown["active params"])  # of the shape assumed for them
+    assert "8 per token" in shown["experts"]
+
+
 @pytest.mark.parametrize(
     ("options", "said"),
     [

@@ -88,6 +88,16 @@ MODEL_FIELDS = (
     ("params", float, "Model parameters, for a model already chosen (with --tokens), e.g. 7e9."),
     ("tokens", float, "Training tokens, for a model already chosen (with --params), e.g. 2e12."),
 )
+# A mixture of experts given by its parameters alone (a shape gives its own): estimates and plans.
+ESTIMATE_MODEL_FIELDS = (
+    *MODEL_FIELDS,
+    (
+        "active_params",
+        float,
+        "Of a mixture of experts without a shape: the parameters a token passes through, e.g. 37e9 (--params "
+        "is every expert's, and greater).",
+    ),
+)
 # The cluster model's inputs, as `planner estimate` and `planner layout` take them: the estimate's own
 # cluster fields (the deprecated top-level layout fields left to allocate and plan), then the model's shape,
 # its layout and what goodput needs, sent as the request's `shape`, `layout` and `reliability` objects.
@@ -734,12 +744,18 @@ def layout_rows(estimate: Json) -> Rows:
     return [*rows, ["layouts", searched], *warning_rows(estimate)]
 
 
+def allocated_experts_rows(allocation: Json) -> Rows:
+    """Of a mixture of experts an allocation (or a plan's result) names: its active parameters and experts."""
+    rows = named_rows(allocation, ("active_params",))
+    if allocation.get("experts"):
+        rows.append(["experts", f"{allocation['experts']:,}, {allocation['experts_per_token']} per token"])
+    return rows
+
+
 def allocation_rows(body: Json) -> Rows:
     """An allocation: N and D, and of a mixture of experts a law sized, its active parameters and experts
     (which the estimate's modelled shape then does not repeat)."""
-    rows = named_rows(body, ("method", "params", "active_params"))
-    if body.get("experts"):
-        rows.append(["experts", f"{body['experts']:,}, {body['experts_per_token']} per token"])
+    rows = named_rows(body, ("method", "params")) + allocated_experts_rows(body)
     rows += named_rows(body, ("tokens", "tokens_per_param", "flops", "pf_days", "predicted_loss"))
     if body.get("law"):
         rows.append(["law", body["law"]["slug"]])
@@ -771,7 +787,12 @@ PLAN_ROWS = (
 
 
 def plan_rows(plan: Json) -> Rows:
-    return named_rows(plan, PLAN_ROWS) + warning_rows(plan.get("result") or {})
+    """A plan's fields, and of a mixture of experts its active parameters and experts: as a law allocated
+    them, else as the cluster model shaped the model given."""
+    result = plan.get("result") or {}
+    performance = (result.get("estimate") or {}).get("performance") or {}
+    experts = allocated_experts_rows(result) or experts_rows(performance)
+    return named_rows(plan, PLAN_ROWS) + experts + warning_rows(result)
 
 
 # --- The command tree ---------------------------------------------------------------------------------------
@@ -803,16 +824,6 @@ def allocate(body: Path | None, **options: Any) -> None:
 
 
 ESTIMATE_LAW = (("law", str, "Scaling law slug: the answer then predicts the model's loss."),)
-# A mixture of experts given by its parameters alone (a shape gives its own).
-ESTIMATE_MODEL_FIELDS = (
-    *MODEL_FIELDS,
-    (
-        "active_params",
-        float,
-        "Of a mixture of experts without a shape: the parameters a token passes through, e.g. 37e9 (--params "
-        "is every expert's, and greater).",
-    ),
-)
 ESTIMATE_REQUEST = (ESTIMATE_MODEL_FIELDS, ESTIMATE_CLUSTER_FIELDS, ESTIMATE_LAW)
 # planner layout: what the cluster model searches, so not --mfu, which overrides the model.
 LAYOUT_REQUEST = (
@@ -1172,7 +1183,7 @@ def plan() -> None:
     """Plans: create, list, show, revise, commit, cancel, compare."""
 
 
-PLAN_REQUEST = (PLAN_FIELDS, MODEL_FIELDS, BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS)
+PLAN_REQUEST = (PLAN_FIELDS, ESTIMATE_MODEL_FIELDS, BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS)
 
 
 def plan_request_options(function: Callable) -> Callable:
