@@ -334,15 +334,19 @@ def _experts_that_fit(body: dict, shape: dict) -> None:
     """A drawn mixture of experts is one the cluster model can run: top-k among its experts, widths and
     depths within the model's, and, given without a shape, a total the planner can assume a shape for."""
     if isinstance(shape.get("experts"), int):
-        # A mixture of experts of at most 64 experts, top-k among them, each no wider than 4·d_model.
-        shape["experts"] = min(shape["experts"], 64)
+        # At most 16 experts, 2 of them (and one shared) a token, each no wider than the model, a little
+        # imbalance: a drawn dense shape fits memory once its layers are few enough, but a wide one with
+        # many wide experts a token would not fit at any count (its activations, not its weights).
+        shape["experts"] = min(shape["experts"], 16)
         if isinstance(shape.get("experts_per_token"), int):
-            shape["experts_per_token"] = min(shape["experts_per_token"], shape["experts"])
+            shape["experts_per_token"] = min(shape["experts_per_token"], 2, shape["experts"])
         for name in ("shared_experts", "moe_every"):
             if isinstance(shape.get(name), int):
-                shape[name] = min(shape[name], 2)
+                shape[name] = min(shape[name], 1 if name == "shared_experts" else 2)
         if isinstance(shape.get("capacity_factor"), int | float):
-            shape["capacity_factor"] = min(shape["capacity_factor"], 2.0, shape["experts"])
+            shape["capacity_factor"] = min(shape["capacity_factor"], 1.25, shape["experts"])
+        if isinstance(shape.get("d_model"), int):
+            shape["expert_ffn"] = min(shape.get("expert_ffn") or shape["d_model"], shape["d_model"])
     for name in ("expert_ffn", "kv_lora_rank", "q_lora_rank", "head_dim", "rope_head_dim"):
         if isinstance(shape.get(name), int) and isinstance(shape.get("d_model"), int):
             shape[name] = min(shape[name], 4 * shape["d_model"])

@@ -153,5 +153,7 @@ def test_a_plan_of_a_mixture_of_experts_given_by_its_parameters_counts_its_activ
     assert created.status_code == 201, created.get_json()
     assert created.get_json()["flops"] == pytest.approx(6 * 13e9 * 1e11)
     assert created.get_json()["inputs"]["active_params"] == 13e9
+    result = created.get_json()["result"]
+    assert (result["active_params"], result["experts_per_token"]) == (13e9, 8)
     without_params = {k: v for k, v in body.items() if k not in {"params", "tokens"}} | {"flops": 1e21}
     assert pointers(client.post("/v1/plans", json=without_params)) == ["#/params"]
