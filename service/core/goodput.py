@@ -63,7 +63,9 @@ def goodput(
         return Goodput(0.0, math.inf, delta, math.inf, restart, 1.0, 0.0, seconds)
     M = 3600.0 / per_hour
     tau = math.sqrt(2 * delta * M) - delta if delta < M / 2 else M
-    useful = 1 - delta / tau - (restart + tau / 2) / M
+    # A checkpoint too small to take measurable time (a few parameters: delta underflows to 0) is written
+    # continuously at no cost: delta / tau's limit as delta goes to 0 is 0.
+    useful = 1 - (delta / tau if tau > 0 else 0.0) - (restart + tau / 2) / M
     if useful <= 0.01:
         raise v.InvalidInput(
             "failures_per_accelerator_hour",

@@ -50,3 +50,10 @@ def test_a_job_that_fails_faster_than_it_checkpoints_is_refused_naming_the_rate(
     with pytest.raises(InvalidInput) as refused:
         goodput(1e6, 100_000, 1e12, failures_per_accelerator_hour=0.01, checkpoint_write_bytes_per_second=1e9)
     assert refused.value.argument == "failures_per_accelerator_hour"
+
+
+def test_a_checkpoint_too_small_to_take_time_costs_nothing_rather_than_failing():
+    """16 bytes of a denormal parameter count underflow to a checkpoint of 0 seconds (found by fuzzing)."""
+    useful = goodput(3600.0, 1024, 5e-324)
+    assert useful.checkpoint_seconds == 0
+    assert 0 < useful.useful_fraction < 1
