@@ -334,6 +334,8 @@ def training_flops(params: float, tokens: float, shape: ModelShape | None = None
     """
     N = v.positive("params", params, maximum=units.MAX_PARAMS)
     D = v.positive("tokens", tokens, maximum=units.MAX_TOKENS)
+    if 6.0 * N * D == 0:  # both so small that their product underflows
+        raise v.InvalidInput("tokens", f"{D:g} tokens of a {N:g}-parameter model are too few FLOPs to count")
     if shape is None:
         return 6.0 * N * D
     _check_shape(shape)

@@ -671,3 +671,10 @@ def test_decoding_runtime_rejects_invalid_arguments_by_name(overrides, argument)
     arguments = {"params": 7e9, "tokens": 1e9, "memory_bandwidth_bytes_per_second": 3.35e12, **overrides}
     with pytest.raises(InvalidInput, match=f"^{argument}:"):
         decoding_runtime(**arguments)
+
+
+def test_a_run_too_small_for_its_flops_to_be_counted_is_refused_at_tokens():
+    """6 · 2.47e-322 · 5e-324 underflows to 0 FLOPs (found by fuzzing): refused naming tokens."""
+    with pytest.raises(InvalidInput) as refused:
+        training_flops(2.47e-322, 5e-324)
+    assert refused.value.argument == "tokens"
