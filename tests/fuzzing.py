@@ -47,6 +47,7 @@ MAGNITUDES = {
     "accelerators": (8, 4096),
     "mfu": (0.2, 1),
     "params": (1e6, 1e11),
+    "active_params": (1e6, 1e11),
     "tokens": (1e8, 1e13),
     "span": (1.5, 100),
     "max_accelerators": (8, 4096),
@@ -397,6 +398,9 @@ def _a_cluster_the_model_can_run(body: dict) -> None:
         # A deadline the planner can meet: within the accelerators it may choose by default.
         body.pop("max_accelerators", None)
         body["days"] = max(body["days"], DEADLINE_DAYS)
+    if isinstance(body.get("params"), int | float) and isinstance(body.get("max_accelerators"), int):
+        # Room for the model: an accelerator per billion parameters (16 GB of mixed-precision Adam states).
+        body["max_accelerators"] = max(body["max_accelerators"], math.ceil(body["params"] / 1e9))
 
 
 def _runs_that_make_a_law(body: dict) -> None:

@@ -115,10 +115,13 @@ def test_planner_allocate_shows_the_active_parameters_and_experts_an_moe_law_siz
 
     printed = capsys.readouterr().out.splitlines()
     shown = named("\n".join(line for line in printed if not line.startswith("warning")))
-    assert shown["active_params"] == cli.human("active_params", answer["active_params"])
+    # The law's figures, once: not the modelled shape's (with its embeddings) beside them.
+    assert shown["active params"] == (
+        f"{cli.human('active_params', answer['active_params'])} of {cli.human('params', answer['params'])}"
+    )
     assert shown["experts"] == f"{answer['experts']}, {answer['experts_per_token']} per token"
     assert " · EP " in shown["layout"]
-    assert "active params" not in shown  # the law's figures, not the modelled shape's beside them
+    assert sum(line.startswith("active params") for line in printed) == 1
 
 
 def test_planner_plan_create_takes_an_moes_active_parameters_and_shows_them(served, capsys):
@@ -127,7 +130,7 @@ def test_planner_plan_create_takes_an_moes_active_parameters_and_shows_them(serv
 
     shown = named(capsys.readouterr().out)
     assert shown["params"] == "671B"
-    assert re.fullmatch(r"37\.\dB of 67\dB", shown["active params"])  # of the shape assumed for them
+    assert shown["active params"] == "37B of 671B"  # as given, the plan's result says
     assert "8 per token" in shown["experts"]
 
 

@@ -746,7 +746,11 @@ def layout_rows(estimate: Json) -> Rows:
 
 def allocated_experts_rows(allocation: Json) -> Rows:
     """Of a mixture of experts an allocation (or a plan's result) names: its active parameters and experts."""
-    rows = named_rows(allocation, ("active_params",))
+    rows = []
+    if allocation.get("active_params") is not None:
+        rows.append(
+            ["active params", f"{_count(allocation['active_params'])} of {_count(allocation['params'])}"]
+        )
     if allocation.get("experts"):
         rows.append(["experts", f"{allocation['experts']:,}, {allocation['experts_per_token']} per token"])
     return rows
