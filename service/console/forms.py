@@ -10,6 +10,7 @@ from typing import Any
 import marshmallow as ma
 
 from service.schemas.fields import numeral
+from service.schemas.planning import LayoutSchema, ModelShapeSchema
 from service.schemas.reports import REPORT_GROUPS
 from service.services.errors import InvalidFieldError
 
@@ -39,45 +40,10 @@ PLANNER_FIELDS = (
     "unique_tokens",
     "inference_tokens",
 )
-# The request's objects, each from fields of the same names: `shape`, `layout` and `reliability`.
-SHAPE_FIELDS = (
-    "layers",
-    "d_model",
-    "heads",
-    "kv_heads",
-    "ffn",
-    "activation",
-    "vocabulary",
-    "sequence_length",
-    "head_dim",
-    # A mixture of experts (all of them need `experts`) and multi-head latent attention (`kv_lora_rank`).
-    "experts",
-    "experts_per_token",
-    "shared_experts",
-    "expert_ffn",
-    "moe_every",
-    "dense_layers",
-    "capacity_factor",
-    "kv_lora_rank",
-    "q_lora_rank",
-    "rope_head_dim",
-    "mtp_depth",
-)
-LAYOUT_FIELDS = (
-    "tensor_parallel",
-    "pipeline_parallel",
-    "data_parallel",
-    "context_parallel",
-    "micro_batch",
-    "global_batch",
-    "interleave",
-    "sequence_parallel",
-    "recomputation",
-    "zero_stage",
-    "flash_attention",
-    "expert_parallel",
-    "expert_overlap",
-)
+# The request's objects, each from fields of the same names: `shape`, `layout` and `reliability`, as their
+# schemas declare them (the shape's micro_batch is the layout's, under an older name: the page has that one).
+SHAPE_FIELDS = tuple(name for name in ModelShapeSchema().fields if name != "micro_batch")
+LAYOUT_FIELDS = tuple(LayoutSchema().fields)
 RELIABILITY_FIELDS = ("checkpoint_write_bytes_per_second", "restart_seconds")
 GROUPS = {"shape": SHAPE_FIELDS, "layout": LAYOUT_FIELDS, "reliability": RELIABILITY_FIELDS}
 BOOLEAN_FIELDS = frozenset({"sequence_parallel", "flash_attention", "expert_overlap"})

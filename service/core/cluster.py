@@ -103,7 +103,7 @@ class ModelShape:
     def __post_init__(self) -> None:  # noqa: PLR0912 -- one check per field, each naming it
         for name in ("layers", "d_model", "heads", "sequence_length", "micro_batch"):
             _whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
-        for name in ("kv_heads", "ffn", "vocabulary", "head_dim", *_MOE_COUNTS, *_MLA_WIDTHS):
+        for name in ("kv_heads", "ffn", "vocabulary", "head_dim", "experts", *_POSITIVE_MOE, *_MLA_WIDTHS):
             if getattr(self, name) is not None:
                 _whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
         for name in ("shared_experts", "dense_layers"):
@@ -118,8 +118,8 @@ class ModelShape:
         if self.activation is not None:
             _choice("activation", self.activation, ACTIVATIONS)
         if self.experts is None:
-            for name in (*_MOE_COUNTS, "shared_experts", "dense_layers", "capacity_factor"):
-                if name != "experts" and getattr(self, name) is not None:
+            for name in MOE_FIELDS:
+                if getattr(self, name) is not None:
                     raise v.InvalidInput(name, "needs experts (a mixture-of-experts shape)")
         else:
             if self.experts_per_token is None:
@@ -137,7 +137,7 @@ class ModelShape:
             if self.capacity_factor is not None:
                 v.in_range("capacity_factor", self.capacity_factor, 1.0, float(self.experts))
         if self.kv_lora_rank is None:
-            for name in ("q_lora_rank", "rope_head_dim"):
+            for name in LATENT_ATTENTION_FIELDS:
                 if getattr(self, name) is not None:
                     raise v.InvalidInput(name, "needs kv_lora_rank (multi-head latent attention)")
         elif self.kv_heads is not None:
@@ -223,14 +223,28 @@ class ModelShape:
         return -(-rest // (self.moe_every or 1))
 
     @property
+    def moe_share(self) -> float:
+        """The share of layers whose MLP is routed (0 for a dense model)."""
+        return self.moe_layers / self.layers
+
+    @property
+    def expert_width(self) -> int:
+        """Inner width of one expert's MLP: `expert_ffn`, or the dense MLP's."""
+        return self.ffn_width if self.expert_ffn is None else self.expert_ffn
+
+    @property
+    def routed_rows(self) -> float:
+        """Routed expert rows per token on the busiest expert-parallel rank: top-k by the capacity factor."""
+        return float(self.experts_per_token or 0) * float(self.capacity_factor or 1.0)
+
+    @property
     def dense_mlp_params(self) -> float:
         return float(self.mlp_matrices) * self.d_model * self.ffn_width
 
     @property
     def expert_params(self) -> float:
-        """Weights of one expert: an MLP of width `expert_ffn`."""
-        width = self.ffn_width if self.expert_ffn is None else self.expert_ffn
-        return float(self.mlp_matrices) * self.d_model * width
+        """Weights of one expert: an MLP of width `expert_width`."""
+        return float(self.mlp_matrices) * self.d_model * self.expert_width
 
     @property
     def router_params(self) -> float:
@@ -316,8 +330,19 @@ class ModelShape:
         return self.heads * (self.query_key_width + self.head_width) / 2.0
 
 
-_MOE_COUNTS = ("experts", "experts_per_token", "expert_ffn", "moe_every")
-_MLA_WIDTHS = ("kv_lora_rank", "q_lora_rank", "rope_head_dim")
+# The fields a shape may give only with `experts` (a mixture of experts), and only with `kv_lora_rank`
+# (latent attention): the API's schema states the same rules from these.
+MOE_FIELDS = (
+    "experts_per_token",
+    "shared_experts",
+    "expert_ffn",
+    "moe_every",
+    "dense_layers",
+    "capacity_factor",
+)
+LATENT_ATTENTION_FIELDS = ("q_lora_rank", "rope_head_dim")
+_POSITIVE_MOE = ("experts_per_token", "expert_ffn", "moe_every")
+_MLA_WIDTHS = ("kv_lora_rank", *LATENT_ATTENTION_FIELDS)
 # Rotary channels per head under latent attention when the shape does not say (DeepSeek-V2 and V3: 64).
 DEFAULT_ROPE_HEAD_DIM = 64
 

@@ -904,21 +904,15 @@ def fixed(
     """A plan for a model already chosen: nothing to allocate, only the run to estimate (and, with a law,
     the loss to predict)."""
     run = estimate(params, tokens, on, price_per_hour=price_per_hour, currency=currency, law=law)
-    moe = run.shape if run.shape is not None and run.shape.mixture_of_experts else None
     allocation = allocate.Allocation(
-        params=params,
-        tokens=tokens,
-        flops=run.runtime.flops,
-        predicted_loss=run.predicted_loss,
-        # Of a mixture of experts: what the request gave, or the share of the modelled shape's.
-        active_params=on.active_params
-        if on.active_params is not None
-        else None
-        if moe is None
-        else params * moe.active_params / moe.params,
-        experts=None if moe is None else moe.experts,
-        experts_per_token=None if moe is None else moe.experts_per_token,
+        params=params, tokens=tokens, flops=run.runtime.flops, predicted_loss=run.predicted_loss
     )
+    moe = run.shape if run.shape is not None and run.shape.mixture_of_experts else None
+    if moe is not None:  # what the request gave, or the share of the modelled shape's
+        active = on.active_params or params * moe.active_params / moe.params
+        allocation = replace(
+            allocation, active_params=active, experts=moe.experts, experts_per_token=moe.experts_per_token
+        )
     return Plan(
         method="fixed",
         allocation=allocation,

@@ -158,6 +158,17 @@ class Layout:
 
 
 LAYOUT_FIELDS = tuple(field.name for field in fields(Layout))
+# Layout fields that are counts, at least 1.
+WHOLE_LAYOUT_FIELDS = (
+    "tensor_parallel",
+    "pipeline_parallel",
+    "data_parallel",
+    "context_parallel",
+    "micro_batch",
+    "global_batch",
+    "interleave",
+    "expert_parallel",
+)
 # The step's parts, in the order a breakdown lists them; they add up to the step time.
 BREAKDOWN = (
     "compute",
@@ -285,10 +296,8 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     gated = shape.activation == "swiglu"
     # Mixture of experts: the share of layers whose MLP is routed, the experts a token's rows go through on
     # the busiest rank (top-k times the capacity factor) and the shared ones, each expert's width.
-    moe = shape.moe_layers / L
-    routed = float(shape.experts_per_token or 0) * float(shape.capacity_factor or 1.0)
+    moe, routed, f_e = shape.moe_share, shape.routed_rows, float(shape.expert_width)
     shared = float(shape.shared_experts or 0)
-    f_e = float(shape.expert_ffn or shape.ffn_width)
     E = float(shape.experts or 1)
     mtp = float(shape.mtp_depth or 0)
     m = np.floor(B / (d * b))
@@ -608,10 +617,8 @@ def _memory(
     mlp_ffn = (4.0 if shape.activation == "swiglu" else 2.0) + cached
     # A routed MLP keeps the activations of every row it runs (top-k times the capacity factor, and the
     # shared experts'), the dispatched inputs and combined outputs (k·h each) and fp32 router logits.
-    moe = shape.moe_layers / shape.layers
-    routed = float(shape.experts_per_token or 0) * float(shape.capacity_factor or 1.0)
+    moe, routed, f_e = shape.moe_share, shape.routed_rows, float(shape.expert_width)
     expert_rows = routed + float(shape.shared_experts or 0)
-    f_e = float(shape.expert_ffn or shape.ffn_width)
     mlp_bytes = (1 - moe) * shape.ffn_width * mlp_ffn + moe * (
         expert_rows * f_e * mlp_ffn + (2.0 + cached) * routed * h + 4.0 * float(shape.experts or 0)
     )
@@ -831,10 +838,7 @@ def check_model_fields(shape: ModelShape, fixed: dict[str, Any]) -> None:
     unknown = set(fixed) - set(LAYOUT_FIELDS)
     if unknown:
         raise v.InvalidInput("layout", f"unknown fields: {', '.join(sorted(unknown))}")
-    for name in ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel"):
-        if name in fixed:
-            v.whole(f"layout.{name}", fixed[name])
-    for name in ("micro_batch", "global_batch", "interleave", "expert_parallel"):
+    for name in WHOLE_LAYOUT_FIELDS:
         if name in fixed:
             v.whole(f"layout.{name}", fixed[name])
     ep = fixed.get("expert_parallel", 1)

@@ -74,18 +74,17 @@ def assumed_moe_shape(params: float, active_params: float, *, heads_multiple: in
     active = v.positive("active_params", active_params)
     if active > total:
         raise v.InvalidInput("active_params", f"cannot exceed params ({total:.4g}), got {active:.4g}")
-    dense = assumed_shape(active, heads_multiple=heads_multiple)
     k = ASSUMED_EXPERTS_PER_TOKEN
-    width = max(1, round(dense.ffn_width / k))
-    expert = dense.mlp_matrices * dense.d_model * width
-    experts = max(k, round(k + (total - active) / (dense.layers * expert)))
+    # Only the top-k active at first; then as many more experts as the rest of the parameters make.
+    shape = designed_moe_shape(active, k, k, counts_embeddings=True, heads_multiple=heads_multiple)
+    experts = max(k, round(k + (total - active) / (shape.layers * shape.expert_params)))
     if experts > MOST_EXPERTS:
         raise v.InvalidInput(
             "active_params",
             f"{active:.4g} active of {total:.4g} parameters would take {experts} experts a layer; the most "
             f"assumed is {MOST_EXPERTS} (give a shape)",
         )
-    return dataclasses.replace(dense, experts=experts, experts_per_token=k, expert_ffn=width)
+    return dataclasses.replace(shape, experts=experts)
 
 
 def assumed_shape_without_embeddings(params: float, *, heads_multiple: int = 1) -> ModelShape:

@@ -11,10 +11,12 @@ from service.catalog import PRECISIONS
 from service.core.cluster import (
     ACTIVATIONS,
     DECODING_BOUNDS,
+    LATENT_ATTENTION_FIELDS,
     MAX_INFERENCE_BATCH,
     MAX_MEMORY_BYTES,
     MAX_MTP_DEPTH,
     MAX_SHAPE_DIMENSION,
+    MOE_FIELDS,
     OPTIMIZER_STATE_BYTES,
     RECOMPUTATION_MODES,
     SERVING_BYTES_PER_PARAM,
@@ -195,23 +197,10 @@ class ModelShapeSchema(StrictSchema):
     )
 
     RULES = (
-        requires(
-            (
-                "experts_per_token",
-                "shared_experts",
-                "expert_ffn",
-                "moe_every",
-                "dense_layers",
-                "capacity_factor",
-            ),
-            "experts",
-            "Needs experts (a mixture-of-experts shape).",
-        ),
+        requires(MOE_FIELDS, "experts", "Needs experts (a mixture-of-experts shape)."),
         requires("experts", "experts_per_token"),
         requires(
-            ("q_lora_rank", "rope_head_dim"),
-            "kv_lora_rank",
-            "Needs kv_lora_rank (multi-head latent attention).",
+            LATENT_ATTENTION_FIELDS, "kv_lora_rank", "Needs kv_lora_rank (multi-head latent attention)."
         ),
         excludes(
             "kv_lora_rank",

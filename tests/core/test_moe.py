@@ -1,10 +1,9 @@
 """Mixture-of-experts and latent-attention shapes: their parameters, FLOPs, memory and step (issue 22).
 
-Published figures: DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437, Table 1 and §4.2: 671B parameters of
-which 37B are activated per token; 61 layers of width 7168, 128 heads of 128 channels plus 64 rotary ones,
-KV latent 512, query latent 1536, 3 dense layers of MLP width 18432, 1 shared and 256 routed experts of
-width 2048, 8 per token, a 129 280-token vocabulary) and its KV cache of 70 272 bytes per token (Zhao et
-al. 2025, "Insights into DeepSeek-V3", Table 1: 70.272 KB).
+Published figures: DeepSeek-V3's 671B parameters of which 37B are activated per token (DeepSeek-AI 2024,
+arXiv:2412.19437; its shape, the H800s, Mixtral's shape and the H100s as bench/moe_runs.py gives them, with
+their sources) and its KV cache of 70 272 bytes per token (Zhao et al. 2025, "Insights into DeepSeek-V3",
+Table 1: 70.272 KB).
 """
 
 from __future__ import annotations
@@ -13,38 +12,10 @@ import dataclasses
 
 import pytest
 
+from bench.moe_runs import DEEPSEEK_V3, H100, H800, H800_FP8, MIXTRAL_8X7B, megatron_flops_per_step
 from service.core import cluster, performance, wall_clock
 from service.core import validation as v
 from service.core.cluster import ModelShape
-
-DEEPSEEK_V3 = ModelShape(
-    layers=61,
-    d_model=7168,
-    heads=128,
-    head_dim=128,
-    sequence_length=4096,
-    vocabulary=129_280,
-    activation="swiglu",
-    ffn=18_432,
-    experts=256,
-    experts_per_token=8,
-    shared_experts=1,
-    expert_ffn=2048,
-    dense_layers=3,
-    kv_lora_rank=512,
-    q_lora_rank=1536,
-    rope_head_dim=64,
-    mtp_depth=1,
-)
-H800 = performance.Machine(
-    peak_flops_per_second=989.4e12,
-    memory_bytes=80e9,
-    memory_bandwidth_bytes_per_second=3.35e12,
-    accelerators_per_node=8,
-    scale_up_bytes_per_second=200e9,
-    scale_out_bytes_per_second=50e9,
-    slug="h800",
-)
 
 
 def test_deepseek_v3_has_its_published_total_and_active_parameters():
@@ -176,8 +147,7 @@ def test_a_scaled_mixture_of_experts_keeps_its_experts_and_latent_attention():
 def test_deepseek_v3_on_its_own_layout_takes_its_published_gpu_hours_within_15_percent_and_fits():
     """DeepSeek-V3 report §1: 180K H800 GPU-hours per trillion tokens on 2 048 H800s, fp8 GEMMs; the dense
     calibration, nothing fitted to this run (bench/moe_runs.py prints the whole comparison)."""
-    fp8 = dataclasses.replace(H800, peak_flops_per_second=1978.9e12, attention_peak_flops_per_second=989.4e12)
-    step = performance.step(DEEPSEEK_V3, fp8, deepseek_v3_layout(), precision="fp8")
+    step = performance.step(DEEPSEEK_V3, H800_FP8, deepseek_v3_layout(), precision="fp8")
     gpu_hours = 1e12 / (15_360 * 4096) * step.seconds * 2048 / 3600
     assert gpu_hours == pytest.approx(180e3, rel=0.15)
     assert step.fits
@@ -195,23 +165,6 @@ def test_flops_per_token_are_deepseeks_own_count():
 def test_mixtral_on_megatrons_reference_mapping_runs_at_its_published_throughput_within_15_percent():
     """NVIDIA/Megatron-LM's MoE README: Mixtral 8x7B at 468 TFLOP/s per GPU (its count: 12·B·s·L·h²·(...))
     on 64 H100, TP 1, EP 8, PP 4, micro-batch 1, batch 256, sequence 4 096, bf16."""
-    mixtral = ModelShape(
-        layers=32,
-        d_model=4096,
-        heads=32,
-        kv_heads=8,
-        sequence_length=4096,
-        vocabulary=32_000,
-        activation="swiglu",
-        ffn=14_336,
-        experts=8,
-        experts_per_token=2,
-    )
-    h100 = dataclasses.replace(H800, scale_up_bytes_per_second=450e9, slug="h100-sxm")
-    L, h, s = 32, 4096, 4096
-    megatron_flops = (
-        12 * 256 * s * L * h * h * ((1 + 8 / 32 + s / h) + 14_336 / h * 2 * 1.5 + 32_000 / (2 * L * h))
-    )
     fixed = {
         "tensor_parallel": 1,
         "pipeline_parallel": 4,
@@ -219,5 +172,6 @@ def test_mixtral_on_megatrons_reference_mapping_runs_at_its_published_throughput
         "micro_batch": 1,
         "zero_stage": 1,
     }
-    best = performance.search(mixtral, h100, 64, global_batch=256, fixed=fixed).best
+    best = performance.search(MIXTRAL_8X7B, H100, 64, global_batch=256, fixed=fixed).best
+    megatron_flops = megatron_flops_per_step(MIXTRAL_8X7B, 256)
     assert megatron_flops / (best.seconds * 64) == pytest.approx(468e12, rel=0.15)
