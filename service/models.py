@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -303,6 +304,7 @@ class Budget(Base):
     __table_args__ = (
         CheckConstraint("amount >= 0", name="amount_not_negative"),
         CheckConstraint("committed >= 0 AND committed <= amount", name="committed_within_amount"),
+        CheckConstraint("spent >= 0 AND overrun >= 0", name="spent_not_negative"),
         CheckConstraint("period_end > period_start", name="period_ordered"),
         CheckConstraint("max_flops IS NULL OR max_flops > 0", name="max_flops_positive"),
         CheckConstraint(
@@ -331,6 +333,14 @@ class Budget(Base):
     committed: Mapped[Decimal] = mapped_column(Money, default=Decimal(0))
     committed_flops: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     committed_accelerator_hours: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # What runs actually spent (usage records), and the part of it beyond what their plans reserved: kept
+    # by the usage records in their own transactions, like `committed` by the ledger.
+    spent: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default="0")
+    overrun: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default="0")
+    # Fractions of the amount whose crossing by the spend (or its forecast) raises an event.
+    alert_thresholds: Mapped[list[float]] = mapped_column(
+        JSON, default=lambda: [0.8, 1.0], server_default="[0.8, 1.0]"
+    )
     period_start: Mapped[datetime] = mapped_column(UTCDateTime)
     period_end: Mapped[datetime] = mapped_column(UTCDateTime)
     max_flops: Mapped[float | None] = mapped_column(Float)
@@ -357,7 +367,8 @@ class Budget(Base):
 
     @property
     def remaining(self) -> Decimal:
-        return self.amount - self.committed
+        """What new plans may still reserve: the amount less the reservations and any spend beyond them."""
+        return self.amount - self.committed - self.overrun
 
     @property
     def utilization(self) -> float:
@@ -366,16 +377,28 @@ class Budget(Base):
 
 
 class PlanStatus(enum.StrEnum):
-    """Where a plan is in its life: a draft may be committed (its cost reserved on its budget) or cancelled;
-    a committed plan may be cancelled (its reservation released). The one list of statuses."""
+    """Where a plan is in its life. The one list of statuses.
+
+    A draft may be committed (its cost reserved on its budget) or cancelled. A committed plan may be cancelled
+    (its reservation released) or started; it starts by itself with its first usage record. A running plan
+    reports usage and ends completed or failed: the part of its reservation it did not spend goes back to
+    its budget.
+    """
 
     DRAFT = "draft"
     COMMITTED = "committed"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
     CANCELLED = "cancelled"
 
 
 # Plain strings: what goes into the OpenAPI document (whose YAML would tag enum members as Python objects).
 PLAN_STATUSES = tuple(status.value for status in PlanStatus)
+# Plans whose cost was reserved on their budget and is (or was) spent there.
+CHARGED_STATUSES = (PlanStatus.COMMITTED, PlanStatus.RUNNING, PlanStatus.COMPLETED, PlanStatus.FAILED)
+# Plans that take usage records.
+REPORTING_STATUSES = (PlanStatus.COMMITTED, PlanStatus.RUNNING)
 
 
 class Plan(Base):
@@ -446,6 +469,13 @@ class Plan(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     committed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # completed or failed
+    # What its usage records add up to, kept in their transactions: hours and money spent, and the tokens
+    # trained by the latest record (each reports the run's tokens so far).
+    actual_accelerator_hours: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    actual_cost: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default="0")
+    tokens_trained: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     version: Mapped[int] = mapped_column(Integer)
 
     organization: Mapped[Organization] = relationship()
@@ -555,11 +585,12 @@ class FitJob(Base):
         return self.organization.slug
 
 
-LEDGER_ENTRIES = ("commit", "release")
+LEDGER_ENTRIES = ("commit", "release", "settle")
 
 
 class LedgerEntry(Base):
-    """One movement on a budget: a plan's cost reserved (commit) or given back (release, negative).
+    """One movement on a budget: a plan's cost reserved (commit), given back when it is cancelled (release,
+    negative), or the part of it a finished run did not spend given back (settle, negative).
 
     The sums of `amount`, `flops` and `accelerator_hours` over a budget's entries equal its committed
     figures: each entry is written in the transaction that moves them.
@@ -567,7 +598,7 @@ class LedgerEntry(Base):
 
     __tablename__ = "budget_ledger"
     __table_args__ = (
-        CheckConstraint("entry IN ('commit', 'release')", name="entry_known"),
+        CheckConstraint("entry IN ('commit', 'release', 'settle')", name="entry_known"),
         Index("ix_budget_ledger_budget_id_created_at_id", "budget_id", "created_at", "id"),
     )
 
@@ -582,6 +613,205 @@ class LedgerEntry(Base):
     actor: Mapped[str] = mapped_column(String(64))
     request_id: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+USAGE_KINDS = ("usage", "reversal")
+
+
+class UsageRecord(Base):
+    """What a run used in a period, as its orchestrator reported it: append-only.
+
+    A wrong record is never edited: a reversal (kind "reversal", `reverses_id` naming it) takes its hours and
+    cost back with the opposite sign, and the right record may then be reported for the same period. Costs
+    are the reporter's, or the hardware's price in force in the period times the hours (`cost_source`).
+    """
+
+    __tablename__ = "plan_usage"
+    __table_args__ = (
+        CheckConstraint("kind IN ('usage', 'reversal')", name="kind_known"),
+        CheckConstraint("cost_source IN ('reported', 'price', 'reversal')", name="cost_source_known"),
+        CheckConstraint("period_end > period_start", name="period_ordered"),
+        CheckConstraint(
+            "(kind = 'usage' AND reverses_id IS NULL AND accelerator_hours >= 0 AND cost >= 0) "
+            "OR (kind = 'reversal' AND reverses_id IS NOT NULL AND accelerator_hours <= 0 AND cost <= 0)",
+            name="kind_signs",
+        ),
+        CheckConstraint("tokens IS NULL OR tokens >= 0", name="tokens_not_negative"),
+        CheckConstraint("tokens_per_second IS NULL OR tokens_per_second > 0", name="throughput_positive"),
+        UniqueConstraint("reverses_id", name="uq_plan_usage_reverses_id"),
+        Index("ix_plan_usage_plan_id_reporter_period_start", "plan_id", "reporter", "period_start"),
+        Index("ix_plan_usage_plan_id_created_at_id", "plan_id", "created_at", "id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    plan_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("plans.id", ondelete="RESTRICT"))
+    organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
+    kind: Mapped[str] = mapped_column(String(16), default="usage")
+    reverses_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("plan_usage.id", ondelete="RESTRICT"))
+    reporter: Mapped[str] = mapped_column(String(100))
+    period_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    period_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    accelerator_hours: Mapped[float] = mapped_column(Float)
+    tokens: Mapped[float | None] = mapped_column(Float)  # trained by the end of the period, in all
+    tokens_per_second: Mapped[float | None] = mapped_column(Float)  # measured over the period
+    cost: Mapped[Decimal] = mapped_column(Money)
+    currency: Mapped[str] = mapped_column(String(3))
+    cost_source: Mapped[str] = mapped_column(String(16))
+    price_per_hour: Mapped[Decimal | None] = mapped_column(Money)  # the price charged, with cost_source price
+    note: Mapped[str | None] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(64))
+    request_id: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    organization: Mapped[Organization] = relationship()
+
+
+class UsageDay(Base):
+    """A plan's usage in one UTC day: what reports of actual spend sum, instead of every record.
+
+    A record counts in the days its period covers, in proportion to the time in each; kept in the record's
+    transaction by an upsert.
+    """
+
+    __tablename__ = "usage_days"
+    __table_args__ = (Index("ix_usage_days_organization_id_day", "organization_id", "day", "plan_id"),)
+
+    plan_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("plans.id", ondelete="RESTRICT"), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
+    accelerator_hours: Mapped[float] = mapped_column(Float)
+    cost: Mapped[Decimal] = mapped_column(Money)
+    currency: Mapped[str] = mapped_column(String(3))
+
+
+class Event(Base):
+    """Something an orchestrator or a finance tool may want to hear of: a plan started, finished, or a
+    budget's or plan's spend (or its forecast) crossed a threshold. Polled in order of `id`
+    (GET /v1/events), and delivered to webhooks.
+
+    `id` is taken from the `counters` row "events" in the transaction that writes the event, which holds
+    that row's lock until it commits: events become visible in the order of their ids, so a poller's cursor
+    never skips one committed late. `key` makes an event raised at most once (a threshold crossed twice).
+    """
+
+    __tablename__ = "events"
+    __table_args__ = (
+        UniqueConstraint("key", name="uq_events_key"),
+        Index("ix_events_organization_id_id", "organization_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
+    type: Mapped[str] = mapped_column(String(64))
+    subject_type: Mapped[str] = mapped_column(String(32))
+    subject_id: Mapped[str] = mapped_column(String(100))
+    key: Mapped[str | None] = mapped_column(String(200))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Counter(Base):
+    """A named counter taken by a conditional UPDATE (the events' ids)."""
+
+    __tablename__ = "counters"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class Webhook(Base):
+    """An endpoint an organisation's events are POSTed to, signed with HMAC-SHA256 under its secret.
+
+    The secret is shown once, when the webhook is created; it is kept (not hashed) because signing needs it.
+    """
+
+    __tablename__ = "webhooks"
+    __table_args__ = (
+        Index("ix_webhooks_organization_id_created_at_id", "organization_id", "created_at", "id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
+    url: Mapped[str] = mapped_column(String(2000))
+    secret: Mapped[str] = mapped_column(String(100))
+    event_types: Mapped[list[str]] = mapped_column(JSON, default=list)  # empty: every type
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    description: Mapped[str | None] = mapped_column(String(200))
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    version: Mapped[int] = mapped_column(Integer)
+
+    organization: Mapped[Organization] = relationship()
+
+    __mapper_args__ = {"version_id_col": version}
+
+    @property
+    def organization_slug(self) -> str:
+        return self.organization.slug
+
+
+class WebhookDelivery(Base):
+    """One event for one webhook: attempted until the endpoint answers 2xx or the attempts run out.
+
+    Its id is sent as the delivery id (the `webhook-id` header): a receiver that sees it twice (delivery is
+    at least once) ignores the second. A sender claims a due delivery by a conditional UPDATE that pushes
+    `next_attempt_at` past its own attempt, so two senders never post the same attempt.
+    """
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        CheckConstraint("status IN ('pending', 'delivered', 'failed')", name="status_known"),
+        UniqueConstraint("webhook_id", "event_id", name="uq_webhook_deliveries_webhook_id"),
+        Index("ix_webhook_deliveries_status_next_attempt_at", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_webhook_id_created_at_id", "webhook_id", "created_at", "id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    webhook_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="RESTRICT"))
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Calibration(Base):
+    """An organisation's own constant for the cluster model on one hardware profile, fitted to the measured
+    throughput of its runs: its plans on that hardware use the latest one (and their snapshot says so)."""
+
+    __tablename__ = "calibrations"
+    __table_args__ = (
+        CheckConstraint("matmul_efficiency > 0 AND matmul_efficiency <= 1", name="efficiency_range"),
+        Index(
+            "ix_calibrations_organization_id_hardware_id_created_at",
+            "organization_id",
+            "hardware_id",
+            "created_at",
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
+    hardware_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("hardware_profiles.id", ondelete="RESTRICT"))
+    matmul_efficiency: Mapped[float] = mapped_column(Float)
+    runs: Mapped[list[dict[str, Any]]] = mapped_column(JSON)  # the plans fitted, measured and predicted
+    fit: Mapped[dict[str, Any]] = mapped_column(JSON)  # the default it replaces, errors before and after
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    organization: Mapped[Organization] = relationship()
+    hardware: Mapped[HardwareProfile] = relationship()
+
+    @property
+    def organization_slug(self) -> str:
+        return self.organization.slug
+
+    @property
+    def hardware_slug(self) -> str:
+        return self.hardware.slug
 
 
 class IdempotencyRecord(Base):

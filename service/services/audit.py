@@ -18,17 +18,32 @@ from service.models import (
     AuditEntry,
     Base,
     Budget,
+    Calibration,
     FitJob,
     FittedLaw,
     HardwarePrice,
     HardwareProfile,
     Organization,
     Plan,
+    UsageRecord,
+    Webhook,
 )
 from service.services.pagination import Cursor, Page, paginate
 
 # What the log records, and the name each kind has in it.
-Audited = Organization | HardwareProfile | HardwarePrice | Budget | ApiKey | Plan | FittedLaw | FitJob
+Audited = (
+    Organization
+    | HardwareProfile
+    | HardwarePrice
+    | Budget
+    | ApiKey
+    | Plan
+    | FittedLaw
+    | FitJob
+    | UsageRecord
+    | Webhook
+    | Calibration
+)
 _AUDITED: dict[type[Audited], str] = {
     Organization: "organization",
     HardwareProfile: "hardware",
@@ -38,6 +53,9 @@ _AUDITED: dict[type[Audited], str] = {
     Plan: "plan",
     FittedLaw: "scaling_law",
     FitJob: "fit_job",
+    UsageRecord: "usage",
+    Webhook: "webhook",
+    Calibration: "calibration",
 }
 _NOT_WORTH_LISTING = {"updated_at", "version"}
 
