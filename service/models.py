@@ -37,6 +37,7 @@ from sqlalchemy.sql.selectable import ScalarSelect
 from sqlalchemy.types import TypeEngine
 
 from service.catalog import PRECISIONS
+from service.core.forecast import Progress
 
 # Explicit constraint names, so that migrations can drop and alter them on every backend (SQLite's batch
 # mode needs names to find them again).
@@ -491,6 +492,21 @@ class Plan(Base):
     @property
     def hardware_slug(self) -> str | None:
         return self.hardware.slug if self.hardware else None  # slugs never change
+
+    @property
+    def progress(self) -> Progress:
+        """How far its run is, and where its cost is heading."""
+        return Progress(
+            planned_cost=self.cost or Decimal(0),
+            actual_cost=self.actual_cost,
+            planned_tokens=self.tokens,
+            tokens_trained=self.tokens_trained,
+            finished=self.status in (PlanStatus.COMPLETED, PlanStatus.FAILED),
+        )
+
+    @property
+    def estimate_at_completion(self) -> Decimal | None:
+        return None if self.cost is None else self.progress.estimate_at_completion
 
 
 class FittedLaw(Base):
