@@ -496,13 +496,7 @@ class Plan(Base):
     @property
     def progress(self) -> Progress:
         """How far its run is, and where its cost is heading."""
-        return Progress(
-            planned_cost=self.cost or Decimal(0),
-            actual_cost=self.actual_cost,
-            planned_tokens=self.tokens,
-            tokens_trained=self.tokens_trained,
-            finished=self.status in (PlanStatus.COMPLETED, PlanStatus.FAILED),
-        )
+        return Progress.of(self.status, self.cost, self.actual_cost, self.tokens, self.tokens_trained)
 
     @property
     def estimate_at_completion(self) -> Decimal | None:

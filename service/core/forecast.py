@@ -15,6 +15,8 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from service.core.units import CENT
 
+FINISHED_STATUSES = ("completed", "failed")  # a plan's, as its status column spells them
+
 
 @dataclass(frozen=True)
 class Progress:
@@ -23,6 +25,14 @@ class Progress:
     planned_tokens: float
     tokens_trained: float
     finished: bool = False
+
+    @classmethod
+    def of(
+        cls, status: str, planned_cost: Decimal | None, actual_cost: Decimal, tokens: float, trained: float
+    ) -> Progress:
+        """A plan's progress from its status and figures (a plan without a cost plans 0)."""
+        finished = status in FINISHED_STATUSES
+        return cls(planned_cost or Decimal(0), actual_cost, tokens, trained, finished)
 
     @property
     def share_trained(self) -> float:

@@ -19,9 +19,9 @@ from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from sqlalchemy import and_, exists, literal, select, update
+from sqlalchemy import and_, exists, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session, aliased, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
 from service import actors
@@ -31,6 +31,7 @@ from service.models import (
     MONEY_SCALE,
     REPORTING_STATUSES,
     Budget,
+    Event,
     LedgerEntry,
     Money,
     Plan,
@@ -430,29 +431,45 @@ def _plan_event(session: Session, plan: Plan, measure: str, threshold: float, am
 
 
 def _raise_budget_thresholds(session: Session, plan: Plan, before: Decimal, after: Decimal) -> None:
-    budget = session.get_one(Budget, plan.budget_id)
-    session.refresh(budget)
-    forecast: Decimal | None = None
+    budget = session.execute(
+        select(
+            Budget.id, Budget.organization_id, Budget.amount, Budget.currency, Budget.alert_thresholds
+        ).where(Budget.id == plan.budget_id)
+    ).one()
     for threshold in budget.alert_thresholds:
         line = budget.amount * Decimal(repr(threshold))
         if before < line <= after:
             _budget_event(session, budget, "spent", threshold, after)
-        if threshold >= FORECAST_THRESHOLD:
-            forecast = (
-                forecast if forecast is not None else budget_forecast(session, budget).estimate_at_completion
-            )
-            if forecast >= line:
+    # The forecast sums every plan of the budget: only worth it while a forecast threshold is still to cross.
+    pending = [
+        threshold
+        for threshold in budget.alert_thresholds
+        if threshold >= FORECAST_THRESHOLD
+        and not _raised(session, _budget_key(budget.id, "forecast", threshold))
+    ]
+    if pending:
+        forecast = _budget_estimate_at_completion(session, budget.id)
+        for threshold in pending:
+            if forecast >= budget.amount * Decimal(repr(threshold)):
                 _budget_event(session, budget, "forecast", threshold, forecast)
 
 
-def _budget_event(session: Session, budget: Budget, measure: str, threshold: float, amount: Decimal) -> None:
+def _raised(session: Session, key: str) -> bool:
+    return bool(session.scalar(select(exists().where(Event.key == key))))
+
+
+def _budget_key(budget_id: uuid.UUID, measure: str, threshold: float) -> str:
+    return f"budget:{budget_id}:{measure}:{threshold}"
+
+
+def _budget_event(session: Session, budget: Any, measure: str, threshold: float, amount: Decimal) -> None:
     events.publish(
         session,
         organization_id=budget.organization_id,
         type="budget.threshold_crossed",
         subject_type="budget",
         subject_id=budget.id,
-        key=f"budget:{budget.id}:{measure}:{threshold}",
+        key=_budget_key(budget.id, measure, threshold),
         data={
             "measure": measure,
             "threshold": threshold,
@@ -485,37 +502,45 @@ class BudgetForecast:
         return self.budget.amount - self.estimate_at_completion
 
 
+_PROGRESS_COLUMNS = (Plan.status, Plan.cost, Plan.actual_cost, Plan.tokens, Plan.tokens_trained)
+
+
+def _budget_estimate_at_completion(session: Session, budget_id: uuid.UUID) -> Decimal:
+    """Every charged plan's estimate at completion, summed: the columns it needs, not the plans."""
+    rows = session.execute(
+        select(*_PROGRESS_COLUMNS).where(Plan.budget_id == budget_id, Plan.status.in_(CHARGED_STATUSES))
+    )
+    return sum((Progress.of(*row).estimate_at_completion for row in rows), Decimal(0))
+
+
 def budget_forecast(session: Session, budget: Budget) -> BudgetForecast:
     """Where the budget is heading: each running plan's estimate at completion from its progress, and the
     sum over every plan charged to it (the plan for those not started, the spend for those finished)."""
-    plans = session.scalars(
+    running = session.scalars(
         select(Plan)
-        .where(Plan.budget_id == budget.id, Plan.status.in_(CHARGED_STATUSES))
-        .order_by(Plan.created_at)
+        .where(Plan.budget_id == budget.id, Plan.status == PlanStatus.RUNNING)
+        .options(*(defer(document) for document in (Plan.inputs, Plan.snapshot, Plan.result)))
+        .order_by(Plan.started_at, Plan.id)
     ).all()
-    total = Decimal(0)
-    running = []
-    for plan in plans:
-        plan_progress = plan.progress
-        total += plan_progress.estimate_at_completion
-        if plan.status == PlanStatus.RUNNING:
-            end = _expected_end(session, plan, plan_progress)
-            running.append(PlanForecast(plan, plan_progress, end))
-    return BudgetForecast(budget, utcnow(), total, running)
-
-
-def _expected_end(session: Session, plan: Plan, plan_progress: Progress) -> datetime | None:
-    if plan.started_at is None:
-        return None
-    reported_until = session.scalar(
-        select(UsageRecord.period_end)
-        .where(_live_usage(plan.id))
-        .order_by(UsageRecord.period_end.desc())
-        .limit(1)
+    reported_until = dict(
+        session.execute(
+            select(UsageRecord.plan_id, func.max(UsageRecord.period_end))
+            .where(UsageRecord.plan_id.in_([plan.id for plan in running]), UsageRecord.kind == "usage")
+            .group_by(UsageRecord.plan_id)
+        ).all()
     )
-    if reported_until is None:
-        return None
-    return expected_end(plan.started_at, reported_until, plan_progress.share_trained)
+    forecasts = []
+    for plan in running:
+        plan_progress = plan.progress
+        until = reported_until.get(plan.id)
+        end = (
+            None
+            if until is None or plan.started_at is None
+            else expected_end(plan.started_at, until, plan_progress.share_trained)
+        )
+        forecasts.append(PlanForecast(plan, plan_progress, end))
+    total = _budget_estimate_at_completion(session, budget.id)
+    return BudgetForecast(budget, utcnow(), total, forecasts)
 
 
 # --- Lifecycle --------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import func, select
 
-from service.models import Budget, Event, LedgerEntry, Plan, UsageDay, UsageRecord
+from service.core.forecast import FINISHED_STATUSES
+from service.models import Budget, Event, LedgerEntry, Plan, PlanStatus, UsageDay, UsageRecord
 from tests.api.test_plans import create_plan, make_budget, transition
 from tests.api.test_plans import world as world  # noqa: PLC0414 -- the fixture, re-exported
 from tests.conftest import bearer
@@ -334,3 +335,7 @@ def test_plan_rows_keep_the_sum_of_their_records(client, session, committed):
         4e10,
     )
     assert session.scalar(select(func.sum(UsageDay.cost))) == Decimal("150.00")
+
+
+def test_the_forecast_knows_the_finished_statuses_by_the_names_plans_have():
+    assert set(FINISHED_STATUSES) == {PlanStatus.COMPLETED, PlanStatus.FAILED}
