@@ -43,14 +43,14 @@ class Progress:
 
     @property
     def estimate_at_completion(self) -> Decimal:
-        """The cost the run will have when it completes, to the cent."""
+        """The cost the run will have when it completes: exact where it is a cost (spent, or planned), to the
+        cent where it is a projection."""
         if self.finished or self.share_trained >= 1.0:
-            estimate = self.actual_cost
-        elif self.tokens_trained <= 0:
-            estimate = max(self.planned_cost, self.actual_cost)
-        else:
-            estimate = max(self.actual_cost, self.actual_cost / Decimal(repr(self.share_trained)))
-        return estimate.quantize(CENT, ROUND_HALF_UP)
+            return self.actual_cost
+        if self.tokens_trained <= 0:
+            return max(self.planned_cost, self.actual_cost)
+        projected = (self.actual_cost / Decimal(repr(self.share_trained))).quantize(CENT, ROUND_HALF_UP)
+        return max(self.actual_cost, projected)
 
     @property
     def variance_at_completion(self) -> Decimal:
