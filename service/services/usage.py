@@ -32,6 +32,7 @@ from service.models import (
     REPORTING_STATUSES,
     Budget,
     Event,
+    HardwarePrice,
     LedgerEntry,
     Money,
     Plan,
@@ -51,6 +52,7 @@ MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_SCALE)
 # Forecasts raise events only at thresholds a run is not expected to reach anyway: a forecast of 80% of the
 # plan is the plan going well.
 FORECAST_THRESHOLD = 1.0
+DEFAULT_THRESHOLDS = [0.8, 1.0]  # of a plan without a budget (a budget's are its alert_thresholds)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,14 +87,14 @@ def report_usage(
             "different currencies are never mixed).",
         )
     _check_no_overlap(session, plan, report)
-    _check_tokens(session, plan, report)
-    cost, price = _cost(plan, report)
+    latest = _check_tokens(session, plan, report)
+    cost, price = _cost(session, plan, report)
 
     if plan.status == PlanStatus.COMMITTED:
         _start(session, plan, report.period_start)
     record = UsageRecord(
         plan_id=plan.id,
-        organization=plan.organization,
+        organization_id=plan.organization_id,
         kind="usage",
         reporter=report.reporter,
         period_start=report.period_start,
@@ -111,7 +113,8 @@ def report_usage(
     )
     session.add(record)
     session.flush()
-    _apply(session, plan, record)
+    tokens_trained = report.tokens if latest and report.tokens is not None else plan.tokens_trained
+    _apply(session, plan, record, tokens_trained)
     return record
 
 
@@ -132,7 +135,7 @@ def reverse_usage(
         raise ConflictError(f"Usage record {wrong.id} is already reversed.", usage_id=str(usage_id))
     reversal = UsageRecord(
         plan_id=plan.id,
-        organization=plan.organization,
+        organization_id=plan.organization_id,
         kind="reversal",
         reverses_id=wrong.id,
         reporter=wrong.reporter,
@@ -149,15 +152,24 @@ def reverse_usage(
     )
     session.add(reversal)
     session.flush()
-    _apply(session, plan, reversal)
+    _apply(session, plan, reversal, _tokens_trained(session, plan.id))
     return reversal
 
 
 def _locked(session: Session, plan_id: uuid.UUID, scope: uuid.UUID | None) -> Plan:
-    get_plan(session, plan_id, scope=scope)  # 404 for a plan the caller may not see
-    plan = session.scalars(
-        select(Plan).where(Plan.id == plan_id).with_for_update().execution_options(populate_existing=True)
-    ).one()
+    """The plan, its row locked until the transaction ends; 404 for a plan the caller may not see."""
+    stmt = (
+        select(Plan)
+        .where(Plan.id == plan_id)
+        .options(defer(Plan.result))
+        .with_for_update(of=Plan)
+        .execution_options(populate_existing=True)
+    )
+    if scope is not None:
+        stmt = stmt.where(Plan.organization_id == scope)
+    plan = session.scalars(stmt).first()
+    if plan is None:
+        raise NotFoundError(f"No plan {plan_id}.")
     return plan
 
 
@@ -203,10 +215,11 @@ def _check_no_overlap(session: Session, plan: Plan, report: UsageReport) -> None
         )
 
 
-def _check_tokens(session: Session, plan: Plan, report: UsageReport) -> None:
-    """Tokens so far never go down from one period to the next."""
+def _check_tokens(session: Session, plan: Plan, report: UsageReport) -> bool:
+    """Tokens so far never go down from one period to the next. True when no record with tokens follows
+    this one: its tokens are then the plan's tokens trained."""
     if report.tokens is None:
-        return
+        return False
     live = _live_usage(plan.id)
     before = session.scalar(
         select(UsageRecord.tokens)
@@ -228,6 +241,7 @@ def _check_tokens(session: Session, plan: Plan, report: UsageReport) -> None:
         raise InvalidFieldError(
             "tokens", f"Tokens trained so far: {after:.6g} were reported for a later period; not more."
         )
+    return after is None
 
 
 def _live_usage(plan_id: uuid.UUID) -> Any:
@@ -240,11 +254,11 @@ def _live_usage(plan_id: uuid.UUID) -> Any:
     )
 
 
-def _cost(plan: Plan, report: UsageReport) -> tuple[Decimal, Decimal | None]:
+def _cost(session: Session, plan: Plan, report: UsageReport) -> tuple[Decimal, Decimal | None]:
     """The record's cost, and the price per hour it was charged at when the reporter gave no cost."""
     if report.cost is not None:
         return report.cost, None
-    price = _price_in_force(plan, report.period_start)
+    price = _price_in_force(session, plan, report.period_start)
     if price is None:
         raise InvalidFieldError(
             "cost", "The plan's hardware has no price in the plan's currency for this period; give cost."
@@ -253,16 +267,22 @@ def _cost(plan: Plan, report: UsageReport) -> tuple[Decimal, Decimal | None]:
     return cost, price
 
 
-def _price_in_force(plan: Plan, moment: datetime) -> Decimal | None:
+def _price_in_force(session: Session, plan: Plan, moment: datetime) -> Decimal | None:
     """The plan's own price (given with its request), else its hardware's price in force at `moment`, else
     (inline hardware, or a period before the profile had a price) the price the plan was made with."""
     given = plan.inputs.get("price_per_hour")
     if given is not None:
         return Decimal(given)
-    if plan.hardware is not None:
-        price = plan.hardware.price_at(moment)
-        if price is not None:
-            return price.price_per_hour if price.currency == plan.currency else None
+    if plan.hardware_id is not None:
+        # As HardwareProfile.price_at chooses, in one query rather than the profile's whole price history.
+        in_force = session.execute(
+            select(HardwarePrice.price_per_hour, HardwarePrice.currency)
+            .where(HardwarePrice.hardware_id == plan.hardware_id, HardwarePrice.effective_at <= moment)
+            .order_by(HardwarePrice.effective_at.desc(), HardwarePrice.id.desc())
+            .limit(1)
+        ).first()
+        if in_force is not None:
+            return in_force.price_per_hour if in_force.currency == plan.currency else None
     planned = plan.snapshot["hardware"]
     if planned.get("price_per_hour") is None or planned.get("currency") != plan.currency:
         return None
@@ -272,7 +292,7 @@ def _price_in_force(plan: Plan, moment: datetime) -> Decimal | None:
 # --- Applying a record ------------------------------------------------------------------------------------
 
 
-def _apply(session: Session, plan: Plan, record: UsageRecord) -> None:
+def _apply(session: Session, plan: Plan, record: UsageRecord, tokens_trained: float) -> None:
     """Move the plan's, the budget's and the day's figures by the record, and raise what it crosses."""
     spent_before = plan.actual_cost
     _update(
@@ -280,16 +300,13 @@ def _apply(session: Session, plan: Plan, record: UsageRecord) -> None:
         plan,
         actual_cost=spent_before + record.cost,
         actual_accelerator_hours=max(plan.actual_accelerator_hours + record.accelerator_hours, 0.0),
-        tokens_trained=_tokens_trained(session, plan.id),
+        tokens_trained=tokens_trained,
     )
     reserved = plan.cost or Decimal(0)
     overrun = max(plan.actual_cost - reserved, Decimal(0)) - max(spent_before - reserved, Decimal(0))
-    budget_spent = _charge_budget(session, plan, record.cost, overrun)
+    budget = _charge_budget(session, plan, record.cost, overrun)
     _add_to_days(session, record)
-    session.flush()
-    _raise_plan_thresholds(session, plan, spent_before)
-    if budget_spent is not None:
-        _raise_budget_thresholds(session, plan, *budget_spent)
+    _raise_thresholds(session, plan, spent_before, budget)
 
 
 def _update(session: Session, plan: Plan, **values: Any) -> None:
@@ -316,10 +333,21 @@ def _tokens_trained(session: Session, plan_id: uuid.UUID) -> float:
     return latest or 0.0
 
 
-def _charge_budget(
-    session: Session, plan: Plan, cost: Decimal, overrun: Decimal
-) -> tuple[Decimal, Decimal] | None:
-    """Add the record's cost to the budget's spend: the spend before and after, or None without a budget."""
+@dataclass(frozen=True)
+class _Charged:
+    """A budget as a record's cost left it: what its thresholds are checked against."""
+
+    id: uuid.UUID
+    organization_id: uuid.UUID
+    amount: Decimal
+    currency: str
+    alert_thresholds: list[float]
+    spent_before: Decimal
+    spent: Decimal
+
+
+def _charge_budget(session: Session, plan: Plan, cost: Decimal, overrun: Decimal) -> _Charged | None:
+    """Add the record's cost to the budget's spend (None for a plan without a budget)."""
     if plan.budget_id is None:
         return None
     after = session.execute(
@@ -331,10 +359,12 @@ def _charge_budget(
             version=Budget.version + 1,
             updated_at=utcnow(),
         )
-        .returning(Budget.spent)
+        .returning(
+            Budget.organization_id, Budget.amount, Budget.currency, Budget.alert_thresholds, Budget.spent
+        )
         .execution_options(synchronize_session=False)
-    ).scalar_one()
-    return after - cost, after
+    ).one()
+    return _Charged(plan.budget_id, *after[:4], spent_before=after.spent - cost, spent=after.spent)
 
 
 def _money(amount: Decimal) -> Any:
@@ -393,90 +423,95 @@ def _add_to_days(session: Session, record: UsageRecord) -> None:
 # --- Thresholds -------------------------------------------------------------------------------------------
 
 
-def _thresholds(session: Session, plan: Plan) -> list[float]:
-    if plan.budget_id is None:
-        return [0.8, 1.0]
-    return list(session.scalar(select(Budget.alert_thresholds).where(Budget.id == plan.budget_id)) or [])
+@dataclass(frozen=True)
+class _Crossing:
+    """A threshold a spend or a forecast reached: `measure` is actual or forecast for a plan, spent or
+    forecast for a budget."""
+
+    subject: str  # plan or budget
+    subject_id: uuid.UUID
+    measure: str
+    threshold: float
+    amount: Decimal
+
+    @property
+    def key(self) -> str:
+        return f"{self.subject}:{self.subject_id}:{self.measure}:{self.threshold}"
 
 
-def _raise_plan_thresholds(session: Session, plan: Plan, spent_before: Decimal) -> None:
+def _raise_thresholds(session: Session, plan: Plan, spent_before: Decimal, budget: _Charged | None) -> None:
+    """Raise an event for each threshold the record took the plan's or its budget's spend (or forecast)
+    across: the crossings are worked out here, and those raised before found in one query."""
+    thresholds = DEFAULT_THRESHOLDS if budget is None else budget.alert_thresholds
+    crossings = _plan_crossings(plan, spent_before, thresholds)
+    forecast_keys: dict[str, float] = {}  # the budget's forecast thresholds, by their events' keys
+    if budget is not None:
+        crossings += _budget_spent_crossings(budget)
+        for threshold in thresholds:
+            if threshold >= FORECAST_THRESHOLD:
+                forecast_keys[_Crossing("budget", budget.id, "forecast", threshold, Decimal(0)).key] = (
+                    threshold
+                )
+    candidates = [crossing.key for crossing in crossings] + list(forecast_keys)
+    raised = set(session.scalars(select(Event.key).where(Event.key.in_(candidates)))) if candidates else set()
+    pending = [threshold for key, threshold in forecast_keys.items() if key not in raised]
+    if budget is not None and pending:
+        # The budget's forecast sums every plan of it: only worth it while a threshold is still to cross.
+        forecast = _budget_estimate_at_completion(session, budget.id)
+        crossings += [
+            _Crossing("budget", budget.id, "forecast", threshold, forecast)
+            for threshold in pending
+            if forecast >= budget.amount * Decimal(repr(threshold))
+        ]
+    for crossing in crossings:
+        if crossing.key not in raised:
+            _publish(session, crossing, plan, budget)
+
+
+def _plan_crossings(plan: Plan, spent_before: Decimal, thresholds: list[float]) -> list[_Crossing]:
     if not plan.cost:
-        return
+        return []
     forecast = plan.progress.estimate_at_completion
-    for threshold in _thresholds(session, plan):
+    crossings = []
+    for threshold in thresholds:
         line = plan.cost * Decimal(repr(threshold))
         if spent_before < line <= plan.actual_cost:
-            _plan_event(session, plan, "actual", threshold, plan.actual_cost)
+            crossings.append(_Crossing("plan", plan.id, "actual", threshold, plan.actual_cost))
         if threshold >= FORECAST_THRESHOLD and forecast >= line:
-            _plan_event(session, plan, "forecast", threshold, forecast)
+            crossings.append(_Crossing("plan", plan.id, "forecast", threshold, forecast))
+    return crossings
 
 
-def _plan_event(session: Session, plan: Plan, measure: str, threshold: float, amount: Decimal) -> None:
-    events.publish(
-        session,
-        organization_id=plan.organization_id,
-        type="plan.threshold_crossed",
-        subject_type="plan",
-        subject_id=plan.id,
-        key=f"plan:{plan.id}:{measure}:{threshold}",
-        data={
-            "measure": measure,
-            "threshold": threshold,
-            "amount": str(amount),
-            "planned_cost": str(plan.cost),
-            "currency": plan.currency,
-            "budget_id": None if plan.budget_id is None else str(plan.budget_id),
-        },
-    )
-
-
-def _raise_budget_thresholds(session: Session, plan: Plan, before: Decimal, after: Decimal) -> None:
-    budget = session.execute(
-        select(
-            Budget.id, Budget.organization_id, Budget.amount, Budget.currency, Budget.alert_thresholds
-        ).where(Budget.id == plan.budget_id)
-    ).one()
-    for threshold in budget.alert_thresholds:
-        line = budget.amount * Decimal(repr(threshold))
-        if before < line <= after:
-            _budget_event(session, budget, "spent", threshold, after)
-    # The forecast sums every plan of the budget: only worth it while a forecast threshold is still to cross.
-    pending = [
-        threshold
+def _budget_spent_crossings(budget: _Charged) -> list[_Crossing]:
+    return [
+        _Crossing("budget", budget.id, "spent", threshold, budget.spent)
         for threshold in budget.alert_thresholds
-        if threshold >= FORECAST_THRESHOLD
-        and not _raised(session, _budget_key(budget.id, "forecast", threshold))
+        if budget.spent_before < budget.amount * Decimal(repr(threshold)) <= budget.spent
     ]
-    if pending:
-        forecast = _budget_estimate_at_completion(session, budget.id)
-        for threshold in pending:
-            if forecast >= budget.amount * Decimal(repr(threshold)):
-                _budget_event(session, budget, "forecast", threshold, forecast)
 
 
-def _raised(session: Session, key: str) -> bool:
-    return bool(session.scalar(select(exists().where(Event.key == key))))
-
-
-def _budget_key(budget_id: uuid.UUID, measure: str, threshold: float) -> str:
-    return f"budget:{budget_id}:{measure}:{threshold}"
-
-
-def _budget_event(session: Session, budget: Any, measure: str, threshold: float, amount: Decimal) -> None:
+def _publish(session: Session, crossing: _Crossing, plan: Plan, budget: _Charged | None) -> None:
+    data: dict[str, Any] = {
+        "measure": crossing.measure,
+        "threshold": crossing.threshold,
+        "amount": str(crossing.amount),
+    }
+    if crossing.subject == "plan":
+        organization_id = plan.organization_id
+        budget_id = None if plan.budget_id is None else str(plan.budget_id)
+        data |= {"planned_cost": str(plan.cost), "currency": plan.currency, "budget_id": budget_id}
+    else:
+        assert budget is not None, "a budget's crossing has its budget"
+        organization_id = budget.organization_id
+        data |= {"budget_amount": str(budget.amount), "currency": budget.currency}
     events.publish(
         session,
-        organization_id=budget.organization_id,
-        type="budget.threshold_crossed",
-        subject_type="budget",
-        subject_id=budget.id,
-        key=_budget_key(budget.id, measure, threshold),
-        data={
-            "measure": measure,
-            "threshold": threshold,
-            "amount": str(amount),
-            "budget_amount": str(budget.amount),
-            "currency": budget.currency,
-        },
+        organization_id=organization_id,
+        type=f"{crossing.subject}.threshold_crossed",
+        subject_type=crossing.subject,
+        subject_id=crossing.subject_id,
+        key=crossing.key,
+        data=data,
     )
 
 
