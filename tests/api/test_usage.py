@@ -339,3 +339,15 @@ def test_plan_rows_keep_the_sum_of_their_records(client, session, committed):
 
 def test_the_forecast_knows_the_finished_statuses_by_the_names_plans_have():
     assert set(FINISHED_STATUSES) == {PlanStatus.COMPLETED, PlanStatus.FAILED}
+
+
+def test_usage_and_the_runs_transitions_are_in_the_audit_log(client, committed):
+    record = report(client, committed["id"]).get_json()
+    transition(client, committed["id"], "complete")
+
+    entries = client.get("/v1/audit?limit=10").get_json()["items"]
+
+    actions = [(entry["action"], entry["object_id"]) for entry in entries]
+    assert ("usage.create", record["id"]) in actions
+    assert ("plan.start", committed["id"]) in actions
+    assert ("plan.complete", committed["id"]) in actions
