@@ -38,7 +38,11 @@ def publish(
     key: str | None = None,
 ) -> Event | None:
     """Record an event (and a pending delivery to each of the organisation's webhooks that wants it); None
-    when an event with this `key` was raised before."""
+    when an event with this `key` was raised before.
+
+    Call it last in a transaction: the counter row's lock is held until the commit, and a transaction that
+    took another row's lock after it could wait on one that holds that row and waits for the counter.
+    """
     assert type in EVENT_TYPES, f"unknown event type {type}"
     if key is not None and session.scalar(select(exists().where(Event.key == key))):
         return None

@@ -90,7 +90,8 @@ def report_usage(
     latest = _check_tokens(session, plan, report)
     cost, price = _cost(session, plan, report)
 
-    if plan.status == PlanStatus.COMMITTED:
+    starts = plan.status == PlanStatus.COMMITTED
+    if starts:
         _start(session, plan, report.period_start)
     record = UsageRecord(
         plan_id=plan.id,
@@ -114,7 +115,7 @@ def report_usage(
     session.add(record)
     session.flush()
     tokens_trained = report.tokens if latest and report.tokens is not None else plan.tokens_trained
-    _apply(session, plan, record, tokens_trained)
+    _apply(session, plan, record, tokens_trained, starts=starts)
     return record
 
 
@@ -292,8 +293,12 @@ def _price_in_force(session: Session, plan: Plan, moment: datetime) -> Decimal |
 # --- Applying a record ------------------------------------------------------------------------------------
 
 
-def _apply(session: Session, plan: Plan, record: UsageRecord, tokens_trained: float) -> None:
-    """Move the plan's, the budget's and the day's figures by the record, and raise what it crosses."""
+def _apply(
+    session: Session, plan: Plan, record: UsageRecord, tokens_trained: float, *, starts: bool = False
+) -> None:
+    """Move the plan's, the budget's and the day's figures by the record, then raise its events: that the
+    run started (`starts`), and the thresholds it crossed. Events come last: their counter row's lock, held
+    to the commit, is taken after the budget's, in every transaction, so that two never wait on each other."""
     spent_before = plan.actual_cost
     _update(
         session,
@@ -306,6 +311,8 @@ def _apply(session: Session, plan: Plan, record: UsageRecord, tokens_trained: fl
     overrun = max(plan.actual_cost - reserved, Decimal(0)) - max(spent_before - reserved, Decimal(0))
     budget = _charge_budget(session, plan, record.cost, overrun)
     _add_to_days(session, record)
+    if starts:
+        _announce_start(session, plan)
     _raise_thresholds(session, plan, spent_before, budget)
 
 
@@ -589,6 +596,7 @@ def start_plan(session: Session, plan_id: uuid.UUID, *, at: datetime | None, sco
             f"The plan is {plan.status}; only a committed plan starts.", plan_status=plan.status
         )
     _start(session, plan, at or utcnow())
+    _announce_start(session, plan)
     session.flush()
     return plan
 
@@ -596,6 +604,10 @@ def start_plan(session: Session, plan_id: uuid.UUID, *, at: datetime | None, sco
 def _start(session: Session, plan: Plan, at: datetime) -> None:
     _update(session, plan, status=PlanStatus.RUNNING, started_at=at)
     audit.record(session, "start", plan, ["started_at", "status"])
+
+
+def _announce_start(session: Session, plan: Plan) -> None:
+    assert plan.started_at is not None, "a started plan"
     events.publish(
         session,
         organization_id=plan.organization_id,
@@ -604,7 +616,7 @@ def _start(session: Session, plan: Plan, at: datetime) -> None:
         subject_id=plan.id,
         key=f"plan:{plan.id}:started",
         data={
-            "started_at": at.isoformat(),
+            "started_at": plan.started_at.isoformat(),
             "budget_id": None if plan.budget_id is None else str(plan.budget_id),
         },
     )
