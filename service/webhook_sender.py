@@ -231,6 +231,7 @@ class Sender:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._stopped = False
 
     def start(self) -> None:
         """Start the thread unless it runs (it ends with its process)."""
@@ -245,8 +246,15 @@ class Sender:
         self._wake.set()
         self.start()
 
+    def stop(self) -> None:
+        """End the thread after the attempt under way (for tests: its process normally ends it)."""
+        self._stopped = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+
     def _loop(self) -> None:
-        while True:
+        while not self._stopped:
             self._wake.clear()
             pause = POLL_SECONDS
             try:

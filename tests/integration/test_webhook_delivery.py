@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -17,10 +18,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from sqlalchemy import select
 
-from service.db import get_db
-from service.models import Organization, WebhookDelivery, utcnow
+from service import create_app, migrate
+from service.config import Config
+from service.db import create_db_engine, get_db
+from service.models import Organization, Webhook, WebhookDelivery, utcnow
 from service.services import events
-from service.webhook_sender import Settings, claim_next, deliver_due
+from service.services.webhooks import new_secret
+from service.webhook_sender import EXTENSION_KEY, POLL_SECONDS, Sender, Settings, claim_next, deliver_due
 
 SETTINGS = Settings(timeout_seconds=5, max_attempts=3)
 LATER = timedelta(days=2)  # beyond any retry delay, jitter included
@@ -240,3 +244,35 @@ def test_a_claimed_attempt_is_no_other_senders_until_its_lease_runs_out(app, ses
     again = claim_next(get_db(app), now + SETTINGS.lease, SETTINGS)
     assert again is not None
     assert (again.delivery_id, again.number, again.body) == (first.delivery_id, 2, first.body)
+
+
+def test_the_in_process_sender_posts_an_event_as_soon_as_it_is_committed(empty_database_url, receiver):
+    """On a database of its own: the sender's thread and the test commit for real, as processes do."""
+    engine = create_db_engine(Config(database_url=empty_database_url))
+    migrate.upgrade(engine)
+    engine.dispose()
+    app = create_app(Config(database_url=empty_database_url, testing=True))
+    sender = app.extensions[EXTENSION_KEY] = Sender(get_db(app), SETTINGS)
+    try:
+        with app.app_context(), get_db(app).sessionmaker() as session:
+            acme = Organization(slug="acme", name="Acme")
+            session.add(acme)
+            session.add(Webhook(organization=acme, url=receiver.url, secret=new_secret(), created_by="test"))
+            session.commit()
+            events.publish(
+                session,
+                organization_id=acme.id,
+                type="plan.started",
+                subject_type="plan",
+                subject_id="p",
+                data={},
+            )
+            session.commit()  # wakes the sender: no poll is due for another 5 s
+
+        deadline = time.monotonic() + POLL_SECONDS / 2
+        while not receiver.received and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(receiver.received) == 1
+    finally:
+        sender.stop()
+        get_db(app).engine.dispose()
