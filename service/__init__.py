@@ -11,7 +11,7 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from service import actors, auth, cli, console, jobs, ratelimit, request_context
+from service import actors, auth, cli, console, jobs, ratelimit, request_context, webhook_sender
 from service.api import init_api
 from service.config import Config
 from service.db import Database, create_db_engine, create_readiness_engine, get_db
@@ -59,6 +59,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     init_api(app)
     console.init_app(app)
     jobs.init_app(app)
+    webhook_sender.init_app(app)
     cli.init_app(app)
     if config.admin_key:
         _bootstrap_admin_key(app, config.admin_key)

@@ -11,7 +11,7 @@ from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import select
 
-from service import actors, jobs, migrate
+from service import actors, jobs, migrate, webhook_sender
 from service.core.engine import ENGINE_VERSION
 from service.db import get_db
 from service.models import Plan
@@ -158,9 +158,31 @@ def jobs_work(once: bool, poll: float) -> None:
         time.sleep(poll)
 
 
+webhooks_cli = AppGroup("webhooks", help="Webhook deliveries.")
+
+
+@webhooks_cli.command("work")
+@click.option("--once", is_flag=True, help="Attempt the deliveries due now, then exit.")
+@click.option("--poll", default=webhook_sender.POLL_SECONDS, show_default=True, help="Seconds between looks.")
+def webhooks_work(once: bool, poll: float) -> None:
+    """Send webhook deliveries in the foreground (set WEBHOOKS_IN_PROCESS=false on the API hosts then).
+    Deliveries are claimed through the database, so several senders can run side by side."""
+    database = get_db()
+    config = current_app.extensions["planner.config"]
+    settings = webhook_sender.Settings(config.webhook_timeout_seconds, config.webhook_max_attempts)
+    while True:
+        sent = webhook_sender.deliver_due(database, settings=settings)
+        if sent:
+            click.echo(f"{sent} delivery attempt(s)")
+        if once:
+            return
+        time.sleep(poll)
+
+
 def init_app(app: Flask) -> None:
     app.cli.add_command(db_cli)
     app.cli.add_command(setup)
     app.cli.add_command(keys_cli)
     app.cli.add_command(plans_cli)
     app.cli.add_command(jobs_cli)
+    app.cli.add_command(webhooks_cli)

@@ -54,6 +54,9 @@ class Config:
     max_fit_upload_length: int = 16 * 1024 * 1024  # runs for POST /v1/scaling-laws: 100 000 take ~6 MB
     fit_jobs_in_process: bool = True
     fit_job_lease_seconds: int = 120
+    webhooks_in_process: bool = True  # each API process sends due webhook deliveries from a thread
+    webhook_timeout_seconds: int = 10  # per POST to a webhook's URL
+    webhook_max_attempts: int = 8  # the last is about 22 h after the first (service/webhook_sender.py)
     sqlite_busy_timeout_ms: int = 5000
     db_pool_size: int = 5
     db_pool_timeout_seconds: int = 10  # waiting for a pooled connection before answering 503
@@ -88,6 +91,11 @@ class Config:
             fit_job_lease_seconds=_int(
                 env, "FIT_JOB_LEASE_SECONDS", default.fit_job_lease_seconds, minimum=4
             ),
+            webhooks_in_process=_bool(env, "WEBHOOKS_IN_PROCESS", default.webhooks_in_process),
+            webhook_timeout_seconds=_int(
+                env, "WEBHOOK_TIMEOUT_SECONDS", default.webhook_timeout_seconds, minimum=1
+            ),
+            webhook_max_attempts=_int(env, "WEBHOOK_MAX_ATTEMPTS", default.webhook_max_attempts, minimum=1),
             sqlite_busy_timeout_ms=_int(env, "SQLITE_BUSY_TIMEOUT_MS", default.sqlite_busy_timeout_ms),
             db_pool_size=_int(env, "DB_POOL_SIZE", default.db_pool_size, minimum=1),
             db_pool_timeout_seconds=_int(

@@ -116,9 +116,11 @@ class BufferedClient(FlaskClient):
 
 def build_app(database_url: str, **settings) -> Flask:
     """The service for tests, on `database_url`; `on_transaction` puts it on a test's connection."""
-    # No background runner: it would share the test's connection from another thread. Tests run fit jobs
-    # with service.jobs.run_pending.
-    config = Config(database_url=database_url, testing=True, fit_jobs_in_process=False)
+    # No background runner or sender: they would share the test's connection from another thread. Tests run
+    # fit jobs with service.jobs.run_pending, and send webhooks with service.webhook_sender.deliver_due.
+    config = Config(
+        database_url=database_url, testing=True, fit_jobs_in_process=False, webhooks_in_process=False
+    )
     app = create_app(config.with_overrides(settings))
     app.test_client_class = BufferedClient
     return app
@@ -227,7 +229,7 @@ def make_app():
     apps = []
 
     def make(database_url: str):
-        apps.append(create_app(Config(database_url=database_url, testing=True)))
+        apps.append(create_app(Config(database_url=database_url, testing=True, webhooks_in_process=False)))
         apps[-1].test_client_class = BufferedClient
         return apps[-1]
 

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 import schemathesis
 
+from service.services.feed import FeedCursor
 from service.services.pagination import Cursor
 
 # The profile requests name: priced (in USD) and with a peak at every precision but int8.
@@ -161,7 +162,8 @@ def _keep_to_rules(case, world: World, pairs, keys):
         # A client sends a new key with each new request; a key sent again with another body is a 422.
         case.headers["Idempotency-Key"] = f"{case.headers['Idempotency-Key'][:200]}-{uuid.uuid4().hex}"
     if isinstance(case.query, dict) and isinstance(case.query.get("cursor"), str):
-        case.query["cursor"] = _issued_cursor(case.query["cursor"])
+        issue = _issued_feed_cursor if _label(case) == "GET /v1/events" else _issued_cursor
+        case.query["cursor"] = issue(case.query["cursor"])
     if _label(case) in PLANNING:
         for where in (case.query, case.body):
             if isinstance(where, dict):
@@ -262,6 +264,11 @@ def _issued_cursor(drawn: str) -> str:
     seed = zlib.crc32(drawn.encode())
     moment = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=seed)
     return Cursor(moment, uuid.UUID(int=seed)).encode()
+
+
+def _issued_feed_cursor(drawn: str) -> str:
+    """The events feed's cursor is an event id the service issued."""
+    return FeedCursor(zlib.crc32(drawn.encode())).encode()
 
 
 def _pick(options: tuple[str, ...], drawn: str) -> str:

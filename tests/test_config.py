@@ -29,6 +29,23 @@ def test_operating_settings_are_read_from_the_environment():
     assert config.db_statement_timeout_ms == 0
 
 
+def test_webhook_sending_is_set_from_the_environment():
+    default = Config.from_env({})
+    assert (default.webhooks_in_process, default.webhook_timeout_seconds, default.webhook_max_attempts) == (
+        True,
+        10,
+        8,
+    )
+    config = Config.from_env(
+        {"WEBHOOKS_IN_PROCESS": "false", "WEBHOOK_TIMEOUT_SECONDS": "3", "WEBHOOK_MAX_ATTEMPTS": "2"}
+    )
+    assert (config.webhooks_in_process, config.webhook_timeout_seconds, config.webhook_max_attempts) == (
+        False,
+        3,
+        2,
+    )
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -36,6 +53,9 @@ def test_operating_settings_are_read_from_the_environment():
         ("RATE_LIMIT_BURST", "-1"),
         ("DB_POOL_TIMEOUT_SECONDS", "0"),
         ("DB_STATEMENT_TIMEOUT_MS", "1.5"),
+        ("WEBHOOKS_IN_PROCESS", "maybe"),
+        ("WEBHOOK_TIMEOUT_SECONDS", "0"),
+        ("WEBHOOK_MAX_ATTEMPTS", "0"),
     ],
 )
 def test_a_bad_value_is_refused_naming_its_variable(variable, value):

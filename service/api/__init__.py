@@ -15,7 +15,19 @@ from swagger_ui_bundle import swagger_ui_path
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from service import http_status
-from service.api import budgets, hardware, health, keys, laws, organizations, planning, plans, reports
+from service.api import (
+    budgets,
+    events,
+    hardware,
+    health,
+    keys,
+    laws,
+    organizations,
+    planning,
+    plans,
+    reports,
+    webhooks,
+)
 from service.api.base import SlugConverter
 from service.auth import SECURITY_SCHEME
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
@@ -26,6 +38,7 @@ from service.schemas.hardware import HARDWARE_PATCH, HARDWARE_REPLACE
 from service.schemas.laws import FitRequestSchema
 from service.schemas.planning import InlineHardwareSchema, InlineLawSchema, InlineServingHardwareSchema
 from service.schemas.reports import CostReportSchema, CostRowSchema
+from service.schemas.webhooks import WEBHOOK_PATCH
 
 # The release's version (README, Versions): the installed distribution's, as pyproject.toml gives it.
 API_VERSION = importlib.metadata.version("compute-planner")
@@ -69,6 +82,7 @@ NAMED_VARIANTS = {
     "HardwareReplace": HARDWARE_REPLACE,
     "HardwarePatch": HARDWARE_PATCH,
     "BudgetPatch": BUDGET_PATCH,
+    "WebhookPatch": WEBHOOK_PATCH,
 }
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -199,4 +213,6 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(plans.blp)
     api.register_blueprint(reports.blp)
     api.register_blueprint(keys.blp)
+    api.register_blueprint(events.blp)
+    api.register_blueprint(webhooks.blp)
     return api

@@ -5,6 +5,7 @@ the rule too."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC
 
 import marshmallow as ma
@@ -67,11 +68,13 @@ class UtcDateTime(ma.fields.AwareDateTime):
 
 
 class CursorField(ma.fields.String):
-    """An opaque pagination cursor (base64url, as `next_cursor` gives it); loads into a `Cursor`."""
+    """An opaque pagination cursor (base64url, as `next_cursor` gives it); loads into a `Cursor`, or what
+    `decode` makes of it (the events feed's cursor)."""
 
     PATTERN = r"^[A-Za-z0-9_-]+$"
 
-    def __init__(self, **kwargs):
+    def __init__(self, *, decode: Callable[[str], object] = Cursor.decode, **kwargs):
+        self.decode = decode
         metadata = {"minLength": 1, "pattern": self.PATTERN, **kwargs.pop("metadata", {})}
         super().__init__(metadata=metadata, **kwargs)
 
@@ -80,7 +83,7 @@ class CursorField(ma.fields.String):
         try:
             if not re.fullmatch(self.PATTERN, token):  # so not empty either
                 raise ValueError("Not a valid cursor.")
-            return Cursor.decode(token)
+            return self.decode(token)
         except ValueError as exc:
             raise ma.ValidationError(str(exc)) from exc
 

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from service.db import get_db
-from service.models import AuditEntry, FittedLaw, Organization
-from service.services import laws
+from service.models import AuditEntry, FittedLaw, Organization, WebhookDelivery
+from service.services import events, laws
 from service.services.catalog import load_builtin_hardware
 from tests.conftest import bearer, build_app, issue_key_in, on_transaction, sessions_on
 from tests.problems import assert_problem
@@ -44,6 +44,7 @@ RUNS = [
 # More bootstrap samples than a fit answered at once may have: queued as a job, which none runs here. Roles
 # and organisations are checked alike either way, and a queued fit costs nothing, a fit ~2 s.
 QUEUED_FIT = {"name": "Matrix fit", "runs": RUNS, "bootstrap": {"samples": laws.SYNC_MAX_BOOTSTRAP + 1}}
+WEBHOOK = {"url": "http://hooks.internal/planner"}
 HARDWARE = {
     "name": "Custom",
     "vendor": "Us",
@@ -129,7 +130,32 @@ def _build_world(app, session) -> dict:
         fit_jobs[organization] = queued.get_json()["id"]
     assert client.post("/v1/hardware", json={**HARDWARE, "slug": "custom-gpu"}).status_code == 201
     revocable = client.post("/v1/keys", json={"name": "spare", "role": "viewer", "organization": "acme"})
+    events_, webhooks_, deliveries = {}, {}, {}
+    for organization in ("acme", "globex"):
+        created = client.post("/v1/webhooks", json={**WEBHOOK, "organization": organization}).get_json()
+        webhooks_[organization] = created["id"]
+        owner = session.scalars(select(Organization).where(Organization.slug == organization)).one()
+        event = events.publish(
+            session,
+            organization_id=owner.id,
+            type="plan.failed",
+            subject_type="plan",
+            subject_id="p",
+            data={},
+        )
+        assert event is not None
+        events_[organization] = event.id
+        session.commit()
+        delivery = session.scalars(
+            select(WebhookDelivery).where(WebhookDelivery.webhook_id == uuid.UUID(created["id"]))
+        ).one()
+        delivery.status = "failed"  # so that it may be retried
+        deliveries[organization] = str(delivery.id)
+        session.commit()
     return {
+        "events": events_,
+        "webhooks": webhooks_,
+        "deliveries": deliveries,
         "keys": keys,
         "budgets": budgets,
         "plans": plans,
@@ -294,6 +320,32 @@ MATRIX = [
     ("GET", "/v1/plans/{plan}/usage/{usage}", None, {"*": 404}, {"*": 404}),
     ("GET", "/v1/budgets/{budget}/forecast", None, {"*": 200}, {"admin": 200, "*": 404}),
 ]
+MANAGERS = {"admin": 200, "planner": 200, "finance": 200, "*": 403}
+HIDDEN = {"admin": 200, "planner": 404, "finance": 404, "*": 403}
+MATRIX += [
+    ("GET", "/v1/events", None, {"*": 200}, None),
+    ("GET", "/v1/events/{event}", None, {"*": 200}, {"admin": 200, "*": 404}),
+    ("GET", "/v1/webhooks", None, MANAGERS, None),
+    (
+        "POST",
+        "/v1/webhooks",
+        {**WEBHOOK, "organization": "{org}"},
+        {**MANAGERS, "admin": 201, "planner": 201, "finance": 201},
+        {"admin": 201, "planner": 422, "finance": 422, "*": 403},
+    ),
+    ("GET", "/v1/webhooks/{webhook}", None, MANAGERS, HIDDEN),
+    ("PATCH", "/v1/webhooks/{webhook}", {"description": "x"}, MANAGERS, HIDDEN),
+    (
+        "DELETE",
+        "/v1/webhooks/{webhook}",
+        None,
+        {**MANAGERS, "admin": 204, "planner": 204, "finance": 204},
+        {**HIDDEN, "admin": 204},
+    ),
+    ("POST", "/v1/webhooks/{webhook}/rotate-secret", None, MANAGERS, HIDDEN),
+    ("GET", "/v1/webhooks/{webhook}/deliveries", None, MANAGERS, HIDDEN),
+    ("POST", "/v1/webhooks/{webhook}/deliveries/{delivery}/retry", None, MANAGERS, HIDDEN),
+]
 CASES = [
     pytest.param(
         method,
@@ -325,6 +377,9 @@ def fill(template, world, organization):
         law=world["laws"][organization],
         fit_job=world["fit_jobs"][organization],
         spare_key=world["spare_key"],
+        event=world["events"][organization],
+        webhook=world["webhooks"][organization],
+        delivery=world["deliveries"][organization],
         usage=NO_USAGE,
     )
 
@@ -352,6 +407,9 @@ def as_documented(path: str) -> str:
         "{spare_key}": "{key_uuid}",
         "{law}": "{slug}",
         "{fit_job}": "{job_id}",
+        "{event}": "{event_id}",
+        "{webhook}": "{webhook_id}",
+        "{delivery}": "{delivery_id}",
         "{usage}": "{usage_id}",
         "h100-sxm": "{slug}",
         "custom-gpu": "{slug}",

@@ -124,8 +124,9 @@ def test_every_precondition_is_documented_with_the_answers_it_gives(client):
             assert "If-None-Match" in headers, label
             assert not headers["If-None-Match"]["required"], label
             assert "304" in operation["responses"], label
-    # PUT, PATCH and DELETE of hardware and budgets, DELETE of laws; GET of each kind of single resource.
-    assert (writes, readings) == (7, 5)
+    # PUT, PATCH and DELETE of hardware and budgets, PATCH and DELETE of webhooks, DELETE of laws; GET of
+    # each kind of single resource that changes.
+    assert (writes, readings) == (9, 6)
 
 
 def test_a_get_with_the_current_etag_is_answered_304_as_documented(client, acme):

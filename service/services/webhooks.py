@@ -1,0 +1,201 @@
+"""Webhooks: endpoints an organisation's events are POSTed to, signed as the Standard Webhooks specification
+says (https://www.standardwebhooks.com), and their deliveries.
+
+The secret is made here, shown once (in the response that creates or rotates it) and kept as it is, since
+signing needs it. Any URL the server can reach may be registered, which is why only planner, finance and
+admin keys may (README, Webhooks).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import exists, select, update
+from sqlalchemy.orm import Session, selectinload
+
+from service import actors
+from service.models import Webhook, WebhookDelivery, utcnow
+from service.services import organizations
+from service.services.changes import Changes
+from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
+from service.services.events import EVENT_TYPES
+from service.services.pagination import Cursor, Page, paginate
+from service.services.preconditions import require_version
+
+SECRET_PREFIX = "whsec_"
+SECRET_BYTES = 32
+DELIVERY_STATUSES = ("pending", "delivered", "failed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookFields(Changes):
+    """A webhook's fields as a request sets them (what WebhookSchema loads)."""
+
+    organization_slug: str | None = None
+    url: str | None = None
+    event_types: list[str] | None = None  # empty: every type
+    active: bool | None = None
+    description: str | None = None
+
+
+def new_secret() -> str:
+    """`whsec_` and the base64 of 32 random bytes, as Standard Webhooks' libraries expect a secret."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+
+
+def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
+    """The `webhook-signature` header: `v1,` and the base64 of HMAC-SHA256 over `id.timestamp.body`, keyed
+    with the secret's decoded bytes."""
+    key = base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+    signed = f"{message_id}.{timestamp}.{body}".encode()
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+
+
+def _in_order(event_types: list[str]) -> list[str]:
+    """Each type once, in EVENT_TYPES' order: what a webhook stores and shows."""
+    return [name for name in EVENT_TYPES if name in event_types]
+
+
+# `scope` below: the organisation whose webhooks the caller may see, or None for all (admins). Webhooks of
+# other organisations behave as if they did not exist.
+
+
+def list_webhooks(
+    session: Session, *, scope: uuid.UUID | None, organization: str | None, limit: int, after: Cursor | None
+) -> Page[Webhook]:
+    stmt = select(Webhook).options(selectinload(Webhook.organization))
+    if scope is not None:
+        stmt = stmt.where(Webhook.organization_id == scope)
+    if organization is not None:
+        stmt = stmt.where(Webhook.organization.has(slug=organization))
+    return paginate(session, stmt, Webhook, limit, after)
+
+
+def get_webhook(session: Session, webhook_id: uuid.UUID, *, scope: uuid.UUID | None) -> Webhook:
+    stmt = select(Webhook).where(Webhook.id == webhook_id).options(selectinload(Webhook.organization))
+    if scope is not None:
+        stmt = stmt.where(Webhook.organization_id == scope)
+    webhook = session.scalars(stmt).first()
+    if webhook is None:
+        raise NotFoundError(f"No webhook {webhook_id}.")
+    return webhook
+
+
+def create_webhook(session: Session, fields: WebhookFields, *, scope: uuid.UUID | None) -> Webhook:
+    """A new webhook; its `secret` is in the returned record, for the one response that shows it."""
+    assert fields.organization_slug is not None, "a new webhook's organization is required (WebhookSchema)"
+    assert fields.url is not None, "a new webhook's url is required (WebhookSchema)"
+    organization = organizations.named_in_body(session, fields.organization_slug, scope=scope)
+    webhook = Webhook(
+        organization=organization,
+        url=fields.url,
+        secret=new_secret(),
+        event_types=_in_order(fields.event_types or []),
+        active=True if fields.active is None else fields.active,
+        description=fields.description,
+        created_by=actors.actor(session),
+        created_at=utcnow(),
+    )
+    session.add(webhook)
+    session.commit()
+    return webhook
+
+
+def update_webhook(
+    session: Session,
+    webhook_id: uuid.UUID,
+    fields: WebhookFields,
+    *,
+    scope: uuid.UUID | None,
+    if_match: str | None,
+) -> Webhook:
+    """PATCH: url, event_types, active, description. Queued deliveries go to the URL in force at each
+    attempt; an inactive webhook's wait until it is active again."""
+    webhook = get_webhook(session, webhook_id, scope=scope)
+    require_version(if_match, webhook.version)
+    if fields.given_or("organization_slug", webhook.organization_slug) != webhook.organization_slug:
+        raise InvalidFieldError("organization", "A webhook cannot move to another organization.")
+    if fields.sets("url"):
+        webhook.url = fields.url or webhook.url  # the schema refuses null
+    if fields.sets("event_types"):
+        webhook.event_types = _in_order(fields.event_types or [])
+    if fields.sets("active") and fields.active is not None:
+        webhook.active = fields.active
+    if fields.sets("description"):
+        webhook.description = fields.description
+    session.commit()  # a PATCH that changes nothing keeps the version (and the ETag)
+    return webhook
+
+
+def rotate_secret(
+    session: Session, webhook_id: uuid.UUID, *, scope: uuid.UUID | None, if_match: str | None
+) -> Webhook:
+    """A new secret, in force at once: every attempt from now on, retries included, is signed with it."""
+    webhook = get_webhook(session, webhook_id, scope=scope)
+    if if_match is not None:  # optional here: rotating twice is as good as once
+        require_version(if_match, webhook.version)
+    webhook.secret = new_secret()
+    session.commit()
+    return webhook
+
+
+def delete_webhook(
+    session: Session, webhook_id: uuid.UUID, *, scope: uuid.UUID | None, if_match: str | None
+) -> None:
+    """Delete a webhook and its deliveries (the events stay in the feed)."""
+    webhook = get_webhook(session, webhook_id, scope=scope)
+    require_version(if_match, webhook.version)
+    session.delete(webhook)
+    session.commit()
+
+
+def list_deliveries(
+    session: Session,
+    webhook_id: uuid.UUID,
+    *,
+    scope: uuid.UUID | None,
+    status: str | None,
+    limit: int,
+    after: Cursor | None,
+) -> Page[WebhookDelivery]:
+    """A webhook's deliveries, newest first."""
+    get_webhook(session, webhook_id, scope=scope)
+    stmt = select(WebhookDelivery).where(WebhookDelivery.webhook_id == webhook_id)
+    if status is not None:
+        stmt = stmt.where(WebhookDelivery.status == status)
+    return paginate(session, stmt, WebhookDelivery, limit, after)
+
+
+def retry_delivery(
+    session: Session,
+    webhook_id: uuid.UUID,
+    delivery_id: uuid.UUID,
+    *,
+    scope: uuid.UUID | None,
+    now: datetime | None = None,
+) -> WebhookDelivery:
+    """Queue a failed delivery again, due now, for a fresh round of attempts under the same delivery id
+    (a receiver that did get it after all recognises it)."""
+    get_webhook(session, webhook_id, scope=scope)
+    now = now or utcnow()
+    mine = (WebhookDelivery.id == delivery_id, WebhookDelivery.webhook_id == webhook_id)
+    # Conditional, so that a delivery a sender is attempting right now is never queued twice.
+    queued = session.execute(
+        update(WebhookDelivery)
+        .where(*mine, WebhookDelivery.status == "failed")
+        .values(status="pending", attempts=0, next_attempt_at=now)
+        .returning(WebhookDelivery.id)
+    ).first()
+    if queued is None:
+        if not session.scalar(select(exists().where(*mine))):
+            raise NotFoundError(f"No delivery {delivery_id} of webhook {webhook_id}.")
+        raise ConflictError("Only a failed delivery can be retried; this one is pending or delivered.")
+    session.commit()
+    delivery = session.get_one(WebhookDelivery, delivery_id, populate_existing=True)
+    return delivery
