@@ -42,6 +42,7 @@ from service.models import (
     utcnow,
 )
 from service.services import audit, events
+from service.services.documents import format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.plans import get_plan, less
@@ -501,16 +502,16 @@ def _publish(session: Session, crossing: _Crossing, plan: Plan, budget: _Charged
     data: dict[str, Any] = {
         "measure": crossing.measure,
         "threshold": crossing.threshold,
-        "amount": str(crossing.amount),
+        "amount": format_money(crossing.amount),
     }
     if crossing.subject == "plan":
         organization_id = plan.organization_id
         budget_id = None if plan.budget_id is None else str(plan.budget_id)
-        data |= {"planned_cost": str(plan.cost), "currency": plan.currency, "budget_id": budget_id}
+        data |= {"planned_cost": _money_text(plan.cost), "currency": plan.currency, "budget_id": budget_id}
     else:
         assert budget is not None, "a budget's crossing has its budget"
         organization_id = budget.organization_id
-        data |= {"budget_amount": str(budget.amount), "currency": budget.currency}
+        data |= {"budget_amount": format_money(budget.amount), "currency": budget.currency}
     events.publish(
         session,
         organization_id=organization_id,
@@ -647,9 +648,9 @@ def finish_plan(session: Session, plan_id: uuid.UUID, outcome: str, *, scope: uu
         subject_id=plan.id,
         key=f"plan:{plan.id}:{outcome}",
         data={
-            "planned_cost": None if plan.cost is None else str(plan.cost),
-            "actual_cost": str(plan.actual_cost),
-            "variance": None if plan.cost is None else str(plan.actual_cost - plan.cost),
+            "planned_cost": _money_text(plan.cost),
+            "actual_cost": format_money(plan.actual_cost),
+            "variance": None if plan.cost is None else format_money(plan.actual_cost - plan.cost),
             "currency": plan.currency,
             "tokens_planned": plan.tokens,
             "tokens_trained": plan.tokens_trained,
@@ -721,3 +722,7 @@ def get_usage(
     if record is None:
         raise NotFoundError(f"No usage record {usage_id} of plan {plan_id}.")
     return record
+
+
+def _money_text(amount: Decimal | None) -> str | None:
+    return None if amount is None else format_money(amount)
