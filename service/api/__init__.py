@@ -15,7 +15,18 @@ from swagger_ui_bundle import swagger_ui_path
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from service import http_status
-from service.api import budgets, hardware, health, keys, laws, organizations, planning, plans, reports
+from service.api import (
+    budgets,
+    calibrations,
+    hardware,
+    health,
+    keys,
+    laws,
+    organizations,
+    planning,
+    plans,
+    reports,
+)
 from service.api.base import SlugConverter
 from service.auth import SECURITY_SCHEME
 from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
@@ -198,5 +209,7 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(budgets.blp)
     api.register_blueprint(plans.blp)
     api.register_blueprint(reports.blp)
+    api.register_blueprint(calibrations.accuracy_blp)
+    api.register_blueprint(calibrations.blp)
     api.register_blueprint(keys.blp)
     return api
