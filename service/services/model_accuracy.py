@@ -125,9 +125,10 @@ def layout_summary(result: JsonObject) -> str:
         )
         if key in ("tensor_parallel", "pipeline_parallel", "data_parallel") or layout.get(key, 1) > 1
     ]
+    recomputation = "no" if layout["recomputation"] == "none" else layout["recomputation"]
     return (
         f"{' · '.join(degrees)}; micro-batch {layout['micro_batch']}, batch {layout['global_batch']}, "
-        f"{layout['recomputation']} recomputation, ZeRO {layout['zero_stage']}"
+        f"{recomputation} recomputation, ZeRO {layout['zero_stage']}"
     )
 
 
