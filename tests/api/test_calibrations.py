@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from service.core import calibrate, engine
-from service.models import Calibration, Plan, UsageRecord
+from service.models import AuditEntry, Calibration, Plan, UsageRecord
 from service.services import plan_documents
 from service.services.plans import reevaluate
 from tests.api.test_plans import OMIT, add_gpu, plan_body
@@ -184,7 +184,9 @@ def measured_at_half(client, session, world):
     return plans
 
 
-def test_a_calibration_recovers_the_efficiency_the_runs_measured_and_keeps_them(client, measured_at_half):
+def test_a_calibration_recovers_the_efficiency_the_runs_measured_and_keeps_them(
+    client, session, measured_at_half
+):
     response = calibrate_on(client)
 
     assert response.status_code == 201, response.get_json()
@@ -204,6 +206,8 @@ def test_a_calibration_recovers_the_efficiency_the_runs_measured_and_keeps_them(
     assert fit["errors_after"]["rms"] < 1e-3 < fit["errors_before"]["rms"]
     assert fit["at_bound"] is False
     assert client.get(f"/v1/calibrations/{calibration['id']}").get_json() == calibration
+    audited = session.scalars(select(AuditEntry).where(AuditEntry.action == "calibration.create")).one()
+    assert audited.object_id == calibration["id"]
 
 
 def test_a_plan_after_calibration_predicts_the_measured_throughput_says_so_and_replays(
