@@ -212,7 +212,7 @@ def test_every_route_but_the_open_ones_needs_a_key(app):
         ):
             continue  # the console's sign-in page and style sheet are open too
         path = rule.rule.replace("<slug:slug>", "ab").replace("<any(commit, cancel):action>", "commit")
-        for argument in ("budget_id", "key_uuid", "plan_id", "job_id", "calibration_id"):
+        for argument in ("budget_id", "key_uuid", "plan_id", "job_id", "calibration_id", "usage_id"):
             path = path.replace(f"<uuid:{argument}>", str(uuid.uuid4()))
         assert "<" not in path, f"teach this test the arguments of {rule.rule}"
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
