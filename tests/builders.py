@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from service.models import HardwareProfile
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from service.models import HardwareProfile, Plan, UsageRecord
 
 
 def hardware_profile(**overrides) -> HardwareProfile:
@@ -45,3 +48,44 @@ def year_budget_body(organization: str = "acme") -> dict:
         "period_start": "2026-01-01T00:00:00Z",
         "period_end": "2027-01-01T00:00:00Z",
     }
+
+
+def usage_record(
+    plan: Plan, *, start: datetime, hours: float, tokens_per_second: float | None
+) -> UsageRecord:
+    """What an orchestrator reports of `plan`'s run over `hours` from `start`: every accelerator busy, the
+    throughput measured (None: not reported), the cost at 2.50 USD an accelerator-hour."""
+    accelerator_hours = plan.accelerators * hours
+    return UsageRecord(
+        plan_id=plan.id,
+        organization_id=plan.organization_id,
+        kind="usage",
+        reporter="orchestrator",
+        period_start=start,
+        period_end=start + timedelta(hours=hours),
+        accelerator_hours=accelerator_hours,
+        tokens=None if tokens_per_second is None else tokens_per_second * hours * 3600,
+        tokens_per_second=tokens_per_second,
+        cost=(Decimal("2.50") * Decimal(accelerator_hours)).quantize(Decimal("0.000001")),
+        currency="USD",
+        cost_source="price",
+        actor="test",
+    )
+
+
+def reversal_of(record: UsageRecord) -> UsageRecord:
+    """The record that cancels `record`."""
+    return UsageRecord(
+        plan_id=record.plan_id,
+        organization_id=record.organization_id,
+        kind="reversal",
+        reverses_id=record.id,
+        reporter=record.reporter,
+        period_start=record.period_start,
+        period_end=record.period_end,
+        accelerator_hours=-record.accelerator_hours,
+        cost=-record.cost,
+        currency=record.currency,
+        cost_source="reversal",
+        actor="test",
+    )

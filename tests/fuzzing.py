@@ -109,10 +109,16 @@ LATEST_START = 8000  # a run of these magnitudes ends centuries before 9998
 
 @dataclass(frozen=True)
 class World:
-    """What exists for requests to name: an organisation with a USD budget."""
+    """What exists for requests to name: an organisation with a USD budget, and a plan of it on PROFILE
+    whose run measured its throughput (what a calibration fits on)."""
 
     organization: str
     budget_id: str
+    measured_plan_id: str | None = None
+
+
+# The measured plan: a model the cluster model lays out on one node of PROFILE.
+MEASURED_PLAN = {"params": 1e8, "tokens": 2e9, "hardware": PROFILE, "accelerators": 8}
 
 
 def loaded(document: dict, world: World) -> schemathesis.BaseSchema:
@@ -285,6 +291,9 @@ def _real_references(body: dict, world: World) -> None:
         body["budget_id"] = world.budget_id
     if isinstance(body.get("law"), str):
         body["law"] = _pick(LAWS, body["law"])
+    if isinstance(body.get("plans"), list) and world.measured_plan_id is not None:
+        # A calibration fits on the organisation's measured plans on the profile: the world has one.
+        body["plans"] = [world.measured_plan_id]
     if isinstance(body.get("allowed_hardware"), list):
         body["allowed_hardware"] = [PROFILE] * min(len(body["allowed_hardware"]), 1)
     if isinstance(body.get("inference_hardware"), str):

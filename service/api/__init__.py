@@ -17,6 +17,7 @@ from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 from service import http_status
 from service.api import (
     budgets,
+    calibrations,
     events,
     hardware,
     health,
@@ -212,6 +213,8 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(budgets.blp)
     api.register_blueprint(plans.blp)
     api.register_blueprint(reports.blp)
+    api.register_blueprint(calibrations.accuracy_blp)
+    api.register_blueprint(calibrations.blp)
     api.register_blueprint(keys.blp)
     api.register_blueprint(events.blp)
     api.register_blueprint(webhooks.blp)

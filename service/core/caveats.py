@@ -27,6 +27,7 @@ ASSUMED_SHAPE = "assumed_shape"  # the cluster model ran on a shape the request 
 ASSUMED_NETWORK = "assumed_network"  # the hardware profile gives no network figures
 SHAPE_SCALED = "shape_scaled"  # the shape given was scaled to the run's parameter count
 DEPRECATED_FIELD = "deprecated_field"  # a request field that still works but has a new place
+CALIBRATED = "calibrated"  # the cluster model ran with the organisation's own efficiency for the hardware
 
 # Muennighoff et al. 2023: up to about 4 epochs, repeated tokens are worth nearly as much as fresh ones.
 MAX_WORTHWHILE_EPOCHS = 4.0
@@ -250,4 +251,22 @@ def shape_scaled(given: ModelShape, used: ModelShape, params: float) -> Caveat:
         f"modelled on it scaled to {used.layers} layers of width {used.d_model} ({used.heads} heads, "
         f"{used.params:.3g} parameters), its proportions kept.",
         {"layers": used.layers, "d_model": used.d_model, "heads": used.heads, "params": used.params},
+    )
+
+
+def calibrated(hardware: str, efficiency: float, default: float, runs: int, calibration_id: str) -> Caveat:
+    """The cluster model's large-GEMM efficiency for this hardware is the organisation's own, fitted to the
+    measured throughput of its runs (core/calibrate.py), not the one fitted on published runs."""
+    return Caveat(
+        CALIBRATED,
+        f"The cluster model ran at your own large-GEMM efficiency on {hardware}, {efficiency:.3g} of the "
+        f"peak (published runs: {default:.3g}), calibrated on {runs} of your runs (calibration "
+        f"{calibration_id}).",
+        {
+            "calibration_id": calibration_id,
+            "hardware": hardware,
+            "matmul_efficiency": efficiency,
+            "default_matmul_efficiency": default,
+            "runs": runs,
+        },
     )

@@ -428,6 +428,25 @@ def model_run(
     return sizing.run, sizing, shape, notes
 
 
+def step_of(run: Estimate, calibration: performance.Calibration) -> performance.Step:
+    """The step of the layout the cluster model chose for `run`, under other constants: that one layout
+    (no search), on the same shape and machine. What a refit of the constants evaluates for each measured
+    run, many times over."""
+    if run.run is None or run.shape is None:
+        raise v.InvalidInput(
+            "mfu", "the run was planned at a given MFU: the cluster model did not set its pace"
+        )
+    machine, _ = _machine(run.cluster)
+    return performance.step(
+        run.shape,
+        machine,
+        run.run.search.best.layout,
+        precision=run.cluster.precision,
+        optimizer=run.cluster.optimizer,
+        calibration=calibration,
+    )
+
+
 def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 

@@ -214,8 +214,8 @@ class CaveatSchema(ma.Schema):
         required=True,
         metadata={
             "description": "Stable code: extrapolation, repeated_data, repetition_without_gain, "
-            "repetition_constants_from_c4, does_not_fit_memory, binding_limit, unusual_mfu; of fitted laws: "
-            "not_converged, unstable_bootstrap, influential_runs, not_an_isoflop_sweep."
+            "repetition_constants_from_c4, does_not_fit_memory, binding_limit, unusual_mfu, calibrated; of "
+            "fitted laws: not_converged, unstable_bootstrap, influential_runs, not_an_isoflop_sweep."
         },
     )
     message = ma.fields.String(required=True)

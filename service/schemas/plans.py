@@ -12,6 +12,7 @@ from webargs.fields import DelimitedList
 
 from service.core.units import MAX_ACCELERATORS, MAX_PARAMS, MAX_TOKENS
 from service.models import PLAN_STATUSES
+from service.schemas.calibrations import OwnCalibrationSchema
 from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, StrictSchema, excludes, requires
 from service.schemas.fields import (
     LABEL_FILTER_VALUE,
@@ -35,6 +36,7 @@ from service.schemas.planning import (
     allocation_rules,
     hardware_field,
 )
+from service.services import plan_documents
 from service.services.planning import PlanInputs
 from service.services.plans import REMAINING, PlanRequest
 
@@ -202,8 +204,24 @@ class PlanSummarySchema(ma.Schema):
     )
 
 
+class _OwnCalibrationField(ma.fields.Nested):
+    """The organisation's calibration a plan's snapshot names (null: the published constants)."""
+
+    def get_value(self, obj, attr, accessor=None, default=ma.missing):
+        return plan_documents.snapshot_own_calibration(obj.snapshot)
+
+
 class PlanSchema(PlanSummarySchema):
     """A plan: the record an organisation acts on. Immutable but for its status."""
+
+    calibration = _OwnCalibrationField(
+        OwnCalibrationSchema,
+        allow_none=True,
+        metadata={
+            "description": "The organisation's own calibration of the cluster model on its hardware that the "
+            "plan was made with (POST /v1/calibrations); null: the constants fitted on published runs."
+        },
+    )
 
     inputs = ma.fields.Dict(metadata={"description": "The request evaluated (PlanInputs), as stored."})
     snapshot = ma.fields.Dict(

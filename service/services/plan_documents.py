@@ -20,6 +20,7 @@ from service.core import allocate, caveats, cluster, engine, performance
 from service.core.cluster import SERVING_BYTES_PER_PARAM
 from service.core.hyper import Hyperparameters
 from service.core.laws import FittedRange, MoEDesign, ScalingLaw
+from service.services import planning
 from service.services.documents import JsonObject, format_money, from_document, to_document
 from service.services.planning import PlanInputs
 
@@ -55,14 +56,20 @@ def snapshot_document(
     price_effective_at: datetime | None,
     law: engine.NamedLaw | None,
     serving: tuple[engine.Hardware, datetime | None] | None = None,
+    *,
+    calibration: performance.Calibration = performance.CALIBRATION,
+    own_calibration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What an evaluation depends on besides its inputs. `serving`: the inference hardware and when its
-    price took effect, when the plan serves on hardware of its own."""
+    price took effect, when the plan serves on hardware of its own. `calibration`: the cluster model's
+    constants, with the organisation's own efficiency for the hardware when it has calibrated one and the
+    model set the pace; `own_calibration` then says which (`own_calibration_document`)."""
     return {
         "engine_version": engine.ENGINE_VERSION,
         "cluster_model": {
             "version": performance.MODEL_VERSION,
-            "calibration": performance.CALIBRATION.as_dict(),
+            "calibration": calibration.as_dict(),
+            "organization_calibration": own_calibration,
         },
         "hardware": _hardware_snapshot(hardware, price_effective_at),
         "inference_hardware": None if serving is None else _hardware_snapshot(*serving),
@@ -124,6 +131,55 @@ def snapshot_calibration(snapshot: JsonObject) -> performance.Calibration:
     constants = dict(model["calibration"])
     constants["matmul_efficiency_by_hardware"] = tuple(constants["matmul_efficiency_by_hardware"].items())
     return performance.Calibration(**constants)
+
+
+def own_calibration_document(
+    calibration_id: str, hardware: str, efficiency: float, runs: int, created_at: datetime
+) -> dict[str, Any]:
+    """The organisation's calibration a plan used, as its snapshot names it (its constants are already in
+    the snapshot's `calibration`: this says where the hardware's efficiency came from)."""
+    return {
+        "id": calibration_id,
+        "hardware": hardware,
+        "matmul_efficiency": efficiency,
+        "runs": runs,
+        "created_at": created_at.isoformat(),
+    }
+
+
+def snapshot_own_calibration(snapshot: JsonObject) -> dict[str, Any] | None:
+    """The organisation's calibration a plan used; None for plans at the published constants (and every
+    plan from before calibrations)."""
+    model = snapshot.get("cluster_model") or {}
+    own: dict[str, Any] | None = model.get("organization_calibration")
+    return own
+
+
+def replay(inputs: JsonObject, snapshot: JsonObject, samples: tuple[ScalingLaw, ...] = ()) -> engine.Plan:
+    """The engine's plan of `inputs` (as stored) evaluated against `snapshot` and the bootstrap fits of its
+    law (`samples`): pure."""
+    request = plan_inputs(inputs)
+    if replays_at_default_mfu(snapshot) and request.mfu is None:
+        request = dataclasses.replace(request, mfu=engine.DEFAULT_MFU)
+    return planning.allocate_on(
+        request,
+        snapshot_hardware(snapshot),
+        snapshot_law(snapshot, samples),
+        snapshot_hardware(snapshot, "inference_hardware"),
+        snapshot_calibration(snapshot),
+    )
+
+
+def result_document(plan: engine.Plan, snapshot: JsonObject) -> dict[str, Any]:
+    """A plan's result: the allocation document, and a caveat when the cluster model ran at the
+    organisation's own calibration (which the snapshot names)."""
+    document = allocation_document(plan)
+    own = snapshot_own_calibration(snapshot)
+    if own is not None:
+        default = performance.CALIBRATION.matmul_efficiency_for(own["hardware"])
+        note = caveats.calibrated(own["hardware"], own["matmul_efficiency"], default, own["runs"], own["id"])
+        document["warnings"].append(_caveats([note])[0])
+    return document
 
 
 def replays_at_default_mfu(snapshot: JsonObject) -> bool:

@@ -38,7 +38,7 @@ from sqlalchemy.orm import Session, defer, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
 from service import actors, metrics
-from service.core import engine
+from service.core import engine, performance
 from service.core.laws import ScalingLaw
 from service.core.units import CENT
 from service.models import (
@@ -54,7 +54,7 @@ from service.models import (
     id_by_slug,
     utcnow,
 )
-from service.services import audit, laws, organizations, plan_documents, planning
+from service.services import audit, calibrations, laws, organizations, plan_documents, planning
 from service.services.budgets import get_budget
 from service.services.documents import JsonObject, format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
@@ -95,17 +95,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """The result document of `inputs` (as stored) evaluated against `snapshot` and the bootstrap fits of
     its law (`samples`, kept with the fitted law the plan points at): pure, and what a plan holds."""
-    request = plan_documents.plan_inputs(inputs)
-    if plan_documents.replays_at_default_mfu(snapshot) and request.mfu is None:
-        request = dataclasses.replace(request, mfu=engine.DEFAULT_MFU)
-    outcome = planning.allocate_on(
-        request,
-        plan_documents.snapshot_hardware(snapshot),
-        plan_documents.snapshot_law(snapshot, samples),
-        plan_documents.snapshot_hardware(snapshot, "inference_hardware"),
-        plan_documents.snapshot_calibration(snapshot),
-    )
-    return plan_documents.allocation_document(outcome)
+    return plan_documents.result_document(plan_documents.replay(inputs, snapshot, samples), snapshot)
 
 
 # --- Creating ---------------------------------------------------------------------------------------------
@@ -140,15 +130,28 @@ def create_plan(
         # Before allocating: with "remaining", a mismatch would otherwise surface at `currency`, which the
         # budget, not the caller, supplied.
         _check_currency(hardware.currency, budget)
-    outcome = planning.allocate_on(inputs, hardware, law, None if serving is None else serving[0])
+    # The organisation's own efficiency for the hardware, when it has calibrated one (calibrations.py).
+    own = None if profile is None else calibrations.in_force(session, organization.id, profile.id)
+    constants = performance.CALIBRATION if own is None else calibrations.constants_with(own)
+    outcome = planning.allocate_on(inputs, hardware, law, None if serving is None else serving[0], constants)
     run = outcome.estimate
     assert run is not None, "the engine estimates the run of every plan on hardware"
+    if run.run is None:  # paced by the MFU given: the cluster model's constants played no part
+        own, constants = None, performance.CALIBRATION
     if budget is not None:
         _check_chargeable(run, budget)
 
     now = utcnow()
     start_at = request.start_at or now
     end_at = _end_of_run(start_at, run.runtime.seconds)
+    snapshot = plan_documents.snapshot_document(
+        hardware,
+        price_effective_at,
+        outcome.law,
+        serving,
+        calibration=constants,
+        own_calibration=None if own is None else calibrations.snapshot_of(own),
+    )
     plan = Plan(
         organization=organization,
         budget_id=None if budget is None else budget.id,
@@ -161,8 +164,8 @@ def create_plan(
         start_at=start_at,
         end_at=end_at,
         inputs=plan_documents.inputs_document(inputs),
-        snapshot=plan_documents.snapshot_document(hardware, price_effective_at, outcome.law, serving),
-        result=plan_documents.allocation_document(outcome),
+        snapshot=snapshot,
+        result=plan_documents.result_document(outcome, snapshot),
         method=outcome.method,
         params=outcome.allocation.params,
         tokens=outcome.allocation.tokens,

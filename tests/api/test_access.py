@@ -212,8 +212,19 @@ def test_every_route_but_the_open_ones_needs_a_key(app):
         ):
             continue  # the console's sign-in page and style sheet are open too
         path = rule.rule.replace("<slug:slug>", "ab").replace("<any(commit, cancel):action>", "commit")
-        for argument in ("budget_id", "key_uuid", "plan_id", "job_id"):
+        ids = (
+            "budget_id",
+            "key_uuid",
+            "plan_id",
+            "job_id",
+            "calibration_id",
+            "usage_id",
+            "webhook_id",
+            "delivery_id",
+        )
+        for argument in ids:
             path = path.replace(f"<uuid:{argument}>", str(uuid.uuid4()))
+        path = path.replace("<int:event_id>", "1")
         assert "<" not in path, f"teach this test the arguments of {rule.rule}"
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
             response = client.open(path, method=method)

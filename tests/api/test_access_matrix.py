@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from service.db import get_db
-from service.models import AuditEntry, FittedLaw, Organization, WebhookDelivery
+from service.models import AuditEntry, Calibration, FittedLaw, HardwareProfile, Organization, WebhookDelivery
 from service.services import events, laws
 from service.services.catalog import load_builtin_hardware
 from tests.conftest import bearer, build_app, issue_key_in, on_transaction, sessions_on
@@ -128,6 +128,22 @@ def _build_world(app, session) -> dict:
         )
         assert queued.status_code == 202, queued.get_json()
         fit_jobs[organization] = queued.get_json()["id"]
+    calibrations = {}
+    for organization in ("acme", "globex"):
+        # Stored directly: the world has no measured runs to fit on.
+        owner = session.scalars(select(Organization).where(Organization.slug == organization)).one()
+        hardware = session.scalars(select(HardwareProfile).where(HardwareProfile.slug == "h100-sxm")).one()
+        calibration = Calibration(
+            organization_id=owner.id,
+            hardware_id=hardware.id,
+            matmul_efficiency=0.5,
+            runs=[],
+            fit={},
+            created_by="test",
+        )
+        session.add(calibration)
+        session.commit()
+        calibrations[organization] = str(calibration.id)
     assert client.post("/v1/hardware", json={**HARDWARE, "slug": "custom-gpu"}).status_code == 201
     revocable = client.post("/v1/keys", json={"name": "spare", "role": "viewer", "organization": "acme"})
     events_, webhooks_, deliveries = {}, {}, {}
@@ -162,6 +178,7 @@ def _build_world(app, session) -> dict:
         "laws": fitted,
         "fit_jobs": fit_jobs,
         "spare_key": revocable.get_json()["id"],
+        "calibrations": calibrations,
     }
 
 
@@ -273,6 +290,24 @@ MATRIX = [
         {"*": 200},
         None,
     ),
+    (
+        "GET",
+        "/v1/reports/model-accuracy?detail=true&organization={org}",
+        None,
+        {"*": 200},
+        None,
+    ),
+    ("GET", "/v1/calibrations", None, {"*": 200}, None),
+    # No measured run in the world: a planner of the organisation gets as far as the fit's 422 (#/hardware),
+    # of another the organisation's (#/organization); the stored ones are read by id.
+    (
+        "POST",
+        "/v1/calibrations",
+        {"organization": "{org}", "hardware": "h100-sxm"},
+        {"admin": 422, "planner": 422, "finance": 422, "*": 403},
+        {"admin": 422, "planner": 422, "finance": 422, "*": 403},
+    ),
+    ("GET", "/v1/calibrations/{calibration}", None, {"*": 200}, {"admin": 200, "*": 404}),
     ("GET", "/v1/plans", None, {"*": 200}, None),
     (
         "POST",
@@ -380,6 +415,7 @@ def fill(template, world, organization):
         event=world["events"][organization],
         webhook=world["webhooks"][organization],
         delivery=world["deliveries"][organization],
+        calibration=world["calibrations"][organization],
         usage=NO_USAGE,
     )
 
@@ -410,6 +446,7 @@ def as_documented(path: str) -> str:
         "{event}": "{event_id}",
         "{webhook}": "{webhook_id}",
         "{delivery}": "{delivery_id}",
+        "{calibration}": "{calibration_id}",
         "{usage}": "{usage_id}",
         "h100-sxm": "{slug}",
         "custom-gpu": "{slug}",

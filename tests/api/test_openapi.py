@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from pathlib import Path
 
 import jsonschema_rs
@@ -14,9 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from service import create_app
 from service.config import Config
 from service.core import fit
+from service.models import Plan
 from service.services.catalog import load_builtin_hardware
 from tests import fuzzing
-from tests.builders import year_budget_body
+from tests.builders import usage_record, year_budget_body
 from tests.problems import assert_problem
 
 CHECKED_IN = Path(__file__).resolve().parents[2] / "openapi.yaml"
@@ -276,11 +278,16 @@ def test_the_docs_page_is_served_with_its_assets_from_this_server(client):
 
 @pytest.fixture
 def world(client, session, acme) -> fuzzing.World:
-    """What requests may name: the catalog, an organisation and its budget."""
+    """What requests may name: the catalog, an organisation, its budget and a plan with a measured run."""
     load_builtin_hardware(session)
     budget = client.post("/v1/budgets", json=year_budget_body(acme))
     assert budget.status_code == 201
-    return fuzzing.World(organization=acme, budget_id=budget.get_json()["id"])
+    plan = client.post("/v1/plans", json={**fuzzing.MEASURED_PLAN, "organization": acme})
+    assert plan.status_code == 201, plan.get_json()
+    row = session.get(Plan, uuid.UUID(plan.get_json()["id"]))
+    session.add(usage_record(row, start=row.start_at, hours=1, tokens_per_second=1e5))
+    session.commit()
+    return fuzzing.World(organization=acme, budget_id=budget.get_json()["id"], measured_plan_id=str(row.id))
 
 
 @pytest.mark.parametrize("operation", _operations())

@@ -1129,7 +1129,7 @@ def test_plans_are_listed_newest_first(client, world):
 def test_lists_show_summaries_and_a_plan_read_alone_has_its_documents(client, world):
     created = create_plan(client, hardware=INLINE_HARDWARE)
     (item,) = client.get("/v1/plans").get_json()["items"]
-    documents = {"inputs", "snapshot", "result"}
+    documents = {"inputs", "snapshot", "result", "calibration"}  # the calibration is the snapshot's
     assert item == {name: value for name, value in created.items() if name not in documents}
     assert item["hardware"] is None
     assert documents <= set(client.get(f"/v1/plans/{created['id']}").get_json())

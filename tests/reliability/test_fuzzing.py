@@ -10,13 +10,18 @@ tests/api/test_openapi.py fits with a few starts and draws it as often as the re
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
 
+from service.models import Plan
 from tests import fuzzing
 from tests.api.test_openapi import FITTING_OPERATIONS, _operations
+from tests.builders import usage_record
 from tests.reliability.conftest import AUTH
 
 pytestmark = pytest.mark.reliability
@@ -40,7 +45,19 @@ def world(shared_server) -> fuzzing.World:
             "period_end": "2027-01-01T00:00:00Z",
         },
     )
-    return fuzzing.World(organization=ORGANIZATION, budget_id=budget["id"])
+    plan = shared_server.call(
+        "POST", "/v1/plans", 201, json={**fuzzing.MEASURED_PLAN, "organization": ORGANIZATION}
+    )
+    # Its run's usage, written as the usage API stores it (a calibration fits on measured runs).
+    engine = create_engine(shared_server.env["DATABASE_URL"])
+    try:
+        with Session(engine) as session:
+            row = session.get(Plan, uuid.UUID(plan["id"]))
+            session.add(usage_record(row, start=row.start_at, hours=1, tokens_per_second=1e5))
+            session.commit()
+    finally:
+        engine.dispose()
+    return fuzzing.World(organization=ORGANIZATION, budget_id=budget["id"], measured_plan_id=plan["id"])
 
 
 @pytest.mark.parametrize("operation", _operations())

@@ -1,0 +1,109 @@
+"""The cluster model against measured runs: relative errors, and the large-GEMM efficiency of one hardware
+profile refitted so that the model's throughput for an organisation's runs matches what they measured.
+
+Only `matmul_efficiency` is refitted: it is the constant that moves with the kernels, the software stack and
+the clock an organisation's clusters run at, and one number is what a few runs can pin down; the memory,
+link and overlap constants stay those fitted on published runs (`performance.CALIBRATION`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from scipy.optimize import minimize_scalar
+
+from service.core import validation as v
+from service.core.performance import Calibration
+
+# The efficiencies a fit may return: a large GEMM below 5% of the peak is a measurement (or a layout) gone
+# wrong rather than a constant of the cluster; 1 is the peak itself.
+EFFICIENCY_BOUNDS = (0.05, 1.0)
+# The bounded solve stops when the efficiency is known to this absolute tolerance.
+EFFICIENCY_TOLERANCE = 1e-7
+
+
+def with_matmul_efficiency(calibration: Calibration, hardware_slug: str, efficiency: float) -> Calibration:
+    """`calibration` with `efficiency` for `hardware_slug`: first among the per-hardware prefixes, so that it
+    wins over a prefix the slug extends ("h100" for "h100-sxm"); an entry for the slug itself is replaced
+    (a duplicate key would collapse to the older value in the snapshot's JSON object)."""
+    v.in_range("matmul_efficiency", efficiency, 0.0, 1.0, low_inclusive=False)
+    by_hardware = calibration.matmul_efficiency_by_hardware
+    others = tuple((prefix, value) for prefix, value in by_hardware if prefix != hardware_slug)
+    return replace(calibration, matmul_efficiency_by_hardware=((hardware_slug, efficiency), *others))
+
+
+def relative_error(measured: float, predicted: float) -> float:
+    """measured / predicted - 1: positive when the run went faster than the model said."""
+    v.positive("predicted", predicted)
+    return v.positive("measured", measured) / predicted - 1.0
+
+
+@dataclass(frozen=True)
+class ErrorSummary:
+    """Relative errors (measured / predicted - 1) of several runs."""
+
+    runs: int
+    mean: float
+    median: float
+    rms: float
+    worst: float  # the error of largest magnitude, with its sign
+
+
+def summarise(errors: Sequence[float]) -> ErrorSummary:
+    if not errors:
+        raise v.InvalidInput("errors", "needs at least one run")
+    return ErrorSummary(
+        runs=len(errors),
+        mean=statistics.fmean(errors),
+        median=statistics.median(errors),
+        rms=math.sqrt(statistics.fmean(error * error for error in errors)),
+        worst=max(errors, key=abs),
+    )
+
+
+@dataclass(frozen=True)
+class EfficiencyFit:
+    """The efficiency that makes the model's throughput match the runs, and how well it does."""
+
+    efficiency: float
+    objective: float  # mean squared log error at the efficiency
+    predicted: tuple[float, ...]  # each run's throughput at the efficiency
+    at_bound: bool  # the best efficiency is an end of EFFICIENCY_BOUNDS: the runs want more (or less)
+
+
+def fit_matmul_efficiency(
+    measured: Sequence[float], predict: Callable[[float], Sequence[float]]
+) -> EfficiencyFit:
+    """The efficiency e in EFFICIENCY_BOUNDS minimising the mean of (log predicted_i(e) - log measured_i)²,
+    where `predict(e)` gives every run's predicted throughput (tokens/s) at e.
+
+    Squared log error, so that a run off by a factor counts the same at any scale and over- and
+    under-prediction by the same factor weigh alike; a bounded 1-D solve (Brent's method), since throughput
+    falls monotonically but not in closed form with e (the GEMMs' share of a step varies by layout).
+    """
+    if not measured:
+        raise v.InvalidInput("measured", "needs at least one run")
+    logs = [math.log(v.positive("measured", value)) for value in measured]
+
+    def objective(efficiency: float) -> float:
+        predicted = predict(efficiency)
+        return statistics.fmean((math.log(p) - m) ** 2 for p, m in zip(predicted, logs, strict=True))
+
+    low, high = EFFICIENCY_BOUNDS
+    solution = minimize_scalar(
+        objective, bounds=EFFICIENCY_BOUNDS, method="bounded", options={"xatol": EFFICIENCY_TOLERANCE}
+    )
+    efficiency = float(solution.x)
+    # The bounded method never evaluates the bounds themselves; a solution that runs into one is the bound.
+    for bound in EFFICIENCY_BOUNDS:
+        if abs(efficiency - bound) < 1e-5 and objective(bound) <= objective(efficiency):
+            efficiency = bound
+    return EfficiencyFit(
+        efficiency=efficiency,
+        objective=objective(efficiency),
+        predicted=tuple(float(p) for p in predict(efficiency)),
+        at_bound=efficiency - low < 1e-5 or high - efficiency < 1e-5,
+    )
