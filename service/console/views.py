@@ -427,7 +427,7 @@ def _report(query: Mapping[str, Any]) -> reports.CostReport:
             end=query["to"],
             granularity=query["granularity"],
             group_by=query["group_by"],
-            status=query["status"],
+            status=query.get("status"),
             **filters,
         ),
         scope=scope(),
