@@ -37,6 +37,7 @@ from sqlalchemy.sql.selectable import ScalarSelect
 from sqlalchemy.types import TypeEngine
 
 from service.catalog import PRECISIONS
+from service.core.forecast import Progress
 
 # Explicit constraint names, so that migrations can drop and alter them on every backend (SQLite's batch
 # mode needs names to find them again).
@@ -491,6 +492,15 @@ class Plan(Base):
     @property
     def hardware_slug(self) -> str | None:
         return self.hardware.slug if self.hardware else None  # slugs never change
+
+    @property
+    def progress(self) -> Progress:
+        """How far its run is, and where its cost is heading."""
+        return Progress.of(self.status, self.cost, self.actual_cost, self.tokens, self.tokens_trained)
+
+    @property
+    def estimate_at_completion(self) -> Decimal | None:
+        return None if self.cost is None else self.progress.estimate_at_completion
 
 
 class FittedLaw(Base):

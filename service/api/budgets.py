@@ -20,7 +20,8 @@ from service.schemas.budgets import BUDGET_PATCH, BudgetPageSchema, BudgetQueryS
 from service.schemas.common import ListQuerySchema
 from service.schemas.plans import LedgerPageSchema
 from service.schemas.reports import UtilizationSchema
-from service.services import budgets, plans, reports
+from service.schemas.usage import BudgetForecastSchema
+from service.services import budgets, plans, reports, usage
 
 blp = Blueprint("budgets", __name__, url_prefix="/v1/budgets", description="Organisations' budgets")
 
@@ -105,8 +106,9 @@ def delete_budget(budget_id):
 @blp.response(200, LedgerPageSchema, headers=LINK_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
 def list_ledger(limit, cursor, budget_id):
-    """The budget's ledger, newest first: each plan's commit (its cost reserved) and release (given back).
-    The amounts sum to the budget's `committed`."""
+    """The budget's ledger, newest first: each plan's commit (its cost reserved), release (given back when
+    cancelled) and settle (what a finished run did not spend, given back). The amounts sum to the budget's
+    `committed`."""
     page = plans.list_ledger(get_session(), budget_id, scope=scope(), limit=limit, after=cursor)
     return page_response(page, limit)
 
@@ -120,3 +122,15 @@ def utilization(budget_id):
     start_at, with the running total), the burn rate (committed per day of the period so far) and the day
     the amount runs out at that rate."""
     return reports.utilization(get_session(), budget_id, scope=scope(), now=utcnow())
+
+
+@blp.get("/<uuid:budget_id>/forecast")
+@requires(*READERS)
+@blp.response(200, BudgetForecastSchema)
+@blp.alt_response(404, response="NOT_FOUND")
+def forecast(budget_id):
+    """Committed, spent and remaining now, and the estimate at completion: of each running plan from its
+    progress (its spend so far over the share of its tokens trained), and of the budget as the sum over every
+    plan charged to it."""
+    session = get_session()
+    return usage.budget_forecast(session, budgets.get_budget(session, budget_id, scope=scope()))

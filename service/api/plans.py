@@ -16,6 +16,8 @@ from service.api.base import (
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
 from service.db import get_session
+from service.models import PlanStatus
+from service.schemas.common import ListQuerySchema
 from service.schemas.plans import (
     CompareQuerySchema,
     ComparisonSchema,
@@ -25,7 +27,14 @@ from service.schemas.plans import (
     PlanRevisionSchema,
     PlanSchema,
 )
-from service.services import plans
+from service.schemas.usage import (
+    ReversalRequestSchema,
+    StartRequestSchema,
+    UsagePageSchema,
+    UsageRecordSchema,
+    UsageRequestSchema,
+)
+from service.services import plans, usage
 
 blp = Blueprint("plans", __name__, url_prefix="/v1/plans", description="Plans and their lifecycle")
 
@@ -130,3 +139,94 @@ def revise_plan(_changes, plan_id):
         get_session(), plan_id, changes, validate=PlanRequestSchema().load, scope=scope()
     )
     return _created(revised)
+
+
+# --- The run: started, its usage reported, completed or failed --------------------------------------------
+
+
+@blp.post("/<uuid:plan_id>/start")
+@requires("planner")
+@idempotent(blp)
+@blp.arguments(StartRequestSchema)
+@blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
+@blp.alt_response(404, response="NOT_FOUND")
+def start_plan(start, plan_id):
+    """committed -> running: its run began (`started_at`, now by default). Optional: the first usage record
+    starts a committed plan at its period_start. 409 when the plan is not committed."""
+    plan = usage.start_plan(get_session(), plan_id, at=start.get("started_at"), scope=scope())
+    return plan, etag_header(plan)
+
+
+@blp.post("/<uuid:plan_id>/usage")
+@requires("planner")
+@idempotent(blp)
+@blp.arguments(UsageRequestSchema)
+@blp.response(201, UsageRecordSchema, headers=CREATED_HEADERS)
+@blp.alt_response(404, response="NOT_FOUND")
+def report_usage(report, plan_id):
+    """Append what the run used in a period: accelerator-hours, tokens trained so far, optionally the
+    measured throughput and the cost (else the hours at the price in force at period_start).
+
+    Append-only: a wrong record is reversed (POST .../usage/{id}/reverse), never edited. Send an
+    Idempotency-Key: a retry then gets the first response. 409 when the plan is not committed or running, or
+    when the period overlaps one the same reporter reported (`field` period_start, `usage_id` the record);
+    422 for a period not yet ended, fewer tokens than an earlier period reported, or another currency than
+    the plan's."""
+    record = usage.report_usage(get_session(), plan_id, report, scope=scope())
+    return record, {"Location": f"/v1/plans/{plan_id}/usage/{record.id}"}
+
+
+@blp.get("/<uuid:plan_id>/usage")
+@requires(*READERS)
+@blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
+@blp.response(200, UsagePageSchema, headers=LINK_HEADER)
+@blp.alt_response(404, response="NOT_FOUND")
+def list_usage(plan_id, limit, cursor):
+    """The plan's usage records and reversals, newest first."""
+    page = usage.list_usage(get_session(), plan_id, scope=scope(), limit=limit, after=cursor)
+    return page_response(page, limit)
+
+
+@blp.get("/<uuid:plan_id>/usage/<uuid:usage_id>")
+@requires(*READERS)
+@blp.response(200, UsageRecordSchema)
+@blp.alt_response(404, response="NOT_FOUND")
+def get_usage(plan_id, usage_id):
+    """One usage record."""
+    return usage.get_usage(get_session(), plan_id, usage_id, scope=scope())
+
+
+@blp.post("/<uuid:plan_id>/usage/<uuid:usage_id>/reverse")
+@requires("planner", "finance")
+@idempotent(blp)
+@blp.arguments(ReversalRequestSchema)
+@blp.response(201, UsageRecordSchema, headers=CREATED_HEADERS)
+@blp.alt_response(404, response="NOT_FOUND")
+def reverse_usage(reversal, plan_id, usage_id):
+    """Take a wrong record back: a record of the opposite sign for the same period, after which the period
+    may be reported again. 409 for a record already reversed, a reversal, or a plan no longer running."""
+    record = usage.reverse_usage(get_session(), plan_id, usage_id, note=reversal.get("note"), scope=scope())
+    return record, {"Location": f"/v1/plans/{plan_id}/usage/{record.id}"}
+
+
+@blp.post("/<uuid:plan_id>/complete")
+@requires("planner")
+@idempotent(blp)
+@blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
+@blp.alt_response(404, response="NOT_FOUND")
+def complete_plan(plan_id):
+    """running -> completed: the part of its reservation the run did not spend returns to its budget (a
+    settle entry in the ledger). 409 when the plan is not running."""
+    plan = usage.finish_plan(get_session(), plan_id, PlanStatus.COMPLETED, scope=scope())
+    return plan, etag_header(plan)
+
+
+@blp.post("/<uuid:plan_id>/fail")
+@requires("planner")
+@idempotent(blp)
+@blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
+@blp.alt_response(404, response="NOT_FOUND")
+def fail_plan(plan_id):
+    """running -> failed: as completing, but the run stopped short. 409 when the plan is not running."""
+    plan = usage.finish_plan(get_session(), plan_id, PlanStatus.FAILED, scope=scope())
+    return plan, etag_header(plan)

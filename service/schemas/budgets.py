@@ -19,6 +19,11 @@ from service.schemas.fields import (
 from service.services.budgets import BudgetFields
 
 
+def _distinct(thresholds: list[float]) -> None:
+    if len(set(thresholds)) != len(thresholds):
+        raise ma.ValidationError("Each threshold once.")
+
+
 class BudgetSchema(StrictSchema):
     """A budget. Writes: POST (all required fields), PUT (the whole budget), PATCH (some fields)."""
 
@@ -52,8 +57,32 @@ class BudgetSchema(StrictSchema):
         metadata={"description": "Slugs of (existing) profiles plans may use; empty or absent: any."},
     )
     labels = labels_field("Free key/value pairs, e.g. cost centres.", {"cost_center": "ml-42"})
-    committed = MoneyField(dump_only=True, metadata={"description": "Committed by plans."})
-    remaining = MoneyField(dump_only=True)
+    alert_thresholds = ma.fields.List(
+        positive_float(10, "A share of the amount: 0.8 for 80%."),
+        validate=[validate.Length(max=10), _distinct],
+        metadata={
+            "description": "Shares of the amount (and of each plan's cost) whose crossing by the spend "
+            "raises an event; from 1 up, also by the forecast. Default [0.8, 1.0].",
+            "example": [0.5, 0.8, 1.0],
+            "uniqueItems": True,
+        },
+    )
+    committed = MoneyField(
+        dump_only=True,
+        metadata={"description": "Reserved by plans: their cost, or what a finished run spent if less."},
+    )
+    spent = MoneyField(dump_only=True, metadata={"description": "Actual: what usage records reported."})
+    overrun = MoneyField(
+        dump_only=True, metadata={"description": "Spent beyond what the plans that spent it reserved."}
+    )
+    remaining = MoneyField(
+        dump_only=True,
+        metadata={
+            "description": "amount - committed - overrun: what new plans may reserve. Negative when runs "
+            "spent beyond the amount.",
+            "pattern": r"^-?\d{1,12}(\.\d{1,6})?$",
+        },
+    )
     committed_flops = ma.fields.Float(dump_only=True, metadata={"description": "Training FLOPs committed."})
     committed_accelerator_hours = ma.fields.Float(dump_only=True)
     utilization = ma.fields.Float(dump_only=True, metadata={"description": "committed / amount"})

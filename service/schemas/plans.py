@@ -184,6 +184,22 @@ class PlanSummarySchema(ma.Schema):
     created_at = ma.fields.AwareDateTime()
     committed_at = ma.fields.AwareDateTime(allow_none=True)
     cancelled_at = ma.fields.AwareDateTime(allow_none=True)
+    started_at = ma.fields.AwareDateTime(allow_none=True, metadata={"description": "When its run began."})
+    finished_at = ma.fields.AwareDateTime(allow_none=True, metadata={"description": "Completed or failed."})
+    actual_accelerator_hours = ma.fields.Float(metadata={"description": "Reported by its usage records."})
+    actual_cost = MoneyField(dump_only=True, metadata={"description": "Reported by its usage records."})
+    tokens_trained = ma.fields.Float(metadata={"description": "By its latest usage record."})
+    share_trained = ma.fields.Float(
+        attribute="progress.share_trained", metadata={"description": "tokens_trained / tokens, at most 1."}
+    )
+    estimate_at_completion = MoneyField(
+        dump_only=True,
+        allow_none=True,
+        metadata={
+            "description": "What the run will cost: actual_cost * tokens / tokens_trained while it runs, "
+            "the plan's cost before any progress, actual_cost once finished; null for plans without a cost."
+        },
+    )
 
 
 class PlanSchema(PlanSummarySchema):

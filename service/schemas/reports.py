@@ -149,8 +149,16 @@ class CostRowSchema(ma.Schema):
         allow_none=True, metadata={"description": "Beside budget, with measure actual or both."}
     )
     hardware = ma.fields.String(allow_none=True, metadata={"description": "Slug; null for inline hardware."})
-    status = ma.fields.String()
-    currency = ma.fields.String(allow_none=True, metadata={"description": "Null for plans with no price."})
+    status = ma.fields.String(
+        allow_none=True,
+        metadata={"description": "Null only in the rows of zeros of a window with nothing in it."},
+    )
+    currency = ma.fields.String(
+        allow_none=True,
+        metadata={
+            "description": "Null for plans with no price, and in the rows of zeros of an empty window."
+        },
+    )
     plans = ma.fields.Integer(metadata={"description": "Measure planned."})
     accelerator_hours = ma.fields.Float(metadata={"description": "Measure planned."})
     flops = ma.fields.Float(metadata={"description": "Measure planned."})

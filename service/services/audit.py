@@ -79,7 +79,7 @@ def _object_id(obj: Audited) -> str:
     name: str | None
     if isinstance(obj, ApiKey):
         name = obj.key_id
-    elif isinstance(obj, Budget | Plan):
+    elif isinstance(obj, Budget | Plan | UsageRecord | Webhook | Calibration):
         name = None  # known by their ids alone
     else:
         name = obj.slug

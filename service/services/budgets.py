@@ -35,9 +35,11 @@ class BudgetFields(Changes):
     max_flops: float | None = None
     max_accelerator_hours: float | None = None
     allowed_hardware_slugs: list[str] | None = None  # empty: any hardware
+    alert_thresholds: list[float] | None = None
     labels: Mapping[str, str] | None = None
 
 
+DEFAULT_THRESHOLDS = [0.8, 1.0]
 _PLAIN_FIELDS = (
     "name",
     "amount",
@@ -126,8 +128,8 @@ def update_budget(
 
 
 def _check_period_holds_commitments(session: Session, budget: Budget, fields: BudgetFields) -> None:
-    """A period may change only around what is committed: every committed plan's run stays within it (as
-    its commit required), so reports by month add up to the budget's `committed`."""
+    """A period may change only around what is committed: every committed or running plan's run stays
+    within it (as its commit required), so reports by month add up to the budget's `committed`."""
     start = fields.given_or("period_start", budget.period_start)
     end = fields.given_or("period_end", budget.period_end)
     if not budget.committed or (start, end) == (budget.period_start, budget.period_end):
@@ -137,7 +139,7 @@ def _check_period_holds_commitments(session: Session, budget: Budget, fields: Bu
         .select_from(Plan)
         .where(
             Plan.budget_id == budget.id,
-            Plan.status == PlanStatus.COMMITTED,
+            Plan.status.in_((PlanStatus.COMMITTED, PlanStatus.RUNNING)),
             or_(Plan.start_at < start, Plan.end_at > end),
         )
     )
@@ -199,6 +201,9 @@ def _apply(session: Session, budget: Budget, fields: BudgetFields, *, replace: b
             setattr(budget, name, getattr(fields, name))
     if fields.sets("labels") or replace:
         budget.labels = dict(fields.labels or {})
+    if fields.sets("alert_thresholds") or replace:
+        given = fields.alert_thresholds
+        budget.alert_thresholds = DEFAULT_THRESHOLDS if given is None else sorted(given)
     if fields.sets("allowed_hardware_slugs") or replace:
         with session.no_autoflush:
             budget.allowed_hardware = _hardware(session, fields.allowed_hardware_slugs or [])

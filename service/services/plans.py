@@ -436,7 +436,7 @@ def _admits(plan: Plan, cost: BindParameter[Decimal]) -> list[ColumnElement[bool
     allowed = select(budget_hardware.c.hardware_id).where(budget_hardware.c.budget_id == Budget.id)
     return [
         Budget.currency == plan.currency,
-        Budget.committed + cost <= Budget.amount,
+        Budget.committed + Budget.overrun + cost <= Budget.amount,
         or_(Budget.max_flops.is_(None), Budget.committed_flops + plan.flops <= Budget.max_flops * CAP_SLACK),
         or_(
             Budget.max_accelerator_hours.is_(None),
@@ -472,7 +472,7 @@ def _refusal(session: Session, plan: Plan) -> ConflictError:  # noqa: PLR0911 --
             f"{plan.hardware_slug or 'inline hardware'}.",
             limit="hardware",
         )
-    if plan.cost is not None and budget.committed + plan.cost > budget.amount:
+    if plan.cost is not None and plan.cost > budget.remaining:
         return ConflictError(
             f"The plan costs {money.format(plan.cost)} and the budget has {money.format(budget.remaining)} "
             "remaining.",
@@ -511,8 +511,8 @@ def cancel_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
             .where(Budget.id == plan.budget_id)
             .values(
                 committed=Budget.committed - cost,
-                committed_flops=_less(Budget.committed_flops, plan.flops),
-                committed_accelerator_hours=_less(Budget.committed_accelerator_hours, plan.accelerator_hours),
+                committed_flops=less(Budget.committed_flops, plan.flops),
+                committed_accelerator_hours=less(Budget.committed_accelerator_hours, plan.accelerator_hours),
                 version=Budget.version + 1,
                 updated_at=now,
             )
@@ -526,7 +526,7 @@ def cancel_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
     return plan
 
 
-def _less(committed: SQLColumnExpression[float], amount: float) -> ColumnElement[float]:
+def less(committed: SQLColumnExpression[float], amount: float) -> ColumnElement[float]:
     """committed - amount, as SQL; what is left of rounding when the last plan goes is 0, not -1e-14."""
     return case((committed - amount <= amount * FLOAT_SLACK, 0.0), else_=committed - amount)
 

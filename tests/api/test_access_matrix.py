@@ -142,6 +142,15 @@ def _build_world(app, session) -> dict:
 # (method, path, body, {role: status for an object of the caller's own organisation},
 #  {role: status for another organisation's object}); "*" stands for every role.
 OWN, OTHER = "acme", "globex"
+RUN_BY_PLANNERS = ({"admin": 409, "planner": 409, "*": 403}, {"admin": 409, "planner": 404, "*": 403})
+USAGE = {
+    "reporter": "slurm",
+    "period_start": "2026-11-01T00:00:00Z",
+    "period_end": "2026-11-01T01:00:00Z",
+    "accelerator_hours": 8,
+}
+NO_USAGE = "00000000-0000-4000-8000-000000000000"  # a record that does not exist
+
 MATRIX = [
     ("GET", "/v1/organizations", None, {"*": 200}, None),
     ("POST", "/v1/organizations", {"slug": "new-org", "name": "N"}, {"admin": 201, "*": 403}, None),
@@ -269,6 +278,21 @@ MATRIX = [
         {"admin": 201, "planner": 201, "*": 403},
         {"admin": 201, "planner": 404, "*": 403},
     ),
+    # The world's plans are drafts: a caller allowed to move one is told it is not running (409).
+    ("POST", "/v1/plans/{plan}/start", {}, *RUN_BY_PLANNERS),
+    ("POST", "/v1/plans/{plan}/usage", USAGE, *RUN_BY_PLANNERS),
+    ("POST", "/v1/plans/{plan}/complete", None, *RUN_BY_PLANNERS),
+    ("POST", "/v1/plans/{plan}/fail", None, *RUN_BY_PLANNERS),
+    (
+        "POST",
+        "/v1/plans/{plan}/usage/{usage}/reverse",
+        {},
+        {"admin": 409, "planner": 409, "finance": 409, "*": 403},
+        {"admin": 409, "planner": 404, "finance": 404, "*": 403},
+    ),
+    ("GET", "/v1/plans/{plan}/usage", None, {"*": 200}, {"admin": 200, "*": 404}),
+    ("GET", "/v1/plans/{plan}/usage/{usage}", None, {"*": 404}, {"*": 404}),
+    ("GET", "/v1/budgets/{budget}/forecast", None, {"*": 200}, {"admin": 200, "*": 404}),
 ]
 CASES = [
     pytest.param(
@@ -301,6 +325,7 @@ def fill(template, world, organization):
         law=world["laws"][organization],
         fit_job=world["fit_jobs"][organization],
         spare_key=world["spare_key"],
+        usage=NO_USAGE,
     )
 
 
@@ -327,6 +352,7 @@ def as_documented(path: str) -> str:
         "{spare_key}": "{key_uuid}",
         "{law}": "{slug}",
         "{fit_job}": "{job_id}",
+        "{usage}": "{usage_id}",
         "h100-sxm": "{slug}",
         "custom-gpu": "{slug}",
         "epoch-2024": "{slug}",

@@ -698,3 +698,67 @@ def _period_start(day: date, granularity: str) -> str | None:
     if granularity == "week":
         return (day - timedelta(days=day.weekday())).isoformat()
     return day.replace(day=1).isoformat()
+
+
+# --- Through the usage API --------------------------------------------------------------------------------
+
+
+def test_usage_reported_through_the_api_is_the_actual_spend_of_reports_and_focus(client, world):
+    """A plan on lab-gpu (2.50 USD an hour), committed, reports 36 hours from 12:00 on 31 January to midnight
+    on 2 February: 12 hours in January and 24 in February, each day's share of the 90.00 USD charged."""
+    budget = str(world.budgets["acme-USD"])
+    body = {"organization": "acme", "budget_id": budget, "params": 1e9, "tokens": 6e10, "hardware": "lab-gpu"}
+    plan = client.post("/v1/plans", json={**body, "accelerators": 10, "mfu": 0.5, "start_at": JANUARY})
+    assert plan.status_code == 201, plan.get_json()
+    plan_id = plan.get_json()["id"]
+    assert client.post(f"/v1/plans/{plan_id}/commit").status_code == 200
+    usage = {
+        "reporter": "slurm-a",
+        "period_start": "2026-01-31T12:00:00Z",
+        "period_end": "2026-02-02T00:00:00Z",
+        "accelerator_hours": 36,
+        "tokens": 1e10,
+    }
+    recorded = client.post(f"/v1/plans/{plan_id}/usage", json=usage)
+    assert recorded.status_code == 201, recorded.get_json()
+    assert recorded.get_json()["cost"] == "90.00"
+
+    body = body_of(client, **QUARTER, measure="both", granularity="month", group_by="budget")
+    lines = table(focus(client, **QUARTER))
+
+    assert [
+        (
+            row["period_start"],
+            row["budget_name"],
+            row["planned_cost"],
+            row["actual_cost"],
+            row["actual_plans"],
+        )
+        for row in body["rows"]
+    ] == [
+        ("2026-01-01", "acme USD", "500.00", "30.00", 1),
+        ("2026-02-01", "acme USD", "0.00", "60.00", 1),
+        ("2026-03-01", "acme USD", "0.00", "0.00", 0),
+    ]
+    assert [
+        (line["ChargePeriodStart"][:10], line["BilledCost"], line["ConsumedQuantity"]) for line in lines
+    ] == [
+        ("2026-01-31", "30.00", "12.0"),
+        ("2026-02-01", "60.00", "24.0"),
+    ]
+    assert {line["x_PlanStatus"] for line in lines} == {"running"}
+
+
+def test_a_window_with_nothing_grouped_by_status_has_rows_of_zeros_whose_groups_are_null(client, world):
+    body = body_of(
+        client,
+        from_=JANUARY,
+        to="2026-02-01T00:00:00Z",
+        measure="both",
+        granularity="month",
+        group_by="status,label:team",
+    )
+
+    assert [
+        (row["status"], row["label:team"], row["currency"], row["actual_cost"]) for row in body["rows"]
+    ] == [(None, None, None, "0.00")]

@@ -331,3 +331,47 @@ def test_concurrent_retries_with_one_idempotency_key_create_one_plan(server, con
 
         stored = list(pages(http, f"{base}/v1/plans", organization=organization))
         assert [plan["id"] for plan in stored] == [first[0].body["id"]]
+
+
+def report_usage(plan_id: str, hour: int, contention: Contention) -> Callable[[requests.Session, str], Reply]:
+    """An hour of the plan's run on its 8 accelerators, the hour-th of 2026-01-01 (usage is of the past)."""
+    body = {
+        "reporter": "orchestrator",
+        "period_start": f"2026-01-01T{hour:02d}:00:00Z",
+        "period_end": f"2026-01-01T{hour + 1:02d}:00:00Z",
+        "accelerator_hours": 8,
+        "tokens": 1e9 * (hour + 1),
+    }
+
+    def call(http: requests.Session, base: str) -> Reply:
+        return contention.send(
+            lambda headers: http.post(
+                f"{base}/v1/plans/{plan_id}/usage", json=body, headers=headers, timeout=TIMEOUT
+            )
+        )
+
+    return call
+
+
+def test_concurrent_usage_of_many_runs_adds_up_in_their_budget_to_the_cent(server, contention):
+    base, _, log_path = server
+    with requests.Session() as http:
+        http.headers.update(AUTH)
+        setup = organization_with_priced_hardware(http, base)
+        budget = create_budget(http, base, setup.organization, 100 * setup.plan_cost)
+        plan_ids = create_plans(base, setup, budget["id"], 20, contention)
+        for plan_id in plan_ids:
+            check(http.post(f"{base}/v1/plans/{plan_id}/commit", timeout=TIMEOUT), 200)
+
+        calls = [report_usage(plan_id, hour, contention) for hour in range(6) for plan_id in plan_ids]
+        replies = run_together(base, calls)
+
+        statuses = Counter(reply.status for reply in replies)
+        assert statuses == {201: 120}, (statuses, server_errors(log_path))
+        after = check(http.get(f"{base}/v1/budgets/{budget['id']}", timeout=10), 200)
+        hour_cost = 8 * Decimal(PRICE_PER_HOUR)
+        assert Decimal(after["spent"]) == 120 * hour_cost
+        runs = [check(http.get(f"{base}/v1/plans/{plan_id}", timeout=10), 200) for plan_id in plan_ids]
+        assert {(run["status"], Decimal(run["actual_cost"]), run["tokens_trained"]) for run in runs} == {
+            ("running", 6 * hour_cost, 6e9)
+        }

@@ -438,7 +438,21 @@ def first(items: Iterator[Json], limit: int) -> list[Json]:
 # --- Figures as people read them ----------------------------------------------------------------------------
 
 Rows = list[list[str]]
-MONEY = {"cost", "amount", "committed", "remaining", "cumulative", "price_per_hour", "burn_rate_per_day"}
+MONEY = {
+    "cost",
+    "amount",
+    "committed",
+    "remaining",
+    "cumulative",
+    "price_per_hour",
+    "burn_rate_per_day",
+    "spent",
+    "overrun",
+    "actual_cost",
+    "planned_cost",
+    "estimate_at_completion",
+    "variance_at_completion",
+}
 MONEY_RATES = {"price_per_hour": "/h", "burn_rate_per_day": "/day"}
 COUNT_SCALES = ((1e12, "T"), (1e9, "B"), (1e6, "M"))
 
@@ -480,7 +494,8 @@ def _plain(value: float) -> str:
 # How a figure is shown, by what its (dotted) name says of its unit: the first that applies.
 FIGURES: tuple[tuple[Callable[[str], bool], Callable[[float], str]], ...] = (
     (lambda name: name.startswith("peak_flops."), lambda value: f"{value / 1e12:.4g} TFLOP/s"),
-    (lambda name: name.endswith(("params", "tokens")), _count),
+    (lambda name: name.endswith(("params", "tokens", "tokens_trained")), _count),
+    (lambda name: name.endswith("share_trained"), lambda value: f"{value * 100:.3g}%"),
     (lambda name: name.endswith("flops"), lambda value: f"{value:.3g} FLOPs"),
     (
         lambda name: name.endswith("bytes_per_second"),
@@ -787,6 +802,12 @@ PLAN_ROWS = (
     "cost",
     "start_at",
     "end_at",
+    "started_at",
+    "finished_at",
+    "actual_accelerator_hours",
+    "actual_cost",
+    "tokens_trained",
+    "estimate_at_completion",
 )
 
 
@@ -1112,6 +1133,22 @@ def budget_show(budget_id: str) -> None:
     show(settings().client.get_budget(budget_id))
 
 
+@budget.command("forecast")
+@click.argument("budget_id")
+def budget_forecast(budget_id: str) -> None:
+    """Budget BUDGET_ID now and at completion: committed, spent, remaining, each running plan's forecast."""
+    forecast = settings().client.budget_forecast(budget_id)
+    chosen = settings()
+    if chosen.json or chosen.get:
+        show(forecast)
+        return
+    show({name: value for name, value in forecast.items() if name != "running"})
+    click.echo()
+    running = [{**run, "currency": forecast["currency"]} for run in forecast["running"]]
+    columns = ("plan_id", "name", "share_trained", "actual_cost", "estimate_at_completion", "expected_end_at")
+    show_list(running, columns)
+
+
 @budget.command("utilization")
 @click.argument("budget_id")
 def budget_utilization(budget_id: str) -> None:
@@ -1238,7 +1275,7 @@ def plan_revise(plan_id: str, unset: Sequence[str], **options: Any) -> None:
     show(client.revise_plan(plan_id, changes, idempotency_key=options["idempotency_key"]), plan_rows)
 
 
-PLAN_STATUSES = click.Choice(["draft", "committed", "cancelled"])
+PLAN_STATUSES = click.Choice(["draft", "committed", "running", "completed", "failed", "cancelled"])
 
 
 @plan.command("list")
@@ -1279,6 +1316,87 @@ def plan_commit(plan_id: str, idempotency_key: str | None) -> None:
 def plan_cancel(plan_id: str, idempotency_key: str | None) -> None:
     """Cancel plan PLAN_ID; a committed plan gives its reservation back to its budget."""
     show(settings().client.cancel_plan(plan_id, idempotency_key=idempotency_key), plan_rows)
+
+
+@plan.command("start")
+@click.argument("plan_id")
+@click.option("--started-at", help="When the run began (ISO 8601); now by default.")
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def plan_start(plan_id: str, started_at: str | None, idempotency_key: str | None) -> None:
+    """Committed plan PLAN_ID's run began (its first usage record starts it too)."""
+    started = settings().client.start_plan(plan_id, started_at=started_at, idempotency_key=idempotency_key)
+    show(started, plan_rows)
+
+
+@plan.command("complete")
+@click.argument("plan_id")
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def plan_complete(plan_id: str, idempotency_key: str | None) -> None:
+    """Running plan PLAN_ID's run completed: what it did not spend goes back to its budget."""
+    show(settings().client.complete_plan(plan_id, idempotency_key=idempotency_key), plan_rows)
+
+
+@plan.command("fail")
+@click.argument("plan_id")
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def plan_fail(plan_id: str, idempotency_key: str | None) -> None:
+    """Running plan PLAN_ID's run failed: what it did not spend goes back to its budget."""
+    show(settings().client.fail_plan(plan_id, idempotency_key=idempotency_key), plan_rows)
+
+
+@planner.group()
+def usage() -> None:
+    """What running plans used: report, list and reverse usage records."""
+
+
+USAGE_COLUMNS = (
+    "id",
+    "kind",
+    "reporter",
+    "period_start",
+    "period_end",
+    "accelerator_hours",
+    "tokens",
+    "cost",
+)
+
+
+@usage.command("report")
+@click.argument("plan_id")
+@click.option(
+    "--reporter", required=True, help="Who reports (an orchestrator, a job); its periods never overlap."
+)
+@click.option("--from", "period_start", required=True, help="Start of the period (ISO 8601, inclusive).")
+@click.option("--to", "period_end", required=True, help="End of the period (ISO 8601, exclusive).")
+@click.option("--accelerator-hours", type=float, required=True, help="Accelerator-hours used in the period.")
+@click.option("--tokens", type=float, help="Tokens trained by the end of the period, in all.")
+@click.option("--tokens-per-second", type=float, help="Measured throughput of the whole cluster.")
+@click.option("--cost", help="What the period cost (default: the hours at the price in force).")
+@click.option("--currency", help="The plan's currency, with --cost.")
+@click.option("--note", help="A note kept with the record.")
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def usage_report(plan_id: str, idempotency_key: str | None, **fields: Any) -> None:
+    """Append what plan PLAN_ID's run used in a period (a committed plan starts running)."""
+    record = {name: value for name, value in fields.items() if value is not None}
+    show(settings().client.report_usage(plan_id, idempotency_key=idempotency_key, **record))
+
+
+@usage.command("list")
+@click.argument("plan_id")
+@limit_option
+def usage_list(plan_id: str, limit: int) -> None:
+    """Plan PLAN_ID's usage records and reversals, newest first."""
+    show_list(first(settings().client.usage(plan_id), limit), USAGE_COLUMNS)
+
+
+@usage.command("reverse")
+@click.argument("plan_id")
+@click.argument("usage_id")
+@click.option("--note", help="Why the record was wrong.")
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def usage_reverse(plan_id: str, usage_id: str, note: str | None, idempotency_key: str | None) -> None:
+    """Take usage record USAGE_ID of plan PLAN_ID back; its period may then be reported again."""
+    show(settings().client.reverse_usage(plan_id, usage_id, note=note, idempotency_key=idempotency_key))
 
 
 @plan.command("compare")

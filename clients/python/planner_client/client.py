@@ -249,6 +249,10 @@ class PlannerClient:
     def budget_utilization(self, budget_id: str) -> Json:
         return self._json("GET", f"/v1/budgets/{budget_id}/utilization")
 
+    def budget_forecast(self, budget_id: str) -> Json:
+        """Committed, spent, remaining, and the estimate at completion of the budget and its running plans."""
+        return self._json("GET", f"/v1/budgets/{budget_id}/forecast")
+
     # --- Plans ---------------------------------------------------------------------------------------------
 
     def create_plan(self, *, idempotency_key: str | None = None, **request: Any) -> Json:
@@ -302,6 +306,47 @@ class PlannerClient:
 
     def compare_plans(self, plan_ids: list[str]) -> Json:
         return self._json("GET", "/v1/plans/compare", params={"ids": ",".join(plan_ids)})
+
+    # --- A plan's run: started, its usage reported, completed or failed ------------------------------------
+
+    def start_plan(
+        self, plan_id: str, *, started_at: str | None = None, idempotency_key: str | None = None
+    ) -> Json:
+        """committed -> running (the first usage record does it too, at its period_start)."""
+        body = {} if started_at is None else {"started_at": started_at}
+        return self._json(
+            "POST", f"/v1/plans/{plan_id}/start", json=body, headers=self._idempotent(idempotency_key)
+        )
+
+    def report_usage(self, plan_id: str, *, idempotency_key: str | None = None, **usage: Any) -> Json:
+        """Append a usage record: reporter, period_start, period_end, accelerator_hours, and optionally tokens
+        (trained so far), tokens_per_second, cost, currency, note. Safe to retry: a retry is never counted
+        twice."""
+        return self._json(
+            "POST", f"/v1/plans/{plan_id}/usage", json=usage, headers=self._idempotent(idempotency_key)
+        )
+
+    def usage(self, plan_id: str, *, limit: int | None = None) -> Iterator[Json]:
+        """The plan's usage records and reversals, newest first."""
+        return self._pages(f"/v1/plans/{plan_id}/usage", {"limit": limit})
+
+    def reverse_usage(
+        self, plan_id: str, usage_id: str, *, note: str | None = None, idempotency_key: str | None = None
+    ) -> Json:
+        """Take a wrong usage record back (one of the opposite sign); its period may be reported again."""
+        body = {} if note is None else {"note": note}
+        return self._json(
+            "POST",
+            f"/v1/plans/{plan_id}/usage/{usage_id}/reverse",
+            json=body,
+            headers=self._idempotent(idempotency_key),
+        )
+
+    def complete_plan(self, plan_id: str, *, idempotency_key: str | None = None) -> Json:
+        return self._json("POST", f"/v1/plans/{plan_id}/complete", headers=self._idempotent(idempotency_key))
+
+    def fail_plan(self, plan_id: str, *, idempotency_key: str | None = None) -> Json:
+        return self._json("POST", f"/v1/plans/{plan_id}/fail", headers=self._idempotent(idempotency_key))
 
     # --- Scaling laws --------------------------------------------------------------------------------------
 

@@ -1,0 +1,69 @@
+"""Where a run is heading, from what it has spent and trained so far (earned value management).
+
+A run planned to train D tokens for a cost BAC (budget at completion) that has trained d tokens for an actual
+cost AC has earned EV = BAC·d/D; at the cost per token so far it completes at EAC = AC·D/d (the estimate at
+completion, PMI's "EAC = BAC / CPI" with CPI = EV / AC). Before any token is reported, the plan is the
+forecast, or what is already spent if that is more. Tokens past the plan are a run that finished its
+plan: its forecast is its spend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from service.core.units import CENT
+
+FINISHED_STATUSES = ("completed", "failed")  # a plan's, as its status column spells them
+
+
+@dataclass(frozen=True)
+class Progress:
+    planned_cost: Decimal
+    actual_cost: Decimal
+    planned_tokens: float
+    tokens_trained: float
+    finished: bool = False
+
+    @classmethod
+    def of(
+        cls, status: str, planned_cost: Decimal | None, actual_cost: Decimal, tokens: float, trained: float
+    ) -> Progress:
+        """A plan's progress from its status and figures (a plan without a cost plans 0)."""
+        finished = status in FINISHED_STATUSES
+        return cls(planned_cost or Decimal(0), actual_cost, tokens, trained, finished)
+
+    @property
+    def share_trained(self) -> float:
+        """Tokens trained over tokens planned, at most 1."""
+        if self.planned_tokens <= 0:
+            return 1.0
+        return min(self.tokens_trained / self.planned_tokens, 1.0)
+
+    @property
+    def estimate_at_completion(self) -> Decimal:
+        """The cost the run will have when it completes: exact where it is a cost (spent, or planned), to the
+        cent where it is a projection."""
+        if self.finished or self.share_trained >= 1.0:
+            return self.actual_cost
+        if self.tokens_trained <= 0:
+            return max(self.planned_cost, self.actual_cost)
+        projected = (self.actual_cost / Decimal(repr(self.share_trained))).quantize(CENT, ROUND_HALF_UP)
+        return max(self.actual_cost, projected)
+
+    @property
+    def variance_at_completion(self) -> Decimal:
+        """Planned less forecast: negative for a run heading over its plan (PMI's VAC)."""
+        return self.planned_cost - self.estimate_at_completion
+
+
+def expected_end(started_at: datetime, reported_until: datetime, share_trained: float) -> datetime | None:
+    """When the run ends at the pace it has kept since it started; None before any progress."""
+    if share_trained <= 0 or reported_until <= started_at:
+        return None
+    elapsed = (reported_until - started_at).total_seconds()
+    try:
+        return started_at + timedelta(seconds=elapsed / share_trained)
+    except OverflowError:
+        return None

@@ -1,0 +1,154 @@
+"""A plan's run: usage records, the start of a run, and a budget's forecast."""
+
+from __future__ import annotations
+
+import marshmallow as ma
+from marshmallow import validate
+
+from service.core.units import MAX_TOKENS
+from service.schemas.common import GREATER_THAN, PageSchema, StrictSchema
+from service.schemas.fields import CurrencyField, MoneyField, Number, Text, UtcDateTime, positive_float
+from service.services.usage import UsageReport
+
+MAX_HOURS = 1e12
+
+
+def signed_money(description: str, **kwargs) -> MoneyField:
+    """An amount the service answers that may be negative (a reversal, a run heading over its plan)."""
+    pattern = {"pattern": r"^-?\d{1,12}(\.\d{1,6})?$", "example": "-1234.56", "description": description}
+    return MoneyField(dump_only=True, metadata=pattern, **kwargs)
+
+
+class UsageRequestSchema(StrictSchema):
+    """What a run used in a period. Without `cost`, the hours are charged at the price in force at
+    period_start (the plan's own price_per_hour when its request gave one)."""
+
+    reporter = Text(
+        required=True,
+        validate=validate.Length(min=1, max=100),
+        metadata={
+            "description": "Who reports (an orchestrator, a job): its periods may not overlap each other.",
+            "example": "slurm-cluster-a",
+        },
+    )
+    period_start = UtcDateTime(required=True, metadata={"description": "Start of the period (inclusive)."})
+    period_end = UtcDateTime(
+        required=True,
+        metadata={
+            "description": "End of the period (exclusive); not in the future.",
+            GREATER_THAN: "period_start",
+        },
+    )
+    accelerator_hours = Number(
+        required=True,
+        validate=validate.Range(min=0, max=MAX_HOURS),
+        metadata={
+            "description": "Accelerator-hours used in the period (0 for an idle one).",
+            "example": 1024.0,
+        },
+    )
+    tokens = Number(
+        validate=validate.Range(min=0, max=MAX_TOKENS),
+        metadata={
+            "description": "Tokens trained by period_end, in all (not in the period).",
+            "example": 2.1e10,
+        },
+    )
+    tokens_per_second = positive_float(
+        MAX_TOKENS,
+        "Measured training throughput of the whole cluster over the period.",
+        metadata={"example": 3.6e6},
+    )
+    cost = MoneyField(
+        allow_zero=True, metadata={"description": "What the period cost, when the reporter knows."}
+    )
+    currency = CurrencyField()
+    note = Text(validate=validate.Length(max=1000))
+    REQUEST = UsageReport
+
+
+class ReversalRequestSchema(StrictSchema):
+    note = Text(validate=validate.Length(max=1000), metadata={"description": "Why the record was wrong."})
+
+
+class StartRequestSchema(StrictSchema):
+    started_at = UtcDateTime(metadata={"description": "When the run began; now by default."})
+
+
+class UsageRecordSchema(ma.Schema):
+    """A usage record, or a reversal of one (negative hours and cost)."""
+
+    id = ma.fields.UUID()
+    plan_id = ma.fields.UUID()
+    kind = ma.fields.String(metadata={"enum": ["usage", "reversal"]})
+    reverses = ma.fields.UUID(
+        attribute="reverses_id",
+        allow_none=True,
+        metadata={"description": "The record a reversal takes back."},
+    )
+    reporter = ma.fields.String()
+    period_start = ma.fields.AwareDateTime()
+    period_end = ma.fields.AwareDateTime()
+    accelerator_hours = ma.fields.Float()
+    tokens = ma.fields.Float(allow_none=True)
+    tokens_per_second = ma.fields.Float(allow_none=True)
+    cost = signed_money("Negative for a reversal.")
+    currency = ma.fields.String()
+    cost_source = ma.fields.String(
+        metadata={
+            "enum": ["reported", "price", "reversal"],
+            "description": "reported: the reporter's cost; price: the hours at price_per_hour.",
+        }
+    )
+    price_per_hour = MoneyField(dump_only=True, allow_none=True)
+    note = ma.fields.String(allow_none=True)
+    created_by = ma.fields.String(attribute="actor", metadata={"description": "Key id of the reporter."})
+    created_at = ma.fields.AwareDateTime()
+
+
+class UsagePageSchema(PageSchema):
+    items = ma.fields.List(ma.fields.Nested(UsageRecordSchema), required=True)
+
+
+class RunForecastSchema(ma.Schema):
+    plan_id = ma.fields.UUID(attribute="plan.id")
+    name = ma.fields.String(attribute="plan.name", allow_none=True)
+    started_at = ma.fields.AwareDateTime(attribute="plan.started_at")
+    planned_cost = MoneyField(dump_only=True, attribute="progress.planned_cost")
+    actual_cost = MoneyField(dump_only=True, attribute="progress.actual_cost")
+    tokens = ma.fields.Float(attribute="progress.planned_tokens")
+    tokens_trained = ma.fields.Float(attribute="progress.tokens_trained")
+    share_trained = ma.fields.Float(attribute="progress.share_trained")
+    estimate_at_completion = MoneyField(dump_only=True, attribute="progress.estimate_at_completion")
+    variance_at_completion = signed_money(
+        "Planned less forecast: negative when heading over.", attribute="progress.variance_at_completion"
+    )
+    planned_end_at = ma.fields.AwareDateTime(attribute="plan.end_at")
+    expected_end_at = ma.fields.AwareDateTime(
+        allow_none=True, metadata={"description": "At the pace kept since it started; null before progress."}
+    )
+
+
+class BudgetForecastSchema(ma.Schema):
+    """A budget's money now and where it is heading."""
+
+    budget_id = ma.fields.UUID(attribute="budget.id")
+    currency = ma.fields.String(attribute="budget.currency")
+    amount = MoneyField(dump_only=True, attribute="budget.amount")
+    committed = MoneyField(dump_only=True, attribute="budget.committed")
+    spent = MoneyField(dump_only=True, attribute="budget.spent")
+    remaining = signed_money(
+        "amount - committed - overrun: what plans may still reserve.", attribute="budget.remaining"
+    )
+    estimate_at_completion = MoneyField(
+        dump_only=True,
+        metadata={
+            "description": "Every plan charged to it: its spend once finished, its forecast while running, "
+            "its cost before it starts."
+        },
+    )
+    variance_at_completion = signed_money("amount - estimate_at_completion: negative when heading over.")
+    as_of = ma.fields.AwareDateTime()
+    running = ma.fields.List(
+        ma.fields.Nested(RunForecastSchema), metadata={"description": "Each running plan."}
+    )

@@ -1,0 +1,53 @@
+"""An orchestrator drives a plan from commit to completion with `planner`, against the service in process;
+finance then reads the budget's spend and forecast."""
+
+from __future__ import annotations
+
+import json
+
+from planner_client import cli
+from tests.client.test_command_line_served import named
+from tests.client.test_command_line_served import served as served  # noqa: PLC0414 -- the fixture
+
+RUN = ["--organization=acme", "--params=1e9", "--tokens=2e10", "--hardware=h100-sxm", "--accelerators=8"]
+
+
+def answer(capsys, *argv: str) -> dict:
+    assert cli.main(["--json", *argv]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_plan_runs_from_commit_to_completion_through_the_command_line(client, served, capsys):
+    budget = client.post(
+        "/v1/budgets",
+        json={
+            "organization": "acme",
+            "name": "runs",
+            "amount": "100000.00",
+            "currency": "USD",
+            "period_start": "2026-01-01T00:00:00Z",
+            "period_end": "2028-01-01T00:00:00Z",
+        },
+    ).get_json()
+    plan = answer(
+        capsys, "plan", "create", *RUN, f"--budget-id={budget['id']}", "--start-at=2027-01-04T00:00:00Z"
+    )
+    answer(capsys, "plan", "commit", plan["id"])
+    half = str(plan["accelerator_hours"] / 2)
+    report = ["usage", "report", plan["id"], "--reporter=slurm", "--accelerator-hours", half]
+
+    first = answer(
+        capsys, *report, "--from=2026-11-01T00:00:00Z", "--to=2026-11-01T06:00:00Z", "--tokens=1e10"
+    )
+    answer(capsys, *report, "--from=2026-11-01T06:00:00Z", "--to=2026-11-01T12:00:00Z", "--tokens=2e10")
+    assert answer(capsys, "plan", "show", plan["id"])["status"] == "running"
+    forecast = answer(capsys, "budget", "forecast", budget["id"])
+    assert [run["share_trained"] for run in forecast["running"]] == [1.0]
+
+    assert cli.main(["plan", "complete", plan["id"]]) == 0
+    shown = named(capsys.readouterr().out)
+    assert shown["status"] == "completed"
+    assert shown["actual_cost"] == shown["estimate_at_completion"]
+    listed = answer(capsys, "usage", "list", plan["id"])
+    assert [record["id"] for record in listed][-1] == first["id"]
+    assert answer(capsys, "budget", "show", budget["id"])["spent"] == forecast["spent"]
