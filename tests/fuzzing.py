@@ -178,6 +178,9 @@ def _keep_to_rules(case, world: World, pairs, keys):
         members = _members(case, where)
         if members and members.get(later) is not None and members.get(earlier) is not None:
             _in_order(members, later, earlier)
+    if _label(case) == "GET /v1/reports/costs" and isinstance(case.query, dict):
+        _a_focus_export_as_its_format_says(case.query)
+        _a_window_of_periods_a_report_lists(case.query)
     if isinstance(case.body, dict):
         _real_references(case.body, world)
         _peak_at_the_precision(case.body)
@@ -187,6 +190,29 @@ def _keep_to_rules(case, world: World, pairs, keys):
         _runs_that_make_a_law(case.body)
         _keys_that_match(case.body, keys)
     return case
+
+
+def _a_focus_export_as_its_format_says(query: dict) -> None:
+    """format=focus (its description says) takes no group_by, measure actual only, a day or a month."""
+    if query.get("format") != "focus":
+        return
+    query.pop("group_by", None)
+    query["measure"] = "actual"
+    if query.get("granularity") == "week":
+        query["granularity"] = "day"
+
+
+def _a_window_of_periods_a_report_lists(query: dict) -> None:
+    """A report of actual spend lists every period of its window, at most 100 000 rows (its `granularity`
+    says so): a window of days, weeks or months is cut to 50 years (18 263 days, for a few groups each)."""
+    if query.get("measure") not in ("actual", "both") or query.get("granularity") in (None, "none"):
+        return
+    try:
+        start, end = datetime.fromisoformat(query["from"]), datetime.fromisoformat(query["to"])
+    except (KeyError, TypeError, ValueError):
+        return
+    if end - start > timedelta(days=18_263):
+        query["to"] = (start + timedelta(days=18_263)).isoformat()
 
 
 def _in_order(members: dict, later: str, earlier: str) -> None:

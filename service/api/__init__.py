@@ -38,7 +38,7 @@ from service.schemas.fields import SLUG_PATTERN, MoneyField, slug_or_object_to_p
 from service.schemas.hardware import HARDWARE_PATCH, HARDWARE_REPLACE
 from service.schemas.laws import FitRequestSchema
 from service.schemas.planning import InlineHardwareSchema, InlineLawSchema, InlineServingHardwareSchema
-from service.schemas.reports import CostReportSchema, CostRowSchema
+from service.schemas.reports import CostReportSchema, CostRowSchema, CostTotalsSchema
 from service.schemas.webhooks import WEBHOOK_PATCH
 
 # The release's version (README, Versions): the installed distribution's, as pyproject.toml gives it.
@@ -196,6 +196,7 @@ def init_api(app: flask.Flask) -> Api:
     api.spec.components.schema("InlineLaw", schema=InlineLawSchema)
     api.spec.components.schema("FitRequest", schema=FitRequestSchema)
     api.spec.components.schema("CostRow", schema=CostRowSchema)
+    api.spec.components.schema("CostTotals", schema=CostTotalsSchema)
     api.spec.components.schema("CostReport", schema=CostReportSchema)
     for name, schema in NAMED_VARIANTS.items():
         api.spec.components.schema(name, schema=schema)

@@ -6,10 +6,11 @@ import flask
 
 from service.api.base import Blueprint
 from service.auth import READERS, requires, scope
-from service.csv_files import CSV_TYPE, csv_response
+from service.csv_files import CSV_TYPE, csv_response, spend_csv
 from service.db import get_session
-from service.schemas.reports import CostReportQuerySchema, CostReportSchema
+from service.schemas.reports import CostReportQuerySchema, CostReportSchema, FocusQuerySchema
 from service.services import reports
+from service.services.errors import InvalidParameterError
 
 blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost reports")
 
@@ -33,15 +34,34 @@ blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost
         }
     }
 )
-def cost_report(*, from_, to, granularity, group_by, status, format=None, **filters):
-    """What plans cost: plans starting in [from, to), grouped by period and by up to three of
-    organization, budget, hardware, status and label:<key>, with plans, accelerator_hours, flops and cost
-    per row and totals per currency. Amounts are exact decimal strings (two decimals in CSV); different
-    currencies are never added together; every figure is an estimate (plans, not invoices)."""
+def cost_report(*, from_, to, measure, granularity=None, group_by, status=None, format=None, **filters):
+    """What plans cost and what their runs spent, in [from, to), grouped by period and by up to three of
+    organization, budget, hardware, status and label:<key>, with totals per currency. Amounts are exact
+    decimal strings (two decimals in CSV); different currencies are never added together.
+
+    measure=planned (the default) is this report as it always was: plans of one status by the period of
+    their start, every figure an estimate. measure=both sets planned (committed, running, completed and
+    failed plans by default) beside actual (what runs spent, per UTC day of use) and their variance, with
+    organisation and budget names beside their ids and every period of the window present (zeros where
+    nothing was spent); its CSV rounds accelerator-hours to two decimals and ends with a totals row per
+    currency. measure=actual gives the actual side alone. GET /v1/reports/focus gives the same spend as
+    FOCUS usage charges."""
+    if format == "focus":
+        return _focus(from_, to, _focus_granularity(granularity, group_by), **filters, status=status)
     query = reports.CostQuery(
-        start=from_, end=to, granularity=granularity, group_by=group_by, status=status, **filters
+        start=from_,
+        end=to,
+        granularity=granularity or "none",
+        group_by=group_by,
+        status=status,
+        measure=measure,
+        **filters,
     )
-    report = reports.cost_report(get_session(), query, scope=scope())
+    session = get_session()
+    if measure == "planned":
+        report = reports.cost_report(session, query, scope=scope())
+    else:
+        report = reports.spend_report(session, query, scope=scope())
 
     @flask.after_this_request
     def _vary(response):  # Accept chooses the format: caches must keep the two apart
@@ -50,7 +70,9 @@ def cost_report(*, from_, to, granularity, group_by, status, format=None, **filt
 
     if _wants_csv(format):
         filename = f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}.csv"
-        return csv_response(report.columns, report.rows, filename)
+        if measure == "planned":
+            return csv_response(report.columns, report.rows, filename)
+        return spend_csv(report, filename)
     return report
 
 
@@ -58,3 +80,50 @@ def _wants_csv(format: str | None) -> bool:
     if format is not None:
         return format == "csv"
     return flask.request.accept_mimetypes.best_match(["application/json", CSV_TYPE]) == CSV_TYPE
+
+
+@blp.get("/focus")
+@requires(*READERS)
+@blp.arguments(FocusQuerySchema, location="query", as_kwargs=True)
+@blp.response(200)
+@blp.doc(
+    responses={
+        "200": {
+            "description": "FOCUS 1.1 usage charges, CSV (UTF-8, one header row).",
+            "content": {
+                CSV_TYPE: {
+                    "schema": {"type": "string"},
+                    "example": ",".join(reports.FOCUS_COLUMNS) + "\r\n",
+                }
+            },
+        }
+    }
+)
+def focus_export(*, from_, to, granularity, **filters):
+    """What runs spent in [from, to) as the FinOps Open Cost and Usage Specification (FOCUS 1.1) describes
+    billed charges, for FinOps tools: one usage charge per plan per UTC day (or calendar month), with billed,
+    effective, list and contracted cost (all the amount charged, to the millionth), the charge and billing
+    periods, the organisation as billing account, the budget as sub-account, the hardware profile as SKU,
+    accelerator-hours as the quantity, and the plan's labels and budget as tags."""
+    return _focus(from_, to, granularity, **filters)
+
+
+def _focus(from_, to, granularity: str, **filters):
+    query = reports.CostQuery(start=from_, end=to, granularity=granularity, measure="actual", **filters)
+    rows = reports.focus_rows(get_session(), query, scope=scope())
+    filename = f"focus_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}.csv"
+    return csv_response(list(reports.FOCUS_COLUMNS), rows, filename, exact_money=True)
+
+
+def _focus_granularity(granularity: str | None, group_by: tuple[str, ...]) -> str:
+    """format=focus on /costs: the FOCUS export's charge period, refusing what it cannot honour (a FOCUS row
+    is one plan's usage in one period: it is neither grouped, planned, nor weekly)."""
+    if group_by:
+        raise InvalidParameterError("group_by", "A FOCUS export has a row per plan and period: no group_by.")
+    if flask.request.args.get("measure", "actual") != "actual":
+        raise InvalidParameterError("measure", "A FOCUS export is what runs spent: measure actual.")
+    if granularity in (None, "none"):
+        return "day"
+    if granularity not in reports.FOCUS_GRANULARITIES:
+        raise InvalidParameterError("granularity", "A FOCUS charge period is a day or a month.")
+    return granularity

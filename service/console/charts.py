@@ -526,3 +526,112 @@ def stacked_bar(
         out.append(_text(x + 18, y + 1, part.label) + "</g>")
     out.append("</svg>")
     return Markup("".join(out))
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One group's planned and actual amounts, one of each per period, stacked with the other groups'."""
+
+    label: str  # in the legend
+    planned: Sequence[float]
+    actual: Sequence[float]
+    colour: int  # an index into PALETTE
+
+
+PLANNED_OPACITY = "0.35"  # planned bars are the group's colour, pale and outlined; actual bars solid
+
+
+def _paint(colour: str, planned: bool) -> str:
+    if planned:
+        return f'fill="{colour}" fill-opacity="{PLANNED_OPACITY}" stroke="{colour}"'
+    return f'fill="{colour}" stroke="#fff" stroke-width="0.5"'
+
+
+def _wrapped_legend(
+    entries: Sequence[tuple[str, str]], left: float, right: float, top: float
+) -> tuple[list[str], float]:
+    """Swatches (label, paint) in rows from `top` that wrap where a row is full; and the height they take."""
+    out, row, cursor = [], 0, 0.0
+    for label, paint in entries:
+        entry_width = 18 + text_width(label)
+        if cursor and left + cursor + entry_width > right:
+            row, cursor = row + 1, 0.0
+        x, y = left + cursor, top + 16 * row
+        swatch = _rect(x, y - 9, 12, 12, 'class="swatch" ' + paint)
+        out.append(f'<g class="legend-entry">{swatch}')
+        out.append(_text(x + 18, y + 1, label) + "</g>")
+        cursor += entry_width + 16
+    return out, 16.0 * (row + 1)
+
+
+def planned_actual_bars(
+    *,
+    chart_id: str,
+    title: str,
+    description: str,
+    periods: Sequence[str],
+    stacks: Sequence[Stack],
+    y_label: str,
+    y_format: Callable[[float], str] = format_number,
+    width: int = 640,
+    height: int = 260,
+) -> Markup:
+    """Per period, a pale bar of what was planned beside a solid bar of what was spent, each stacked by
+    group in the group's colour, on a scale from zero; a legend of which bar is which and of the groups.
+    Amounts that are not positive and finite take no space (an overspend shows as the taller solid bar)."""
+
+    def amount(value: float) -> float:
+        return max(_num(value, False) or 0.0, 0.0)
+
+    tops = [
+        max(sum(amount(s.planned[i]) for s in stacks), sum(amount(s.actual[i]) for s in stacks))
+        for i in range(len(periods))
+    ]
+    highest = max(tops, default=0.0)
+    lo, hi, ticks = _linear_ticks(0.0, highest, y_format) if highest > 0 else (0.0, 1.0, [])
+    left = 12.0 + max((text_width(label) for _, label in ticks), default=0.0)
+    right, top, bottom = width - 8.0, 8.0, height - 34.0
+    shown = [s for s in stacks if any(amount(v) for v in (*s.planned, *s.actual))]
+    legend, legend_height = _wrapped_legend(
+        [
+            ("planned (pale)", _paint("#777", planned=True)),
+            ("actual (solid)", _paint("#777", planned=False)),
+            *((s.label, f'fill="{PALETTE[s.colour % len(PALETTE)]}"') for s in shown),
+        ],
+        left,
+        right,
+        height + 8.0,
+    )
+    out = _open_svg(chart_id, title, description, width, int(height + legend_height + 4))
+
+    def sy(value: float) -> float:
+        return bottom - (value - lo) / (hi - lo) * (bottom - top)
+
+    for value, label in ticks:
+        y = sy(value)
+        out.append(_line(left, y, right, y, 'class="grid" stroke="#e0e0e0"'))
+        out.append(_text(left - 4, y + 4, label, 'class="y-tick" text-anchor="end"'))
+    slot = (right - left) / max(len(periods), 1)
+    bar_width = max(min(slot * 0.38, 28.0), 1.0)
+    # Every period's label where they fit, else every second, third...: never overlapping.
+    label_every = max(1, math.ceil(max((text_width(p) + 6 for p in periods), default=0.0) / slot))
+    for i, period in enumerate(periods):
+        middle = left + slot * (i + 0.5)
+        for kind, x in (("planned", middle - bar_width - 1), ("actual", middle + 1)):
+            at = 0.0
+            for s in shown:
+                value = amount((s.planned if kind == "planned" else s.actual)[i])
+                if value > 0:
+                    paint = _paint(PALETTE[s.colour % len(PALETTE)], planned=kind == "planned")
+                    attrs = f'class="{kind}" data-period="{escape(period)}" {paint}'
+                    out.append(_rect(x, sy(at + value), bar_width, sy(at) - sy(at + value), attrs))
+                    at += value
+        if i % label_every == 0:
+            out.append(_text(middle, bottom + 14, period, 'class="x-tick" text-anchor="middle"'))
+    out.append(_line(left, bottom, right, bottom, 'class="axis" stroke="#333"'))
+    out.append(_text(left, height - 4.0, y_label, 'class="axis-title"'))
+    if highest <= 0:
+        attrs = 'class="empty" dy="4" text-anchor="middle" fill="#555"'
+        out.append(_text((left + right) / 2, (top + bottom) / 2, "Nothing planned or spent", attrs))
+    out += [*legend, "</svg>"]
+    return Markup("".join(out))

@@ -15,7 +15,7 @@ from service.console import charts
 from service.console.formatting import money
 from service.core import allocate, engine, performance
 from service.core.validation import InvalidInput
-from service.services import planning
+from service.services import planning, reports
 from service.services.errors import InvalidFieldError
 
 DEFAULT_REFERENCE_LAW = "chinchilla-2022"  # the IsoFLOP chart's law when the plan uses a fixed ratio
@@ -250,3 +250,61 @@ def burn_chart(utilization: Mapping[str, Any]) -> Markup:
         reference_lines=[(float(utilization["amount"]), "Amount")],
         x_ticks=[(index, month["month"]) for index, month in enumerate(months)][::step],
     )
+
+
+MAX_STACKED_GROUPS = len(charts.PALETTE)  # one colour each; the smallest beyond are drawn together as "other"
+
+
+def planned_actual_charts(report: reports.SpendReport) -> list[Markup]:
+    """Per currency (amounts in two are never drawn on one scale), planned beside actual for every period of
+    a report of actual spend, stacked by its first group (by name where it has one); [] for a report with
+    no periods."""
+    if report.query.granularity == "none":
+        return []
+    group = report.query.group_by[0] if report.query.group_by else None
+    shown_by = reports.NAMED_GROUPS.get(group or "", group)
+    periods = sorted({row["period_start"] for row in report.rows})
+    drawn = []
+    for currency in sorted({row["currency"] for row in report.rows if row["currency"] is not None}):
+        rows = [row for row in report.rows if row["currency"] == currency]
+        amounts: dict[str, dict[str, list[float]]] = {}
+        for row in rows:
+            label = "all" if shown_by is None else str(row.get(shown_by) or row.get(group or "") or "none")
+            stack = amounts.setdefault(
+                label, {"planned": [0.0] * len(periods), "actual": [0.0] * len(periods)}
+            )
+            at = periods.index(row["period_start"])
+            stack["planned"][at] += float(row["planned_cost"] or 0)
+            stack["actual"][at] += float(row["actual_cost"] or 0)
+        ranked = sorted(amounts.items(), key=lambda item: -sum(item[1]["planned"]) - sum(item[1]["actual"]))
+        if len(ranked) > MAX_STACKED_GROUPS:
+            rest = ranked[MAX_STACKED_GROUPS - 1 :]
+            other = {
+                kind: [sum(stack[kind][i] for _, stack in rest) for i in range(len(periods))]
+                for kind in ("planned", "actual")
+            }
+            ranked = [*ranked[: MAX_STACKED_GROUPS - 1], ("other", other)]
+        stacks = [
+            charts.Stack(label, stack["planned"], stack["actual"], colour)
+            for colour, (label, stack) in enumerate(ranked)
+        ]
+        totals = next(total for total in report.totals if total["currency"] == currency)
+        per = report.query.granularity
+        labels = [period[:7] if per == "month" else period for period in periods]
+        drawn.append(
+            charts.planned_actual_bars(
+                chart_id=f"planned-actual-{currency.lower()}",
+                title=f"Planned against actual by {per}, {currency}",
+                description=(
+                    f"For each {per} from {labels[0]} to {labels[-1]}, a pale bar of what plans starting in "
+                    f"it planned beside a solid bar of what runs spent in it"
+                    + ("" if group is None else f", each stacked by {group}")
+                    + f". In all {money(totals['planned_cost'], currency)} planned and "
+                    f"{money(totals['actual_cost'], currency)} spent; the table gives every figure."
+                ),
+                periods=labels,
+                stacks=stacks,
+                y_label=f"Money ({currency})",
+            )
+        )
+    return drawn

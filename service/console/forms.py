@@ -200,8 +200,8 @@ def plan_filter_query(args: Mapping[str, str]) -> dict[str, str]:
 
 def report_query(args: Mapping[str, str], now: datetime | None = None) -> dict[str, Any]:
     """Cost report filters as GET /v1/reports/costs takes them, from the page's form or from the API's own
-    query (a report's URL with /v1 taken off); by default this calendar year by month and budget, committed
-    plans."""
+    query (a report's URL with /v1 taken off); by default this calendar year by month and budget, planned
+    against actual (of plans whose cost is reserved or spent)."""
     now = now or datetime.now(UTC)
     groups = [name for name in REPORT_GROUPS if args.get(f"group_{name}")]
     for key in args.get("group_label", "").split(","):  # label keys, as many as the API takes
@@ -211,8 +211,10 @@ def report_query(args: Mapping[str, str], now: datetime | None = None) -> dict[s
         "from": _instant(args.get("from", "").strip()) or f"{now.year}-01-01T00:00:00+00:00",
         "to": _instant(args.get("to", "").strip()) or f"{now.year + 1}-01-01T00:00:00+00:00",
         "granularity": args.get("granularity") or "month",
-        "status": args.get("status") or "committed",
+        "measure": args.get("measure") or "both",
     }
+    if args.get("status"):
+        query["status"] = args["status"]
     # Once the form was sent, its choice of groups (even none); else the API's group_by; else by budget.
     group_by = ",".join(groups) if groups or "grouped" in args else args.get("group_by", "budget").strip()
     if group_by:

@@ -30,7 +30,7 @@ from service.console.forms import (
     report_query,
 )
 from service.core import engine
-from service.csv_files import csv_response
+from service.csv_files import csv_response, spend_csv
 from service.db import get_session
 from service.models import PLAN_STATUSES, Budget, FittedLaw, HardwareProfile, Organization, utcnow
 from service.schemas.budgets import BudgetSchema
@@ -46,7 +46,7 @@ from service.schemas.plans import (
     PlanSchema,
     PlanSummarySchema,
 )
-from service.schemas.reports import REPORT_GROUPS, CostReportQuerySchema, UtilizationSchema
+from service.schemas.reports import REPORT_GROUPS, REPORT_MEASURES, CostReportQuerySchema, UtilizationSchema
 from service.services import (
     budgets,
     hardware,
@@ -396,6 +396,8 @@ def cost_report() -> tuple[str, int]:
     return flask.render_template(
         "console/costs.html",
         report=report,
+        charts=figures.planned_actual_charts(report) if isinstance(report, reports.SpendReport) else [],
+        measures=REPORT_MEASURES,
         query=args,
         shown=report_form(args),
         groups=REPORT_GROUPS,
@@ -415,23 +417,25 @@ def cost_report_csv() -> flask.Response:
     query = CostReportQuerySchema().load(report_query(flask.request.args))
     report = _report(query)
     filename = f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}.csv"
+    if isinstance(report, reports.SpendReport):
+        return spend_csv(report, filename)
     return csv_response(report.columns, report.rows, filename)
 
 
-def _report(query: Mapping[str, Any]) -> reports.CostReport:
+def _report(query: Mapping[str, Any]) -> reports.CostReport | reports.SpendReport:
     filters = {name: query[name] for name in ("organization", "budget_id", "hardware") if name in query}
-    return reports.cost_report(
-        get_session(),
-        reports.CostQuery(
-            start=query["from_"],
-            end=query["to"],
-            granularity=query["granularity"],
-            group_by=query["group_by"],
-            status=query["status"],
-            **filters,
-        ),
-        scope=scope(),
+    cost_query = reports.CostQuery(
+        start=query["from_"],
+        end=query["to"],
+        granularity=query.get("granularity") or "none",
+        group_by=query["group_by"],
+        status=query.get("status"),
+        measure=query["measure"],
+        **filters,
     )
+    if cost_query.measure == "planned":
+        return reports.cost_report(get_session(), cost_query, scope=scope())
+    return reports.spend_report(get_session(), cost_query, scope=scope())
 
 
 # --- shared lookups -------------------------------------------------------------------------------------

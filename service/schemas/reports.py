@@ -13,8 +13,11 @@ from service.models import PLAN_STATUSES
 from service.schemas.common import GREATER_THAN, StrictSchema
 from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime
 from service.services.documents import format_money
+from service.services.reports import FOCUS_GRANULARITIES
 
 REPORT_GRANULARITIES = ("day", "week", "month", "none")
+REPORT_MEASURES = ("planned", "actual", "both")
+REPORT_FORMATS = ("json", "csv", "focus")
 REPORT_GROUPS = ("organization", "budget", "hardware", "status")
 MAX_REPORT_GROUPS = 3
 _GROUP = "(organization|budget|hardware|status|label:" + LABEL_KEY_PATTERN.strip("^$") + ")"
@@ -50,16 +53,34 @@ class CostReportQuerySchema(StrictSchema):
     from_ = UtcDateTime(
         data_key="from",
         required=True,
-        metadata={"description": "Plans starting at or after (inclusive), ISO 8601 with an offset."},
+        metadata={
+            "description": "Plans starting, and UTC days of spend beginning, at or after (inclusive), "
+            "ISO 8601 with an offset."
+        },
     )
     to = UtcDateTime(
         required=True,
-        metadata={"description": "Plans starting before (exclusive).", GREATER_THAN: "from"},
+        metadata={
+            "description": "Plans starting, and UTC days of spend beginning, before (exclusive).",
+            GREATER_THAN: "from",
+        },
+    )
+    measure = ma.fields.String(
+        load_default="planned",
+        validate=validate.OneOf(REPORT_MEASURES),
+        metadata={
+            "description": "planned (the default): what plans of a status cost, as this report always gave. "
+            "actual: what runs spent per UTC day of use. both: planned, actual and their variance side by "
+            "side, with names beside ids, every period of the window and, in CSV, a totals row."
+        },
     )
     granularity = ma.fields.String(
-        load_default="none",
         validate=validate.OneOf(REPORT_GRANULARITIES),
-        metadata={"description": "Rows per UTC day, ISO week (from Monday) or month; none: one per group."},
+        metadata={
+            "description": "Rows per UTC day, ISO week (from Monday) or month; none (the default): one per "
+            "group. With measure actual or both, every period of the window is a row (for each group seen "
+            "in it): a report of more than 100 000 rows is refused."
+        },
     )
     group_by = GroupByField(
         load_default=tuple,  # a callable: the description shows no default (none is no query value)
@@ -72,13 +93,44 @@ class CostReportQuerySchema(StrictSchema):
     budget_id = ma.fields.UUID()
     hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
     status = ma.fields.String(
-        load_default="committed",
         validate=validate.OneOf(PLAN_STATUSES),
-        metadata={"description": "Plans in this status (default committed)."},
+        metadata={
+            "description": "Plans in this status. By default committed with measure planned; with actual, "
+            "and both, every plan whose cost is reserved or spent (committed, running, completed, failed)."
+        },
     )
     format = ma.fields.String(
-        validate=validate.OneOf(["json", "csv"]),
-        metadata={"description": "csv for text/csv (as with Accept: text/csv); json by default."},
+        validate=validate.OneOf(REPORT_FORMATS),
+        metadata={
+            "description": "csv for text/csv (as with Accept: text/csv); json by default. focus: what runs "
+            "spent as FOCUS 1.1 usage charges, CSV, as GET /v1/reports/focus gives them: with no group_by, "
+            "measure actual if given, and a granularity of day (the default) or month."
+        },
+    )
+
+
+class FocusQuerySchema(StrictSchema):
+    from_ = UtcDateTime(
+        data_key="from",
+        required=True,
+        metadata={
+            "description": "UTC days of spend beginning at or after (inclusive), ISO 8601 with an offset."
+        },
+    )
+    to = UtcDateTime(
+        required=True,
+        metadata={"description": "UTC days of spend beginning before (exclusive).", GREATER_THAN: "from"},
+    )
+    granularity = ma.fields.String(
+        load_default="day",
+        validate=validate.OneOf(FOCUS_GRANULARITIES),
+        metadata={"description": "The charge period: a UTC day or a calendar month."},
+    )
+    organization = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
+    budget_id = ma.fields.UUID()
+    hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
+    status = ma.fields.String(
+        validate=validate.OneOf(PLAN_STATUSES), metadata={"description": "Only plans in this status."}
     )
 
 
@@ -88,28 +140,83 @@ class CostRowSchema(ma.Schema):
 
     class Meta:
         ordered = True
+        unknown = ma.INCLUDE  # a label group is a member of its own, label:<key>
 
     period_start = ma.fields.String(metadata={"description": "First day of the period (UTC), ISO date."})
     period_end = ma.fields.String(metadata={"description": "Day after its last (exclusive)."})
     organization = ma.fields.String(allow_none=True)
+    organization_name = ma.fields.String(
+        allow_none=True, metadata={"description": "Beside organization, with measure actual or both."}
+    )
     budget = ma.fields.String(allow_none=True, metadata={"description": "Budget id; null for plans without."})
+    budget_name = ma.fields.String(
+        allow_none=True, metadata={"description": "Beside budget, with measure actual or both."}
+    )
     hardware = ma.fields.String(allow_none=True, metadata={"description": "Slug; null for inline hardware."})
-    status = ma.fields.String()
-    currency = ma.fields.String(allow_none=True, metadata={"description": "Null for plans with no price."})
-    plans = ma.fields.Integer()
-    accelerator_hours = ma.fields.Float()
-    flops = ma.fields.Float()
-    cost = MoneyField(dump_only=True, allow_none=True)
-    estimated = ma.fields.Constant(True, metadata={"description": "Always true: plans, not invoices."})
+    status = ma.fields.String(
+        allow_none=True,
+        metadata={"description": "Null only in the rows of zeros of a window with nothing in it."},
+    )
+    currency = ma.fields.String(
+        allow_none=True,
+        metadata={
+            "description": "Null for plans with no price, and in the rows of zeros of an empty window."
+        },
+    )
+    plans = ma.fields.Integer(metadata={"description": "Measure planned."})
+    accelerator_hours = ma.fields.Float(metadata={"description": "Measure planned."})
+    flops = ma.fields.Float(metadata={"description": "Measure planned."})
+    cost = MoneyField(dump_only=True, allow_none=True, metadata={"description": "Measure planned."})
+    estimated = ma.fields.Constant(
+        True, metadata={"description": "Measure planned; always true: plans, not invoices."}
+    )
+    planned_plans = ma.fields.Integer(
+        metadata={"description": "Measure both: plans starting in the period (of the status asked for)."}
+    )
+    planned_accelerator_hours = ma.fields.Float()
+    planned_cost = MoneyField(
+        dump_only=True, allow_none=True, metadata={"description": "Null for plans with no price."}
+    )
+    actual_plans = ma.fields.Integer(
+        metadata={
+            "description": "Measures actual and both: plans whose runs used accelerators in the period."
+        }
+    )
+    actual_accelerator_hours = ma.fields.Float()
+    actual_cost = MoneyField(dump_only=True)
+    variance_cost = MoneyField(
+        dump_only=True,
+        allow_none=True,
+        metadata={"description": "Measure both: actual_cost - planned_cost (negative: under plan)."},
+    )
+    variance_percent = ma.fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "variance_cost / planned_cost x 100, to 2 decimals; null when nothing is planned."
+        },
+    )
 
 
 class CostTotalsSchema(ma.Schema):
+    """The metrics of the report's rows (see CostRow), summed per currency."""
+
+    class Meta:
+        ordered = True
+
     currency = ma.fields.String(allow_none=True)
     plans = ma.fields.Integer()
     accelerator_hours = ma.fields.Float()
     flops = ma.fields.Float()
     cost = MoneyField(dump_only=True, allow_none=True)
     estimated = ma.fields.Constant(True)
+    planned_plans = ma.fields.Integer()
+    planned_accelerator_hours = ma.fields.Float()
+    planned_cost = MoneyField(dump_only=True, allow_none=True)
+    actual_plans = ma.fields.Integer()
+    actual_accelerator_hours = ma.fields.Float()
+    actual_cost = MoneyField(dump_only=True)
+    variance_cost = MoneyField(dump_only=True, allow_none=True)
+    variance_percent = ma.fields.Float(allow_none=True)
 
 
 def _report_value(name: str, value):
@@ -123,7 +230,11 @@ class CostReportSchema(ma.Schema):
     to = ma.fields.AwareDateTime(attribute="query.end")
     granularity = ma.fields.String(attribute="query.granularity")
     group_by = ma.fields.List(ma.fields.String(), attribute="query.group_by")
-    status = ma.fields.String(attribute="query.status")
+    measure = ma.fields.String(attribute="query.measure")
+    status = ma.fields.Function(
+        lambda report: report.query.status or ("committed" if report.query.measure == "planned" else None),
+        metadata={"type": "string", "nullable": True, "description": "Null: every charged status."},
+    )
     rows = ma.fields.Function(
         lambda report: [
             {name: _report_value(name, row.get(name)) for name in report.columns} for row in report.rows
@@ -134,7 +245,17 @@ class CostReportSchema(ma.Schema):
             "description": "A label group is a member named label:<key> (null for plans without the label).",
         },
     )
-    totals = ma.fields.List(ma.fields.Nested(CostTotalsSchema), metadata={"description": "Per currency."})
+    totals = ma.fields.Function(
+        lambda report: [
+            {name: _report_value(name, total.get(name)) for name in ["currency", *report.metrics]}
+            for total in report.total_rows
+        ],
+        metadata={
+            "type": "array",
+            "items": {"$ref": "#/components/schemas/CostTotals"},
+            "description": "Per currency.",
+        },
+    )
 
 
 class MonthUseSchema(ma.Schema):

@@ -290,6 +290,7 @@ MATRIX = [
         {"*": 200},
         None,
     ),
+    ("GET", "/v1/reports/focus?from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z", None, {"*": 200}, None),
     (
         "GET",
         "/v1/reports/model-accuracy?detail=true&organization={org}",

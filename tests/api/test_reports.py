@@ -46,6 +46,10 @@ class World:
 
 @pytest.fixture
 def world(client, session) -> World:
+    return make_world(client, session)
+
+
+def make_world(client, session) -> World:
     """acme and globex with a USD and a EUR budget each; h100-sxm (built in, USD), lab-gpu (2.50 USD an
     hour) and eu-gpu (3.00 EUR an hour)."""
     load_builtin_hardware(session)

@@ -42,6 +42,7 @@ USE_CASES = [
     "plan cancel",
     "plan compare",
     "report costs",
+    "report focus",
     "law fit",
     "law list",
     "law show",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from urllib.parse import urlsplit
 
 import pytest
@@ -159,3 +160,44 @@ def test_a_bad_moe_option_is_refused_naming_its_field(served, capsys, options, s
     assert output.out == ""
     assert "422" in output.err
     assert said in output.err
+
+
+def test_planner_reports_planned_against_actual_and_exports_focus(served, client, session, capsys):
+    """A run of acme's spent 60.25 of the 100.00 its plan planned: the table's total says so, and the FOCUS
+    export has its day's charge."""
+    from datetime import date  # noqa: PLC0415
+    from decimal import Decimal  # noqa: PLC0415
+
+    from service.models import Organization, Plan, UsageDay  # noqa: PLC0415
+
+    organization = session.query(Organization).filter_by(slug="acme").one()
+    body = {"organization": "acme", "params": 1e9, "tokens": 2e10, "hardware": "h100-sxm", "accelerators": 8}
+    plan = client.post("/v1/plans", json={**body, "start_at": "2026-01-05T00:00:00Z"}).get_json()
+    stored = session.get(Plan, uuid.UUID(plan["id"]))
+    stored.status = "running"  # as its first usage record makes it (main's usage service, not here yet)
+    session.add(
+        UsageDay(
+            plan_id=stored.id,
+            day=date(2026, 1, 6),
+            organization_id=organization.id,
+            accelerator_hours=8.0,
+            cost=Decimal("60.25"),
+            currency="USD",
+        )
+    )
+    session.commit()
+    window = ["--from=2026-01-01T00:00:00Z", "--to=2026-02-01T00:00:00Z"]
+
+    assert cli.main(["report", "costs", *window, "--measure=both"]) == 0
+    table = capsys.readouterr().out
+    assert cli.main(["report", "focus", *window]) == 0
+    focus = capsys.readouterr().out
+
+    planned = Decimal(plan["cost"])
+    assert (
+        f"total: {planned:,.2f} USD planned, 60.25 USD spent, variance {Decimal('60.25') - planned:,.2f} USD"
+        in table
+    )
+    header, line = focus.splitlines()
+    assert header.startswith("BilledCost,EffectiveCost,ListCost,ContractedCost,BillingCurrency,")
+    assert line.startswith("60.25,60.25,60.25,60.25,USD,2026-01-01T00:00:00Z,2026-02-01T00:00:00Z,2026-01-06")

@@ -532,3 +532,73 @@ def test_a_range_that_ends_on_a_power_of_ten_by_rounding_gains_no_decade():
     labels = texts(root, "x-tick")
     assert labels[0] == "1e19"
     assert labels[-1] == "1e26"
+
+
+# --- Planned against actual -------------------------------------------------------------------------------
+
+
+def planned_actual(stacks, periods=("2026-01", "2026-02"), **options) -> ET.Element:
+    arguments = {
+        "chart_id": "pa",
+        "title": "Planned against actual",
+        "description": "Per month, planned beside actual.",
+        "periods": periods,
+        "stacks": stacks,
+        "y_label": "Money (USD)",
+    }
+    return parse(charts.planned_actual_bars(**(arguments | options)))
+
+
+def heights(root: ET.Element, kind: str, period: str) -> list[float]:
+    return [
+        float(rect.get("height")) for rect in find(root, "rect", kind) if rect.get("data-period") == period
+    ]
+
+
+def test_each_period_has_a_pale_planned_bar_beside_a_solid_actual_one_stacked_by_group():
+    root = planned_actual(
+        [
+            charts.Stack("alpha", planned=[100.0, 0.0], actual=[60.0, 30.0], colour=0),
+            charts.Stack("beta", planned=[50.0, 0.0], actual=[90.0, 0.0], colour=1),
+        ]
+    )
+
+    assert root.get("role") == "img"
+    assert texts(root, "x-tick") == ["2026-01", "2026-02"]
+    january_planned, january_actual = heights(root, "planned", "2026-01"), heights(root, "actual", "2026-01")
+    assert len(january_planned) == len(january_actual) == 2  # a part per group
+    assert sum(january_planned) == pytest.approx(sum(january_actual), abs=0.02)  # 150 each (2-decimal SVG)
+    assert january_planned[0] == pytest.approx(2 * january_planned[1], abs=0.02)  # alpha 100, beta 50
+    assert heights(root, "planned", "2026-02") == []  # nothing planned takes no space
+    assert heights(root, "actual", "2026-02") == [pytest.approx(january_actual[0] / 2, abs=0.02)]
+    planned_rect = find(root, "rect", "planned")[0]
+    assert planned_rect.get("fill-opacity") == charts.PLANNED_OPACITY
+    assert find(root, "rect", "actual")[0].get("fill-opacity") is None
+    planned_x = float(planned_rect.get("x"))
+    assert planned_x < float(find(root, "rect", "actual")[0].get("x"))  # planned on the left
+    assert texts(root)[-4:] == ["planned (pale)", "actual (solid)", "alpha", "beta"]
+
+
+def test_a_planned_actual_chart_with_nothing_says_so_and_escapes_its_text():
+    root = planned_actual(
+        [charts.Stack(NASTY, planned=[0.0, math.nan], actual=[-5.0, math.inf], colour=0)],
+        periods=(NASTY, "b"),
+        title=NASTY,
+    )
+
+    assert texts(root, "empty") == ["Nothing planned or spent"]
+    assert find(root, "rect", "planned") == find(root, "rect", "actual") == []
+    assert root.find(NS + "title").text == NASTY
+    assert NASTY not in texts(root)[-3:]  # a group with nothing is left out of the legend
+
+
+def test_many_periods_label_only_as_many_as_fit():
+    days = [f"2026-01-{day:02d}" for day in range(1, 32)]
+    root = planned_actual([charts.Stack("a", [1.0] * 31, [2.0] * 31, 0)], periods=days)
+
+    labels = texts(root, "x-tick")
+    assert labels[0] == "2026-01-01"
+    assert 1 < len(labels) < 31
+    positions = [float(text.get("x")) for text in find(root, "text", "x-tick")]
+    gaps = [b - a for a, b in itertools.pairwise(positions)]
+    assert min(gaps) >= charts.text_width("2026-01-01")  # never overlapping

@@ -9,11 +9,14 @@ import csv
 import html
 import io
 import re
+import uuid
 import xml.etree.ElementTree as ET
+from datetime import date
 from decimal import Decimal
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 import pytest
+from sqlalchemy import select
 
 from service.auth import CONSOLE_COOKIE
 from service.console.charts import format_number
@@ -22,6 +25,7 @@ from service.console.formatting import gigabytes, percent
 from service.console.forms import report_query
 from service.console.views import MAX_FITTED_LAWS_CHARTED, SIZING_TEXTS
 from service.core.laws import PUBLISHED_LAWS
+from service.models import Organization, UsageDay
 from service.schemas.fields import numeral
 from service.services.catalog import load_builtin_hardware
 from tests.api.test_laws import store_law
@@ -928,12 +932,17 @@ def test_the_cost_report_page_and_its_csv_agree_with_the_api(browser, client, wo
             "from": f"{year}-01-01T00:00:00Z",
             "to": f"{int(year) + 1}-01-01T00:00:00Z",
             "group_by": "budget",
+            "measure": "both",
             "format": "csv",
         },
     )
     assert download.get_data(as_text=True) == api_csv.get_data(as_text=True)
     rows = list(csv.DictReader(io.StringIO(download.get_data(as_text=True))))
-    assert [row["cost"] for row in rows] == [f"{Decimal(plan['cost']):.2f}"]
+    cost = f"{Decimal(plan['cost']):.2f}"
+    assert [(row["budget"], row["budget_name"], row["planned_cost"]) for row in rows] == [
+        (world["id"], "FY26 pretraining", cost),
+        ("total", "", cost),
+    ]
 
 
 def test_the_cost_report_page_shows_the_report_of_the_apis_own_query_and_says_so_in_its_form(
@@ -971,6 +980,61 @@ def test_the_cost_report_page_shows_the_report_of_the_apis_own_query_and_says_so
     assert [selected(page, menu) for menu in menus] == ["draft", "none", "acme", "h100-sxm", world["id"]]
 
 
+def test_the_cost_report_charts_each_months_planned_beside_its_actual_and_says_so_in_words(
+    browser, client, session, world
+):
+    body = {"organization": "acme", "pf_days": 60, "hardware": "h100-sxm", "accelerators": 64}
+    body |= {"budget_id": world["id"], "start_at": "2026-02-10T00:00:00Z"}
+    plan = client.post("/v1/plans", json=body).get_json()
+    assert client.post(f"/v1/plans/{plan['id']}/commit").status_code == 200
+    organization_id = session.scalar(select(Organization.id).where(Organization.slug == "acme"))
+    session.add_all(
+        UsageDay(
+            plan_id=uuid.UUID(plan["id"]),
+            day=date(2026, month, 15),
+            organization_id=organization_id,
+            accelerator_hours=100.0,
+            cost=Decimal(cost),
+            currency="USD",
+        )
+        for month, cost in ((2, "1000.00"), (3, "250.50"))
+    )
+    session.commit()
+
+    response = browser.get("/reports/costs", query_string={"from": "2026-01-01", "to": "2026-05-01"})
+
+    assert response.status_code == 200
+    page = response.get_data(as_text=True)
+    chart = svg(page, "planned-actual-usd")
+    assert chart.get("role") == "img"
+    assert chart.find(f"{SVG}title").text == "Planned against actual by month, USD"
+    description = chart.find(f"{SVG}desc").text
+    assert "from 2026-01 to 2026-04" in description
+    assert f"In all {Decimal(plan['cost']):,.2f} USD planned and 1,250.50 USD spent" in description
+    bars = {
+        kind: [rect.get("data-period") for rect in chart.iter(f"{SVG}rect") if rect.get("class") == kind]
+        for kind in ("planned", "actual")
+    }
+    assert bars == {"planned": ["2026-02"], "actual": ["2026-02", "2026-03"]}
+    ticks = [text.text for text in chart.iter(f"{SVG}text") if text.get("class") == "x-tick"]
+    assert ticks == ["2026-01", "2026-02", "2026-03", "2026-04"]  # a month without spend is there too
+    legend = [text.text for text in chart.iter(f"{SVG}text") if text.get("class") is None]
+    assert legend[:3] == ["planned (pale)", "actual (solid)", "FY26 pretraining"]  # the budget, by name
+    assert '<th scope="col" class="num">variance cost</th>' in page
+    assert f"{Decimal('1250.50') - Decimal(plan['cost']):,.2f}" in page  # the variance, in the totals
+
+
+def test_the_planned_only_report_is_the_estimates_it_always_was_and_draws_no_chart(browser, client, world):
+    query = {"from": "2026-01-01", "to": "2026-05-01", "measure": "planned"}
+
+    page = browser.get("/reports/costs", query_string=query).get_data(as_text=True)
+
+    assert "planned-actual" not in page
+    assert selected(page, "measure") == "planned"
+    assert selected(page, "status") == ""  # committed, for planned only
+    assert "No plans in this window." in page
+
+
 def test_the_report_defaults_to_this_year_by_month_and_budget():
     from datetime import UTC, datetime  # noqa: PLC0415
 
@@ -979,7 +1043,7 @@ def test_the_report_defaults_to_this_year_by_month_and_budget():
         "from": "2026-01-01T00:00:00+00:00",
         "to": "2027-01-01T00:00:00+00:00",
         "granularity": "month",
-        "status": "committed",
+        "measure": "both",
         "group_by": "budget",
     }
 
@@ -1099,6 +1163,7 @@ PAGES = {
         "from",
         "to",
         "granularity",
+        "measure",
         "status",
         "group_label",
         "group_by",
@@ -1106,7 +1171,7 @@ PAGES = {
         "budget_id",
         "hardware",
     ],
-    "/reports/costs.csv": ["from", "to", "granularity", "group_label", "group_by"],
+    "/reports/costs.csv": ["from", "to", "granularity", "measure", "group_label", "group_by"],
 }
 
 

@@ -1421,7 +1421,7 @@ def plan_compare(plan_ids: Sequence[str]) -> None:
 
 @planner.group()
 def report() -> None:
-    """Reports for finance: costs."""
+    """Reports for finance: costs, planned against actual, and FOCUS exports."""
 
 
 @report.command("costs")
@@ -1438,7 +1438,16 @@ def report() -> None:
 @click.option("--organization", help="Only this organisation's plans.")
 @click.option("--budget-id", help="Only plans charged to this budget.")
 @click.option("--hardware", help="Only plans on this hardware profile.")
-@click.option("--status", type=PLAN_STATUSES, help="Only plans in this status (default committed).")
+@click.option(
+    "--status",
+    type=PLAN_STATUSES,
+    help="Only plans in this status (default committed; with --measure actual or both, committed or later).",
+)
+@click.option(
+    "--measure",
+    type=click.Choice(["planned", "actual", "both"]),
+    help="planned (default): plans' estimates; actual: what runs spent; both: the two and their variance.",
+)
 @click.option(
     "--format",
     "output",
@@ -1447,7 +1456,7 @@ def report() -> None:
     help="table (default), csv as finance tools read it, or json.",
 )
 def report_costs(start: str, end: str, output: str, **params: Any) -> None:
-    """What plans cost, summed by period and group, exactly, never across currencies."""
+    """What plans cost and runs spent, summed by period and group, exactly, never across currencies."""
     client = settings().client
     if output == "csv":
         click.echo(client.cost_report_csv(start, end, **params), nl=False)
@@ -1461,9 +1470,39 @@ def report_costs(start: str, end: str, output: str, **params: Any) -> None:
     rows = costs["rows"]
     show_list(rows, [name for name in (rows[0] if rows else {}) if name not in ("estimated", "currency")])
     for total in costs["totals"]:
-        cost = human("cost", total["cost"], total["currency"])
+        click.echo(_total_line(total))
+
+
+def _total_line(total: Json) -> str:
+    currency = total["currency"]
+    if "cost" in total:  # planned: the plans' estimates
         plans = f"{total['plans']} plan" + ("" if total["plans"] == 1 else "s")
-        click.echo(f"total: {plans}, {cost} (estimated)")
+        return f"total: {plans}, {human('cost', total['cost'], currency)} (estimated)"
+    spent = f"{human('cost', total['actual_cost'], currency)} spent"
+    if "planned_cost" not in total:
+        return f"total: {spent}"
+    planned = human("cost", total["planned_cost"], currency)
+    variance = human("cost", total["variance_cost"], currency)
+    percent = "" if total["variance_percent"] is None else f", {total['variance_percent']:+.2f}%"
+    return f"total: {planned} planned, {spent}, variance {variance}{percent}"
+
+
+@report.command("focus")
+@click.option("--from", "start", required=True, help="UTC days of spend beginning at or after this time.")
+@click.option("--to", "end", required=True, help="UTC days of spend beginning before this time.")
+@click.option(
+    "--granularity",
+    type=click.Choice(["day", "month"]),
+    help="The charge period: a UTC day (default) or a calendar month.",
+)
+@click.option("--organization", help="Only this organisation's runs.")
+@click.option("--budget-id", help="Only runs of plans charged to this budget.")
+@click.option("--hardware", help="Only runs on this hardware profile.")
+@click.option("--status", type=PLAN_STATUSES, help="Only runs of plans in this status.")
+def report_focus(start: str, end: str, **params: Any) -> None:
+    """What runs spent as FOCUS 1.1 usage charges (CSV), one per plan per day or month, for FinOps tools."""
+    query = {name: value for name, value in params.items() if value is not None}
+    click.echo(settings().client.focus_export(start, end, **query), nl=False)
 
 
 # --- Scaling laws ---

@@ -402,13 +402,20 @@ class PlannerClient:
 
     def cost_report(self, start: str, end: str, **params: Any) -> Json:
         """Plans starting in [start, end), grouped: granularity, group_by (a list or comma-separated),
-        organization, budget_id, hardware, status."""
+        organization, budget_id, hardware, status; measure="both" sets what runs spent (by day of use) beside
+        what plans planned, with the variance ("actual": the spend alone; "planned", the default: plans)."""
         return self._json("GET", "/v1/reports/costs", params={"from": start, "to": end, **params})
 
     def cost_report_csv(self, start: str, end: str, **params: Any) -> str:
         """The same report as CSV text, as finance tools read it."""
         query = {"from": start, "to": end, **params, "format": "csv"}
         return self.request("GET", "/v1/reports/costs", params=query).text
+
+    def focus_export(self, start: str, end: str, **params: Any) -> str:
+        """What runs spent on the UTC days beginning in [start, end) as FOCUS 1.1 usage charges (CSV text),
+        one per plan per day (granularity="month": per month); organization, budget_id, hardware, status."""
+        query = {"from": start, "to": end, **params}
+        return self.request("GET", "/v1/reports/focus", params=query).text
 
     # --- Keys and audit ------------------------------------------------------------------------------------
 
