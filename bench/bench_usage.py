@@ -10,8 +10,14 @@ the time a round takes, records per second, latency p50/p99, and every non-2xx a
 books are checked: each budget's `spent` equals the sum of its plans' records, and each plan has one record
 per round.
 
+Then a year of it: `--report-days` days of usage of every plan (its daily sums, `usage_days`, the rows a
+report of actual spend reads: 365 000 for 1 000 plans) are written straight into the database, and the
+planned-against-actual report over that year is timed through HTTP (median of `--repeat`): by month and
+budget, by month and label, as CSV, and as the organisation's finance key sees it.
+
     .venv/bin/python -m bench.bench_usage [--plans 1000] [--budgets 10] [--minutes 3] [--clients 16]
-        [--backends postgresql,sqlite] [--postgres-url postgresql://postgres@127.0.0.1:5432/postgres]
+        [--report-days 365] [--repeat 7] [--backends postgresql,sqlite]
+    [--postgres-url postgresql://postgres@127.0.0.1:5432/postgres]
 
 Not a test: nothing asserts on time.
 """
@@ -31,12 +37,18 @@ from decimal import Decimal
 from pathlib import Path
 
 import requests
+from sqlalchemy import func, insert, select
+from sqlalchemy.orm import Session
 
 from bench.bench_plans import AUTH, call, create_budget, scratch_database, serving
 from bench.machine import describe
+from service.config import Config
+from service.db import create_db_engine
+from service.models import Plan, UsageDay
 
 MINUTE = timedelta(minutes=1)
 HOURS_A_MINUTE = 8 / 60  # 8 accelerators for a minute
+YEAR_START = datetime(2025, 1, 1, tzinfo=UTC)  # the year a report of planned against actual reads
 
 
 def make_plans(base: str, plans: int, budgets: int) -> list[str]:
@@ -44,11 +56,13 @@ def make_plans(base: str, plans: int, budgets: int) -> list[str]:
     call("POST", f"{base}/v1/organizations", 201, json={"slug": "bench", "name": "Bench"})
     budget_ids = [create_budget(base, f"budget {n}") for n in range(budgets)]
     body = {"organization": "bench", "params": 1e9, "tokens": 2e10, "hardware": "h100-sxm", "accelerators": 8}
+    body["labels"] = {"team": "alpha"}
 
     def make(n: int) -> str:
         with requests.Session() as session:
             session.headers.update(AUTH)
-            plan = {**body, "budget_id": budget_ids[n % budgets], "start_at": "2026-06-01T00:00:00Z"}
+            start_at = (YEAR_START + timedelta(days=n % 365)).isoformat()  # planned over the report's year
+            plan = {**body, "budget_id": budget_ids[n % budgets], "start_at": start_at}
             created = session.post(f"{base}/v1/plans", json=plan, timeout=60)
             created.raise_for_status()
             plan_id = created.json()["id"]
@@ -114,6 +128,77 @@ def check_books(base: str, plan_ids: list[str], minutes: int) -> str:
     )
 
 
+def seed_a_year(database_url: str, plan_ids: list[str], days: int) -> None:
+    """`days` days of usage of every plan from 2025-01-01, as the usage records would have summed them."""
+    engine = create_db_engine(Config(database_url=database_url, db_statement_timeout_ms=0))
+    began = time.perf_counter()
+    with Session(engine) as session:
+        owners = dict(
+            session.execute(
+                select(Plan.id, Plan.organization_id).where(
+                    Plan.id.in_([uuid.UUID(plan_id) for plan_id in plan_ids])
+                )
+            ).all()
+        )
+        for offset in range(days):
+            day = (YEAR_START + timedelta(days=offset)).date()
+            session.execute(
+                insert(UsageDay),
+                [
+                    {
+                        "plan_id": plan_id,
+                        "day": day,
+                        "organization_id": organization_id,
+                        "accelerator_hours": 192.0,
+                        "cost": Decimal("1920.00"),
+                        "currency": "USD",
+                    }
+                    for plan_id, organization_id in owners.items()
+                ],
+            )
+        session.commit()
+        rows = session.scalar(select(func.count()).select_from(UsageDay))
+    engine.dispose()
+    print(f"  seeded a year: {rows} usage_days rows in {time.perf_counter() - began:.0f} s")
+
+
+def time_reports(base: str, days: int, repeat: int) -> None:
+    end = (YEAR_START + timedelta(days=days)).isoformat()
+    window = f"from={YEAR_START.isoformat()}&to={end}".replace("+", "%2B")
+    finance = call(
+        "POST", f"{base}/v1/keys", 201, json={"name": "finance", "role": "finance", "organization": "bench"}
+    ).json()["key"]
+    cases = [
+        ("by month and budget (admin)", "granularity=month&group_by=budget&measure=both", AUTH),
+        ("by month and label:team (admin)", "granularity=month&group_by=label:team&measure=both", AUTH),
+        (
+            "by month and budget, CSV (admin)",
+            "granularity=month&group_by=budget&measure=both&format=csv",
+            AUTH,
+        ),
+        (
+            "by month and budget (finance key)",
+            "granularity=month&group_by=budget&measure=both",
+            {"Authorization": f"Bearer {finance}"},
+        ),
+    ]
+    with requests.Session() as session:
+        for name, query, headers in cases:
+            url = f"{base}/v1/reports/costs?{window}&{query}"
+            timings = []
+            for _ in range(repeat):
+                began = time.perf_counter()
+                response = session.get(url, headers=headers, timeout=120)
+                timings.append(time.perf_counter() - began)
+                if response.status_code != 200:
+                    raise RuntimeError(f"{url}: {response.status_code} {response.text[:300]}")
+            rows = len(response.text.splitlines()) - 1 if "csv" in query else len(response.json()["rows"])
+            print(
+                f"  report over {days} days {name}: median {statistics.median(timings) * 1000:.0f} ms "
+                f"(min {min(timings) * 1000:.0f}, max {max(timings) * 1000:.0f}), {rows} rows"
+            )
+
+
 def run(backend: str, args: argparse.Namespace, directory: Path) -> None:
     with (
         scratch_database(backend, args.postgres_url, directory) as url,
@@ -136,6 +221,9 @@ def run(backend: str, args: argparse.Namespace, directory: Path) -> None:
                 f"p50 {cuts[49] * 1000:.0f} ms, p99 {cuts[98] * 1000:.0f} ms; statuses {dict(statuses)}"
             )
         print("  " + check_books(server.base, plan_ids, args.minutes))
+        if args.report_days:
+            seed_a_year(url, plan_ids, args.report_days)
+            time_reports(server.base, args.report_days, args.repeat)
 
 
 def main() -> None:
@@ -146,6 +234,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (make run's default)")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker (make run's default)")
+    parser.add_argument("--report-days", type=int, default=365, help="days of usage to report over; 0: none")
+    parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--backends", default="postgresql,sqlite")
     parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
