@@ -47,6 +47,7 @@ from service.schemas.plans import (
     PlanSummarySchema,
 )
 from service.schemas.reports import REPORT_GROUPS, REPORT_MEASURES, CostReportQuerySchema, UtilizationSchema
+from service.schemas.usage import BudgetForecastSchema, UsageRecordSchema
 from service.services import (
     budgets,
     hardware,
@@ -57,6 +58,7 @@ from service.services import (
     plans,
     reports,
     transactions,
+    usage,
 )
 from service.services.errors import InvalidFieldError, NotFoundError, ServiceError
 
@@ -255,9 +257,16 @@ def compare_plans() -> str:
 @blp.get("/plans/<uuid:plan_id>")
 @requires(*READERS)
 def plan_page(plan_id: uuid.UUID, error: str | None = None, status: int = 200) -> tuple[str, int]:
-    plan = plans.get_plan(get_session(), plan_id, scope=scope())
+    session = get_session()
+    plan = plans.get_plan(session, plan_id, scope=scope())
+    records = usage.list_usage(session, plan_id, scope=scope(), limit=LIST_LIMIT, after=None)
     page = flask.render_template(
-        "console/plan.html", plan=PlanSchema().dump(plan), error=error, idempotency_key=uuid.uuid4().hex
+        "console/plan.html",
+        plan=PlanSchema().dump(plan),
+        usage=UsageRecordSchema(many=True).dump(records.items),
+        more_usage=records.next_cursor is not None,
+        error=error,
+        idempotency_key=uuid.uuid4().hex,
     )
     return page, status
 
@@ -338,6 +347,7 @@ def budget_page(budget_id: uuid.UUID) -> str:
     return flask.render_template(
         "console/budget.html",
         budget=budget,
+        forecast=BudgetForecastSchema().dump(usage.budget_forecast(session, use.budget)),
         utilization=utilization,
         bar=figures.utilization_bar(budget, "utilization"),
         burn=figures.burn_chart(utilization),

@@ -861,6 +861,37 @@ def test_the_budget_page_shows_utilisation_and_burn(browser, client, world):
     assert "FY26 pretraining" in listing
 
 
+def test_a_running_plan_shows_its_run_and_its_budget_where_it_is_heading(browser, client, world):
+    plan_path = save(browser, name="flagship", budget_id=world["id"]).headers["Location"]
+    page = browser.get(plan_path).get_data(as_text=True)
+    browser.post(f"{plan_path}/commit", data={"csrf_token": csrf(page)}, headers=ORIGIN)
+    plan = client.get(f"/v1{plan_path}").get_json()
+    hours = plan["accelerator_hours"] / 10
+    usage = {
+        "reporter": "slurm",
+        "period_start": "2026-01-05T00:00:00Z",
+        "period_end": "2026-01-06T00:00:00Z",
+    }
+    usage |= {
+        "accelerator_hours": hours,
+        "tokens": plan["tokens"] / 20,
+    }  # a tenth of the cost for a twentieth
+    assert client.post(f"/v1{plan_path}/usage", json=usage).status_code == 201
+
+    run = browser.get(plan_path).get_data(as_text=True)
+    budget = browser.get(f"/budgets/{world['id']}").get_data(as_text=True)
+
+    running = client.get(f"/v1{plan_path}").get_json()
+    assert "<h2>Run</h2>" in run
+    assert "(5.0%)" in run  # of the tokens trained
+    assert f"{Decimal(running['estimate_at_completion']):,.2f} USD" in run
+    assert "<td>usage</td><td>slurm</td>" in run
+    assert "Cancel plan" not in run  # a running plan completes or fails
+    assert f"Spent</dt><dd>{Decimal(running['actual_cost']):,.2f} USD" in budget
+    assert "<h2>Running plans</h2>" in budget
+    assert ">flagship</a>" in budget
+
+
 def test_the_frontier_draws_a_fitted_law_with_its_bootstrap_band(browser, session):
     store_law(session)  # acme-sweep, 20 bootstrap fits
     page = browser.get("/laws").get_data(as_text=True)
