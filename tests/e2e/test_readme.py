@@ -78,8 +78,9 @@ def test_every_shell_example_of_the_readme_runs_in_order_and_prints_what_the_rea
     assert not problems, "\n".join(problems)
     assert len(ran) == len(commands), f"README line {commands[len(ran)].line} and after did not run"
     assert what_the_command_line_job_left(base) == {
-        "budgets committed": ["0.00"],  # committed, then cancelled
-        "plans": ["draft", "cancelled"],  # the revision, and its parent
+        "budgets committed": ["47923.20"],  # committed, then its run's one day: the rest settled back
+        "budgets spent": ["47923.20"],
+        "plans": ["draft", "completed"],  # the revision, and its parent
         "price_per_hour": "1.95",
     }
 
@@ -96,6 +97,7 @@ def what_the_command_line_job_left(base: str) -> dict:
 
     return {
         "budgets committed": [b["committed"] for b in get("/v1/budgets", organization="globex")["items"]],
+        "budgets spent": [b["spent"] for b in get("/v1/budgets", organization="globex")["items"]],
         "plans": [plan["status"] for plan in get("/v1/plans", organization="globex")["items"]],
         "price_per_hour": get("/v1/hardware/globex-h100")["price_per_hour"],
     }
