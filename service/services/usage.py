@@ -50,8 +50,9 @@ from service.services.plans import get_plan, less
 CLOCK_SKEW = timedelta(minutes=5)  # a reporter's clock may run this far ahead of ours
 MAX_PERIOD = timedelta(days=366)
 MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_SCALE)
-# Forecasts raise events only at thresholds a run is not expected to reach anyway: a forecast of 80% of the
-# plan is the plan going well.
+# Forecasts raise events only at thresholds a run is not expected to reach anyway (a forecast of 80% of the
+# plan is the plan going well), and only when over them: before any progress a run's forecast is its plan,
+# which is no news.
 FORECAST_THRESHOLD = 1.0
 DEFAULT_THRESHOLDS = [0.8, 1.0]  # of a plan without a budget (a budget's are its alert_thresholds)
 
@@ -469,7 +470,7 @@ def _raise_thresholds(session: Session, plan: Plan, spent_before: Decimal, budge
         crossings += [
             _Crossing("budget", budget.id, "forecast", threshold, forecast)
             for threshold in pending
-            if forecast >= budget.amount * Decimal(repr(threshold))
+            if forecast > budget.amount * Decimal(repr(threshold))
         ]
     for crossing in crossings:
         if crossing.key not in raised:
@@ -485,7 +486,7 @@ def _plan_crossings(plan: Plan, spent_before: Decimal, thresholds: list[float]) 
         line = plan.cost * Decimal(repr(threshold))
         if spent_before < line <= plan.actual_cost:
             crossings.append(_Crossing("plan", plan.id, "actual", threshold, plan.actual_cost))
-        if threshold >= FORECAST_THRESHOLD and forecast >= line:
+        if threshold >= FORECAST_THRESHOLD and forecast > line:
             crossings.append(_Crossing("plan", plan.id, "forecast", threshold, forecast))
     return crossings
 

@@ -51,3 +51,46 @@ def test_a_plan_runs_from_commit_to_completion_through_the_command_line(client, 
     listed = answer(capsys, "usage", "list", plan["id"])
     assert [record["id"] for record in listed][-1] == first["id"]
     assert answer(capsys, "budget", "show", budget["id"])["spent"] == forecast["spent"]
+
+
+def test_finance_and_the_orchestrator_read_the_events_accuracy_and_calibration_of_a_run(
+    client, served, capsys
+):
+    budget = client.post(
+        "/v1/budgets",
+        json={
+            "organization": "acme",
+            "name": "runs",
+            "amount": "100000.00",
+            "currency": "USD",
+            "period_start": "2026-01-01T00:00:00Z",
+            "period_end": "2028-01-01T00:00:00Z",
+        },
+    ).get_json()
+    plan = answer(
+        capsys, "plan", "create", *RUN, f"--budget-id={budget['id']}", "--start-at=2027-01-04T00:00:00Z"
+    )
+    answer(capsys, "plan", "commit", plan["id"])
+    slower = 0.8 * plan["tokens"] / (plan["days"] * 86400)
+    usage = ["usage", "report", plan["id"], "--reporter=slurm", "--from=2026-11-01T00:00:00Z"]
+    answer(
+        capsys,
+        *usage,
+        "--to=2026-11-01T04:00:00Z",
+        "--accelerator-hours=32",
+        f"--tokens-per-second={slower}",
+    )
+    answer(capsys, "plan", "fail", plan["id"])
+
+    feed = answer(capsys, "event", "list")
+    accuracy = answer(capsys, "report", "accuracy", "--hardware=h100-sxm")
+    calibrated = answer(capsys, "calibration", "create", "--organization=acme", "--hardware=h100-sxm")
+
+    assert [event["type"] for event in feed["items"]] == ["plan.started", "plan.failed"]
+    assert answer(capsys, "event", "list", f"--cursor={feed['next_cursor']}")["items"] == []
+    [row] = accuracy["rows"]
+    assert row["runs"] == 1
+    # 20% under the plan's pace, which includes its interruptions: a hair more under its steady throughput.
+    assert -0.201 < row["mean_error"] < -0.2
+    assert calibrated["matmul_efficiency"] < 0.609  # slower than the published H100 constant predicts
+    assert [listed["id"] for listed in answer(capsys, "calibration", "list")] == [calibrated["id"]]

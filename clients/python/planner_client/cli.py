@@ -1505,6 +1505,108 @@ def report_focus(start: str, end: str, **params: Any) -> None:
     click.echo(settings().client.focus_export(start, end, **query), nl=False)
 
 
+@report.command("accuracy")
+@click.option("--organization", help="Only this organisation's runs (admin keys).")
+@click.option("--hardware", help="Only runs on this hardware profile.")
+@click.option("--from", "start", help="Usage periods starting at or after this time (ISO 8601).")
+@click.option("--to", "end", help="Usage periods starting before this time (ISO 8601).")
+@click.option("--detail", is_flag=True, help="Each plan's predicted and measured throughput too.")
+def report_accuracy(start: str | None, end: str | None, detail: bool, **params: Any) -> None:
+    """Runs' measured throughput against the cluster model's prediction, per hardware profile."""
+    query = {name: value for name, value in params.items() if value is not None}
+    query |= {name: value for name, value in (("from", start), ("to", end)) if value is not None}
+    if detail:
+        query["detail"] = "true"
+    accuracy = settings().client.model_accuracy(**query)
+    chosen = settings()
+    if chosen.json or chosen.get:
+        show(accuracy)
+        return
+    columns = ("hardware", "runs", "periods", "accelerator_hours", "mean_error", "rms_error", "worst_error")
+    show_list(accuracy["rows"], columns)
+    for row in accuracy["rows"] if detail else []:
+        click.echo(f"\n{row['hardware']}:")
+        plan_columns = (
+            "plan_id",
+            "name",
+            "predicted_tokens_per_second",
+            "measured_tokens_per_second",
+            "error",
+        )
+        show_list(row["plans"], plan_columns)
+
+
+@planner.group()
+def calibration() -> None:
+    """Your organisation's own constants for the cluster model, fitted to its measured runs."""
+
+
+CALIBRATION_COLUMNS = ("id", "organization", "hardware", "matmul_efficiency", "created_at")
+
+
+@calibration.command("create")
+@click.option("--organization", required=True, help="The organisation whose runs it is fitted to.")
+@click.option("--hardware", required=True, help="The hardware profile it calibrates.")
+@click.option(
+    "--plan", "plans", multiple=True, help="Fit to this plan's run (repeat); default: every measured one."
+)
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def calibration_create(
+    organization: str, hardware: str, plans: Sequence[str], idempotency_key: str | None
+) -> None:
+    """Fit the cluster model to ORGANIZATION's measured runs on HARDWARE; its later plans there use it."""
+    made = settings().client.calibrate(
+        organization, hardware, plans=list(plans) or None, idempotency_key=idempotency_key
+    )
+    chosen = settings()
+    if chosen.json or chosen.get:
+        show(made)
+        return
+    show({name: made[name] for name in CALIBRATION_COLUMNS})
+    click.echo()
+    columns = ("plan_id", "name", "measured_tokens_per_second", "error_before", "error_after")
+    show_list(made["runs"], columns)
+
+
+@calibration.command("list")
+@click.option("--organization", help="Only this organisation's calibrations.")
+@click.option("--hardware", help="Only calibrations of this hardware profile.")
+@limit_option
+def calibration_list(organization: str | None, hardware: str | None, limit: int) -> None:
+    """Calibrations, newest first: the newest of an organisation and hardware is the one in force."""
+    found = settings().client.calibrations(organization=organization, hardware=hardware)
+    show_list(first(found, limit), CALIBRATION_COLUMNS)
+
+
+@calibration.command("show")
+@click.argument("calibration_id")
+def calibration_show(calibration_id: str) -> None:
+    """Calibration CALIBRATION_ID: its constant, the runs it was fitted to and the errors before and after."""
+    show(settings().client.get_calibration(calibration_id))
+
+
+@planner.group()
+def event() -> None:
+    """Events: runs started, completed or failed, and thresholds their spend crossed."""
+
+
+@event.command("list")
+@click.option("--cursor", help="The next_cursor of the previous call: only events after it.")
+@click.option(
+    "--type", "types", help="Only these types, comma-separated (e.g. plan.failed,budget.threshold_crossed)."
+)
+@limit_option
+def event_list(cursor: str | None, types: str | None, limit: int) -> None:
+    """A page of the events feed, oldest first; prints the cursor to pass next time."""
+    page = settings().client.events(cursor=cursor, type=types, limit=limit)
+    chosen = settings()
+    if chosen.json or chosen.get:
+        show(page)
+        return
+    show_list(page["items"], ("id", "type", "subject.type", "subject.id", "created_at"))
+    click.echo(f"next cursor: {page['next_cursor']}" + (" (more waiting)" if page.get("has_more") else ""))
+
+
 # --- Scaling laws ---
 
 

@@ -417,6 +417,59 @@ class PlannerClient:
         query = {"from": start, "to": end, **params}
         return self.request("GET", "/v1/reports/focus", params=query).text
 
+    def model_accuracy(self, **params: Any) -> Json:
+        """Measured throughput of runs against the cluster model's prediction, per hardware profile
+        (organization, hardware, from, to; detail=True for each plan)."""
+        return self._json("GET", "/v1/reports/model-accuracy", params=params)
+
+    # --- Calibrations --------------------------------------------------------------------------------------
+
+    def calibrate(
+        self,
+        organization: str,
+        hardware: str,
+        *,
+        plans: list[str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Json:
+        """Fit the organisation's own cluster-model constant for `hardware` to its measured runs (all of them
+        with measurements, or `plans`); its later plans on that hardware use it."""
+        body: Json = {"organization": organization, "hardware": hardware}
+        if plans is not None:
+            body["plans"] = plans
+        return self._json("POST", "/v1/calibrations", json=body, headers=self._idempotent(idempotency_key))
+
+    def calibrations(
+        self, *, organization: str | None = None, hardware: str | None = None, limit: int | None = None
+    ) -> Iterator[Json]:
+        return self._pages(
+            "/v1/calibrations", {"organization": organization, "hardware": hardware, "limit": limit}
+        )
+
+    def get_calibration(self, calibration_id: str) -> Json:
+        return self._json("GET", f"/v1/calibrations/{calibration_id}")
+
+    # --- Events and webhooks -------------------------------------------------------------------------------
+
+    def events(
+        self, *, cursor: str | None = None, type: str | None = None, limit: int | None = None, **params: Any
+    ) -> Json:
+        """One page of the events feed, oldest first, after `cursor` (None: from the first event): its
+        `items`, and the `next_cursor` to send next time (never null) with `has_more`."""
+        query = {"cursor": cursor, "type": type, "limit": limit, **params}
+        return self._json("GET", "/v1/events", params={k: v for k, v in query.items() if v is not None})
+
+    def create_webhook(self, **webhook: Any) -> Json:
+        """A webhook (organization, url, event_types, description); its `secret` is in this response only."""
+        return self._json("POST", "/v1/webhooks", json=webhook)
+
+    def webhooks(self, *, organization: str | None = None, limit: int | None = None) -> Iterator[Json]:
+        return self._pages("/v1/webhooks", {"organization": organization, "limit": limit})
+
+    def delete_webhook(self, webhook_id: str, *, if_match: str | None = None) -> None:
+        path = f"/v1/webhooks/{webhook_id}"
+        self.request("DELETE", path, headers=self._etag(path, if_match))
+
     # --- Keys and audit ------------------------------------------------------------------------------------
 
     def keys(self, *, limit: int | None = None) -> Iterator[Json]:
