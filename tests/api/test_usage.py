@@ -21,8 +21,8 @@ PLANNED_COST = Decimal("500.00")
 
 
 def usage_body(**overrides) -> dict:
-    """An hour of 10 accelerators on 2026-11-02, a tenth of the tokens trained."""
-    return {
+    """An hour of 10 accelerators on 2026-11-02, a tenth of the tokens trained (None leaves a field out)."""
+    body = {
         "reporter": "slurm-a",
         "period_start": "2026-11-02T00:00:00Z",
         "period_end": "2026-11-02T01:00:00Z",
@@ -30,6 +30,7 @@ def usage_body(**overrides) -> dict:
         "tokens": 6e9,
         **overrides,
     }
+    return {name: value for name, value in body.items() if value is not None}
 
 
 def report(client, plan_id: str, **overrides):
@@ -351,3 +352,11 @@ def test_usage_and_the_runs_transitions_are_in_the_audit_log(client, committed):
     assert ("usage.create", record["id"]) in actions
     assert ("plan.start", committed["id"]) in actions
     assert ("plan.complete", committed["id"]) in actions
+
+
+def test_a_run_on_plan_raises_no_forecast_event_before_it_reports_progress(client, session, committed):
+    report(client, committed["id"], tokens=None, accelerator_hours=10)  # 25.00, no tokens: forecast = plan
+
+    raised = session.scalars(select(Event.type)).all()
+
+    assert raised == ["plan.started"]
