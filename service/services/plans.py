@@ -427,7 +427,9 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
         refusal = _refusal(session, plan)
         metrics.BUDGET_CONFLICTS.labels(limit=refusal.extensions["limit"]).inc()
         raise refusal
-    _ledger(session, plan, "commit", 1, now)
+    # The budget's UPDATE admits no plan without a cost (_admits).
+    assert plan.cost is not None, "a plan charged to a budget has a cost"
+    _ledger_entry(session, plan, "commit", plan.cost, plan.flops, plan.accelerator_hours, now)
     metrics.count_on_commit(session, metrics.PLANS_COMMITTED)
     session.flush()
     session.refresh(plan)
@@ -508,20 +510,8 @@ def cancel_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
     now = utcnow()
     if plan.status == PlanStatus.COMMITTED:
         _move(session, plan, PlanStatus.COMMITTED, status=PlanStatus.CANCELLED, cancelled_at=now)
-        cost = literal(plan.cost, Money())
-        session.execute(
-            update(Budget)
-            .where(Budget.id == plan.budget_id)
-            .values(
-                committed=Budget.committed - cost,
-                committed_flops=less(Budget.committed_flops, plan.flops),
-                committed_accelerator_hours=less(Budget.committed_accelerator_hours, plan.accelerator_hours),
-                version=Budget.version + 1,
-                updated_at=now,
-            )
-            .execution_options(synchronize_session=False)
-        )
-        _ledger(session, plan, "release", -1, now)
+        assert plan.cost is not None, "a committed plan has a cost"
+        give_back(session, plan, "release", plan.cost, plan.flops, plan.accelerator_hours, now)
     else:
         _move(session, plan, PlanStatus.DRAFT, status=PlanStatus.CANCELLED, cancelled_at=now)
     session.flush()
@@ -552,18 +542,38 @@ def _move(session: Session, plan: Plan, from_status: str, **values: Any) -> None
     )
 
 
-def _ledger(session: Session, plan: Plan, entry: str, sign: int, now: datetime) -> None:
-    # Only for a plan its budget admitted, and the budget's UPDATE admits no plan without a cost (_admits).
-    assert plan.cost is not None, "a plan charged to a budget has a cost"
+def give_back(  # noqa: PLR0917 -- the three figures a budget reserves, and the entry that says why
+    session: Session, plan: Plan, entry: str, money: Decimal, flops: float, hours: float, now: datetime
+) -> None:
+    """Return part (or all) of the plan's reservation to its budget, with the ledger entry that says so:
+    `release` when a committed plan is cancelled, `settle` for what a finished run did not spend."""
+    session.execute(
+        update(Budget)
+        .where(Budget.id == plan.budget_id)
+        .values(
+            committed=Budget.committed - literal(money, Money()),
+            committed_flops=less(Budget.committed_flops, flops),
+            committed_accelerator_hours=less(Budget.committed_accelerator_hours, hours),
+            version=Budget.version + 1,
+            updated_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    _ledger_entry(session, plan, entry, -money, -flops, -hours, now)
+
+
+def _ledger_entry(  # noqa: PLR0917 -- a ledger row's figures
+    session: Session, plan: Plan, entry: str, money: Decimal, flops: float, hours: float, now: datetime
+) -> None:
     session.add(
         LedgerEntry(
             budget_id=plan.budget_id,
             plan_id=plan.id,
             entry=entry,
-            amount=sign * plan.cost,
+            amount=money,
             currency=plan.currency,
-            flops=sign * plan.flops,
-            accelerator_hours=sign * plan.accelerator_hours,
+            flops=flops,
+            accelerator_hours=hours,
             actor=actors.actor(session),
             request_id=actors.request_id(session),
             created_at=now,

@@ -31,6 +31,7 @@ from sqlalchemy import (
     Select,
     SQLColumnExpression,
     String,
+    Subquery,
     cast,
     func,
     select,
@@ -378,6 +379,28 @@ def _planned_statuses(query: CostQuery) -> tuple[str, ...]:
     return (query.status,) if query.status is not None else tuple(CHARGED_STATUSES)
 
 
+def _usage_per_plan(
+    keys: list[SQLColumnExpression[Any]], query: CostQuery, scope: uuid.UUID | None, dialect: str
+) -> Subquery:
+    """The days of usage in the query's window summed per plan and `keys` (the plan, its period, its
+    currency), in the caller's scope and the query's organisation: what reports of spend join to plans."""
+    first_day, end_day = _days(query)
+    stmt = (
+        select(
+            *keys,
+            func.sum(UsageDay.accelerator_hours).label("accelerator_hours"),
+            *_cost_sums(dialect, UsageDay.cost),
+        )
+        .where(UsageDay.day >= first_day, UsageDay.day < end_day)
+        .group_by(*keys)
+    )
+    if scope is not None:
+        stmt = stmt.where(UsageDay.organization_id == scope)
+    if query.organization is not None:
+        stmt = stmt.where(UsageDay.organization_id == id_by_slug(Organization, query.organization))
+    return stmt.subquery("per_plan")
+
+
 def _days(query: CostQuery) -> tuple[date, date]:
     """The UTC days that begin in [start, end), as [first, end): a day of spend counts, like a plan, when it
     begins in the window."""
@@ -399,28 +422,12 @@ def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequ
     """
     dialect = session.get_bind().dialect.name
     period = _period(query.granularity, dialect, UsageDay.day)
-    first_day, end_day = _days(query)
     inner_keys: list[SQLColumnExpression[Any]] = [
         UsageDay.plan_id,
         *([period] if period is not None else []),
         UsageDay.currency,
     ]
-    per_plan_stmt = (
-        select(
-            *inner_keys,
-            func.sum(UsageDay.accelerator_hours).label("accelerator_hours"),
-            *_cost_sums(dialect, UsageDay.cost),
-        )
-        .where(UsageDay.day >= first_day, UsageDay.day < end_day)
-        .group_by(*inner_keys)
-    )
-    if scope is not None:
-        per_plan_stmt = per_plan_stmt.where(UsageDay.organization_id == scope)
-    if query.organization is not None:
-        per_plan_stmt = per_plan_stmt.where(
-            UsageDay.organization_id == id_by_slug(Organization, query.organization)
-        )
-    per_plan = per_plan_stmt.subquery("per_plan")
+    per_plan = _usage_per_plan(inner_keys, query, scope, dialect)
     groups = [_group_column(name) for name in query.group_by]
     keys: list[SQLColumnExpression[Any]] = [
         *([per_plan.c.period] if period is not None else []),
@@ -611,24 +618,8 @@ def focus_rows(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -
     dialect = session.get_bind().dialect.name
     period = _period(query.granularity, dialect, UsageDay.day)
     assert period is not None  # a day or a month
-    first_day, end_day = _days(query)
     keys: list[SQLColumnExpression[Any]] = [period, UsageDay.plan_id, UsageDay.currency]
-    per_plan_stmt = (
-        select(
-            *keys,
-            func.sum(UsageDay.accelerator_hours).label("accelerator_hours"),
-            *_cost_sums(dialect, UsageDay.cost),
-        )
-        .where(UsageDay.day >= first_day, UsageDay.day < end_day)
-        .group_by(*keys)
-    )
-    if scope is not None:
-        per_plan_stmt = per_plan_stmt.where(UsageDay.organization_id == scope)
-    if query.organization is not None:
-        per_plan_stmt = per_plan_stmt.where(
-            UsageDay.organization_id == id_by_slug(Organization, query.organization)
-        )
-    per_plan = per_plan_stmt.subquery("per_plan")
+    per_plan = _usage_per_plan(keys, query, scope, dialect)
     sums = [per_plan.c.cost] if dialect != "sqlite" else [per_plan.c.cost_units, per_plan.c.cost_millionths]
     stmt = (
         select(

@@ -33,7 +33,6 @@ from service.models import (
     Budget,
     Event,
     HardwarePrice,
-    LedgerEntry,
     Money,
     Plan,
     PlanStatus,
@@ -45,7 +44,7 @@ from service.services import audit, events
 from service.services.documents import format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
-from service.services.plans import get_plan, less
+from service.services.plans import get_plan, give_back
 
 CLOCK_SKEW = timedelta(minutes=5)  # a reporter's clock may run this far ahead of ours
 MAX_PERIOD = timedelta(days=366)
@@ -671,34 +670,8 @@ def _settle(session: Session, plan: Plan, now: datetime) -> None:
     money = max(plan.cost - plan.actual_cost, Decimal(0))
     hours = max(plan.accelerator_hours - plan.actual_accelerator_hours, 0.0)
     flops = plan.flops * (1.0 - plan.progress.share_trained)
-    if not (money or hours or flops):
-        return
-    session.execute(
-        update(Budget)
-        .where(Budget.id == plan.budget_id)
-        .values(
-            committed=Budget.committed - _money(money),
-            committed_flops=less(Budget.committed_flops, flops),
-            committed_accelerator_hours=less(Budget.committed_accelerator_hours, hours),
-            version=Budget.version + 1,
-            updated_at=now,
-        )
-        .execution_options(synchronize_session=False)
-    )
-    session.add(
-        LedgerEntry(
-            budget_id=plan.budget_id,
-            plan_id=plan.id,
-            entry="settle",
-            amount=-money,
-            currency=plan.currency,
-            flops=-flops,
-            accelerator_hours=-hours,
-            actor=actors.actor(session),
-            request_id=actors.request_id(session),
-            created_at=now,
-        )
-    )
+    if money or hours or flops:
+        give_back(session, plan, "settle", money, flops, hours, now)
 
 
 # --- Reading ----------------------------------------------------------------------------------------------

@@ -17,18 +17,17 @@ def answer(capsys, *argv: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def runs_budget(client) -> dict:
+    """A budget of acme's for 2026 and 2027 (made by the admin `client`: planners make none)."""
+    body = {"organization": "acme", "name": "runs", "amount": "100000.00", "currency": "USD"}
+    body |= {"period_start": "2026-01-01T00:00:00Z", "period_end": "2028-01-01T00:00:00Z"}
+    response = client.post("/v1/budgets", json=body)
+    assert response.status_code == 201, response.get_json()
+    return response.get_json()
+
+
 def test_a_plan_runs_from_commit_to_completion_through_the_command_line(client, served, capsys):
-    budget = client.post(
-        "/v1/budgets",
-        json={
-            "organization": "acme",
-            "name": "runs",
-            "amount": "100000.00",
-            "currency": "USD",
-            "period_start": "2026-01-01T00:00:00Z",
-            "period_end": "2028-01-01T00:00:00Z",
-        },
-    ).get_json()
+    budget = runs_budget(client)
     plan = answer(
         capsys, "plan", "create", *RUN, f"--budget-id={budget['id']}", "--start-at=2027-01-04T00:00:00Z"
     )
@@ -56,17 +55,7 @@ def test_a_plan_runs_from_commit_to_completion_through_the_command_line(client, 
 def test_finance_and_the_orchestrator_read_the_events_accuracy_and_calibration_of_a_run(
     client, served, capsys
 ):
-    budget = client.post(
-        "/v1/budgets",
-        json={
-            "organization": "acme",
-            "name": "runs",
-            "amount": "100000.00",
-            "currency": "USD",
-            "period_start": "2026-01-01T00:00:00Z",
-            "period_end": "2028-01-01T00:00:00Z",
-        },
-    ).get_json()
+    budget = runs_budget(client)
     plan = answer(
         capsys, "plan", "create", *RUN, f"--budget-id={budget['id']}", "--start-at=2027-01-04T00:00:00Z"
     )
