@@ -390,7 +390,8 @@ def see_the_frontier(journey: Journey) -> None:
 
 
 def download_the_cost_report(journey: Journey, plan: dict, budget_id: str, directory: Path) -> None:
-    """The cost report, and its CSV: the committed plan's exact cost on its budget."""
+    """The cost report, and its CSV: the committed plan's exact cost on its budget, planned against nothing
+    spent yet."""
     page, year = journey.page, int(plan["start_at"][:4])
     page.get_by_role("link", name="Cost report").click()
     page.get_by_label("From (UTC date)").fill(f"{year}-01-01")
@@ -405,7 +406,14 @@ def download_the_cost_report(journey: Journey, plan: dict, budget_id: str, direc
     saved = directory / download.suggested_filename
     download.save_as(saved)
     rows = list(csv.DictReader(io.StringIO(saved.read_text())))
-    assert [(row["budget"], row["cost"]) for row in rows] == [(budget_id, f"{Decimal(plan['cost']):.2f}")]
+    # Planned against actual, as the page shows it: the plan in its month, nothing spent yet, and totals.
+    planned = [
+        (row["budget"], row["planned_cost"])
+        for row in rows
+        if row["budget"] and row["planned_cost"] != "0.00"
+    ]
+    assert planned == [(budget_id, f"{Decimal(plan['cost']):.2f}")]
+    assert {row["actual_cost"] for row in rows} == {"0.00"}
 
 
 def sign_out(journey: Journey) -> None:
