@@ -213,12 +213,14 @@ def _end_of_run(start_at: datetime, seconds: float) -> datetime:
 
 
 def _budget_for(session: Session, budget_id: uuid.UUID, organization: Organization) -> Budget:
-    try:
-        return get_budget(session, budget_id, scope=organization.id)
-    except NotFoundError:
-        raise InvalidFieldError(
-            "budget_id", f"No budget {budget_id} in organization {organization.slug!r}."
-        ) from None
+    """The budget a new plan is charged to: its row alone (a plan reads its currency and what remains; its
+    organisation is the plan's, and its allowed hardware is the commit's to check)."""
+    budget = session.scalars(
+        select(Budget).where(Budget.id == budget_id, Budget.organization_id == organization.id)
+    ).first()
+    if budget is None:
+        raise InvalidFieldError("budget_id", f"No budget {budget_id} in organization {organization.slug!r}.")
+    return budget
 
 
 def _check_chargeable(run: engine.Estimate, budget: Budget) -> None:
