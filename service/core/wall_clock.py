@@ -124,13 +124,67 @@ def scaled_shape(shape: ModelShape, params: float, *, heads_multiple: int = 1) -
     return _sized(shape, params, shape.d_model / shape.layers, group * heads_multiple)
 
 
+Candidate = tuple[bool, float, float, ModelShape]  # (aspect off by more than 2, |log params/N|, skew, shape)
+
+
 def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) -> ModelShape:
     """The shape of `template`'s proportions closest to `params` parameters: for each head count (a
     multiple of `heads_step`), the layer count that comes closest, within a factor of 2 of the aspect ratio
     width/layers; the closest of those, the aspect nearest on a tie. Layers are free, so the parameters come
-    within a layer's worth (the steps of a fixed aspect ratio, N ∝ L³, are 40% apart at 40 layers)."""
+    within a layer's worth (the steps of a fixed aspect ratio, N ∝ L³, are 40% apart at 40 layers).
+
+    Wider shapes have fewer (or as many) layers, so width/layers grows with the head count and the shapes
+    within a factor of 2 of the aspect are a run of consecutive head counts: a bisection finds where it
+    starts and only the run is scored, the same shape a scan of every head count chooses (`_sized_by_scan`,
+    taken when no shape is within the factor)."""
     N = v.positive("params", params)
+    heads_counts = _heads_counts(template, aspect, heads_step)
+    low, high = 0, len(heads_counts)
+    while low < high:  # the first head count not too narrow for the aspect
+        middle = (low + high) // 2
+        candidate = _candidate(template, N, aspect, heads_counts[middle])
+        if candidate is None or (candidate[0] and candidate[3].d_model / candidate[3].layers < aspect):
+            low = middle + 1
+        else:
+            high = middle
+    best: Candidate | None = None
+    for heads in heads_counts[low:]:
+        candidate = _candidate(template, N, aspect, heads)
+        if candidate is None or candidate[0]:
+            break  # past the run within the aspect
+        if best is None or candidate[:3] < best[:3]:
+            best = candidate
+    return best[3] if best is not None else _sized_by_scan(template, N, aspect, heads_step)
+
+
+def _sized_by_scan(template: ModelShape, params: float, aspect: float, heads_step: int) -> ModelShape:
+    """`_sized` by scoring every head count: what it chooses, when no shape is within the aspect's factor."""
+    N = v.positive("params", params)
+    best: Candidate | None = None
+    for heads in _heads_counts(template, aspect, heads_step):
+        candidate = _candidate(template, N, aspect, heads)
+        if candidate is not None and (best is None or candidate[:3] < best[:3]):
+            best = candidate
+    if best is None:
+        raise v.InvalidInput("shape", f"has no proportions that scale to {N:.3g} parameters")
+    return best[3]
+
+
+def _heads_counts(template: ModelShape, aspect: float, heads_step: int) -> list[int]:
+    """The head counts a shape of `template`'s kind may have: multiples of `heads_step`, up to twice the
+    width of a 1 024-layer model of the aspect (or the widest there is)."""
     per_head = template.d_model / template.heads  # width per head (a head's own width under latent attention)
+    counts, heads = [], heads_step
+    while heads * per_head <= min(2 * 1024 * aspect, LARGEST_WIDTH):
+        counts.append(heads)
+        heads += heads_step
+    return counts
+
+
+def _candidate(template: ModelShape, N: float, aspect: float, heads: int) -> Candidate | None:
+    """The shape of `heads` heads of `template`'s kind closest to N parameters, scored; None when it would
+    take more than MOST_LAYERS layers (too narrow to be this size)."""
+    per_head = template.d_model / template.heads
     group = template.heads // template.key_value_heads
 
     def scaled(width_of_template: int | None, width: int) -> int | None:
@@ -138,41 +192,31 @@ def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) 
             None if width_of_template is None else max(1, round(width_of_template / template.d_model * width))
         )
 
-    best: tuple[bool, float, float, ModelShape] | None = None
-    heads = heads_step
-    while heads * per_head <= min(2 * 1024 * aspect, LARGEST_WIDTH):
-        width = round(heads * per_head)
-        # One layer of the template's kind at this width: a mixture-of-experts template's experts, MLP and
-        # latent widths scale with it, its head width stays; its dense first layers are put back below.
-        unit = dataclasses.replace(
-            template,
-            layers=1,
-            d_model=width,
-            heads=heads,
-            kv_heads=None if template.kv_heads is None else heads // group,
-            ffn=max(1, round(template.ffn_width / template.d_model * width)),
-            expert_ffn=scaled(template.expert_ffn, width),
-            kv_lora_rank=scaled(template.kv_lora_rank, width),
-            q_lora_rank=scaled(template.q_lora_rank, width),
-            dense_layers=None,
-            micro_batch=1,
-        )
-        layers = max(1, round((N - unit.embedding_params) / unit.layer_params))
-        if layers > MOST_LAYERS:  # too narrow to be this size: wider ones follow
-            heads += heads_step
-            continue
-        dense = None if template.dense_layers is None else min(template.dense_layers, layers - 1)
-        shape = dataclasses.replace(
-            unit, layers=layers, dense_layers=dense if template.mixture_of_experts else None
-        )
-        skew = abs(math.log(width / layers / aspect))
-        score = (skew > math.log(2), abs(math.log(shape.params / N)), skew, shape)
-        if best is None or score[:3] < best[:3]:
-            best = score
-        heads += heads_step
-    if best is None:
-        raise v.InvalidInput("shape", f"has no proportions that scale to {N:.3g} parameters")
-    return best[3]
+    width = round(heads * per_head)
+    # One layer of the template's kind at this width: a mixture-of-experts template's experts, MLP and
+    # latent widths scale with it, its head width stays; its dense first layers are put back below.
+    unit = dataclasses.replace(
+        template,
+        layers=1,
+        d_model=width,
+        heads=heads,
+        kv_heads=None if template.kv_heads is None else heads // group,
+        ffn=max(1, round(template.ffn_width / template.d_model * width)),
+        expert_ffn=scaled(template.expert_ffn, width),
+        kv_lora_rank=scaled(template.kv_lora_rank, width),
+        q_lora_rank=scaled(template.q_lora_rank, width),
+        dense_layers=None,
+        micro_batch=1,
+    )
+    layers = max(1, round((N - unit.embedding_params) / unit.layer_params))
+    if layers > MOST_LAYERS:
+        return None
+    dense = None if template.dense_layers is None else min(template.dense_layers, layers - 1)
+    shape = dataclasses.replace(
+        unit, layers=layers, dense_layers=dense if template.mixture_of_experts else None
+    )
+    skew = abs(math.log(width / layers / aspect))
+    return (skew > math.log(2), abs(math.log(shape.params / N)), skew, shape)
 
 
 @dataclass(frozen=True)

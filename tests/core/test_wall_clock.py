@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
 
+from bench.moe_runs import DEEPSEEK_V3
 from bench.published_runs import LLAMA3_405B, LLAMA3_CLUSTER
 from service.core import wall_clock
+from service.core.cluster import ModelShape
 from service.core.validation import InvalidInput
 from service.core.wall_clock import Reliability, assumed_shape, choose_accelerators, run_on_cluster
 
@@ -86,3 +91,35 @@ def test_candidate_counts_are_whole_nodes_past_one_node():
     assert counts[:4] == [1, 2, 4, 8]
     assert all(count % 8 == 0 for count in counts[3:])
     assert counts[-1] <= 1000
+
+
+def _templates():
+    """The kinds of shape `_sized` scales: the assumed dense one (with and without its vocabulary), a
+    grouped-query one, and DeepSeek-V3's mixture of experts with latent attention."""
+    dense = ModelShape(layers=1, d_model=128, heads=1, sequence_length=4096, vocabulary=128_000)
+    return [
+        (dense, wall_clock.ASSUMED_ASPECT_RATIO, 8),
+        (
+            ModelShape(layers=1, d_model=128, heads=1, sequence_length=4096),
+            wall_clock.ASSUMED_ASPECT_RATIO,
+            1,
+        ),
+        (ModelShape(layers=80, d_model=8192, heads=64, kv_heads=8, sequence_length=8192), 8192 / 80, 8),
+        (DEEPSEEK_V3, 7168 / 61, 128),
+    ]
+
+
+def test_sizing_by_bisection_chooses_the_shape_a_scan_of_every_head_count_chooses():
+    sized = 0
+    for params, (template, aspect, heads_step) in itertools.product(
+        np.geomspace(1e5, 1e14, 91), _templates()
+    ):
+        try:
+            scanned = wall_clock._sized_by_scan(template, params, aspect, heads_step)
+        except InvalidInput:
+            with pytest.raises(InvalidInput):
+                wall_clock._sized(template, params, aspect, heads_step)
+            continue
+        assert wall_clock._sized(template, params, aspect, heads_step) == scanned, (params, template)
+        sized += 1
+    assert sized > 300  # most sizes have a shape of every kind
