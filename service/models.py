@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -11,9 +12,11 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    BindParameter,
     Boolean,
     CheckConstraint,
     Column,
+    ColumnElement,
     Date,
     DateTime,
     Float,
@@ -28,11 +31,14 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     Uuid,
+    and_,
+    exists,
+    literal,
     select,
     text,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, aliased, mapped_column, relationship
 from sqlalchemy.sql.selectable import ScalarSelect
 from sqlalchemy.types import TypeEngine
 
@@ -102,6 +108,11 @@ class Money(TypeDecorator[Decimal]):
         if dialect.name == "sqlite":
             return Decimal(int(value)).scaleb(-MONEY_SCALE)
         return Decimal(value)
+
+
+def money_literal(amount: Decimal | None) -> BindParameter[Decimal]:
+    """An amount as a bound parameter of the Money type, for SQL arithmetic on money columns."""
+    return literal(amount, Money())
 
 
 def utcnow() -> datetime:
@@ -281,6 +292,9 @@ class HardwarePrice(Base):
     hardware: Mapped[HardwareProfile] = relationship(back_populates="prices")
 
 
+# A budget's alert thresholds unless it sets its own, and a plan's without a budget: shares of the amount.
+DEFAULT_ALERT_THRESHOLDS = (0.8, 1.0)
+
 # FLOP and hour caps are sums of floats: 100 plans of h hours each add up to a hair more than 100·h. A cap
 # admits that much rounding (relative), here and in the ledger's conditional UPDATE.
 CAP_SLACK = 1.000000001
@@ -340,7 +354,9 @@ class Budget(Base):
     overrun: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default="0")
     # Fractions of the amount whose crossing by the spend (or its forecast) raises an event.
     alert_thresholds: Mapped[list[float]] = mapped_column(
-        JSON, default=lambda: [0.8, 1.0], server_default="[0.8, 1.0]"
+        JSON,
+        default=lambda: list(DEFAULT_ALERT_THRESHOLDS),
+        server_default=json.dumps(DEFAULT_ALERT_THRESHOLDS),
     )
     period_start: Mapped[datetime] = mapped_column(UTCDateTime)
     period_end: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -674,6 +690,12 @@ class UsageRecord(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     organization: Mapped[Organization] = relationship()
+
+
+def standing_usage() -> ColumnElement[bool]:
+    """SQL for the usage records that stand: not reversals, and not reversed by one."""
+    reversal = aliased(UsageRecord)
+    return and_(UsageRecord.kind == "usage", ~exists().where(reversal.reverses_id == UsageRecord.id))
 
 
 class UsageDay(Base):

@@ -82,15 +82,7 @@ def retry_delay(attempt: int, rng: random.Random | None = None) -> timedelta:
 
 def event_body(event_row: Event, organization_slug: str) -> str:
     """The event as GET /v1/events shows it: the body of every attempt, and what is signed."""
-    shown = FeedEvent(
-        id=event_row.id,
-        type=event_row.type,
-        subject_type=event_row.subject_type,
-        subject_id=event_row.subject_id,
-        organization_slug=organization_slug,
-        data=event_row.data,
-        created_at=event_row.created_at,
-    )
+    shown = FeedEvent.of(event_row, organization_slug)
     return json.dumps(EventSchema().dump(shown), separators=(",", ":"))
 
 

@@ -15,6 +15,7 @@ from service.schemas.fields import (
     UtcDateTime,
     labels_field,
     positive_float,
+    signed_money,
 )
 from service.services.budgets import BudgetFields
 
@@ -75,13 +76,10 @@ class BudgetSchema(StrictSchema):
     overrun = MoneyField(
         dump_only=True, metadata={"description": "Spent beyond what the plans that spent it reserved."}
     )
-    remaining = MoneyField(
-        dump_only=True,
-        metadata={
-            "description": "amount - committed - overrun: what new plans may reserve. Negative when runs "
-            "spent beyond the amount.",
-            "pattern": r"^-?\d{1,12}(\.\d{1,6})?$",
-        },
+    remaining = signed_money(
+        "amount - committed - overrun: what new plans may reserve. Negative when runs spent beyond the "
+        "amount.",
+        example="1234.56",
     )
     committed_flops = ma.fields.Float(dump_only=True, metadata={"description": "Training FLOPs committed."})
     committed_accelerator_hours = ma.fields.Float(dump_only=True)

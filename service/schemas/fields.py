@@ -202,6 +202,13 @@ class MoneyField(ma.fields.Decimal):
         return amount
 
 
+def signed_money(description: str, *, example: str = "-1234.56", **kwargs) -> MoneyField:
+    """An amount the service answers that may be negative (a reversal, a budget spent past its amount, a
+    run heading over its plan)."""
+    pattern = {"pattern": r"^-?\d{1,12}(\.\d{1,6})?$", "example": example, "description": description}
+    return MoneyField(dump_only=True, metadata=pattern, **kwargs)
+
+
 def _is_currency(code: str) -> None:
     if code not in CURRENCY_CODES:
         raise ma.ValidationError("Must be an ISO 4217 currency code such as USD or EUR.")

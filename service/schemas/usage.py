@@ -7,16 +7,18 @@ from marshmallow import validate
 
 from service.core.units import MAX_TOKENS
 from service.schemas.common import GREATER_THAN, PageSchema, StrictSchema
-from service.schemas.fields import CurrencyField, MoneyField, Number, Text, UtcDateTime, positive_float
+from service.schemas.fields import (
+    CurrencyField,
+    MoneyField,
+    Number,
+    Text,
+    UtcDateTime,
+    positive_float,
+    signed_money,
+)
 from service.services.usage import UsageReport
 
 MAX_HOURS = 1e12
-
-
-def signed_money(description: str, **kwargs) -> MoneyField:
-    """An amount the service answers that may be negative (a reversal, a run heading over its plan)."""
-    pattern = {"pattern": r"^-?\d{1,12}(\.\d{1,6})?$", "example": "-1234.56", "description": description}
-    return MoneyField(dump_only=True, metadata=pattern, **kwargs)
 
 
 class UsageRequestSchema(StrictSchema):

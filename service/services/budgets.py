@@ -13,7 +13,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
-from service.models import CAP_SLACK, Budget, HardwareProfile, Organization, Plan, PlanStatus, utcnow
+from service.models import (
+    CAP_SLACK,
+    DEFAULT_ALERT_THRESHOLDS,
+    Budget,
+    HardwareProfile,
+    Organization,
+    Plan,
+    PlanStatus,
+    utcnow,
+)
 from service.services import organizations
 from service.services.changes import Changes
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
@@ -39,7 +48,6 @@ class BudgetFields(Changes):
     labels: Mapping[str, str] | None = None
 
 
-DEFAULT_THRESHOLDS = [0.8, 1.0]
 _PLAIN_FIELDS = (
     "name",
     "amount",
@@ -203,7 +211,7 @@ def _apply(session: Session, budget: Budget, fields: BudgetFields, *, replace: b
         budget.labels = dict(fields.labels or {})
     if fields.sets("alert_thresholds") or replace:
         given = fields.alert_thresholds
-        budget.alert_thresholds = DEFAULT_THRESHOLDS if given is None else sorted(given)
+        budget.alert_thresholds = list(DEFAULT_ALERT_THRESHOLDS) if given is None else sorted(given)
     if fields.sets("allowed_hardware_slugs") or replace:
         with session.no_autoflush:
             budget.allowed_hardware = _hardware(session, fields.allowed_hardware_slugs or [])

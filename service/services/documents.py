@@ -26,6 +26,11 @@ def format_money(amount: Decimal) -> str:
     return f"{cents:f}" if cents == amount else f"{amount.normalize():f}"
 
 
+def format_optional_money(amount: Decimal | None) -> str | None:
+    """format_money, or None for an amount that is not there (a plan without a price has no cost)."""
+    return None if amount is None else format_money(amount)
+
+
 def to_document(value: Any) -> Any:
     """`value` as JSON: a dataclass as an object of its fields that are not None."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -75,24 +75,24 @@ class FeedEvent:
     def subject(self) -> dict[str, str]:
         return {"type": self.subject_type, "id": self.subject_id}
 
+    @classmethod
+    def of(cls, event: Event, organization_slug: str) -> FeedEvent:
+        return cls(
+            id=event.id,
+            type=event.type,
+            subject_type=event.subject_type,
+            subject_id=event.subject_id,
+            organization_slug=organization_slug,
+            data=event.data,
+            created_at=event.created_at,
+        )
+
 
 @dataclass(frozen=True)
 class FeedPage:
     items: list[FeedEvent]
     next_cursor: str  # never None: where the next poll starts
     has_more: bool  # more events are visible now: ask again at once rather than after a pause
-
-
-def _shown(event: Event, organization_slug: str) -> FeedEvent:
-    return FeedEvent(
-        id=event.id,
-        type=event.type,
-        subject_type=event.subject_type,
-        subject_id=event.subject_id,
-        organization_slug=organization_slug,
-        data=event.data,
-        created_at=event.created_at,
-    )
 
 
 def _with_slug() -> Any:
@@ -136,7 +136,7 @@ def list_events(
     if subject_id is not None:
         stmt = stmt.where(Event.subject_id == subject_id)
     rows = session.execute(stmt.order_by(Event.id).limit(limit + 1)).all()
-    items = [_shown(event, slug) for event, slug in rows[:limit]]
+    items = [FeedEvent.of(event, slug) for event, slug in rows[:limit]]
     has_more = len(rows) > limit
     return FeedPage(items, FeedCursor(items[-1].id if has_more else head).encode(), has_more)
 
@@ -147,4 +147,4 @@ def get_event(session: Session, event_id: int, *, scope: uuid.UUID | None) -> Fe
         row = session.execute(_with_slug().where(Event.id == event_id, *_in_scope(scope, None))).first()
     if row is None:
         raise NotFoundError(f"No event {event_id}.")
-    return _shown(*row)
+    return FeedEvent.of(*row)

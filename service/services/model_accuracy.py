@@ -21,11 +21,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import exists, select
-from sqlalchemy.orm import Session, aliased, selectinload
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
 
 from service.core import calibrate
-from service.models import HardwareProfile, Organization, Plan, UsageRecord
+from service.models import HardwareProfile, Organization, Plan, UsageRecord, standing_usage
 from service.services import plan_documents
 from service.services.documents import JsonObject
 
@@ -51,18 +51,13 @@ def measurements(
 ) -> dict[uuid.UUID, Measurement]:
     """Measured throughput by plan, of the plans asked for (by ids, organisation, hardware) whose standing
     records report one; only periods starting in [start, end) when given."""
-    reversal = aliased(UsageRecord)
     stmt = select(
         UsageRecord.plan_id,
         UsageRecord.period_start,
         UsageRecord.period_end,
         UsageRecord.accelerator_hours,
         UsageRecord.tokens_per_second,
-    ).where(
-        UsageRecord.kind == "usage",
-        UsageRecord.tokens_per_second.is_not(None),
-        ~exists().where(reversal.reverses_id == UsageRecord.id),
-    )
+    ).where(standing_usage(), UsageRecord.tokens_per_second.is_not(None))
     if plan_ids is not None:
         stmt = stmt.where(UsageRecord.plan_id.in_(list(plan_ids)))
     if organization_id is not None:

@@ -21,7 +21,7 @@ from service.core.cluster import SERVING_BYTES_PER_PARAM
 from service.core.hyper import Hyperparameters
 from service.core.laws import FittedRange, MoEDesign, ScalingLaw
 from service.services import planning
-from service.services.documents import JsonObject, format_money, from_document, to_document
+from service.services.documents import JsonObject, format_optional_money, from_document, to_document
 from service.services.planning import PlanInputs
 
 HYPERPARAMETERS_NOTE = "A starting point fitted on small budgets, not a prescription."
@@ -96,7 +96,7 @@ def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime |
         "memory_bytes": hardware.memory_bytes,
         "memory_bandwidth_bytes_per_second": hardware.memory_bandwidth_bytes_per_second,
         **{name: getattr(hardware, name) for name in CLUSTER_FIGURES},
-        "price_per_hour": _money(hardware.price_per_hour),
+        "price_per_hour": format_optional_money(hardware.price_per_hour),
         "currency": hardware.currency,
         "price_effective_at": None if price_effective_at is None else price_effective_at.isoformat(),
     }
@@ -290,8 +290,8 @@ def estimate_document(estimate: engine.Estimate) -> dict[str, Any]:
         "mfu": float(estimate.mfu),
         "precision": on.precision,
         "peak_flops_per_second": float(on.peak_flops_per_second),
-        "price_per_hour": _money(estimate.price_per_hour),
-        "cost": _money(estimate.cost),
+        "price_per_hour": format_optional_money(estimate.price_per_hour),
+        "cost": format_optional_money(estimate.cost),
         "currency": estimate.currency,
         "memory": _memory(estimate.memory),
         "performance": None if estimate.run is None else _performance(estimate),
@@ -445,8 +445,8 @@ def _serving(serving: engine.Serving) -> dict[str, Any]:
         "tokens_per_second": float(decoding.tokens_per_second),
         "bound": decoding.bound,
         "accelerator_hours": float(decoding.accelerator_hours),
-        "price_per_hour": _money(serving.price_per_hour),
-        "cost": _money(serving.cost),
+        "price_per_hour": format_optional_money(serving.price_per_hour),
+        "cost": format_optional_money(serving.cost),
         "currency": serving.currency,
     }
 
@@ -488,7 +488,3 @@ def _number(value: float | None) -> float | None:
 
 def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
-
-
-def _money(amount: Decimal | None) -> str | None:
-    return None if amount is None else format_money(amount)

@@ -28,7 +28,6 @@ from sqlalchemy import (
     SQLColumnExpression,
     case,
     exists,
-    literal,
     or_,
     select,
     update,
@@ -46,12 +45,12 @@ from service.models import (
     Budget,
     HardwareProfile,
     LedgerEntry,
-    Money,
     Organization,
     Plan,
     PlanStatus,
     budget_hardware,
     id_by_slug,
+    money_literal,
     utcnow,
 )
 from service.services import audit, calibrations, laws, organizations, plan_documents, planning
@@ -411,7 +410,7 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
     # the budget's allowed hardware as of any edit it waited for (a re-check after a lock wait would see
     # other tables as they were when the statement began). SQLite serialises writers anyway.
     session.execute(select(Budget.id).where(Budget.id == plan.budget_id).with_for_update())
-    cost = literal(plan.cost, Money())
+    cost = money_literal(plan.cost)
     reserved = session.execute(
         update(Budget)
         .where(Budget.id == plan.budget_id, *_admits(plan, cost))
@@ -553,7 +552,7 @@ def give_back(  # noqa: PLR0917 -- the three figures a budget reserves, and the 
         update(Budget)
         .where(Budget.id == plan.budget_id)
         .values(
-            committed=Budget.committed - literal(money, Money()),
+            committed=Budget.committed - money_literal(money),
             committed_flops=less(Budget.committed_flops, flops),
             committed_accelerator_hours=less(Budget.committed_accelerator_hours, hours),
             version=Budget.version + 1,

@@ -159,13 +159,17 @@ def _planned(
     return _at_most_max_rows(session.execute(_plan_filters(stmt, query)).all())
 
 
+def _too_many_rows() -> InvalidParameterError:
+    return InvalidParameterError(
+        "granularity",
+        f"The report would have more than {MAX_ROWS} rows; narrow the window, coarsen the granularity "
+        "or group by less.",
+    )
+
+
 def _at_most_max_rows(found: Sequence[Any]) -> Sequence[Any]:
     if len(found) > MAX_ROWS:
-        raise InvalidParameterError(
-            "granularity",
-            f"The report would have more than {MAX_ROWS} rows; narrow the window, coarsen the granularity "
-            "or group by less.",
-        )
+        raise _too_many_rows()
     return found
 
 
@@ -506,11 +510,7 @@ def _fill_periods(rows: dict[tuple[Any, ...], dict[str, Any]], query: CostQuery)
     periods = _periods(query)
     combinations = {key[2:]: rows[key] for key in rows} or {(): {}}
     if len(periods) * len(combinations) > MAX_ROWS:
-        raise InvalidParameterError(
-            "granularity",
-            f"The report would have more than {MAX_ROWS} rows; narrow the window, coarsen the granularity "
-            "or group by less.",
-        )
+        raise _too_many_rows()
     for bounds in periods:
         for rest, example in combinations.items():
             key = (bounds["period_start"], bounds["period_end"], *rest)

@@ -13,35 +13,37 @@ ever moves by relative UPDATEs.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from sqlalchemy import and_, exists, func, literal, select, update
+from sqlalchemy import ColumnElement, and_, exists, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session, aliased, defer
+from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
 from service import actors
 from service.core.forecast import Progress, expected_end
 from service.models import (
     CHARGED_STATUSES,
+    DEFAULT_ALERT_THRESHOLDS,
     MONEY_SCALE,
     REPORTING_STATUSES,
     Budget,
     Event,
     HardwarePrice,
-    Money,
     Plan,
     PlanStatus,
     UsageDay,
     UsageRecord,
+    money_literal,
+    standing_usage,
     utcnow,
 )
 from service.services import audit, events
-from service.services.documents import format_money
+from service.services.documents import format_money, format_optional_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.plans import get_plan, give_back
@@ -53,7 +55,6 @@ MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_SCALE)
 # plan is the plan going well), and only when over them: before any progress a run's forecast is its plan,
 # which is no news.
 FORECAST_THRESHOLD = 1.0
-DEFAULT_THRESHOLDS = [0.8, 1.0]  # of a plan without a budget (a budget's are its alert_thresholds)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,16 +196,13 @@ def _check_period(report: UsageReport) -> None:
 def _check_no_overlap(session: Session, plan: Plan, report: UsageReport) -> None:
     """A reporter's periods never overlap: a retry without an Idempotency-Key is refused, never counted
     twice."""
-    reversal = aliased(UsageRecord)
     overlapping = session.scalars(
         select(UsageRecord.id)
         .where(
-            UsageRecord.plan_id == plan.id,
+            _live_usage(plan.id),
             UsageRecord.reporter == report.reporter,
-            UsageRecord.kind == "usage",
             UsageRecord.period_start < report.period_end,
             UsageRecord.period_end > report.period_start,
-            ~exists().where(reversal.reverses_id == UsageRecord.id),
         )
         .limit(1)
     ).first()
@@ -246,14 +244,9 @@ def _check_tokens(session: Session, plan: Plan, report: UsageReport) -> bool:
     return after is None
 
 
-def _live_usage(plan_id: uuid.UUID) -> Any:
+def _live_usage(plan_id: uuid.UUID) -> ColumnElement[bool]:
     """Usage records of the plan that stand: not reversals, not reversed."""
-    reversal = aliased(UsageRecord)
-    return and_(
-        UsageRecord.plan_id == plan_id,
-        UsageRecord.kind == "usage",
-        ~exists().where(reversal.reverses_id == UsageRecord.id),
-    )
+    return and_(UsageRecord.plan_id == plan_id, standing_usage())
 
 
 def _cost(session: Session, plan: Plan, report: UsageReport) -> tuple[Decimal, Decimal | None]:
@@ -362,8 +355,8 @@ def _charge_budget(session: Session, plan: Plan, cost: Decimal, overrun: Decimal
         update(Budget)
         .where(Budget.id == plan.budget_id)
         .values(
-            spent=Budget.spent + _money(cost),
-            overrun=Budget.overrun + _money(overrun),
+            spent=Budget.spent + money_literal(cost),
+            overrun=Budget.overrun + money_literal(overrun),
             version=Budget.version + 1,
             updated_at=utcnow(),
         )
@@ -373,10 +366,6 @@ def _charge_budget(session: Session, plan: Plan, cost: Decimal, overrun: Decimal
         .execution_options(synchronize_session=False)
     ).one()
     return _Charged(plan.budget_id, *after[:4], spent_before=after.spent - cost, spent=after.spent)
-
-
-def _money(amount: Decimal) -> Any:
-    return literal(amount, Money())
 
 
 def days_of(start: datetime, end: datetime) -> Iterator[tuple[date, float]]:
@@ -444,22 +433,25 @@ class _Crossing:
 
     @property
     def key(self) -> str:
-        return f"{self.subject}:{self.subject_id}:{self.measure}:{self.threshold}"
+        return _crossing_key(self.subject, self.subject_id, self.measure, self.threshold)
+
+
+def _crossing_key(subject: str, subject_id: uuid.UUID, measure: str, threshold: float) -> str:
+    """What makes a crossing's event raised once: the same threshold crossed again raises nothing."""
+    return f"{subject}:{subject_id}:{measure}:{threshold}"
 
 
 def _raise_thresholds(session: Session, plan: Plan, spent_before: Decimal, budget: _Charged | None) -> None:
     """Raise an event for each threshold the record took the plan's or its budget's spend (or forecast)
     across: the crossings are worked out here, and those raised before found in one query."""
-    thresholds = DEFAULT_THRESHOLDS if budget is None else budget.alert_thresholds
+    thresholds = DEFAULT_ALERT_THRESHOLDS if budget is None else budget.alert_thresholds
     crossings = _plan_crossings(plan, spent_before, thresholds)
     forecast_keys: dict[str, float] = {}  # the budget's forecast thresholds, by their events' keys
     if budget is not None:
         crossings += _budget_spent_crossings(budget)
         for threshold in thresholds:
             if threshold >= FORECAST_THRESHOLD:
-                forecast_keys[_Crossing("budget", budget.id, "forecast", threshold, Decimal(0)).key] = (
-                    threshold
-                )
+                forecast_keys[_crossing_key("budget", budget.id, "forecast", threshold)] = threshold
     candidates = [crossing.key for crossing in crossings] + list(forecast_keys)
     raised = set(session.scalars(select(Event.key).where(Event.key.in_(candidates)))) if candidates else set()
     pending = [threshold for key, threshold in forecast_keys.items() if key not in raised]
@@ -476,7 +468,7 @@ def _raise_thresholds(session: Session, plan: Plan, spent_before: Decimal, budge
             _publish(session, crossing, plan, budget)
 
 
-def _plan_crossings(plan: Plan, spent_before: Decimal, thresholds: list[float]) -> list[_Crossing]:
+def _plan_crossings(plan: Plan, spent_before: Decimal, thresholds: Sequence[float]) -> list[_Crossing]:
     if not plan.cost:
         return []
     forecast = plan.progress.estimate_at_completion
@@ -507,7 +499,11 @@ def _publish(session: Session, crossing: _Crossing, plan: Plan, budget: _Charged
     if crossing.subject == "plan":
         organization_id = plan.organization_id
         budget_id = None if plan.budget_id is None else str(plan.budget_id)
-        data |= {"planned_cost": _money_text(plan.cost), "currency": plan.currency, "budget_id": budget_id}
+        data |= {
+            "planned_cost": format_optional_money(plan.cost),
+            "currency": plan.currency,
+            "budget_id": budget_id,
+        }
     else:
         assert budget is not None, "a budget's crossing has its budget"
         organization_id = budget.organization_id
@@ -648,7 +644,7 @@ def finish_plan(session: Session, plan_id: uuid.UUID, outcome: str, *, scope: uu
         subject_id=plan.id,
         key=f"plan:{plan.id}:{outcome}",
         data={
-            "planned_cost": _money_text(plan.cost),
+            "planned_cost": format_optional_money(plan.cost),
             "actual_cost": format_money(plan.actual_cost),
             "variance": None if plan.cost is None else format_money(plan.actual_cost - plan.cost),
             "currency": plan.currency,
@@ -696,7 +692,3 @@ def get_usage(
     if record is None:
         raise NotFoundError(f"No usage record {usage_id} of plan {plan_id}.")
     return record
-
-
-def _money_text(amount: Decimal | None) -> str | None:
-    return None if amount is None else format_money(amount)
