@@ -393,6 +393,10 @@ def _experts_that_fit(body: dict, shape: dict) -> None:
     for name in ("expert_ffn", "kv_lora_rank", "q_lora_rank", "head_dim", "rope_head_dim"):
         if isinstance(shape.get(name), int) and isinstance(shape.get("d_model"), int):
             shape[name] = min(shape[name], 4 * shape["d_model"])
+    if all(isinstance(shape.get(name), int) for name in ("head_dim", "heads", "d_model")):
+        # Heads no wider together than 4 times the model: 33 heads of 65 472 made a two-layer model whose
+        # attention alone fits no layout (a drawn tensor-parallel degree of 1 kept it whole on each rank).
+        shape["head_dim"] = max(1, min(shape["head_dim"], 4 * shape["d_model"] // shape["heads"]))
     if isinstance(shape.get("layers"), int) and isinstance(shape.get("dense_layers"), int):
         shape["dense_layers"] = min(shape["dense_layers"], shape["layers"] - 1)
     if isinstance(body.get("active_params"), int | float) and isinstance(body.get("params"), int | float):
