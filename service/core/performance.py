@@ -24,6 +24,7 @@ stages, m micro-batches per step.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -645,6 +646,10 @@ MICRO_BATCHES = (1, 2, 4, 8, 16)
 INTERLEAVES = (1, 2, 4, 8)
 # Layouts returned beside the best: the fastest of each other tensor/pipeline split.
 ALTERNATIVES = 4
+# Searches remembered per process (least recently used out): a search is a pure function of its arguments
+# and the costliest part of a plan, and orchestrators send the same run again and again (retries, a plan and
+# then its estimate, one run planned for several budgets). A Search is about 5 KB.
+SEARCHES_REMEMBERED = 1024
 
 
 @dataclass(frozen=True)
@@ -688,8 +693,32 @@ def search(
     FlashAttention are on unless fixed off; context parallelism is 1 unless fixed. Raises InvalidInput on
     `layout` when nothing fits, saying what comes closest.
     """
-    fixed = dict(fixed or {})
-    count = v.whole("accelerators", accelerators)
+    return _search(
+        shape,
+        machine,
+        v.whole("accelerators", accelerators),
+        global_batch=global_batch,
+        fixed_fields=tuple(sorted((fixed or {}).items())),  # hashable, in one order
+        precision=precision,
+        optimizer=optimizer,
+        calibration=calibration,
+    )
+
+
+@functools.lru_cache(maxsize=SEARCHES_REMEMBERED)
+def _search(
+    shape: ModelShape,
+    machine: Machine,
+    count: int,
+    *,
+    global_batch: int,
+    fixed_fields: tuple[tuple[str, Any], ...],
+    precision: str,
+    optimizer: str,
+    calibration: Calibration,
+) -> Search:
+    """`search`, remembered: its result is shared by every caller that asks the same, and never changed."""
+    fixed = dict(fixed_fields)
     check_fixed_fields(shape, fixed, count, global_batch)
     c = int(fixed.get("context_parallel", 1))
     rows = _splits(shape, machine, count, fixed, int(fixed.get("global_batch", global_batch)))

@@ -7,6 +7,7 @@ steps, divided by the useful fraction, is the wall-clock time; accelerator-hours
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,6 +39,12 @@ DEFAULT_MAX_ACCELERATORS = 32_768
 UNHURRIED_DAYS = 365.0
 
 
+# Shapes remembered per process, as searches are (performance.SEARCHES_REMEMBERED): a plan asks for the
+# same size again with every estimate, revision and retry of it.
+SHAPES_REMEMBERED = 1024
+
+
+@functools.lru_cache(maxsize=SHAPES_REMEMBERED)
 def assumed_shape(
     params: float, *, sequence_length: int = ASSUMED_SEQUENCE_LENGTH, heads_multiple: int = 1
 ) -> ModelShape:

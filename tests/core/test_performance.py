@@ -216,6 +216,28 @@ def test_the_search_keeps_the_fields_it_is_given():
     assert found.best.layout.pipeline_parallel * found.best.layout.data_parallel == 8
 
 
+def test_a_search_asked_again_is_remembered_and_the_same_as_searching_afresh():
+    fixed = {"tensor_parallel": 8, "recomputation": "full"}
+    first = performance.search(GPT_175B, SELENE, 64, global_batch=64, fixed=fixed)
+    # Remembered: the fixed fields in another order are the same question.
+    again = performance.search(GPT_175B, SELENE, 64, global_batch=64, fixed=dict(reversed(fixed.items())))
+    assert again is first
+    afresh = performance._search.__wrapped__(
+        GPT_175B,
+        SELENE,
+        64,
+        global_batch=64,
+        fixed_fields=tuple(sorted(fixed.items())),
+        precision="bf16",
+        optimizer="adam",
+        calibration=performance.CALIBRATION,
+    )
+    assert afresh == first
+    assert afresh is not first
+    # Another question is another answer.
+    assert performance.search(GPT_175B, SELENE, 64, global_batch=128, fixed=fixed) != first
+
+
 def test_the_search_refuses_when_nothing_fits_and_says_what_would():
     with pytest.raises(InvalidInput) as refused:
         performance.search(GPT_175B, SELENE, 8, global_batch=8)
