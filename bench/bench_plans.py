@@ -4,10 +4,14 @@ On each backend (SQLite file, PostgreSQL scratch database) this sets the service
 the e2e tests do (`flask setup`, then gunicorn with the repository's config), then:
 
 1. throughput: `--clients` threads, each with its own keep-alive `requests.Session`, call GET /healthz,
-   then POST /v1/plans (persisted, with a budget_id), then POST /v1/plans with a fresh Idempotency-Key each
-   (as orchestration systems send them), each for `--duration` seconds after a warm-up: requests/s, p50/p99
-   latency, every non-2xx status, and the share of the CPU that other work on the machine took meanwhile.
-   Client and server share the machine's cores, so the client's own cost is in the figures.
+   then POST /v1/plans (persisted, with a budget_id: 6 000 PF-days on 1 024 H100s, the layout searched),
+   POST /v1/plans with a fresh Idempotency-Key each (as orchestration systems send them), the same for a new
+   run each time (a budget never asked before: no remembered search helps), POST /v1/allocations of the
+   same run and of a new run each time, and POST /v1/estimates (70B on 1.4T tokens on 1 024 H100s), each
+   for `--duration` seconds after a warm-up (`--only` picks some): requests/s, p50/p99 latency, every
+   non-2xx status, the server's CPU per request (gunicorn and PostgreSQL) and the share of the CPU that
+   other work on the machine took meanwhile. Client and server share the machine's cores, so the client's
+   own cost is in the figures.
 2. history: plans are bulk-loaded straight into the database (COPY on PostgreSQL, one executemany
    transaction on SQLite; every row a copy of a real plan created through the API, with its own id, time and
    organisation) until there are `--plans`, spread round-robin over `--organizations` organisations.
@@ -20,7 +24,7 @@ the e2e tests do (`flask setup`, then gunicorn with the repository's config), th
    each database serves them.
 
     .venv/bin/python -m bench.bench_plans [--duration 10] [--clients 8] [--plans 1000000]
-        [--backends sqlite,postgresql] [--postgres-url postgresql://postgres@127.0.0.1:5432/postgres]
+        [--only plans,allocations] [--backends sqlite,postgresql] [--postgres-url postgresql://postgres@127.0.0.1:5432/postgres]
 
 Not a test: nothing asserts on time. Any non-2xx answer is counted and reported.
 """
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import os
 import statistics
 import subprocess
@@ -241,9 +246,12 @@ class Throughput:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+Send = Callable[[requests.Session], requests.Response]
+
+
 def hammer(
     name: str,
-    send: Callable[[requests.Session], requests.Response],
+    send: Send,
     *,
     clients: int,
     duration: float,
@@ -338,17 +346,58 @@ class CpuMeter:
         return busy, client, sum(processes[pid][2] for pid in server if pid in processes), time.perf_counter()
 
 
-def throughput(server: Server, fixture: Fixture, clients: int, duration: float) -> list[Throughput]:
+# The run every load asks about, unless it asks for "a new run each": then the requests cycle through
+# NEW_RUNS budgets and cluster sizes (the budget 6% apart, so that each buys a model of another shape, times
+# whole nodes around the 1 024 accelerators), more runs than a worker remembers layout searches of
+# (performance.SEARCHES_REMEMBERED): a cycle longer than a least-recently-used cache always misses it, so
+# every request searches its layouts afresh.
+NEW_RUN = " (a new run each)"
+BUDGET_STEPS, NODE_STEPS = 100, 20
+NEW_RUNS = BUDGET_STEPS * NODE_STEPS
+
+
+def new_runs(pf_days: float, accelerators: int) -> Iterator[tuple[float, int]]:
+    """(PF-days, accelerators) of NEW_RUNS different runs around the given one, over and over."""
+    for index in itertools.cycle(range(NEW_RUNS)):
+        budget, nodes = divmod(index, NODE_STEPS)
+        yield pf_days * 1.06 ** (budget - BUDGET_STEPS // 2), accelerators + 8 * (nodes - NODE_STEPS // 2)
+
+
+def throughput(
+    server: Server, fixture: Fixture, clients: int, duration: float, only: Sequence[str] = ()
+) -> list[Throughput]:
+    """GET /healthz, then each load whose name contains one of `only` (all without)."""
     base, body = server.base, fixture.body
-    loads: list[tuple[str, Callable[[requests.Session], requests.Response]]] = [
-        ("GET /healthz", lambda s: s.get(f"{base}/healthz", timeout=30)),
-        ("POST /v1/plans", lambda s: s.post(f"{base}/v1/plans", json=body, timeout=30)),
+    run = {name: body[name] for name in ("pf_days", "hardware", "accelerators", "law")}
+    estimate = {"params": 7e10, "tokens": 1.4e12, "hardware": "h100-sxm", "accelerators": 1024}
+    runs = new_runs(body["pf_days"], body["accelerators"])
+    lock = threading.Lock()
+
+    def new_run(request: dict) -> dict:
+        with lock:
+            pf_days, accelerators = next(runs)
+        return {**request, "pf_days": pf_days, "accelerators": accelerators}
+
+    def post(path: str, request: Callable[[], dict], idempotent: bool = False) -> Send:
+        def send(s: requests.Session) -> requests.Response:
+            headers = {"Idempotency-Key": str(uuid.uuid4())} if idempotent else {}
+            return s.post(f"{base}{path}", json=request(), headers=headers, timeout=30)
+
+        return send
+
+    loads: list[tuple[str, Send]] = [
+        ("POST /v1/plans", post("/v1/plans", lambda: body)),
+        ("POST /v1/plans + Idempotency-Key", post("/v1/plans", lambda: body, idempotent=True)),
         (
-            "POST /v1/plans + Idempotency-Key",
-            lambda s: s.post(
-                f"{base}/v1/plans", json=body, headers={"Idempotency-Key": str(uuid.uuid4())}, timeout=30
-            ),
+            "POST /v1/plans + Idempotency-Key" + NEW_RUN,
+            post("/v1/plans", lambda: new_run(body), idempotent=True),
         ),
+        ("POST /v1/allocations", post("/v1/allocations", lambda: run)),
+        ("POST /v1/allocations" + NEW_RUN, post("/v1/allocations", lambda: new_run(run))),
+        ("POST /v1/estimates", post("/v1/estimates", lambda: estimate)),
+    ]
+    loads = [("GET /healthz", lambda s: s.get(f"{base}/healthz", timeout=30))] + [
+        (name, send) for name, send in loads if not only or any(part in name for part in only)
     ]
     return [
         hammer(name, send, clients=clients, duration=duration, warmup=WARMUP, server=server)
@@ -724,7 +773,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> BackendResult:
         serving(database_url, args.workers, args.threads, Path(directory) / "server.log") as server,
     ):
         fixture = prepare(server.base, args.organizations)
-        load = throughput(server, fixture, args.clients, args.duration)
+        load = throughput(server, fixture, args.clients, args.duration, args.only)
         for result in load:
             print(
                 f"  {result.name:<34} {result.per_second:8.1f} req/s  p50 {ms(result.quantile(0.5))}"
@@ -814,6 +863,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="WEB_CONCURRENCY")
     parser.add_argument("--threads", type=int, default=4, help="THREADS per worker")
     parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument(
+        "--only",
+        type=lambda text: text.split(","),
+        default=(),
+        help="throughput loads whose names contain one of these (comma-separated); GET /healthz always runs",
+    )
     parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
     print(f"machine: {describe()}", flush=True)
