@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.actors import act_as
 from service.config import Config
+from service.services.hardware import BUILT_IN_HARDWARE, BuiltInHardware
 
 EXTENSION_KEY = "planner.db"
 
@@ -188,10 +189,16 @@ class Database:
 
     def __init__(self, engine: Engine, readiness_engine: Engine | None = None):
         self.engine = engine
-        self.sessionmaker: sessionmaker[Session] = sessionmaker(bind=engine, expire_on_commit=False)
+        # Shared by every session of this database (services/hardware.py); it reads with the sessionmaker
+        # made below, whichever that is by then.
+        self.built_in_hardware = BuiltInHardware(read_apart=lambda: self.read_sessionmaker())  # noqa: PLW0108
+        shared = {BUILT_IN_HARDWARE: self.built_in_hardware}
+        self.sessionmaker: sessionmaker[Session] = sessionmaker(
+            bind=engine, expire_on_commit=False, info=shared
+        )
         # Sessions that only read: on SQLite they begin DEFERRED and never wait for the write lock.
         self.read_sessionmaker: sessionmaker[Session] = sessionmaker(
-            bind=engine.execution_options(**READ_ONLY), expire_on_commit=False
+            bind=engine.execution_options(**READ_ONLY), expire_on_commit=False, info=shared
         )
         # /readyz's (create_readiness_engine); SQLite's probe reads like any request.
         self.readiness_sessionmaker: sessionmaker[Session] = (
