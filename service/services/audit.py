@@ -86,7 +86,8 @@ def _object_id(obj: Audited) -> str:
     return name or str(obj.id)
 
 
-def _changed_fields(obj: Base) -> list[str]:
+def changed_fields(obj: Base) -> list[str]:
+    """The fields of `obj` set or changed since it was read (all it has, for a new one)."""
     state = inspect(obj)
     # Columns and relationships (e.g. a budget's allowed hardware), by name only.
     return sorted(
@@ -110,7 +111,7 @@ def _record(session: Session, flush_context: UOWTransaction, instances: object) 
                 continue
             if action == "create" and obj.id is None:
                 obj.id = uuid.uuid4()  # the entry names the object; its id must exist now
-            entries.append(_entry(session, action, obj, [] if action == "delete" else _changed_fields(obj)))
+            entries.append(_entry(session, action, obj, [] if action == "delete" else changed_fields(obj)))
     session.add_all(entries)
 
 

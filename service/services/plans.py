@@ -19,21 +19,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Select,
     SQLColumnExpression,
+    Table,
     case,
     exists,
+    insert,
     or_,
     select,
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, defer, selectinload
+from sqlalchemy.orm import Session, defer, make_transient_to_detached, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
 from service import actors, metrics
@@ -63,6 +65,7 @@ from service.services.planning import InlineHardware, PlanInputs
 FLOAT_SLACK = 1e-9  # relative: sums of floats committed and released again need not return to exactly 0
 LAST_YEAR = 9998  # as for any time the API accepts
 REMAINING = "remaining"  # the budget's remaining amount is the plan's money budget
+PLANS = cast(Table, Plan.__table__)  # a declarative model's table (typed as any FromClause)
 
 # `scope` below: the organisation whose plans the caller may see, or None for all (an admin). Plans of other
 # organisations behave as if they did not exist.
@@ -177,14 +180,46 @@ def create_plan(
         currency=run.currency,
         created_by=actors.actor(session),
         created_at=now,
+        **_NEW_PLAN,
     )
-    session.add(plan)
     try:
-        session.flush()
+        _insert(session, plan)
     except IntegrityError:  # its budget or hardware profile was deleted since we read it
         raise ConflictError("The plan's budget or hardware profile was just deleted.") from None
     metrics.count_on_commit(session, metrics.PLANS_CREATED)
     return plan
+
+
+# What a new plan's columns hold besides what create_plan sets (the columns' defaults, which an object built
+# before its INSERT would otherwise lack).
+_NEW_PLAN = {
+    "committed_at": None,
+    "cancelled_at": None,
+    "started_at": None,
+    "finished_at": None,
+    "actual_accelerator_hours": 0.0,
+    "actual_cost": Decimal(0),
+    "tokens_trained": 0.0,
+    "version": 1,
+}
+
+
+def _insert(session: Session, plan: Plan) -> None:
+    """Write a new plan with one INSERT of the row as built, and its audit entry: the unit of work's flush of
+    it cost more than the plan's other statements together (issue 24). The plan then stands in the session
+    as if just read (make_transient_to_detached), every column set, so that nothing reads it again."""
+    plan.id = uuid.uuid4()
+    # The fields the request set, as the flush hook lists them: neither the columns' defaults nor the foreign
+    # keys of the relationships set (a flush fills those in after the hook).
+    fields = audit.changed_fields(plan)
+    plan.organization_id = plan.organization.id
+    plan.hardware_id = None if plan.hardware is None else plan.hardware.id
+    plan.law_id = None if plan.law is None else plan.law.id
+    audit.record(session, "create", plan, [name for name in fields if name not in _NEW_PLAN])
+    row = {column.key: getattr(plan, column.key) for column in PLANS.columns}
+    session.execute(insert(PLANS), row)
+    make_transient_to_detached(plan)
+    session.add(plan)
 
 
 def _priced_hardware(
