@@ -8,9 +8,9 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, TypeVarTuple
 
-from sqlalchemy import Select, literal, tuple_
+from sqlalchemy import Row, Select, literal, tuple_
 from sqlalchemy.orm import Mapped, Session
 
 MAX_LIMIT = 100
@@ -52,11 +52,13 @@ class Paged(Protocol):
 
 
 Item = TypeVar("Item", bound=Paged)
+Columns = TypeVarTuple("Columns")
+Listed = TypeVar("Listed")  # what a page holds: entities of a Paged model, or rows of some of its columns
 
 
 @dataclass(frozen=True)
-class Page(Generic[Item]):
-    items: list[Item]
+class Page(Generic[Listed]):
+    items: list[Listed]
     next_cursor: str | None
 
 
@@ -70,6 +72,28 @@ def paginate(
     time: str = "created_at",
 ) -> Page[Item]:
     """Run `stmt` (a select of `model`) one page at a time, newest first by `model.<time>` then `model.id`."""
+    rows = list(session.scalars(_page_of(stmt, model, limit, after, time)))
+    return _page(rows, limit, time)
+
+
+def paginate_rows(
+    session: Session,
+    stmt: Select[*tuple[Any, ...]],
+    model: type[Paged],
+    limit: int,
+    after: Cursor | None,
+    *,
+    time: str = "created_at",
+) -> Page[Row[Any]]:
+    """As paginate, for a select of some of `model`'s columns (its `time` and `id` among them, under those
+    names): rows, for lists that show a few columns and need none of what loading entities costs."""
+    rows = list(session.execute(_page_of(stmt, model, limit, after, time)))
+    return _page(rows, limit, time)
+
+
+def _page_of(
+    stmt: Select[*Columns], model: type[Paged], limit: int, after: Cursor | None, time: str
+) -> Select[*Columns]:
     moment = getattr(model, time)
     if after is not None:
         # A row value, not `t < :t OR (t = :t AND id < :id)`: both databases seek an index on (t, id) to it,
@@ -78,7 +102,13 @@ def paginate(
             tuple_(moment, model.id)
             < tuple_(literal(after.created_at, moment.type), literal(after.id, model.id.type))
         )
-    rows = list(session.scalars(stmt.order_by(moment.desc(), model.id.desc()).limit(limit + 1)))
+    return stmt.order_by(moment.desc(), model.id.desc()).limit(limit + 1)
+
+
+def _page(rows: list[Listed], limit: int, time: str) -> Page[Listed]:
+    """The first `limit` rows (one more was asked for: whether there is a next page)."""
     items = rows[:limit]
-    next_cursor = Cursor(getattr(items[-1], time), items[-1].id).encode() if len(rows) > limit else None
-    return Page(items, next_cursor)
+    if len(rows) <= limit:
+        return Page(items, None)
+    last: Any = items[-1]  # an entity or a row: either has the time and the id as attributes
+    return Page(items, Cursor(getattr(last, time), last.id).encode())
