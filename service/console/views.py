@@ -231,7 +231,7 @@ def plan_history() -> tuple[str, int]:
     else:
         limit, cursor = query.pop("limit", LIST_LIMIT), query.pop("cursor", None)
         page = plans.list_plans(session, plans.PlanFilter(**query), scope=scope(), limit=limit, after=cursor)
-        items, next_page = [plan_summary(plan) for plan in page.items], _next_page_args(page.next_cursor)
+        items, next_page = [plan_summary(row) for row in page.items], _next_page_args(page.next_cursor)
     html = flask.render_template(
         "console/plans.html",
         plans=items,

@@ -317,11 +317,11 @@ class PlanFilter:
     created_to: datetime | None = None
 
 
-# A plan as lists show it: the columns PlanSummarySchema reads, under the names it reads them by, the
-# organisation's and the hardware's slugs joined in. Rows, not entities: loading 100 Plans with their
-# organisation and hardware took most of a page's time in the ORM (issue 24). The joins are on aliases: a
-# plain `organizations` in the FROM would correlate the organisation filter's subquery (id_by_slug) with
-# each row rather than let the database evaluate it once and seek the index by its value.
+# A plan as lists show it: the columns PlanSummarySchema shows, in its order (schemas.plans.plan_summary
+# unpacks them so), with the organisation's and the hardware's slugs joined in. Rows, not entities: loading
+# 100 Plans with their organisation and hardware took most of a page's time in the ORM (issue 24). The joins
+# are on aliases: a plain `organizations` in the FROM would correlate the organisation filter's subquery
+# (id_by_slug) with each row rather than let the database evaluate it once and seek the index by its value.
 _ORGANIZATION = aliased(Organization, name="plan_organization")
 _HARDWARE = aliased(HardwareProfile, name="plan_hardware")
 _SUMMARY = (
