@@ -34,7 +34,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, aliased, selectinload
+from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
 from service import actors, metrics
@@ -318,46 +318,49 @@ class PlanFilter:
 
 
 # A plan as lists show it: the columns PlanSummarySchema shows, in its order (schemas.plans.plan_summary
-# unpacks them so), with the organisation's and the hardware's slugs joined in. Rows, not entities: loading
-# 100 Plans with their organisation and hardware took most of a page's time in the ORM (issue 24). The joins
-# are on aliases: a plain `organizations` in the FROM would correlate the organisation filter's subquery
-# (id_by_slug) with each row rather than let the database evaluate it once and seek the index by its value.
-_ORGANIZATION = aliased(Organization, name="plan_organization")
-_HARDWARE = aliased(HardwareProfile, name="plan_hardware")
-_SUMMARY = (
-    select(
-        Plan.id,
-        _ORGANIZATION.slug.label("organization_slug"),
-        Plan.budget_id,
-        Plan.parent_id,
-        Plan.name,
-        Plan.labels,
-        Plan.status,
-        _HARDWARE.slug.label("hardware_slug"),
-        Plan.method,
-        Plan.params,
-        Plan.tokens,
-        Plan.flops,
-        Plan.predicted_loss,
-        Plan.accelerators,
-        Plan.days,
-        Plan.accelerator_hours,
-        Plan.cost,
-        Plan.currency,
-        Plan.start_at,
-        Plan.end_at,
-        Plan.created_by,
-        Plan.created_at,
-        Plan.committed_at,
-        Plan.cancelled_at,
-        Plan.started_at,
-        Plan.finished_at,
-        Plan.actual_accelerator_hours,
-        Plan.actual_cost,
-        Plan.tokens_trained,
+# unpacks them so), with the organisation's and the hardware's slugs joined in. Rows of the tables' own
+# columns, not entities: loading 100 Plans with their organisation and hardware took most of a page's time
+# in the ORM, and even a select of the mapped attributes cost the ORM's bookkeeping on each page (issue 24).
+# The joins are on aliases: a plain `organizations` in the FROM would correlate the organisation filter's
+# subquery (id_by_slug) with each row rather than let the database evaluate it once and seek the index by
+# its value.
+_PLANS = Plan.__table__.c
+_ORGANIZATION = Organization.__table__.alias("plan_organization")
+_HARDWARE = HardwareProfile.__table__.alias("plan_hardware")
+_SUMMARY = select(
+    _PLANS.id,
+    _ORGANIZATION.c.slug.label("organization_slug"),
+    _PLANS.budget_id,
+    _PLANS.parent_id,
+    _PLANS.name,
+    _PLANS.labels,
+    _PLANS.status,
+    _HARDWARE.c.slug.label("hardware_slug"),
+    _PLANS.method,
+    _PLANS.params,
+    _PLANS.tokens,
+    _PLANS.flops,
+    _PLANS.predicted_loss,
+    _PLANS.accelerators,
+    _PLANS.days,
+    _PLANS.accelerator_hours,
+    _PLANS.cost,
+    _PLANS.currency,
+    _PLANS.start_at,
+    _PLANS.end_at,
+    _PLANS.created_by,
+    _PLANS.created_at,
+    _PLANS.committed_at,
+    _PLANS.cancelled_at,
+    _PLANS.started_at,
+    _PLANS.finished_at,
+    _PLANS.actual_accelerator_hours,
+    _PLANS.actual_cost,
+    _PLANS.tokens_trained,
+).select_from(
+    Plan.__table__.join(_ORGANIZATION, _ORGANIZATION.c.id == _PLANS.organization_id).outerjoin(
+        _HARDWARE, _HARDWARE.c.id == _PLANS.hardware_id
     )
-    .join(_ORGANIZATION, _ORGANIZATION.id == Plan.organization_id)
-    .outerjoin(_HARDWARE, _HARDWARE.id == Plan.hardware_id)
 )
 
 
@@ -366,29 +369,29 @@ def list_plans(
 ) -> Page[Row[Any]]:
     """Newest first, a page at a time (keyset on created_at, id: as cheap deep down as on top): summaries,
     rows of the figures and slugs a list shows (schemas.plans.plan_summary writes them)."""
-    return paginate_rows(session, _filtered(_SUMMARY, where, scope), Plan, limit, after)
+    return paginate_rows(session, _filtered(_SUMMARY, where, scope), Plan.__table__, limit, after)
 
 
 def _filtered(stmt: Select[*Columns], where: PlanFilter, scope: uuid.UUID | None) -> Select[*Columns]:
     # `organization_id = (SELECT id ...)` seeks the (organization_id, created_at, id) index, where
     # `IN (SELECT ...)` made the databases walk every organisation's plans.
     if scope is not None:
-        stmt = stmt.where(Plan.organization_id == scope)
+        stmt = stmt.where(_PLANS.organization_id == scope)
     if where.organization is not None:
-        stmt = stmt.where(Plan.organization_id == id_by_slug(Organization, where.organization))
+        stmt = stmt.where(_PLANS.organization_id == id_by_slug(Organization, where.organization))
     if where.budget_id is not None:
-        stmt = stmt.where(Plan.budget_id == where.budget_id)
+        stmt = stmt.where(_PLANS.budget_id == where.budget_id)
     if where.hardware is not None:
-        stmt = stmt.where(Plan.hardware_id == id_by_slug(HardwareProfile, where.hardware))
+        stmt = stmt.where(_PLANS.hardware_id == id_by_slug(HardwareProfile, where.hardware))
     if where.status is not None:
-        stmt = stmt.where(Plan.status == where.status)
+        stmt = stmt.where(_PLANS.status == where.status)
     if where.label is not None:
         key, value = where.label
-        stmt = stmt.where(Plan.labels[key].as_string() == value)
+        stmt = stmt.where(_PLANS.labels[key].as_string() == value)
     if where.created_from is not None:
-        stmt = stmt.where(Plan.created_at >= where.created_from)
+        stmt = stmt.where(_PLANS.created_at >= where.created_from)
     if where.created_to is not None:
-        stmt = stmt.where(Plan.created_at < where.created_to)
+        stmt = stmt.where(_PLANS.created_at < where.created_to)
     return stmt
 
 
