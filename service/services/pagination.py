@@ -94,7 +94,7 @@ def paginate_rows(
     lists are read by GETs, with nothing pending."""
     columns = table.c
     paged = _page_of(stmt, columns[time], columns.id, limit, after)
-    return _page(list(session.connection().execute(paged)), limit, time)
+    return _page(list(session.connection().execute(paged).all()), limit, time)
 
 
 def _page_of(
