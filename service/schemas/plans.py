@@ -156,7 +156,9 @@ class StoredDocument(ma.fields.Nested):
 
 
 class PlanSummarySchema(ma.Schema):
-    """A plan's figures and status, as lists show it; GET /v1/plans/{id} adds its documents."""
+    """A plan's figures and status, as lists show it; GET /v1/plans/{id} adds its documents.
+
+    Lists are not dumped field by field but written by plan_summary below, which a test holds to this."""
 
     id = ma.fields.UUID()
     organization = ma.fields.String(attribute="organization_slug")

@@ -64,7 +64,7 @@ from service.services.planning import InlineHardware, PlanInputs
 FLOAT_SLACK = 1e-9  # relative: sums of floats committed and released again need not return to exactly 0
 LAST_YEAR = 9998  # as for any time the API accepts
 REMAINING = "remaining"  # the budget's remaining amount is the plan's money budget
-Columns = TypeVarTuple("Columns")
+Columns = TypeVarTuple("Columns")  # of a select that _filtered narrows, and returns as it came
 
 # `scope` below: the organisation whose plans the caller may see, or None for all (an admin). Plans of other
 # organisations behave as if they did not exist.
