@@ -44,7 +44,7 @@ from service.schemas.plans import (
     PlanQuerySchema,
     PlanRequestSchema,
     PlanSchema,
-    PlanSummarySchema,
+    plan_summary,
 )
 from service.schemas.reports import REPORT_GROUPS, REPORT_MEASURES, CostReportQuerySchema, UtilizationSchema
 from service.schemas.usage import BudgetForecastSchema, UsageRecordSchema
@@ -231,7 +231,7 @@ def plan_history() -> tuple[str, int]:
     else:
         limit, cursor = query.pop("limit", LIST_LIMIT), query.pop("cursor", None)
         page = plans.list_plans(session, plans.PlanFilter(**query), scope=scope(), limit=limit, after=cursor)
-        items, next_page = PlanSummarySchema(many=True).dump(page.items), _next_page_args(page.next_cursor)
+        items, next_page = [plan_summary(row) for row in page.items], _next_page_args(page.next_cursor)
     html = flask.render_template(
         "console/plans.html",
         plans=items,

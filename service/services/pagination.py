@@ -8,10 +8,10 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, TypeVarTuple
 
-from sqlalchemy import Select, literal, tuple_
-from sqlalchemy.orm import Mapped, Session
+from sqlalchemy import ColumnElement, FromClause, Row, Select, literal, tuple_
+from sqlalchemy.orm import Mapped, QueryableAttribute, Session
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 20
@@ -52,11 +52,13 @@ class Paged(Protocol):
 
 
 Item = TypeVar("Item", bound=Paged)
+Columns = TypeVarTuple("Columns")
+Listed = TypeVar("Listed")  # what a page holds: entities of a Paged model, or rows of some of its columns
 
 
 @dataclass(frozen=True)
-class Page(Generic[Item]):
-    items: list[Item]
+class Page(Generic[Listed]):
+    items: list[Listed]
     next_cursor: str | None
 
 
@@ -70,15 +72,51 @@ def paginate(
     time: str = "created_at",
 ) -> Page[Item]:
     """Run `stmt` (a select of `model`) one page at a time, newest first by `model.<time>` then `model.id`."""
-    moment = getattr(model, time)
+    paged = _page_of(stmt, getattr(model, time), model.id, limit, after)
+    return _page(list(session.scalars(paged)), limit, time)
+
+
+def paginate_rows(
+    session: Session,
+    stmt: Select[*tuple[Any, ...]],
+    table: FromClause,
+    limit: int,
+    after: Cursor | None,
+    *,
+    time: str = "created_at",
+) -> Page[Row[Any]]:
+    """As paginate, for a Core select of some of `table`'s columns (its `time` and `id` among them, under
+    those names): rows, for lists that show a few columns and need none of what loading entities costs.
+
+    Core all the way, on the session's connection: with the ORM's columns, or through the ORM's execute,
+    each page rebuilt a processor for every column, and matched the cached statement's columns to the new
+    statement's one by one, a millisecond of a 100-row page (issue 24). Nor is the session flushed first:
+    lists are read by GETs, with nothing pending."""
+    columns = table.c
+    paged = _page_of(stmt, columns[time], columns.id, limit, after)
+    return _page(list(session.connection().execute(paged).all()), limit, time)
+
+
+def _page_of(
+    stmt: Select[*Columns],
+    moment: ColumnElement[datetime] | QueryableAttribute[datetime],
+    id_: ColumnElement[uuid.UUID] | QueryableAttribute[uuid.UUID],
+    limit: int,
+    after: Cursor | None,
+) -> Select[*Columns]:
     if after is not None:
         # A row value, not `t < :t OR (t = :t AND id < :id)`: both databases seek an index on (t, id) to it,
         # where the OR form makes them read and discard every row above the cursor (slower the deeper).
         stmt = stmt.where(
-            tuple_(moment, model.id)
-            < tuple_(literal(after.created_at, moment.type), literal(after.id, model.id.type))
+            tuple_(moment, id_) < tuple_(literal(after.created_at, moment.type), literal(after.id, id_.type))
         )
-    rows = list(session.scalars(stmt.order_by(moment.desc(), model.id.desc()).limit(limit + 1)))
+    return stmt.order_by(moment.desc(), id_.desc()).limit(limit + 1)
+
+
+def _page(rows: list[Listed], limit: int, time: str) -> Page[Listed]:
+    """The first `limit` rows (one more was asked for: whether there is a next page)."""
     items = rows[:limit]
-    next_cursor = Cursor(getattr(items[-1], time), items[-1].id).encode() if len(rows) > limit else None
-    return Page(items, next_cursor)
+    if len(rows) <= limit:
+        return Page(items, None)
+    last: Any = items[-1]  # an entity or a row: either has the time and the id as attributes
+    return Page(items, Cursor(getattr(last, time), last.id).encode())

@@ -1,0 +1,124 @@
+"""Lists of plans are written by hand (schemas.plans.plan_summary, from rows of the summary columns) and
+documented by PlanSummarySchema: the two must give the same document, byte for byte, for plans of every
+kind. A member added to the schema and not to plan_summary, or formatted otherwise, fails here."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import select, update
+
+from service.models import PLAN_STATUSES, Plan
+from service.schemas.plans import PlanSummarySchema
+from tests.api.test_plans import (
+    INLINE_HARDWARE,
+    UNPRICED_HARDWARE,
+    add_gpu,
+    allocation_body,
+    create_plan,
+    make_budget,
+    post_plan,
+    revise,
+    transition,
+)
+from tests.api.test_plans import world as world  # noqa: PLC0414 -- the fixture, re-exported
+from tests.api.test_usage import report
+
+
+def commit(client, plan: dict) -> None:
+    assert transition(client, plan["id"], "commit").status_code == 200
+
+
+@pytest.fixture
+def varied(client, session, world) -> list[str]:
+    """Plans with and without a budget, a cost, a name, labels, hardware of the catalog (hence a slug), a
+    parent; in every status, in two currencies; and, written straight into the database, figures that the
+    API would not give easily: no predicted loss, amounts finer than a cent, floats printed with an exponent,
+    more tokens trained than planned. Their ids."""
+    budget = make_budget(client, amount="100000.00")
+    add_gpu(client, "euro-gpu", price="3.10", currency="EUR")
+    drafted = create_plan(
+        client, budget_id=budget["id"], name='Überplan "β" ✓', labels={"team": "alpha", "note": "naïve"}
+    )
+    unpriced = create_plan(client, hardware=UNPRICED_HARDWARE)
+    inline = create_plan(client, hardware=INLINE_HARDWARE, labels={})
+    euro = create_plan(client, hardware="euro-gpu", name="in euros")
+    allocated = post_plan(client, allocation_body(budget="remaining", budget_id=budget["id"]))
+    assert allocated.status_code == 201, allocated.get_json()
+    revised = revise(client, drafted["id"], {"accelerators": 20, "labels": {"note": None}})
+    assert revised.status_code == 201, revised.get_json()
+
+    cancelled = create_plan(client, budget_id=budget["id"])
+    commit(client, cancelled)
+    assert transition(client, cancelled["id"], "cancel").status_code == 200
+    committed = create_plan(client, budget_id=budget["id"])
+    commit(client, committed)
+    running = create_plan(client, budget_id=budget["id"])
+    commit(client, running)
+    assert report(client, running["id"]).status_code == 201
+    completed = create_plan(client, budget_id=budget["id"])
+    commit(client, completed)
+    assert report(client, completed["id"], tokens=3e10, cost="123.456789", currency="USD").status_code == 201
+    assert transition(client, completed["id"], "complete").status_code == 200
+    failed = create_plan(client, budget_id=budget["id"])
+    commit(client, failed)
+    assert report(client, failed["id"]).status_code == 201
+    assert transition(client, failed["id"], "fail").status_code == 200
+
+    odd = create_plan(client)
+    session.execute(
+        update(Plan)
+        .where(Plan.id == uuid.UUID(odd["id"]))
+        .values(
+            predicted_loss=None,
+            params=1.5e16,
+            flops=6.02e-5 * 1e30,
+            cost=Decimal("0.000123"),
+            tokens_trained=1e22,
+            actual_cost=Decimal("1.10"),
+        )
+    )
+    session.flush()
+    made = (drafted, unpriced, inline, euro, allocated.get_json(), revised.get_json())
+    return [plan["id"] for plan in (*made, cancelled, committed, running, completed, failed, odd)]
+
+
+def test_a_page_of_plans_is_the_document_the_summary_schema_describes_byte_for_byte(
+    app, client, session, varied
+):
+    response = client.get("/v1/plans?limit=100")
+
+    assert response.status_code == 200
+    items = response.get_json()["items"]
+    assert sorted(item["id"] for item in items) == sorted(varied)
+    plans = {
+        str(plan.id): plan
+        for plan in session.scalars(select(Plan).where(Plan.id.in_([uuid.UUID(id_) for id_ in varied]))).all()
+    }
+    # PageSchema's member first, then PlanPageSchema's: the order marshmallow dumps them in.
+    documented = {
+        "next_cursor": None,
+        "items": PlanSummarySchema(many=True).dump([plans[item["id"]] for item in items]),
+    }
+    # Members in the same order, numbers, money and times formatted alike: the bytes Flask writes of the
+    # schema's dump.
+    assert response.get_data(as_text=True) == app.json.response(documented).get_data(as_text=True)
+
+
+def test_the_varied_plans_cover_what_a_summary_may_hold(client, varied):
+    items = client.get("/v1/plans?limit=100").get_json()["items"]
+
+    def seen(member: str) -> set:
+        return {repr(item[member]) for item in items}
+
+    assert {repr(status) for status in PLAN_STATUSES} == seen("status")
+    assert {"None", "'USD'", "'EUR'"} == seen("currency")
+    assert {"None", "'lab-gpu'", "'euro-gpu'"} == seen("hardware")
+    assert {"None", "'0.000123'", "'500.00'"} <= seen("cost")
+    assert {"None", "1.5e+16"} <= seen("predicted_loss") | seen("params")
+    assert {"None", repr(varied[0])} == seen("parent_id")
+    assert "None" in seen("budget_id")
+    assert {"{}", repr({"team": "alpha", "note": "naïve"})} <= seen("labels")
+    assert {"0.0", "0.1", "0.5", "1.0"} <= seen("share_trained")
