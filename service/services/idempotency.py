@@ -3,7 +3,8 @@
 A request sent with a key is processed once; its successful response is stored with the key, in the same
 transaction as what the request wrote, and replayed to every retry. The key belongs to the caller (the API
 key id), expires after `KEY_LIFETIME`, and is bound to the request it first came with by a fingerprint of
-its method, path and canonical body.
+its method, path and canonical body. Expired keys of others are left to service/idempotency_purger.py, off
+the requests' path.
 
 Failures are not stored: a request refused as invalid or conflicting leaves nothing behind, and its retry
 is evaluated afresh (a body that was invalid stays invalid; a commit refused for want of budget may pass
@@ -27,7 +28,6 @@ from service.services.errors import InProgressError, KeyReusedError
 
 KEY_LIFETIME = timedelta(hours=24)
 MAX_KEY_LENGTH = 255
-_PURGE_BATCH = 100
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,6 @@ def claim(session: Session, key: RequestKey, now: datetime) -> StoredResponse | 
         raise _in_progress()
     mine = _of(key)
     session.execute(delete(IdempotencyRecord).where(*mine, IdempotencyRecord.expires_at <= now))
-    _purge_expired(session, now)
     record = session.scalars(select(IdempotencyRecord).where(*mine)).first()
     if record is not None:
         if record.fingerprint != key.fingerprint:
@@ -121,20 +120,28 @@ def store(session: Session, response: StoredResponse, key: RequestKey) -> None:
     )
 
 
+def any_expired(session: Session, now: datetime) -> bool:
+    return session.scalar(select(IdempotencyRecord.id).where(_expired(now)).limit(1)) is not None
+
+
+def purge_expired(session: Session, now: datetime, limit: int) -> int:
+    """Delete up to `limit` keys expired at `now`; how many. Rows another transaction is deleting or
+    replacing are skipped (PostgreSQL), never waited for."""
+    expired = select(IdempotencyRecord.id).where(_expired(now)).limit(limit).with_for_update(skip_locked=True)
+    deleted = session.scalars(
+        delete(IdempotencyRecord)
+        .where(IdempotencyRecord.id.in_(expired.scalar_subquery()))
+        .returning(IdempotencyRecord.id)
+    ).all()
+    return len(deleted)
+
+
 def _of(key: RequestKey) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
     return IdempotencyRecord.principal == key.principal, IdempotencyRecord.key == key.key
 
 
-def _purge_expired(session: Session, now: datetime) -> None:
-    """Delete a few expired keys: the table stays small without a separate job. Rows another transaction
-    is deleting are skipped (PostgreSQL), never waited for."""
-    expired = (
-        select(IdempotencyRecord.id)
-        .where(IdempotencyRecord.expires_at <= now)
-        .limit(_PURGE_BATCH)
-        .with_for_update(skip_locked=True)
-    )
-    session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.id.in_(expired.scalar_subquery())))
+def _expired(now: datetime) -> ColumnElement[bool]:
+    return IdempotencyRecord.expires_at <= now
 
 
 def _reused() -> KeyReusedError:
