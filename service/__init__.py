@@ -11,7 +11,17 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from service import actors, auth, cli, console, jobs, ratelimit, request_context, webhook_sender
+from service import (
+    actors,
+    auth,
+    cli,
+    console,
+    idempotency_purger,
+    jobs,
+    ratelimit,
+    request_context,
+    webhook_sender,
+)
 from service.api import init_api
 from service.config import Config
 from service.db import Database, create_db_engine, create_readiness_engine, get_db
@@ -60,6 +70,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     console.init_app(app)
     jobs.init_app(app)
     webhook_sender.init_app(app)
+    idempotency_purger.init_app(app)
     cli.init_app(app)
     if config.admin_key:
         _bootstrap_admin_key(app, config.admin_key)

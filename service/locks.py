@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Boolean, ColumnElement, Connection, func, text, true
 
 # Arbitrary, fixed: every process that sets up the database takes the same advisory lock.
 _SETUP_LOCK_KEY = 7_236_066_151  # "planner" in no particular encoding; only uniqueness matters
@@ -21,13 +21,15 @@ def hold_setup_lock(connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SETUP_LOCK_KEY})
 
 
-def try_transaction_lock(connection: Connection, name: str) -> bool:
-    """Take a lock named `name` until the transaction ends, without waiting: False if another holds it.
+def try_transaction_lock(connection: Connection, name: str) -> ColumnElement[bool]:
+    """An expression that takes a lock named `name` until the transaction ends, without waiting: false if
+    another holds it. An expression rather than a statement, so that the statement that needs the lock (a
+    read of what it guards, say) takes it without a round trip of its own.
 
-    PostgreSQL: a transaction-scoped advisory lock on a 64-bit hash of the name. SQLite: always True, since
-    a writing transaction there already holds the database's write lock (BEGIN IMMEDIATE).
+    PostgreSQL: a transaction-scoped advisory lock on a 64-bit hash of the name. SQLite: true, since a
+    writing transaction there already holds the database's write lock (BEGIN IMMEDIATE).
     """
     if connection.dialect.name != "postgresql":
-        return True
+        return true()
     key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
-    return bool(connection.scalar(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": key}))
+    return func.pg_try_advisory_xact_lock(key, type_=Boolean)

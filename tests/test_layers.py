@@ -23,7 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config", "metrics", "http_status", "request_context", "logs", "actors", "locks", "db", "migrate"),
     ("services",),  # the use cases
     ("schemas",),  # requests and responses: validated, loaded into the use cases' values, described
-    ("auth", "problems", "ratelimit", "jobs", "webhook_sender", "csv_files"),  # what the entry points share
+    # what the entry points share
+    ("auth", "problems", "ratelimit", "jobs", "webhook_sender", "idempotency_purger", "csv_files"),
     ("api", "console", "cli"),  # the entry points
     ("app",),  # create_app: wires them together
 )

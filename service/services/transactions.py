@@ -42,14 +42,15 @@ def run_once(
     afresh.
     """
     try:
+        now = utcnow()
         if key is not None:
-            stored = idempotency.claim(session, key, utcnow())
+            stored = idempotency.claim(session, key, now)
             if stored is not None:
                 session.rollback()  # the request writes nothing: its response is the stored one
                 return replay(stored)
         outcome = act()
         if key is not None:
-            idempotency.store(session, record(outcome), key)
+            idempotency.store(session, record(outcome), key, now)
         session.commit()
     except BaseException:
         _roll_back(session)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
 from urllib.parse import urlencode
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import event, func, select, update
 
 from service.core.laws import PUBLISHED_LAWS
 from service.models import Budget, IdempotencyRecord, LedgerEntry, Plan
@@ -1112,6 +1113,56 @@ def test_a_key_expires_a_day_after_its_first_use(client, session, world):
     record = session.scalars(select(IdempotencyRecord)).one()
     assert record.expires_at - record.created_at == timedelta(hours=24)
     assert before - timedelta(seconds=1) <= record.created_at <= datetime.now().astimezone()
+
+
+def statements_of(connection, request: Callable[[], object]) -> list[str]:
+    """The statements `request` sends to the database (the tests' SAVEPOINTs included)."""
+    sent: list[str] = []
+
+    def note(_connection, _cursor, statement, *_args) -> None:
+        sent.append(statement)
+
+    event.listen(connection, "before_cursor_execute", note)
+    try:
+        request()
+    finally:
+        event.remove(connection, "before_cursor_execute", note)
+    return sent
+
+
+def test_a_fresh_key_costs_two_statements_one_that_reads_it_and_one_that_stores_the_response(
+    client, session, connection, world
+):
+    create_plan(client)  # warm: what a first request of the process reads once
+    without_key = statements_of(connection, lambda: create_plan(client))
+    with_key = statements_of(connection, lambda: post_plan(client, plan_body(), **idempotency("fresh")))
+
+    assert len(with_key) - len(without_key) == 2
+    keyed = [statement for statement in with_key if "idempotency_keys" in statement]
+    assert [statement.split()[0] for statement in keyed] == ["SELECT", "INSERT"]
+    if connection.dialect.name == "postgresql":  # the SELECT takes the key's lock
+        assert "pg_try_advisory_xact_lock" in keyed[0]
+    record = session.scalars(select(IdempotencyRecord)).one()
+    assert (record.key, record.status_code) == ("fresh", 201)
+
+
+def test_an_expired_key_is_replaced_by_its_new_response_with_the_same_two_statements(
+    client, session, connection, world
+):
+    post_plan(client, plan_body(), **idempotency("create-1"))
+    session.execute(
+        update(IdempotencyRecord).values(expires_at=datetime.now().astimezone() - timedelta(seconds=1))
+    )
+    session.commit()
+
+    sent = statements_of(connection, lambda: post_plan(client, plan_body(), **idempotency("create-1")))
+
+    keyed = [statement.split()[0] for statement in sent if "idempotency_keys" in statement]
+    assert keyed == ["SELECT", "INSERT"]
+    session.expire_all()
+    record = session.scalars(select(IdempotencyRecord)).one()
+    assert record.expires_at > datetime.now().astimezone() + timedelta(hours=23)
+    assert count(session, Plan) == 2
 
 
 # --- History ------------------------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from service.models import IdempotencyRecord, Organization
-from service.services.errors import ConflictError, KeyReusedError
-from service.services.idempotency import RequestKey, StoredResponse
+from service.models import IdempotencyRecord, Organization, utcnow
+from service.services.errors import ConflictError, InProgressError, KeyReusedError
+from service.services.idempotency import KEY_LIFETIME, RequestKey, StoredResponse
 from service.services.transactions import commit_new, commit_or, run_once
 
 KEY = RequestKey(principal="cpk_alice", key="create-1", fingerprint="request-1")
@@ -126,6 +126,31 @@ def test_a_key_that_came_with_another_request_is_refused_and_writes_nothing(sess
         run(session, create(session, "other"), key=RequestKey("cpk_alice", "create-1", "request-2"))
 
     assert (organizations(session), claimed_keys(session)) == (["acme"], 1)
+
+
+def test_a_key_whose_record_appeared_while_the_use_case_ran_is_in_progress_and_writes_nothing(session):
+    # On PostgreSQL the claim reads with the snapshot its statement began with, a moment before it takes the
+    # lock: a request with the same key may commit its record in between. Its retry replays that record.
+    def raced() -> StoredResponse:
+        now = utcnow()
+        session.add(
+            IdempotencyRecord(
+                principal=KEY.principal,
+                key=KEY.key,
+                fingerprint=KEY.fingerprint,
+                status_code=201,
+                body="{}",
+                headers={},
+                created_at=now,
+                expires_at=now + KEY_LIFETIME,
+            )
+        )
+        return create(session)()
+
+    with pytest.raises(InProgressError):
+        run(session, raced)
+
+    assert (organizations(session), claimed_keys(session)) == ([], 0)
 
 
 def test_keys_are_the_callers_own(session):
