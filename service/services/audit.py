@@ -8,8 +8,9 @@ hold names of changed fields, never values, so no secret can reach the log.
 from __future__ import annotations
 
 import uuid
+from typing import cast
 
-from sqlalchemy import event, inspect, select
+from sqlalchemy import Table, event, insert, inspect, select
 from sqlalchemy.orm import Session, UOWTransaction
 
 from service import actors
@@ -27,6 +28,7 @@ from service.models import (
     Plan,
     UsageRecord,
     Webhook,
+    utcnow,
 )
 from service.services.pagination import Cursor, Page, paginate
 
@@ -58,6 +60,7 @@ _AUDITED: dict[type[Audited], str] = {
     Calibration: "calibration",
 }
 _NOT_WORTH_LISTING = {"updated_at", "version"}
+AUDIT_LOG = cast(Table, AuditEntry.__table__)  # a declarative model's table (typed as any FromClause)
 
 
 def _organization_of(obj: Audited) -> uuid.UUID | None:
@@ -111,26 +114,32 @@ def _record(session: Session, flush_context: UOWTransaction, instances: object) 
                 continue
             if action == "create" and obj.id is None:
                 obj.id = uuid.uuid4()  # the entry names the object; its id must exist now
-            entries.append(_entry(session, action, obj, [] if action == "delete" else changed_fields(obj)))
+            fields = [] if action == "delete" else changed_fields(obj)
+            entries.append(AuditEntry(**_entry(session, action, obj, fields)))
     session.add_all(entries)
 
 
 def record(session: Session, action: str, obj: Audited, fields: list[str]) -> None:
-    """Log a change made with a Core UPDATE (which the flush hook does not see), e.g. a plan's commit."""
-    session.add(_entry(session, action, obj, sorted(fields)))
-
-
-def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> AuditEntry:
-    kind = _AUDITED[type(obj)]
-    return AuditEntry(
-        actor=actors.actor(session),
-        organization_id=_organization_of(obj),
-        action=f"{kind}.{action}",
-        object_type=kind,
-        object_id=_object_id(obj),
-        request_id=actors.request_id(session),
-        fields=fields,
+    """Log a change made with a Core statement (which the flush hook does not see), e.g. a plan's commit or
+    creation: with an INSERT of its own, at once, since an entry left to the next flush made that flush cost
+    more than the change's own statement (issue 24)."""
+    session.execute(
+        insert(AUDIT_LOG),
+        {"id": uuid.uuid4(), "created_at": utcnow(), **_entry(session, action, obj, sorted(fields))},
     )
+
+
+def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:
+    kind = _AUDITED[type(obj)]
+    return {
+        "actor": actors.actor(session),
+        "organization_id": _organization_of(obj),
+        "action": f"{kind}.{action}",
+        "object_type": kind,
+        "object_id": _object_id(obj),
+        "request_id": actors.request_id(session),
+        "fields": fields,
+    }
 
 
 def install() -> None:
