@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, selectinload
 
 from service import actors
@@ -46,15 +46,22 @@ class CalibrationRequest:
 
 def in_force(session: Session, organization_id: uuid.UUID, hardware_id: uuid.UUID) -> Calibration | None:
     """The organisation's latest calibration for the hardware, if it has one."""
-    # Its id first: every plan asks, and most organisations have none, which a row of one column tells for
-    # less than loading an entity (with its runs) would cost.
-    latest = session.scalar(
-        select(Calibration.id)
-        .where(Calibration.organization_id == organization_id, Calibration.hardware_id == hardware_id)
-        .order_by(Calibration.created_at.desc(), Calibration.id.desc())
-        .limit(1)
-    )
+    # Its id first: every plan asks, and most organisations have none, which one column of a statement built
+    # once tells for less than building the statement would cost, let alone loading an entity (with its runs).
+    latest = session.scalar(_LATEST, {"organization_id": organization_id, "hardware_id": hardware_id})
     return None if latest is None else session.get(Calibration, latest)
+
+
+_CALIBRATIONS = Calibration.__table__.c
+_LATEST = (
+    select(_CALIBRATIONS.id)
+    .where(
+        _CALIBRATIONS.organization_id == bindparam("organization_id"),
+        _CALIBRATIONS.hardware_id == bindparam("hardware_id"),
+    )
+    .order_by(_CALIBRATIONS.created_at.desc(), _CALIBRATIONS.id.desc())
+    .limit(1)
+)
 
 
 def constants_with(own: Calibration) -> performance.Calibration:

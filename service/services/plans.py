@@ -28,6 +28,7 @@ from sqlalchemy import (
     Select,
     SQLColumnExpression,
     Table,
+    bindparam,
     case,
     exists,
     insert,
@@ -251,12 +252,16 @@ def _end_of_run(start_at: datetime, seconds: float) -> datetime:
 def _budget_for(session: Session, budget_id: uuid.UUID, organization: Organization) -> Budget:
     """The budget a new plan is charged to: its row alone (a plan reads its currency and what remains; its
     organisation is the plan's, and its allowed hardware is the commit's to check)."""
-    budget = session.scalars(
-        select(Budget).where(Budget.id == budget_id, Budget.organization_id == organization.id)
-    ).first()
+    budget = session.scalars(_BUDGET, {"id": budget_id, "organization_id": organization.id}).first()
     if budget is None:
         raise InvalidFieldError("budget_id", f"No budget {budget_id} in organization {organization.slug!r}.")
     return budget
+
+
+# Built once (every plan charged to a budget reads it; building the statement cost more than running it).
+_BUDGET = select(Budget).where(
+    Budget.id == bindparam("id"), Budget.organization_id == bindparam("organization_id")
+)
 
 
 def _check_chargeable(run: engine.Estimate, budget: Budget) -> None:
