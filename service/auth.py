@@ -22,7 +22,7 @@ from werkzeug.exceptions import Forbidden, Unauthorized
 
 from service import ratelimit
 from service.actors import act_as
-from service.db import READ_METHODS, get_db, get_session
+from service.db import READ_METHODS, get_db, get_session, reading_session
 from service.services import keys
 from service.services.keys import Principal
 
@@ -92,13 +92,11 @@ def admit(key: str) -> Principal | None:
 
 
 def _look_up(key: str) -> tuple[Principal, bool] | None:
-    database = get_db()
-    if flask.request.method in READ_METHODS or database.engine.dialect.name != "sqlite":
-        # In the request's own transaction: one checkout (with its ping), BEGIN and ROLLBACK fewer.
+    if flask.request.method in READ_METHODS:
         return keys.authenticate(get_session(), key)
-    # A write on SQLite begins IMMEDIATE, holding the database's write lock: its key is looked up apart, so
-    # that only an admitted request waits for that lock.
-    with database.read_sessionmaker() as session:
+    # Where a write's transaction would hold SQLite's write lock, apart, so that only an admitted request
+    # waits for that lock; elsewhere in the request's own (a checkout with its ping, a BEGIN fewer).
+    with reading_session() as session:
         return keys.authenticate(session, key)
 
 

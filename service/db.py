@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import flask
@@ -232,6 +234,19 @@ def get_session(*, read_only: bool | None = None) -> Session:
         actor = principal.key_id if principal else "anonymous"
         flask.g.db_session = act_as(session, actor, flask.g.get("request_id"))
     return flask.g.db_session
+
+
+@contextlib.contextmanager
+def reading_session() -> Iterator[Session]:
+    """A session for what a writing request reads before it writes: the request's own, except on SQLite,
+    where a writing transaction holds the database's write lock from its first statement. There it is one of
+    its own, begun DEFERRED and closed at the end, so that no other writer waits while it reads."""
+    database = get_db()
+    if database.engine.dialect.name != "sqlite":
+        yield get_session()
+        return
+    with database.read_sessionmaker() as session:
+        yield session
 
 
 def _close_session(_exc: BaseException | None) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import flask
 
 from service.auth import current_principal
-from service.db import get_db, get_session
+from service.db import get_session, reading_session
 from service.models import utcnow
 from service.services import idempotency, transactions
 from service.services.errors import InvalidHeaderError
@@ -42,18 +42,25 @@ REPLAYED_HEADER_DOC = {
 
 
 def idempotent(
-    blueprint, parameters: tuple[dict, ...] = (), prepare: Callable[[], Any] | None = None
+    blueprint,
+    parameters: tuple[dict, ...] = (),
+    prepare: Callable[..., Any] | None = None,
+    *,
+    peek: bool = True,
 ) -> Callable:
     """Run the view as one transaction (services/transactions.run_once), committed together with the
     response when the request came with an Idempotency-Key.
 
-    Goes above `@blp.arguments` and `@blp.response`: a replay answers before the body is parsed, and the
-    response stored is the one the view's decorators made. `parameters` documents the operation's other
-    header parameters (flask-smorest replaces, rather than extends, a list documented twice).
+    Goes above `@blp.response`, so that the response stored is the one the view's decorators made, and
+    above `@blp.arguments`, so that a replay answers before the body is parsed, unless `prepare` needs the
+    parsed arguments. `parameters` documents the operation's other header parameters (flask-smorest
+    replaces, rather than extends, a list documented twice).
 
-    `prepare` does the request's slow work that writes nothing (a fit) before the key is claimed, since on
-    SQLite the claim takes the database's write lock, which every other writer would wait on meanwhile. Its
-    result reaches the view as `prepared`. A finished response to replay is looked for first, without a lock.
+    `prepare(reads, *arguments)` does the request's work that writes nothing (a fit, a plan's evaluation)
+    before the key is claimed, since on SQLite the claim takes the database's write lock, which every other
+    writer would wait on meanwhile; `reads` is db.reading_session's. Its result reaches the view as
+    `prepared`. With `peek`, a finished response to replay is looked for first, without a lock: worth a
+    statement when `prepare` is slow.
     """
 
     def decorate(view: Callable) -> Callable:
@@ -61,12 +68,12 @@ def idempotent(
         def wrapper(*args, **kwargs):
             key = _key()
             if prepare is not None:
-                if key is not None:
-                    with get_db().read_sessionmaker() as peek:
-                        stored = idempotency.stored_response(peek, key, utcnow())
-                    if stored is not None:
-                        return _replay(stored)
-                kwargs["prepared"] = prepare()
+                with reading_session() as reads:
+                    if peek and key is not None:
+                        stored = idempotency.stored_response(reads, key, utcnow())
+                        if stored is not None:
+                            return _replay(stored)
+                    kwargs["prepared"] = prepare(reads, *args, **kwargs)
             return transactions.run_once(
                 get_session(), lambda: view(*args, **kwargs), key=key, record=_record, replay=_replay
             )

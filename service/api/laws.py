@@ -7,6 +7,7 @@ import io
 
 import flask
 import marshmallow as ma
+from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest
 
 from service import jobs
@@ -22,7 +23,7 @@ from service.api.base import (
 )
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, current_principal, requires, scope
-from service.db import get_db, get_session
+from service.db import get_session
 from service.models import utcnow
 from service.schemas.common import requires as needs  # a rule between fields (auth's `requires` guards views)
 from service.schemas.common import rules_json
@@ -105,14 +106,13 @@ def list_laws(limit, cursor, organization=None, kind=None):
     return body, headers
 
 
-def _prepare_fit() -> tuple[dict, dict | None]:
+def _prepare_fit(reads: Session) -> tuple[dict, dict | None]:
     """Validate, check where the law would go, and fit (unless it is to run as a job: then no columns):
     before the request's transaction, which on SQLite holds the write lock. The target is checked again when
     the law is stored."""
     request = FitRequestSchema().load(_fit_body())
     in_background = laws.runs_in_background(request, prefer_async=_prefers_async())
-    with get_db().read_sessionmaker() as session:
-        laws.fit_target(session, request, scope=scope())
+    laws.fit_target(reads, request, scope=scope())
     return request, None if in_background else laws.fit_columns(request)
 
 

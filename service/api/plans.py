@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import flask
+from sqlalchemy.orm import Session
 
 from service.api.base import (
     ETAG_HEADER,
@@ -16,7 +17,7 @@ from service.api.base import (
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
 from service.db import get_session
-from service.models import PlanStatus
+from service.models import Plan, PlanStatus
 from service.schemas.common import ListQuerySchema
 from service.schemas.plans import (
     CompareQuerySchema,
@@ -59,12 +60,19 @@ def list_plans(limit, cursor, **filters):
     return page_response(page, limit)
 
 
+def _evaluate_plan(reads: Session, request: plans.PlanRequest) -> Plan:
+    """The plan a request makes, evaluated before the request's transaction (which on SQLite holds the write
+    lock from its first statement): what the transaction then does is store it."""
+    return plans.evaluate_new(reads, request, scope=scope())
+
+
 @blp.post("")
 @requires("planner")
-@idempotent(blp)
 @blp.arguments(PlanRequestSchema)
+# A replay is rare and the evaluation cheaper than a look for one: it comes with the claim.
+@idempotent(blp, prepare=_evaluate_plan, peek=False)
 @blp.response(201, PlanSchema, headers=CREATED_HEADERS)
-def create_plan(request):
+def create_plan(request, prepared):
     """Evaluate an allocation request (or a given `params` and `tokens`) on a cluster and store it as a draft.
 
     The plan keeps its inputs, a snapshot of what it used (hardware figures and the price in force, the law,
@@ -75,7 +83,7 @@ def create_plan(request):
     or budget that does not exist, a plan charged to a budget without a cost in the budget's currency, and a
     run that would end after the year 9998.
     """
-    return _created(plans.create_plan(get_session(), request, scope=scope()))
+    return _created(plans.store_new(get_session(), prepared))
 
 
 @blp.get("/compare")

@@ -110,6 +110,14 @@ def create_plan(
     session: Session, request: PlanRequest, *, scope: uuid.UUID | None, parent: Plan | None = None
 ) -> Plan:
     """Evaluate a request and store it as a draft."""
+    return store_new(session, evaluate_new(session, request, scope=scope, parent=parent))
+
+
+def evaluate_new(
+    session: Session, request: PlanRequest, *, scope: uuid.UUID | None, parent: Plan | None = None
+) -> Plan:
+    """A request evaluated into a draft, not yet stored (`store_new` stores it): reads only, so that it can
+    run before the request's writing transaction (db.reading_session)."""
     organization = organizations.named_in_body(session, request.organization, scope=scope)
     budget = None if request.budget_id is None else _budget_for(session, request.budget_id, organization)
     inputs = request.inputs()
@@ -181,13 +189,18 @@ def create_plan(
         accelerator_hours=run.runtime.accelerator_hours,
         cost=run.cost,
         currency=run.currency,
-        created_by=actors.actor(session),
         created_at=now,
         **_NEW_PLAN,
     )
+    return plan
+
+
+def store_new(session: Session, plan: Plan) -> Plan:
+    """Store a draft `evaluate_new` made (in this session or another): its row and its audit entry."""
+    plan.created_by = actors.actor(session)
     try:
         _insert(session, plan)
-    except IntegrityError:  # its budget or hardware profile was deleted since we read it
+    except IntegrityError:  # its organisation, budget or hardware profile was deleted since it was read
         raise ConflictError("The plan's budget or hardware profile was just deleted.") from None
     metrics.count_on_commit(session, metrics.PLANS_CREATED)
     return plan
