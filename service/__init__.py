@@ -6,7 +6,6 @@ import logging
 from collections.abc import Mapping
 
 from flask import Flask
-from flask.json.provider import DefaultJSONProvider
 from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.middleware.proxy_fix import ProxyFix
@@ -25,6 +24,7 @@ from service import (
 from service.api import init_api
 from service.config import Config
 from service.db import Database, create_db_engine, create_readiness_engine, get_db
+from service.json_provider import OrjsonProvider
 from service.logs import configure_logging
 from service.models import ApiKey
 from service.services import audit, keys
@@ -43,11 +43,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
         TESTING=config.testing,
         MAX_FIT_UPLOAD_LENGTH=config.max_fit_upload_length,
     )
-    # Flask's default provider (app.json is typed as any provider), keeping members in the order written:
-    # problem members in RFC order, bodies in schema order.
-    provider = DefaultJSONProvider(app)
-    provider.sort_keys = False
-    app.json = provider
+    app.json = OrjsonProvider(app)
     app.extensions["planner.config"] = config
     app.extensions["planner.schema_head"] = expected_head(config.migrations_dir)
 

@@ -14,9 +14,10 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from service import json_provider
 from service.actors import act_as
+from service.built_in_hardware import BUILT_IN_HARDWARE, BuiltInHardware
 from service.config import Config
-from service.services.hardware import BUILT_IN_HARDWARE, BuiltInHardware
 
 EXTENSION_KEY = "planner.db"
 
@@ -56,6 +57,7 @@ def create_db_engine(config: Config) -> Engine:
     statement_timeout_ms = config.db_statement_timeout_ms
     engine = create_engine(
         url,
+        json_serializer=json_provider.store,
         pool_pre_ping=True,
         pool_size=config.db_pool_size,
         max_overflow=config.db_pool_size,
@@ -152,7 +154,7 @@ def lift_request_bounds(connection: Connection) -> None:
 def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
     if url.database and url.database != ":memory:":
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url)
+    engine = create_engine(url, json_serializer=json_provider.store)
 
     # The stdlib driver's legacy transaction control emits no BEGIN before SELECT or DDL, which breaks
     # isolation and SAVEPOINTs. SQLAlchemy's documented fix: let the driver autocommit and emit BEGIN

@@ -282,6 +282,12 @@ def _real_magnitudes(members: dict) -> None:
         floor = law.get("E") if isinstance(law, dict) else PUBLISHED_E.get(named, PUBLISHED_E["epoch-2024"])
         if isinstance(floor, int | float):
             members["target_loss"] = floor + _within(members["target_loss"], *TARGET_MARGIN)
+    fewest = _fewest_training_tokens(members)
+    if fewest is not None and isinstance(members.get("inference_tokens"), int | float):
+        # A run is planned for at most INFERENCE_PER_TRAINING times the tokens its budget trains on: beyond,
+        # the model the budget buys for them shrinks to nothing, a 422 naming the budget ("too small for N
+        # inference tokens") that no schema can state.
+        members["inference_tokens"] = min(members["inference_tokens"], INFERENCE_PER_TRAINING * fewest)
     start = members.get("start_at")
     if isinstance(start, str) and datetime.fromisoformat(start).year > LATEST_START:
         members["start_at"] = f"{LATEST_START}{start[4:]}"
@@ -289,6 +295,26 @@ def _real_magnitudes(members: dict) -> None:
     if needs_price and isinstance(hardware, dict) and hardware.get("price_per_hour") is None:
         # A money budget needs a price: the hardware's, or the request's own.
         members["price_per_hour"], members["currency"] = "2.00", members.get("currency") or "USD"
+
+
+INFERENCE_PER_TRAINING = 100
+# FLOP/s an accelerator-hour buys at the least the drawn clusters give (PEAK_MAGNITUDE's low end at 40% MFU),
+# and the most an hour costs (MONEY_MAGNITUDES' price_per_hour).
+LEAST_FLOPS_PER_SECOND, MOST_PRICE_PER_HOUR = 0.4 * PEAK_MAGNITUDE[0], MONEY_MAGNITUDES["price_per_hour"][1]
+
+
+def _fewest_training_tokens(members: dict) -> float | None:
+    """The fewest tokens the request's tightest budget trains on, at 20 a parameter (C = 6·N·D), if it has
+    one in FLOPs, PF-days, accelerator-hours or money."""
+    flops = []
+    for name, per_unit in (("flops", 1.0), ("pf_days", 8.64e19), ("accelerator_hours", 3600.0)):
+        value = members.get(name)
+        if isinstance(value, int | float) and value > 0:
+            flops.append(value * per_unit * (LEAST_FLOPS_PER_SECOND if name == "accelerator_hours" else 1.0))
+    cost = members.get("cost")
+    if isinstance(cost, str) and re.fullmatch(r"\d+(\.\d+)?", cost) and float(cost) > 0:
+        flops.append(float(cost) / MOST_PRICE_PER_HOUR * 3600.0 * LEAST_FLOPS_PER_SECOND)
+    return math.sqrt(20 * min(flops) / 6) if flops else None
 
 
 def _issued_cursor(drawn: str) -> str:

@@ -20,7 +20,19 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),  # the science
     ("models", "catalog"),  # what is stored, and the built-in data
-    ("config", "metrics", "http_status", "request_context", "logs", "actors", "locks", "db", "migrate"),
+    (
+        "config",
+        "metrics",
+        "http_status",
+        "request_context",
+        "logs",
+        "actors",
+        "locks",
+        "json_provider",
+        "built_in_hardware",
+        "db",
+        "migrate",
+    ),
     ("services",),  # the use cases
     ("schemas",),  # requests and responses: validated, loaded into the use cases' values, described
     # what the entry points share

@@ -8,9 +8,10 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import event
 
+from service.built_in_hardware import BUILT_IN_HARDWARE, BUILT_IN_SECONDS, BuiltInHardware
 from service.models import HardwarePrice, utcnow
 from service.services.catalog import load_builtin_hardware
-from service.services.hardware import BUILT_IN_HARDWARE, BUILT_IN_SECONDS, BuiltInHardware, get_hardware
+from service.services.hardware import get_hardware
 from tests.builders import hardware_profile
 
 

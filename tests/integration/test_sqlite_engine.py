@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from service.config import Config
-from service.db import READ_ONLY, SQLITE_SORT_THREADS, create_db_engine, normalise_url
+from service.db import READ_ONLY, SQLITE_SORT_THREADS, create_db_engine, get_db, normalise_url
+from service.services import keys
 
 
 @pytest.fixture
@@ -82,3 +83,29 @@ def test_postgres_urls_without_a_driver_get_psycopg_3():
     assert normalise_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
     assert normalise_url("postgres://u@h/db").drivername == "postgresql+psycopg"
     assert normalise_url("sqlite:///x.db").drivername == "sqlite"
+
+
+def test_a_plan_is_evaluated_before_its_transaction_takes_the_write_lock(make_app, tmp_path):
+    """What a new plan reads (its organisation, budget and calibration) and the engine's work happen before
+    the transaction that stores it begins IMMEDIATE: other writers wait only for the storing."""
+    app = make_app(f"sqlite:///{tmp_path / 'planner.db'}")
+    assert app.test_cli_runner().invoke(args=["setup"]).exit_code == 0
+    with get_db(app).sessionmaker() as session:
+        key = keys.create_key(session, keys.NewKey(role="admin", name="test")).key
+    client, auth = app.test_client(), {"Authorization": f"Bearer {key}"}
+    client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}, headers=auth)
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_):
+        seen.append(" ".join(statement.split()))
+
+    event.listen(get_db(app).engine, "before_cursor_execute", record)
+    plan = {"organization": "acme", "pf_days": 100, "hardware": "h100-sxm", "accelerators": 64}
+    for headers in (auth, {**auth, "Idempotency-Key": "plan-1"}):
+        seen.clear()
+        assert client.post("/v1/plans", json=plan, headers=headers).status_code == 201
+        lock = seen.index("BEGIN IMMEDIATE")  # the storing transaction's
+        assert "BEGIN DEFERRED" in seen[:lock]
+        assert any("FROM organizations" in statement for statement in seen[:lock])
+        assert not any("FROM organizations" in statement for statement in seen[lock:])
+        assert any(statement.startswith("INSERT INTO plans") for statement in seen[lock:])
