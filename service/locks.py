@@ -21,15 +21,20 @@ def hold_setup_lock(connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SETUP_LOCK_KEY})
 
 
-def try_transaction_lock(connection: Connection, name: str) -> ColumnElement[bool]:
-    """An expression that takes a lock named `name` until the transaction ends, without waiting: false if
-    another holds it. An expression rather than a statement, so that the statement that needs the lock (a
-    read of what it guards, say) takes it without a round trip of its own.
+def try_transaction_lock(dialect: str, key: ColumnElement[int]) -> ColumnElement[bool]:
+    """An expression that takes the lock `key` (`lock_key` of its name) until the transaction ends, without
+    waiting: false if another holds it. An expression rather than a statement, so that the statement that
+    needs the lock (a read of what it guards, say) takes it without a round trip of its own; `key` may be a
+    bound parameter, so that the statement is built once.
 
-    PostgreSQL: a transaction-scoped advisory lock on a 64-bit hash of the name. SQLite: true, since a
-    writing transaction there already holds the database's write lock (BEGIN IMMEDIATE).
+    PostgreSQL: a transaction-scoped advisory lock on the 64-bit key. SQLite: true, since a writing
+    transaction there already holds the database's write lock (BEGIN IMMEDIATE).
     """
-    if connection.dialect.name != "postgresql":
+    if dialect != "postgresql":
         return true()
-    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
     return func.pg_try_advisory_xact_lock(key, type_=Boolean)
+
+
+def lock_key(name: str) -> int:
+    """The 64-bit key of the lock named `name`: a hash of it."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
 
-from sqlalchemy import ColumnElement, Executable, Table, and_, bindparam, delete, literal, select
+from sqlalchemy import BigInteger, ColumnElement, Executable, Table, and_, bindparam, delete, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -32,6 +32,7 @@ from service.models import IdempotencyRecord
 from service.services.errors import InProgressError, KeyReusedError
 
 KEY_LIFETIME = timedelta(hours=24)
+IDEMPOTENCY_KEYS = cast(Table, IdempotencyRecord.__table__)  # a table, typed as any FROM clause may be
 MAX_KEY_LENGTH = 255
 
 
@@ -74,22 +75,10 @@ def claim(session: Session, key: RequestKey, now: datetime) -> StoredResponse | 
     request given a response to replay writes nothing either: its caller rolls back
     (services/transactions.run_once does all of this).
     """
-    locked = locks.try_transaction_lock(session.connection(), f"idempotency:{key.principal}:{key.key}")
-    # One statement takes the lock and reads the record: a one-row select joined to the record, so that the
-    # lock is taken whether or not there is one.
-    one_row = select(literal(1).label("one")).subquery()
+    lock = locks.lock_key(f"idempotency:{key.principal}:{key.key}")
     found = session.execute(
-        select(
-            locked.label("locked"),
-            IdempotencyRecord.id,
-            IdempotencyRecord.fingerprint,
-            IdempotencyRecord.status_code,
-            IdempotencyRecord.body,
-            IdempotencyRecord.headers,
-            IdempotencyRecord.expires_at,
-        )
-        .select_from(one_row)
-        .outerjoin(IdempotencyRecord, and_(*_of(key)))
+        _claim_statement(session.get_bind().dialect.name),
+        {"lock": lock, "principal": key.principal, "key": key.key},
     ).one()
     if not found.locked:
         raise _in_progress()
@@ -100,6 +89,31 @@ def claim(session: Session, key: RequestKey, now: datetime) -> StoredResponse | 
     if found.status_code is None:  # a record without its response: taken for a request still running
         raise _in_progress()
     return StoredResponse(found.status_code, found.body or "", dict(found.headers))
+
+
+@functools.cache
+def _claim_statement(dialect: str) -> Executable:
+    """One statement that takes the key's lock and reads its record: a one-row select joined to the record,
+    so that the lock is taken whether or not there is one. Built once per dialect: building it (and its cache
+    key) cost more than running it."""
+    one_row = select(literal(1).label("one")).subquery()
+    records = IDEMPOTENCY_KEYS.c
+    return (
+        select(
+            locks.try_transaction_lock(dialect, bindparam("lock", type_=BigInteger)).label("locked"),
+            records.id,
+            records.fingerprint,
+            records.status_code,
+            records.body,
+            records.headers,
+            records.expires_at,
+        )
+        .select_from(one_row)
+        .outerjoin(
+            IDEMPOTENCY_KEYS,
+            and_(records.principal == bindparam("principal"), records.key == bindparam("key")),
+        )
+    )
 
 
 def stored_response(session: Session, key: RequestKey, now: datetime) -> StoredResponse | None:
@@ -145,7 +159,7 @@ def store(session: Session, response: StoredResponse, key: RequestKey, now: date
 def _upsert(dialect_name: str) -> Executable:
     """`store`'s statement, made once per dialect and given each record's values when run: making it anew
     each time took longer than the database takes to run it (0.3 ms, mostly the ON CONFLICT clause)."""
-    table = cast(Table, IdempotencyRecord.__table__)  # a table, typed as any FROM clause may be
+    table = IDEMPOTENCY_KEYS
     insert = postgresql.insert(table) if dialect_name == "postgresql" else sqlite.insert(table)
     replaced = ("fingerprint", "status_code", "body", "headers", "created_at", "expires_at")
     return insert.on_conflict_do_update(
