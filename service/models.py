@@ -119,6 +119,13 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def table_of(model: type[Base]) -> Table:
+    """A model's table, for Core statements (SQLAlchemy types `__table__` as any FROM clause)."""
+    table = model.__table__
+    assert isinstance(table, Table), f"{model.__name__} maps a table"
+    return table
+
+
 def id_by_slug(model: type[Organization | HardwareProfile], slug: str) -> ScalarSelect[uuid.UUID]:
     """The id of `model`'s row with this slug, as a scalar subquery to compare a foreign key with: NULL (so
     matching nothing) for an unknown slug. Both databases evaluate it once and seek an index by its value,

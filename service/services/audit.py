@@ -8,9 +8,8 @@ hold names of changed fields, never values, so no secret can reach the log.
 from __future__ import annotations
 
 import uuid
-from typing import cast
 
-from sqlalchemy import Table, event, insert, inspect, select
+from sqlalchemy import event, insert, inspect, select
 from sqlalchemy.orm import Session, UOWTransaction
 
 from service import actors
@@ -28,6 +27,7 @@ from service.models import (
     Plan,
     UsageRecord,
     Webhook,
+    table_of,
     utcnow,
 )
 from service.services.pagination import Cursor, Page, paginate
@@ -60,7 +60,7 @@ _AUDITED: dict[type[Audited], str] = {
     Calibration: "calibration",
 }
 _NOT_WORTH_LISTING = {"updated_at", "version"}
-AUDIT_LOG = cast(Table, AuditEntry.__table__)  # a declarative model's table (typed as any FromClause)
+AUDIT_LOG = table_of(AuditEntry)
 
 
 def _organization_of(obj: Audited) -> uuid.UUID | None:

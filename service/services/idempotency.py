@@ -21,18 +21,17 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
 
-from sqlalchemy import BigInteger, ColumnElement, Executable, Table, and_, bindparam, delete, literal, select
+from sqlalchemy import BigInteger, ColumnElement, Executable, and_, bindparam, delete, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from service import locks
-from service.models import IdempotencyRecord
+from service.models import IdempotencyRecord, table_of
 from service.services.errors import InProgressError, KeyReusedError
 
 KEY_LIFETIME = timedelta(hours=24)
-IDEMPOTENCY_KEYS = cast(Table, IdempotencyRecord.__table__)  # a table, typed as any FROM clause may be
+IDEMPOTENCY_KEYS = table_of(IdempotencyRecord)
 MAX_KEY_LENGTH = 255
 
 

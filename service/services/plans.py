@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
-from typing import Any, TypeVarTuple, cast
+from typing import Any, TypeVarTuple
 
 from sqlalchemy import (
     BindParameter,
@@ -27,7 +27,6 @@ from sqlalchemy import (
     Row,
     Select,
     SQLColumnExpression,
-    Table,
     bindparam,
     case,
     exists,
@@ -55,6 +54,7 @@ from service.models import (
     budget_hardware,
     id_by_slug,
     money_literal,
+    table_of,
     utcnow,
 )
 from service.services import audit, calibrations, laws, organizations, plan_documents, planning
@@ -67,7 +67,7 @@ from service.services.planning import InlineHardware, PlanInputs
 FLOAT_SLACK = 1e-9  # relative: sums of floats committed and released again need not return to exactly 0
 LAST_YEAR = 9998  # as for any time the API accepts
 REMAINING = "remaining"  # the budget's remaining amount is the plan's money budget
-PLANS = cast(Table, Plan.__table__)  # a declarative model's table (typed as any FromClause)
+PLANS = table_of(Plan)
 Columns = TypeVarTuple("Columns")  # of a select that _filtered narrows, and returns as it came
 
 # `scope` below: the organisation whose plans the caller may see, or None for all (an admin). Plans of other
