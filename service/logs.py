@@ -58,7 +58,8 @@ GUNICORN_LOGCONFIG = {
     "loggers": {
         "gunicorn.error": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
         # The app logs each request itself, with its request id; gunicorn's access log would repeat it
-        # (and setting logconfig_dict turns that log on even with accesslog = None).
+        # (and setting logconfig_dict turns that log on even with accesslog = None: gunicorn.conf.py's logger
+        # class does not gather it either).
         "gunicorn.access": {"handlers": [], "level": "CRITICAL", "propagate": False},
     },
 }

@@ -13,7 +13,7 @@ from webargs.fields import DelimitedList
 
 from service.core.forecast import Progress
 from service.core.units import MAX_ACCELERATORS, MAX_PARAMS, MAX_TOKENS
-from service.models import PLAN_STATUSES
+from service.models import PLAN_STATUSES, Plan
 from service.schemas.calibrations import OwnCalibrationSchema
 from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, StrictSchema, excludes, requires
 from service.schemas.fields import (
@@ -318,6 +318,36 @@ class PlanSchema(PlanSummarySchema):
         metadata={"description": "What the evaluation used: hardware figures and price, law, engine version."}
     )
     result = StoredDocument(AllocationSchema, metadata={"description": "All outputs, as evaluated."})
+
+    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
+        """Written out by plan_document, as a page's summaries are (what a new plan costs, issue 24)."""
+        if self.only or self.exclude:
+            return super().dump(obj, many=many)
+        if self.many if many is None else many:
+            return [plan_document(plan) for plan in obj]
+        return plan_document(obj)
+
+
+def plan_document(plan: Plan) -> dict[str, Any]:
+    """PlanSchema's dump of a plan, member for member and in its order: its summary (plan_summary) and its
+    documents. tests/api/test_plan_summaries.py holds the two to the same bytes for plans of every kind."""
+    own = plan_documents.snapshot_own_calibration(plan.snapshot)
+    return {
+        **plan_summary(tuple(getattr(plan, name) for name in _SUMMARY_ATTRIBUTES)),
+        "calibration": None if own is None else _OWN_CALIBRATION.dump(own),
+        "inputs": dict(plan.inputs),
+        "snapshot": dict(plan.snapshot),
+        "result": plan.result,
+    }
+
+
+# A plan's attributes in the order plan_summary takes them (list_plans' columns).
+_SUMMARY_ATTRIBUTES = tuple(
+    field.attribute or name
+    for name, field in PlanSummarySchema._declared_fields.items()
+    if name not in ("share_trained", "estimate_at_completion")
+)
+_OWN_CALIBRATION = OwnCalibrationSchema()
 
 
 class PlanPageSchema(PageSchema):

@@ -92,6 +92,15 @@ def _object_id(obj: Audited) -> str:
 def changed_fields(obj: Base) -> list[str]:
     """The fields of `obj` set or changed since it was read (all it has, for a new one)."""
     state = inspect(obj)
+    if state.transient:  # never stored: all it has, which is what its instance dict holds (a plan's
+        # fields among 45 attributes, without asking each for its history: issue 24)
+        return sorted(
+            key
+            for key in state.dict
+            if key not in _NOT_WORTH_LISTING
+            and (key in state.mapper.columns or key in state.mapper.relationships)
+            and not (isinstance(obj, HardwarePrice) and key == "hardware")
+        )
     # Columns and relationships (e.g. a budget's allowed hardware), by name only.
     return sorted(
         attr.key

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import ScalarSelect, SQLColumnExpression, bindparam, select
 from sqlalchemy.orm import Session, selectinload
 
 from service import actors
@@ -46,22 +46,31 @@ class CalibrationRequest:
 
 def in_force(session: Session, organization_id: uuid.UUID, hardware_id: uuid.UUID) -> Calibration | None:
     """The organisation's latest calibration for the hardware, if it has one."""
-    # Its id first: every plan asks, and most organisations have none, which one column of a statement built
-    # once tells for less than building the statement would cost, let alone loading an entity (with its runs).
+    # Its id first: most organisations have none, which one column tells for less than loading an entity.
     latest = session.scalar(_LATEST, {"organization_id": organization_id, "hardware_id": hardware_id})
-    return None if latest is None else session.get(Calibration, latest)
+    return by_id(session, latest)
+
+
+def latest_id(
+    organization_id: SQLColumnExpression[uuid.UUID], hardware_id: SQLColumnExpression[uuid.UUID]
+) -> ScalarSelect[uuid.UUID]:
+    """The id of the organisation's latest calibration for the hardware as an expression: NULL if it has
+    none. For statements that read it with other things (a new plan's)."""
+    return (
+        select(_CALIBRATIONS.id)
+        .where(_CALIBRATIONS.organization_id == organization_id, _CALIBRATIONS.hardware_id == hardware_id)
+        .order_by(_CALIBRATIONS.created_at.desc(), _CALIBRATIONS.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def by_id(session: Session, calibration_id: uuid.UUID | None) -> Calibration | None:
+    return None if calibration_id is None else session.get(Calibration, calibration_id)
 
 
 _CALIBRATIONS = Calibration.__table__.c
-_LATEST = (
-    select(_CALIBRATIONS.id)
-    .where(
-        _CALIBRATIONS.organization_id == bindparam("organization_id"),
-        _CALIBRATIONS.hardware_id == bindparam("hardware_id"),
-    )
-    .order_by(_CALIBRATIONS.created_at.desc(), _CALIBRATIONS.id.desc())
-    .limit(1)
-)
+_LATEST = select(latest_id(bindparam("organization_id"), bindparam("hardware_id")))  # built once: every plan
 
 
 def constants_with(own: Calibration) -> performance.Calibration:

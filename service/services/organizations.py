@@ -39,10 +39,15 @@ def slug_of(session: Session, organization_id: uuid.UUID) -> str:
 
 def named_in_body(session: Session, slug: str, *, scope: uuid.UUID | None) -> Organization:
     """The organisation a request body names (a 422 at #/organization when it is not one the caller sees)."""
-    try:
-        return get_organization(session, slug, scope=scope)
-    except NotFoundError:
-        raise InvalidFieldError("organization", f"No organization {slug!r}.") from None
+    return in_body(session.scalar(_BY_SLUG, {"slug": slug}), slug, scope=scope)
+
+
+def in_body(organization: Organization | None, slug: str, *, scope: uuid.UUID | None) -> Organization:
+    """`organization`, as read by the `slug` a request body names (None: no such organisation), if the caller
+    sees it: a 422 at #/organization otherwise. For use cases that read it together with something else."""
+    if organization is None or (scope is not None and organization.id != scope):
+        raise InvalidFieldError("organization", f"No organization {slug!r}.")
+    return organization
 
 
 def list_organizations(

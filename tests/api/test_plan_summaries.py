@@ -1,17 +1,19 @@
 """Lists of plans are written by hand (schemas.plans.plan_summary, from rows of the summary columns) and
-documented by PlanSummarySchema: the two must give the same document, byte for byte, for plans of every
-kind. A member added to the schema and not to plan_summary, or formatted otherwise, fails here."""
+documented by PlanSummarySchema, a plan by plan_document and PlanSchema: each pair must give the same
+document, byte for byte, for plans of every kind. A member added to a schema and not to what writes it by
+hand, or formatted otherwise, fails here."""
 
 from __future__ import annotations
 
 import uuid
 from decimal import Decimal
 
+import marshmallow as ma
 import pytest
 from sqlalchemy import select, update
 
 from service.models import PLAN_STATUSES, Plan
-from service.schemas.plans import PlanSummarySchema
+from service.schemas.plans import PlanSchema, PlanSummarySchema
 from tests.api.test_plans import (
     INLINE_HARDWARE,
     UNPRICED_HARDWARE,
@@ -105,6 +107,29 @@ def test_a_page_of_plans_is_the_document_the_summary_schema_describes_byte_for_b
     # Members in the same order, numbers, money and times formatted alike: the bytes Flask writes of the
     # schema's dump.
     assert response.get_data(as_text=True) == app.json.response(documented).get_data(as_text=True)
+
+
+def field_by_field(app, plan: Plan) -> str:
+    """The JSON of marshmallow's own dump of PlanSchema, the way Flask writes a response."""
+    return app.json.response(ma.Schema.dump(PlanSchema(), plan)).get_data(as_text=True)
+
+
+def test_a_plan_is_the_document_its_schema_describes_byte_for_byte(app, client, session, varied):
+    for id_ in varied:
+        response = client.get(f"/v1/plans/{id_}")
+
+        assert response.status_code == 200
+        assert response.get_data(as_text=True) == field_by_field(app, session.get(Plan, uuid.UUID(id_)))
+
+
+def test_a_new_plan_is_the_document_its_schema_describes_byte_for_byte(app, client, session, world):
+    budget = make_budget(client, amount="1000.00")
+    body = allocation_body(budget="remaining", budget_id=budget["id"], name="new", labels={"team": "alpha"})
+    response = post_plan(client, body)
+
+    assert response.status_code == 201, response.get_json()
+    plan = session.get(Plan, uuid.UUID(response.get_json()["id"]))
+    assert response.get_data(as_text=True) == field_by_field(app, plan)
 
 
 def test_the_varied_plans_cover_what_a_summary_may_hold(client, varied):
