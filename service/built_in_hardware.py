@@ -34,11 +34,15 @@ class BuiltInHardware:
         self._seconds, self._clock = seconds, clock
         self._kept: dict[str, tuple[float, HardwareProfile]] = {}  # slug: (read at, detached profile)
 
-    def get(self, session: Session, slug: str) -> HardwareProfile | None:
-        """The profile `slug` names in `session` (no SQL), if it is built in and was read lately."""
+    def get(self, session: Session, slug: str, *, shared: bool = False) -> HardwareProfile | None:
+        """The profile `slug` names in `session` (no SQL), if it is built in and was read lately. `shared`:
+        the kept profile itself, detached and shared by every request of the process, for a caller that only
+        reads it and puts it into no session."""
         kept = self._kept.get(slug)
         if kept is None or self._clock() - kept[0] > self._seconds:
             return None
+        if shared:
+            return kept[1]
         # A copy in the session, its state taken as the database's (load=False: SQLAlchemy's way to put
         # cached objects back into a session); the kept one is only ever read.
         return session.merge(kept[1], load=False)

@@ -9,9 +9,11 @@ import pytest
 from sqlalchemy import event
 
 from service.built_in_hardware import BUILT_IN_HARDWARE, BUILT_IN_SECONDS, BuiltInHardware
-from service.models import HardwarePrice, utcnow
+from service.models import HardwarePrice, Organization, Plan, utcnow
+from service.services import plans
 from service.services.catalog import load_builtin_hardware
 from service.services.hardware import get_hardware
+from service.services.plans import PlanRequest
 from tests.builders import hardware_profile
 
 
@@ -101,3 +103,27 @@ def test_forgetting_reads_again(session_factory, kept, statements):
     before = len(statements)
     read(session_factory, kept, "h100-sxm")
     assert len(statements) > before
+
+
+def test_a_plan_reads_the_kept_profile_itself_and_stores_it_untouched(
+    session_factory, session, kept, statements
+):
+    session.add(Organization(slug="acme", name="Acme", version=1))
+    session.commit()
+    request = PlanRequest(
+        organization="acme", hardware="h100-sxm", accelerators=8, params=1e9, tokens=2e10, mfu=0.4
+    )
+    read(session_factory, kept, "h100-sxm")
+    shared = kept.get(session, "h100-sxm", shared=True)
+    with session_factory(info={BUILT_IN_HARDWARE: kept}) as writing:
+        statements.clear()
+        plan = plans.create_plan(writing, request, scope=None)
+        assert plan.hardware is shared  # no copy into the session: nothing puts the plan there
+        assert shared not in writing and plan not in writing
+        writing.commit()
+    # No profile or price read (the one statement naming the table looks up a calibration by the slug), and
+    # none written.
+    assert not [s for s in statements if "hardware_profiles.memory_bytes" in s or "FROM hardware_prices" in s]
+    assert not [s for s in statements if s.startswith(("INSERT INTO hardware", "UPDATE hardware"))]
+    stored = session.get(Plan, plan.id)
+    assert (stored.hardware.slug, stored.snapshot["hardware"]["slug"]) == ("h100-sxm", "h100-sxm")
