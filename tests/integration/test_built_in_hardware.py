@@ -119,7 +119,8 @@ def test_a_plan_reads_the_kept_profile_itself_and_stores_it_untouched(
         statements.clear()
         plan = plans.create_plan(writing, request, scope=None)
         assert plan.hardware is shared  # no copy into the session: nothing puts the plan there
-        assert shared not in writing and plan not in writing
+        assert shared not in writing
+        assert plan not in writing
         writing.commit()
     # No profile or price read (the one statement naming the table looks up a calibration by the slug), and
     # none written.
