@@ -228,6 +228,9 @@ def get_session(*, read_only: bool | None = None) -> Session:
     by default, for GET, HEAD and OPTIONS. A use case that only reads but arrives by POST says so.
     """
     if "db_session" not in flask.g:
+        # What the request read before it writes (reading_session) is done with once it has a session of its
+        # own: closed, so that a request never holds two connections while it writes.
+        _close(flask.g.pop("reading_session", None))
         if read_only is None:
             read_only = flask.request.method in READ_METHODS
         database = get_db()
@@ -242,17 +245,24 @@ def get_session(*, read_only: bool | None = None) -> Session:
 def reading_session() -> Iterator[Session]:
     """A session for what a writing request reads before it writes: the request's own, except on SQLite,
     where a writing transaction holds the database's write lock from its first statement. There it is one of
-    its own, begun DEFERRED and closed at the end, so that no other writer waits while it reads."""
+    its own, begun DEFERRED, so that no other writer waits while it reads."""
     database = get_db()
     if database.engine.dialect.name != "sqlite":
         yield get_session()
         return
-    with database.read_sessionmaker() as session:
-        yield session
+    # One per request, closed when the request opens its own (get_session) or ends: the key's lookup and a
+    # plan's reads share it, a session, a checkout and a BEGIN fewer (issue 24).
+    if "reading_session" not in flask.g:
+        flask.g.reading_session = database.read_sessionmaker()
+    yield flask.g.reading_session
 
 
 def _close_session(_exc: BaseException | None) -> None:
-    session = flask.g.pop("db_session", None)
+    for name in ("reading_session", "db_session"):
+        _close(flask.g.pop(name, None))
+
+
+def _close(session: Session | None) -> None:
     if session is not None:
         try:
             session.close()
