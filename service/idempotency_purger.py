@@ -13,12 +13,11 @@ Tests call `purge_expired`.
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import datetime
 
 import flask
-from sqlalchemy.exc import SQLAlchemyError
 
+from service.background import Periodic, started_by_requests
 from service.db import Database, get_db
 from service.models import utcnow
 from service.services import idempotency
@@ -49,56 +48,22 @@ def purge_expired(database: Database, now: datetime | None = None) -> int:
             return count
 
 
-class Purger:
+class Purger(Periodic):
     """A process's purger thread: purges every `interval` seconds, the first time as it starts."""
 
+    name = "idempotency purger"
+
     def __init__(self, database: Database, interval: float = INTERVAL_SECONDS):
+        super().__init__(interval, min(interval, PAUSE_AFTER_ERROR_SECONDS))
         self.database = database
-        self.interval = interval
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Start the thread unless it runs (it ends with its process)."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._stop.clear()
-                self._thread = threading.Thread(target=self._loop, name="idempotency-purger", daemon=True)
-                self._thread.start()
-
-    def stop(self) -> None:
-        """End the thread after the purge under way (for tests: its process normally ends it)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            pause = self.interval
-            try:
-                purged = purge_expired(self.database)
-                if purged:
-                    log.info("expired idempotency keys purged", extra={"count": purged})
-            except SQLAlchemyError as error:  # the database is away, or not migrated yet: try again later
-                log.warning("idempotency purger: no database", extra={"error_type": type(error).__name__})
-                pause = min(pause, PAUSE_AFTER_ERROR_SECONDS)
-            except Exception:
-                log.exception("idempotency purger")
-                pause = min(pause, PAUSE_AFTER_ERROR_SECONDS)
-            self._stop.wait(pause)
-
-
-def _start_purger() -> None:
-    purger = flask.current_app.extensions.get(EXTENSION_KEY)
-    if purger is not None:
-        purger.start()
+    def work(self) -> None:
+        purged = purge_expired(self.database)
+        if purged:
+            log.info("expired idempotency keys purged", extra={"count": purged})
 
 
 def init_app(app: flask.Flask) -> None:
     config = app.extensions["planner.config"]
     # Never in tests, which call purge_expired: a thread would purge databases that tests make and drop.
-    app.extensions[EXTENSION_KEY] = None if config.testing else Purger(get_db(app))
-    app.before_request(_start_purger)
+    started_by_requests(app, EXTENSION_KEY, None if config.testing else Purger(get_db(app)))

@@ -24,6 +24,7 @@ import flask
 from sqlalchemy import ColumnElement, and_, or_, select, update
 
 from service import actors, http_status, metrics
+from service.background import wake_after_response
 from service.db import Database, get_db
 from service.models import FitJob, utcnow
 from service.problems import service_error_entry
@@ -223,10 +224,4 @@ def init_app(app: flask.Flask) -> None:
 
 def wake_runner() -> None:
     """Have this process's runner look for jobs once the request's transaction has committed."""
-    runner = flask.current_app.extensions.get(EXTENSION_KEY)
-    if runner is not None:
-
-        @flask.after_this_request
-        def _wake(response: flask.Response) -> flask.Response:
-            runner.wake()
-            return response
+    wake_after_response(EXTENSION_KEY)

@@ -17,7 +17,6 @@ import http.client
 import json
 import logging
 import random
-import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -27,9 +26,9 @@ from typing import Any
 
 import flask
 from sqlalchemy import ColumnElement, event, select, update
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, UOWTransaction
 
+from service.background import Periodic, started_by_requests, wake_after_response
 from service.db import Database, get_db
 from service.models import Event, Organization, Webhook, WebhookDelivery, utcnow
 from service.schemas.events import EventSchema
@@ -214,50 +213,18 @@ def deliver_due(database: Database, now: datetime | None = None, settings: Setti
         count += 1
 
 
-class Sender:
+class Sender(Periodic):
     """A process's sender thread: delivers what is due every POLL_SECONDS, or at once when woken."""
 
+    name = "webhook sender"
+
     def __init__(self, database: Database, settings: Settings):
+        super().__init__(POLL_SECONDS, PAUSE_AFTER_ERROR_SECONDS)
         self.database = database
         self.settings = settings
-        self._wake = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
 
-    def start(self) -> None:
-        """Start the thread unless it runs (it ends with its process)."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="webhook-sender", daemon=True)
-                self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-        self.start()
-
-    def stop(self) -> None:
-        """End the thread after the attempt under way (for tests: its process normally ends it)."""
-        self._stopped = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stopped:
-            self._wake.clear()
-            pause = POLL_SECONDS
-            try:
-                deliver_due(self.database, settings=self.settings)
-            except SQLAlchemyError as error:  # the database is away, or not migrated yet: try again later
-                log.warning("webhook sender: no database", extra={"error_type": type(error).__name__})
-                pause = PAUSE_AFTER_ERROR_SECONDS
-            except Exception:
-                log.exception("webhook sender")
-                pause = PAUSE_AFTER_ERROR_SECONDS
-            self._wake.wait(pause)
+    def work(self) -> None:
+        deliver_due(self.database, settings=self.settings)
 
 
 def _note_queued(session: Session, _flush_context: UOWTransaction) -> None:
@@ -276,19 +243,12 @@ def _forget_queued(session: Session) -> None:
     session.info.pop(_QUEUED, None)
 
 
-def _start_sender() -> None:
-    sender = flask.current_app.extensions.get(EXTENSION_KEY)
-    if sender is not None:
-        sender.start()
-
-
 def init_app(app: flask.Flask) -> None:
     config = app.extensions["planner.config"]
     settings = Settings(config.webhook_timeout_seconds, config.webhook_max_attempts)
     # Never in tests, which call deliver_due: a thread would poll databases that tests make and drop.
     in_process = config.webhooks_in_process and not config.testing
-    app.extensions[EXTENSION_KEY] = Sender(get_db(app), settings) if in_process else None
-    app.before_request(_start_sender)
+    started_by_requests(app, EXTENSION_KEY, Sender(get_db(app), settings) if in_process else None)
     # A transaction that queued a delivery (events.publish) wakes this process's sender when it commits.
     for name, listener in (
         ("after_flush", _note_queued),
@@ -301,10 +261,4 @@ def init_app(app: flask.Flask) -> None:
 
 def wake_sender() -> None:
     """Have this process's sender look for due deliveries once the request's transaction has committed."""
-    sender = flask.current_app.extensions.get(EXTENSION_KEY)
-    if sender is not None:
-
-        @flask.after_this_request
-        def _wake(response: flask.Response) -> flask.Response:
-            sender.wake()
-            return response
+    wake_after_response(EXTENSION_KEY)

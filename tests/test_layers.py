@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "built_in_hardware",
         "db",
         "migrate",
+        "background",
     ),
     ("services",),  # the use cases
     ("schemas",),  # requests and responses: validated, loaded into the use cases' values, described
