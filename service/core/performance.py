@@ -25,6 +25,7 @@ stages, m micro-batches per step.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -301,9 +302,24 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     shared = float(shape.shared_experts or 0)
     E = float(shape.experts or 1)
     mtp = float(shape.mtp_depth or 0)
+    # A dense shape (no routed layers) and one without prediction modules skip the terms that are then zero.
+    # Leaving them out changes no bit: 0·x is +0 for finite x, x + 0 and 1·x are x, and every part of a
+    # step is finite and at least 0.
+    experts = moe > 0
     m = np.floor(B / (d * b))
     sc = s / c  # tokens of a sequence on one context-parallel rank
     tokens = b * sc  # rows of every GEMM on one device
+    # Subexpressions several formulas share, computed once (a search evaluates thousands of layouts, and
+    # each array operation costs about a microsecond whatever its size): the same operations in the same
+    # order, so the same bits. 2·x is exact, so (2·b)·sc is 2·(b·sc).
+    two_tokens = 2 * tokens
+    two_tokens_h = two_tokens * h  # = WIRE_BYTES · tokens · h: WIRE_BYTES is 2
+    full = rec == 2
+    selective = rec == 1
+    staged = p > 1
+    sp_split = np.where(sp, t, 1.0)
+    tc = t * c
+    tcp = tc * p
 
     peak = machine.peak_flops_per_second
     e_max = calibration.matmul_efficiency_for(machine.slug)
@@ -324,37 +340,43 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # matrix: Megatron's kernels compute it; FlashAttention skips the causal half but runs at about half a
     # GEMM's efficiency, Dao 2023, so the two are taken to cancel).
     output_params = shape.output_projection_params
-    qkv = 2 * tokens * (shape.attention_params - output_params) / t
-    projection = 2 * tokens * output_params / t
-    up_projection = 2 * tokens * h * f * (2 if gated else 1) / t
-    down_projection = 2 * tokens * h * f / t
-    scores = 2 * b * sc * s * a * d_qk / t
-    values = 2 * b * sc * s * a * d_v / t
+    qkv = two_tokens * (shape.attention_params - output_params) / t
+    projection = two_tokens * output_params / t
+    mlp_flops = two_tokens_h * f
+    up_projection = (mlp_flops * 2 if gated else mlp_flops) / t  # (·1 is exact)
+    down_projection = mlp_flops / t
+    attention_flops = two_tokens * s * a
+    scores = attention_flops * d_qk / t
+    values = attention_flops * d_v / t
     dense_mlp_seconds = gemm_seconds(up_projection) + gemm_seconds(down_projection)
     attention_seconds = gemm_seconds(scores, attention_peak) + gemm_seconds(values, attention_peak)
-    # A mixture-of-experts MLP: the router's logits (d·E per token), the shared experts as dense GEMMs, and
-    # the routed rows on this rank's E/e experts, each expert a GEMM of its own (its fixed cost each time).
-    expert_flops = 2 * tokens * h * f_e * shape.mlp_matrices / t
-    local_experts = E / e
-    router = 2 * tokens * h * E
-    moe_mlp_seconds = (
-        np.where(moe > 0, gemm_seconds(router), 0.0)
-        + np.where(shared > 0, 2 * kernel + shared * expert_flops / (peak * e_max), 0.0)
-        + routed * expert_flops / (peak * e_max)
-        + 2 * local_experts * kernel
-    )
-    mlp_seconds = (1 - moe) * dense_mlp_seconds + moe * moe_mlp_seconds
+    if experts:
+        # A mixture-of-experts MLP: the router's logits (d·E per token), the shared experts as dense GEMMs,
+        # and the routed rows on this rank's E/e experts, each expert a GEMM of its own (its fixed cost each
+        # time).
+        expert_flops = two_tokens_h * f_e * shape.mlp_matrices / t
+        local_experts = E / e
+        router = two_tokens_h * E
+        moe_mlp_seconds = gemm_seconds(router) + (
+            2 * kernel + shared * expert_flops / (peak * e_max) if shared > 0 else 0.0
+        )
+        moe_mlp_seconds = (
+            moe_mlp_seconds + routed * expert_flops / (peak * e_max) + 2 * local_experts * kernel
+        )
+        mlp_seconds = (1 - moe) * dense_mlp_seconds + moe * moe_mlp_seconds
+    else:
+        mlp_seconds = dense_mlp_seconds
     forward_gemm = gemm_seconds(qkv) + gemm_seconds(projection) + attention_seconds + mlp_seconds
 
     # Element-wise bytes of one layer's forward pass on one device (ELEMENTWISE_PASSES_*): width-sized work
     # is split by sequence parallelism, the MLP's by the tensor-parallel split, the scores only exist without
     # FlashAttention.
-    width_elements = tokens * h / np.where(sp, t, 1.0)
+    width_elements = tokens * h / sp_split
     # A routed MLP's activation runs over every row an expert takes; its rows are permuted into expert order
     # and back, and the router's softmax and top-k read its logits (about four passes over each).
     ffn_elements = tokens * ((1 - moe) * f + moe * (routed + shared) * f_e) / t
-    permute_elements = moe * tokens * (routed * h / t + E)
-    score_elements = np.where(flash, 0.0, b * (a / t) * sc * s)
+    permute_elements = moe * tokens * (routed * h / t + E) if experts else 0.0
+    score_elements = 0.0 if flash.all() else np.where(flash, 0.0, b * (a / t) * sc * s)
     forward_bytes = WIRE_BYTES * (
         ELEMENTWISE_PASSES_WIDTH * width_elements
         + (3.0 if gated else 2.0) * ffn_elements
@@ -369,15 +391,16 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # keep them, Korthikanti et al. 2022 §4.2.2: one all-reduce's bytes more), two more when full
     # recomputation repeats the forward. Inside a node they run on the scale-up link; a group wider than a
     # node runs at the network's speed.
-    tp_link = np.where(t <= node, up, out)
-    tp_latency = np.where(t <= node, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
-    message = WIRE_BYTES * tokens * h
+    tp_in_node = t <= node
+    tp_link = np.where(tp_in_node, up, out)
+    tp_latency = np.where(tp_in_node, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
+    message = two_tokens_h  # WIRE_BYTES · tokens · h
     tp_one = _all_reduce_seconds(message, t, tp_link, tp_latency)
-    tp_collectives = 4.0 + 1.0 * sp + 2.0 * (rec == 2)
+    tp_collectives = 4.0 + 1.0 * sp + 2.0 * full
 
     # Context parallelism (Llama 3 §3.3.2): each rank all-gathers the K and V of the other c - 1 chunks in
     # the forward pass and reduce-scatters their gradients in the backward; not overlapped.
-    cp_link = np.where(t * c <= node, up, out)
+    cp_link = np.where(tc <= node, up, out)
     kv_bytes = WIRE_BYTES * 2 * tokens * kv_width / t
     cp_layer = np.where(c > 1, 2 * (c - 1) * kv_bytes / cp_link, 0.0)
 
@@ -389,41 +412,48 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # experts are on (DeepSeek-V3's dispatch: E[nodes] = n·(1 - (1 - 1/n)^k) for k experts spread over n
     # nodes), forwarding inside the node. Dispatch travels in fp8 when training in fp8 (DeepSeek-V3 §3.3.2).
     # The busiest rank takes capacity_factor times the mean.
-    k = float(shape.experts_per_token or 0)
-    per_node = np.maximum(1.0, np.minimum(e, node / (t * c)))
-    nodes = np.ceil(e / per_node)
-    remote_nodes = np.where(nodes > 1, nodes * (1 - (1 - 1 / nodes) ** k) * (nodes - 1) / nodes, 0.0) * float(
-        shape.capacity_factor or 1.0
-    )
-    local_copies = routed * (per_node - 1) / e
-    hidden = tokens * h / t
-    dispatch_bytes = 1.0 if precision == "fp8" else float(WIRE_BYTES)
-    a2a_bytes = hidden * (dispatch_bytes + WIRE_BYTES)  # a dispatch and a combine
-    a2a_pass = np.maximum(a2a_bytes * remote_nodes / out, a2a_bytes * (local_copies + remote_nodes) / up)
-    a2a_latency = np.where(nodes > 1, SCALE_OUT_LATENCY_SECONDS, SCALE_UP_LATENCY_SECONDS)
-    a2a_layer = np.where(
-        (e > 1) & (moe > 0),
-        moe * (a2a_pass + 2 * a2a_latency) * (2.0 + (rec == 2)),
-        0.0,
-    )
+    if experts:
+        k = float(shape.experts_per_token or 0)
+        per_node = np.maximum(1.0, np.minimum(e, node / tc))
+        nodes = np.ceil(e / per_node)
+        remote_nodes = np.where(
+            nodes > 1, nodes * (1 - (1 - 1 / nodes) ** k) * (nodes - 1) / nodes, 0.0
+        ) * float(shape.capacity_factor or 1.0)
+        local_copies = routed * (per_node - 1) / e
+        hidden = tokens * h / t
+        dispatch_bytes = 1.0 if precision == "fp8" else float(WIRE_BYTES)
+        a2a_bytes = hidden * (dispatch_bytes + WIRE_BYTES)  # a dispatch and a combine
+        a2a_pass = np.maximum(a2a_bytes * remote_nodes / out, a2a_bytes * (local_copies + remote_nodes) / up)
+        a2a_latency = np.where(nodes > 1, SCALE_OUT_LATENCY_SECONDS, SCALE_UP_LATENCY_SECONDS)
+        a2a_layer: Array | float = np.where(
+            (e > 1) & (moe > 0),
+            moe * (a2a_pass + 2 * a2a_latency) * (2.0 + full),
+            0.0,
+        )
+    else:
+        a2a_layer = 0.0
 
     # One layer, forward + backward (+ recomputation): selective recomputation repeats the attention scores
     # and their element-wise work (Korthikanti et al. 2022 §5), full repeats the whole forward.
     compute_layer = forward_gemm * (1 + BACKWARD_PER_FORWARD) + np.where(
-        rec == 2, forward_gemm, np.where(rec == 1, attention_seconds, 0.0)
+        full, forward_gemm, np.where(selective, attention_seconds, 0.0)
     )
-    # Overlapped, the all-to-all of one micro-batch runs under the compute of another (DualPipe pairs a
-    # forward with a backward chunk, DeepSeek-V3 §3.2.1), with COMMUNICATION_SMS of the SMs taken from the
-    # GEMMs; what the compute does not cover stays exposed.
-    overlapped_compute = compute_layer / (1 - COMMUNICATION_SMS)
-    overlapped_exposed = np.maximum(0.0, a2a_layer - overlapped_compute)
-    faster = overlapped_compute + overlapped_exposed < compute_layer + a2a_layer
-    overlap_experts = (e > 1) & (moe > 0) & np.where(overlap_code < 0, faster, overlap_code == 1)
-    compute_layer = np.where(overlap_experts, overlapped_compute, compute_layer)
-    ep_layer = np.where(overlap_experts, overlapped_exposed, a2a_layer)
+    if experts:
+        # Overlapped, the all-to-all of one micro-batch runs under the compute of another (DualPipe pairs
+        # a forward with a backward chunk, DeepSeek-V3 §3.2.1), with COMMUNICATION_SMS of the SMs taken
+        # from the GEMMs; what the compute does not cover stays exposed.
+        overlapped_compute = compute_layer / (1 - COMMUNICATION_SMS)
+        overlapped_exposed = np.maximum(0.0, a2a_layer - overlapped_compute)
+        faster = overlapped_compute + overlapped_exposed < compute_layer + a2a_layer
+        overlap_experts = (e > 1) & (moe > 0) & np.where(overlap_code < 0, faster, overlap_code == 1)
+        compute_layer = np.where(overlap_experts, overlapped_compute, compute_layer)
+        ep_layer: Array | float = np.where(overlap_experts, overlapped_exposed, a2a_layer)
+    else:
+        overlap_experts = np.zeros(compute_layer.shape, dtype=bool)
+        ep_layer = 0.0
     score_bytes = WIRE_BYTES * ELEMENTWISE_PASSES_SCORES * score_elements
     memory_layer = forward_memory_bound * (1 + BACKWARD_PER_FORWARD) + np.where(
-        rec == 2, forward_memory_bound, np.where(rec == 1, score_bytes / hbm, 0.0)
+        full, forward_memory_bound, np.where(selective, score_bytes / hbm, 0.0)
     )
     tp_layer = tp_collectives * tp_one
     layer_seconds = compute_layer + memory_layer + tp_layer + cp_layer + ep_layer
@@ -432,11 +462,12 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # work over fp32 logits (written, read by the loss, its gradient written). Multi-token prediction
     # (DeepSeek-V3 §2.2) puts its modules there too (DeepSeek-V3 §3.2.3: beside the output layer they share),
     # each a layer, a 2h → h projection and the output layer once more.
-    logits = 2 * tokens * h * V / t
+    logits = two_tokens_h * V / t
     heads_run = 1.0 + mtp
-    logits_compute = np.where(V > 0, heads_run * gemm_seconds(logits) * (1 + BACKWARD_PER_FORWARD), 0.0)
-    mtp_projection = 2 * tokens * 2 * h * h / t
-    logits_compute = logits_compute + mtp * gemm_seconds(mtp_projection) * (1 + BACKWARD_PER_FORWARD)
+    logits_compute = heads_run * gemm_seconds(logits) * (1 + BACKWARD_PER_FORWARD) if V > 0 else 0.0
+    if mtp > 0:
+        mtp_projection = 2 * tokens * 2 * h * h / t
+        logits_compute = logits_compute + mtp * gemm_seconds(mtp_projection) * (1 + BACKWARD_PER_FORWARD)
     logits_memory = heads_run * 3 * 4.0 * tokens * V / t / hbm
 
     # The busiest stage sets the pipeline's pace. When p does not divide L the spare layer slots come off
@@ -446,8 +477,8 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     spare = per_stage * p - L
     # (At least one layer each: with many spare slots, 75 layers on 34 stages say, the middle ones give
     # theirs up too.)
-    first_layers = np.where(p > 1, np.maximum(1.0, per_stage - np.ceil(spare / 2)), L)
-    last_layers = np.where(p > 1, np.maximum(1.0, per_stage - np.floor(spare / 2)), L) + mtp
+    first_layers = np.where(staged, np.maximum(1.0, per_stage - np.ceil(spare / 2)), L)
+    last_layers = np.where(staged, np.maximum(1.0, per_stage - np.floor(spare / 2)), L) + mtp
     last_is_busiest = (
         last_layers * layer_seconds + logits_compute + logits_memory >= per_stage * layer_seconds
     )
@@ -459,11 +490,11 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
 
     # Pipeline transfers: each micro-batch sends b·s·h forward and its gradient back across each stage
     # boundary, v times with interleaving; divided t ways by Megatron's scatter/gather optimisation (§4.1).
-    inside = t * c * p <= node
+    inside = tcp <= node
     pp_link = np.where(inside, up, out)
     pp_latency = np.where(inside, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
-    boundary = WIRE_BYTES * tokens * h / t
-    transfer = np.where(p > 1, 2 * vi * (boundary / pp_link + pp_latency), 0.0)
+    boundary = two_tokens_h / t  # WIRE_BYTES · tokens · h / t
+    transfer = np.where(staged, 2 * vi * (boundary / pp_link + pp_latency), 0.0)
     bubble = (p - 1) / vi * stage_seconds
 
     # Data parallelism and ZeRO (Rajbhandari et al. 2020): the gradients of the parameters a device holds.
@@ -475,16 +506,18 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # that hold the same ones (DeepSeek-V3 §3.2: ZeRO-1 over the expert's data-parallel group).
     routed_params = moe * E * shape.expert_params  # per layer, on average
     dense_params = shape.layer_params - routed_params
-    held_experts = per_stage * routed_params / (e * t)
-    held_dense = (per_stage * dense_params + np.where(p > 1, 0.5, 1.0) * shape.embedding_params) / t
-    held = held_dense + held_experts
-    inside = t * c * p * d <= node
+    held_dense = (per_stage * dense_params + np.where(staged, 0.5, 1.0) * shape.embedding_params) / t
+    inside = tcp * d <= node
     dp_link = np.where(inside, up, out)
     dp_latency = np.where(inside, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
-    expert_reduce = _all_reduce_seconds(WIRE_BYTES * held_experts, d / e, dp_link, dp_latency)
-    reduce_once = _all_reduce_seconds(WIRE_BYTES * held_dense, d, dp_link, dp_latency) + np.where(
-        held_experts > 0, expert_reduce, 0.0
-    )
+    reduce_once = _all_reduce_seconds(WIRE_BYTES * held_dense, d, dp_link, dp_latency)
+    if experts:
+        held_experts = per_stage * routed_params / (e * t)
+        held = held_dense + held_experts
+        expert_reduce = _all_reduce_seconds(WIRE_BYTES * held_experts, d / e, dp_link, dp_latency)
+        reduce_once = reduce_once + np.where(held_experts > 0, expert_reduce, 0.0)
+    else:
+        held = held_dense
     backward_window = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
     exposed_once = reduce_once - calibration.overlap * np.minimum(reduce_once, backward_window)
     gathers = 1.5 * reduce_once
@@ -492,7 +525,10 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     data_parallel = np.where(zero == 3, exposed_gathers, exposed_once)
 
     # The optimizer update reads and writes the state of the parameters a device updates.
-    updated = held_dense / np.where(zero >= 1, d, 1.0) + held_experts / np.where(zero >= 1, d / e, 1.0)
+    sharding = zero >= 1
+    updated = held_dense / np.where(sharding, d, 1.0)
+    if experts:
+        updated = updated + held_experts / np.where(sharding, d / e, 1.0)
     optimizer_seconds = OPTIMIZER_UPDATE_BYTES * updated / hbm
 
     breakdown = {
@@ -512,18 +548,21 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # layers and the output layer (PaLM, Chowdhery et al. 2022, App. B; the active ones of a mixture of
     # experts, and the multi-token prediction modules'), h·2 the attention width a·(d_qk + d_v); HFU counts
     # what ran, recomputation included.
-    devices = t * p * d * c
+    devices = tcp * d  # whole numbers, so in any order the same
     active = shape.non_embedding_active_params + shape.embedding_params / 2 + shape.mtp_active_params
     attention_width = 2 * shape.attention_width
     model_flops = (6 * active + 6 * (L + mtp) * attention_width * s) * B * s
-    mlp_forward = (1 - moe) * (up_projection + down_projection) + moe * (
-        (routed + shared) * expert_flops + router
-    )
+    mlp_forward = up_projection + down_projection
+    if experts:
+        mlp_forward = (1 - moe) * mlp_forward + moe * ((routed + shared) * expert_flops + router)
     layer_forward = t * (qkv + projection + scores + values + mlp_forward)
     layer_ran = layer_forward * (1 + BACKWARD_PER_FORWARD) + np.where(
-        rec == 2, layer_forward, np.where(rec == 1, t * (scores + values), 0.0)
+        full, layer_forward, np.where(selective, t * (scores + values), 0.0)
     )
-    head_forward = t * (heads_run * logits + mtp * mtp_projection)
+    head_forward = heads_run * logits
+    if mtp > 0:
+        head_forward = head_forward + mtp * mtp_projection
+    head_forward = t * head_forward
     hardware_flops = ((L + mtp) * layer_ran + 3 * head_forward) * m * d * c
     memory = _memory(
         shape,
@@ -534,13 +573,15 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
         b=b,
         m=m,
         vi=vi,
-        sp=sp,
+        sp_split=sp_split,
         rec=rec,
+        full=full,
+        staged=staged,
         zero=zero,
         flash=flash,
         first_layers=first_layers,
         held=held,
-        sharded=held_dense / d + held_experts / (d / e),
+        sharded=held_dense / d + held_experts / (d / e) if experts else held_dense / d,
         precision=precision,
         optimizer=optimizer,
     )
@@ -576,8 +617,10 @@ def _memory(
     b: Array,
     m: Array,
     vi: Array,
-    sp: Flags,
+    sp_split: Array,
     rec: Codes,
+    full: Flags,
+    staged: Flags,
     zero: Codes,
     flash: Flags,
     first_layers: Array,
@@ -623,14 +666,17 @@ def _memory(
     mlp_bytes = (1 - moe) * shape.ffn_width * mlp_ffn + moe * (
         expert_rows * f_e * mlp_ffn + (2.0 + cached) * routed * h + 4.0 * float(shape.experts or 0)
     )
-    per_layer = sbh * (10.0 / np.where(sp, t, 1.0) + inside_blocks / t) + sc * b * mlp_bytes / t
-    score_bytes = np.where(flash | (rec >= 1), 0.0, 5.0 * a * sc * s * b / t)
-    working = per_layer + score_bytes
-    stored = np.where(rec == 2, 2.0 * sbh / np.where(sp, t, 1.0), working)
+    per_layer = sbh * (10.0 / sp_split + inside_blocks / t) + sc * b * mlp_bytes / t
+    # (With FlashAttention everywhere, as a search has unless told otherwise, the scores' term is 0 and
+    # adding it would change nothing.)
+    working = (
+        per_layer if flash.all() else per_layer + np.where(flash | (rec >= 1), 0.0, 5.0 * a * sc * s * b / t)
+    )
+    stored = np.where(full, 2.0 * sbh / sp_split, working)
     in_flight = np.minimum(p, m) * np.where(vi > 1, 1 + (p - 1) / (p * vi), 1.0)
-    activations = first_layers * stored * in_flight + np.where(rec == 2, working, 0.0)
+    activations = first_layers * stored * in_flight + np.where(full, working, 0.0)
     vocab = float(shape.vocabulary or 0)
-    logits = np.where(p > 1, 0.0, 4.0 * sc * b * vocab / t)  # fp32 logits, on the only stage
+    logits = np.where(staged, 0.0, 4.0 * sc * b * vocab / t)  # fp32 logits, on the only stage
     activations = activations + logits
     return {
         "memory_bytes": states + activations,
@@ -728,15 +774,18 @@ def _search(
     def options(name: str, default: list[Any]) -> list[Any]:
         return [fixed[name]] if name in fixed else default
 
-    # Expert parallelism over the divisors of the data-parallel degree that divide the experts.
-    rows = [
-        (*row, e)
-        for row in rows
-        for e in options("expert_parallel", _expert_degrees(shape, row[2]))
-        if row[2] % e == 0
-    ]
-    if not rows:
-        raise v.InvalidInput("layout", _no_layout_text(shape, machine, count, fixed))
+    # Expert parallelism over the divisors of the data-parallel degree that divide the experts: 1 for a
+    # dense shape, the only degree it may have (check_model_fields).
+    if shape.mixture_of_experts:
+        degrees: dict[int, list[int]] = {}  # by data-parallel degree
+        for row in rows:
+            if row[2] not in degrees:
+                degrees[row[2]] = options("expert_parallel", _expert_degrees(shape, row[2]))
+        rows = [(*row, e) for row in rows for e in degrees[row[2]] if row[2] % e == 0]
+        if not rows:
+            raise v.InvalidInput("layout", _no_layout_text(shape, machine, count, fixed))
+    else:
+        rows = [(*row, 1) for row in rows]
     base = np.array(rows, dtype=np.int64)
     modes = options("recomputation", list(RECOMPUTATION_MODES))
     stages = options("zero_stage", list(cluster.ZERO_STAGES))
@@ -761,7 +810,7 @@ def _search(
         "flash_attention": np.full(len(grid), bool(fixed.get("flash_attention", True))),
         "expert_overlap": np.full(len(grid), overlap),
     }
-    result = evaluate(
+    result = _evaluate_in_blocks(
         shape, machine, columns, precision=precision, optimizer=optimizer, calibration=calibration
     )
     columns["expert_overlap"] = result["expert_overlap"]  # as chosen where the request left it open
@@ -794,6 +843,29 @@ def _search(
         evaluated=len(grid),
         fitting=int(fits.size),
     )
+
+
+# Layouts evaluated at once. Past about 2 800 (arrays of 23 KB) an evaluation took three times as long per
+# layout on a 2-core AMD EPYC with 1 MB of L2 a core (a glibc heap; 0.46 ms at 2 800 layouts, 1.4 ms at
+# 2 900): its temporaries no longer stay in cache. A search of more is evaluated in blocks, which changes no
+# value (every formula is element by element).
+EVALUATE_BLOCK = 2048
+
+
+def _evaluate_in_blocks(
+    shape: ModelShape, machine: Machine, columns: dict[str, Any], **options: Any
+) -> dict[str, Array]:
+    """`evaluate` over `columns`, in blocks of at most EVALUATE_BLOCK layouts."""
+    size = len(columns["tensor_parallel"])
+    if size <= EVALUATE_BLOCK:
+        return evaluate(shape, machine, columns, **options)
+    blocks = -(-size // EVALUATE_BLOCK)
+    bounds = [size * i // blocks for i in range(blocks + 1)]  # equal blocks
+    parts = [
+        evaluate(shape, machine, {name: column[start:end] for name, column in columns.items()}, **options)
+        for start, end in itertools.pairwise(bounds)
+    ]
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
 def check_fixed_fields(
@@ -887,37 +959,59 @@ def check_model_fields(shape: ModelShape, fixed: dict[str, Any]) -> None:
 def _splits(
     shape: ModelShape, machine: Machine, count: int, fixed: dict[str, Any], target_batch: int
 ) -> list[tuple[int, ...]]:
-    """(t, p, d, micro-batch, global batch, interleave) of every split of `count` that honours `fixed`."""
+    """(t, p, d, micro-batch, global batch, interleave) of every split of `count` that honours `fixed`, in
+    the order tensor, pipeline, micro-batch, interleave (the search breaks ties by it)."""
     v.whole("layout.global_batch", target_batch)
     c = int(fixed.get("context_parallel", 1))
-
-    def options(name: str, default: list[int]) -> list[int]:
-        return [fixed[name]] if name in fixed else default
+    layers = shape.layers
+    fixed_p = fixed.get("pipeline_parallel")
+    fixed_d = fixed.get("data_parallel")
+    fixed_vi = fixed.get("interleave")
+    micro_batches = [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES
+    batch_fixed = "global_batch" in fixed
+    tensor = [fixed["tensor_parallel"]] if "tensor_parallel" in fixed else _tensor_degrees(shape, machine)
 
     rows: list[tuple[int, ...]] = []
-    for t in options("tensor_parallel", _tensor_degrees(shape, machine)):
-        rest = count // (t * c)
+    for t in tensor:
         if count % (t * c):
             continue
-        pipelines = [p for p in range(1, min(rest, shape.layers) + 1) if rest % p == 0]
-        for p in options("pipeline_parallel", pipelines):
+        rest = count // (t * c)
+        for p in [fixed_p] if fixed_p is not None else _divisors(rest, layers):
             d = rest // p
-            if rest % p or fixed.get("data_parallel", d) != d:
+            if rest % p or (fixed_d is not None and fixed_d != d):
                 continue
-            batch = target_batch if "global_batch" in fixed else -(-target_batch // d) * d
+            batch = target_batch if batch_fixed else -(-target_batch // d) * d
+            if batch % d:  # a fixed batch the replicas cannot share
+                continue
             replica = batch // d
-            chunks = -(-shape.layers // p)
-            for b in options("micro_batch", [b for b in MICRO_BATCHES if replica % b == 0]):
-                m = replica // b
-                interleaves = [1] if p == 1 else [x for x in INTERLEAVES if x <= chunks and m % p == 0]
-                rows += [
-                    (t, p, d, b, batch, vi)
-                    for vi in options("interleave", interleaves or [1])
-                    if batch % d == 0
-                    and replica % b == 0
-                    and (vi == 1 or (p > 1 and m % p == 0 and vi <= chunks))
-                ]
+            chunks = -(-layers // p)
+            for b in micro_batches:
+                if replica % b:
+                    continue
+                # An interleaved schedule needs a pipeline, micro-batches in multiples of its stages and
+                # no more chunks than layers per stage.
+                interleaved = p > 1 and (replica // b) % p == 0
+                if fixed_vi is None:
+                    interleaves = [x for x in INTERLEAVES if x <= chunks] if interleaved else [1]
+                elif fixed_vi == 1 or (interleaved and fixed_vi <= chunks):
+                    interleaves = [fixed_vi]
+                else:
+                    continue
+                rows += [(t, p, d, b, batch, vi) for vi in interleaves]
     return rows
+
+
+def _divisors(n: int, most: int) -> list[int]:
+    """The divisors of n up to `most`, ascending (by trial up to √n rather than up to `most`)."""
+    small, large = [], []
+    k = 1
+    while k * k <= n:
+        if n % k == 0:
+            small.append(k)
+            if k * k != n:
+                large.append(n // k)
+        k += 1
+    return [k for k in small + large[::-1] if k <= most]
 
 
 def _expert_degrees(shape: ModelShape, data_parallel: int) -> list[int]:

@@ -146,17 +146,24 @@ def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) 
     taken when no shape is within the factor)."""
     N = v.positive("params", params)
     heads_counts = _heads_counts(template, aspect, heads_step)
+    scored: dict[int, Candidate | None] = {}  # the run's first head count is often the bisection's last
+
+    def candidate_of(heads: int) -> Candidate | None:
+        if heads not in scored:
+            scored[heads] = _candidate(template, N, aspect, heads)
+        return scored[heads]
+
     low, high = 0, len(heads_counts)
     while low < high:  # the first head count not too narrow for the aspect
         middle = (low + high) // 2
-        candidate = _candidate(template, N, aspect, heads_counts[middle])
+        candidate = candidate_of(heads_counts[middle])
         if candidate is None or (candidate[0] and candidate[3].d_model / candidate[3].layers < aspect):
             low = middle + 1
         else:
             high = middle
     best: Candidate | None = None
     for heads in heads_counts[low:]:
-        candidate = _candidate(template, N, aspect, heads)
+        candidate = candidate_of(heads)
         if candidate is None or candidate[0]:
             break  # past the run within the aspect
         if best is None or candidate[:3] < best[:3]:
@@ -202,7 +209,7 @@ def _candidate(template: ModelShape, N: float, aspect: float, heads: int) -> Can
     width = round(heads * per_head)
     # One layer of the template's kind at this width: a mixture-of-experts template's experts, MLP and
     # latent widths scale with it, its head width stays; its dense first layers are put back below.
-    unit = dataclasses.replace(
+    unit = _replaced(
         template,
         layers=1,
         d_model=width,
@@ -219,11 +226,15 @@ def _candidate(template: ModelShape, N: float, aspect: float, heads: int) -> Can
     if layers > MOST_LAYERS:
         return None
     dense = None if template.dense_layers is None else min(template.dense_layers, layers - 1)
-    shape = dataclasses.replace(
-        unit, layers=layers, dense_layers=dense if template.mixture_of_experts else None
-    )
+    shape = _replaced(unit, layers=layers, dense_layers=dense if template.mixture_of_experts else None)
     skew = abs(math.log(width / layers / aspect))
     return (skew > math.log(2), abs(math.log(shape.params / N)), skew, shape)
+
+
+def _replaced(shape: ModelShape, **changes: Any) -> ModelShape:
+    """dataclasses.replace(shape, **changes), without its walk over the fields (every field of a ModelShape
+    is an init field and its only attribute): a sizing builds two shapes for each of a dozen head counts."""
+    return ModelShape(**{**vars(shape), **changes})
 
 
 @dataclass(frozen=True)
