@@ -5,9 +5,10 @@ from __future__ import annotations
 import enum
 import json
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -38,7 +39,14 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, aliased, mapped_column, relationship
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    aliased,
+    make_transient_to_detached,
+    mapped_column,
+    relationship,
+)
 from sqlalchemy.sql.selectable import ScalarSelect
 from sqlalchemy.types import TypeEngine
 
@@ -124,6 +132,18 @@ def table_of(model: type[Base]) -> Table:
     table = model.__table__
     assert isinstance(table, Table), f"{model.__name__} maps a table"
     return table
+
+
+Entity = TypeVar("Entity", bound="Base")
+
+
+def as_read(model: type[Entity], values: Mapping[str, Any]) -> Entity:
+    """An entity from the column values a Core statement read, in the state the ORM would load it in but in no
+    session (detached): where loading the entity through the ORM would cost more than the statement (setting
+    up its row processing is done anew on every execution; issue 24). `values` must hold every column."""
+    entity = model(**values)
+    make_transient_to_detached(entity)
+    return entity
 
 
 def id_by_slug(model: type[Organization | HardwareProfile], slug: str) -> ScalarSelect[uuid.UUID]:

@@ -51,6 +51,7 @@ from service.models import (
     Organization,
     Plan,
     PlanStatus,
+    as_read,
     budget_hardware,
     id_by_slug,
     money_literal,
@@ -281,9 +282,12 @@ def _reads(
     row = session.execute(
         _READS, {"slug": request.organization, "id": request.budget_id, "hardware": slug}
     ).first()
-    organization = organizations.in_body(None if row is None else row[0], request.organization, scope=scope)
+    found = (
+        None if row is None else as_read(Organization, dict(zip(_ORGANIZATION_COLUMNS, row, strict=False)))
+    )
+    organization = organizations.in_body(found, request.organization, scope=scope)
     assert row is not None, "in_body refuses an organisation not found"
-    _, budget_id, currency, amount, committed, overrun, calibration_id = row
+    budget_id, currency, amount, committed, overrun, calibration_id = row[len(_ORGANIZATION_COLUMNS) :]
     if request.budget_id is not None and budget_id is None:
         raise InvalidFieldError(
             "budget_id", f"No budget {request.budget_id} in organization {organization.slug!r}."
@@ -292,12 +296,13 @@ def _reads(
     return organization, budget, calibration_id
 
 
-# Built once: every plan runs it, and building the statement cost more than running it. Without a budget_id
-# the join matches nothing, and for inline hardware (no slug) there is no calibration. A budget's remaining
-# amount is Budget.remaining's.
+# Built once: every plan runs it, and building the statement cost more than running it. Of Core columns: the
+# ORM sets up its loading of an entity anew on each execution. Without a budget_id the join matches nothing,
+# and for inline hardware (no slug) there is no calibration. What remains of a budget is Budget.remaining.
+_ORGANIZATION_COLUMNS = tuple(column.key for column in table_of(Organization).columns)
 _READS = (
     select(
-        Organization,
+        *table_of(Organization).columns,
         Budget.id,
         Budget.currency,
         Budget.amount,
