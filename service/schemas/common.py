@@ -3,6 +3,7 @@ OpenAPI description), lists and their pages, caveats."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -124,15 +125,38 @@ class StrictSchema(ma.Schema):
     @ma.validates_schema
     def _follows_its_rules(self, data, **kwargs):
         # Rules name fields as requests do; `data` has them by attribute. Null is not given (PATCH clears).
-        fields = {field.data_key or name: field for name, field in self.load_fields.items()}
-        value = {key: data.get(field.attribute or field.name) for key, field in fields.items()}
+        value = {key: data.get(attribute) for key, attribute in self._request_names}
         for rule in self.RULES:
             if (error := rule.broken(value)) is not None:
                 raise ma.ValidationError(*error)
-        for key, field in fields.items():
-            other = field.metadata.get(GREATER_THAN)
-            if other is not None and None not in (value[key], value[other]) and value[key] <= value[other]:
+        for key, other, field in self._in_order:
+            if None not in (value[key], value[other]) and value[key] <= value[other]:
                 raise ma.ValidationError(_must_follow(field, other), key)
+
+    # What the checks above and below read of the schema's fields, found once per schema (an instance serves
+    # every request of its endpoint: api/base.py), not on each request.
+
+    @functools.cached_property
+    def _request_names(self) -> tuple[tuple[str, str | None], ...]:
+        """(name in requests, attribute) of each field a request may give."""
+        return tuple(
+            (field.data_key or name, field.attribute or field.name)
+            for name, field in self.load_fields.items()
+        )
+
+    @functools.cached_property
+    def _in_order(self) -> tuple[tuple[str, str, ma.fields.Field], ...]:
+        """(name, the name it must be greater than, field) of each field marked GREATER_THAN."""
+        return tuple(
+            (field.data_key or name, field.metadata[GREATER_THAN], field)
+            for name, field in self.load_fields.items()
+            if GREATER_THAN in field.metadata
+        )
+
+    @functools.cached_property
+    def _read_only_names(self) -> tuple[str, ...]:
+        """The fields the service sets, in the schema's order."""
+        return tuple(field.data_key or name for name, field in self.dump_fields.items() if field.dump_only)
 
     @ma.post_load
     def _as_request(self, data, **kwargs):
@@ -146,13 +170,10 @@ class StrictSchema(ma.Schema):
     def _refuse_read_only(self, data, **kwargs):
         # A field the service sets (id, created_at, committed, ...) is not unknown: say what it is.
         if isinstance(data, dict):
-            read_only = {
-                field.data_key or name: ["Read-only: set by the service, not by requests."]
-                for name, field in self.dump_fields.items()
-                if field.dump_only and (field.data_key or name) in data
-            }
-            if read_only:
-                raise ma.ValidationError(read_only)
+            given = [name for name in self._read_only_names if name in data]
+            if given:
+                message = "Read-only: set by the service, not by requests."
+                raise ma.ValidationError({name: [message] for name in given})
         return data
 
 
