@@ -3,10 +3,11 @@
 On each backend (SQLite file, PostgreSQL scratch database) this sets the service up (`flask setup`), creates
 organisation `bench` and sends `--requests` plans (6 000 PF-days on 1 024 H100s under Chinchilla) through
 Flask's test client, each with a fresh Idempotency-Key, after a warm-up, and as many without a key, in
-turns. It prints the median and 90th percentile wall time per request, the time spent in the key's own work
-(idempotency.claim and idempotency.store, their statements included: on a machine shared with other work,
-the steadier figure), the statements each request sent to the database (every cursor execution, BEGIN
-included), and which ones for the last keyed request.
+turns. It prints the median and 90th percentile wall time per request; the CPU time this process spent on
+one on average (the app's, without gunicorn, and on PostgreSQL without the server's: on a machine shared with
+other work, steadier than wall time); the time spent in the key's own work (idempotency.claim and
+idempotency.store, their statements included); the statements each request sent to the database (every
+cursor execution, BEGIN included), and which ones for the last keyed request.
 
     .venv/bin/python -m bench.bench_idempotency [--requests 300] [--backends sqlite,postgresql]
         [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/postgres]
@@ -56,6 +57,7 @@ def measure(database_url: str, requests: int) -> None:
     assert created.status_code == 201, created.get_json()
 
     times: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}  # this process's CPU time: steadier than wall time
     counts: dict[bool, list[int]] = {True: [], False: []}
     key_code: list[float] = []
     last: list[str] = []
@@ -65,12 +67,13 @@ def measure(database_url: str, requests: int) -> None:
             headers = {**AUTH, "Idempotency-Key": str(uuid.uuid4())} if keyed else AUTH
             statements.clear()
             in_key_code.clear()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             response = client.post("/v1/plans", json=PLAN, headers=headers)
-            elapsed = time.perf_counter() - start
+            elapsed, elapsed_cpu = time.perf_counter() - start, time.process_time() - start_cpu
             assert response.status_code == 201, response.get_json()
             if n >= 10:
                 times[keyed].append(elapsed)
+                cpu[keyed].append(elapsed_cpu)
                 counts[keyed].append(len(statements))
                 if keyed:
                     key_code.append(sum(in_key_code))
@@ -79,6 +82,7 @@ def measure(database_url: str, requests: int) -> None:
         print(
             f"  POST /v1/plans {label}: median {statistics.median(times[keyed]) * 1000:.2f} ms, "
             f"p90 {statistics.quantiles(times[keyed], n=10)[-1] * 1000:.2f} ms, "
+            f"CPU of this process {statistics.fmean(cpu[keyed]) * 1000:.2f} ms on average, "
             f"{statistics.median(counts[keyed]):g} statements "
             f"(min {min(counts[keyed])}, max {max(counts[keyed])})"
         )
