@@ -224,7 +224,7 @@ def check_layout(shape: ModelShape, layout: Layout, accelerators: int | None = N
 
 
 def _divisors_text(n: int) -> str:
-    found = [k for k in range(1, min(n, 4096) + 1) if n % k == 0]
+    found = _divisors(n, 4096)
     shown = ", ".join(str(k) for k in found[:12])
     return shown + (", …" if len(found) > 12 else "")
 
@@ -313,7 +313,7 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     # each array operation costs about a microsecond whatever its size): the same operations in the same
     # order, so the same bits. 2·x is exact, so (2·b)·sc is 2·(b·sc).
     two_tokens = 2 * tokens
-    two_tokens_h = two_tokens * h  # = WIRE_BYTES · tokens · h: WIRE_BYTES is 2
+    two_tokens_h = two_tokens * h
     full = rec == 2
     selective = rec == 1
     staged = p > 1
@@ -394,7 +394,7 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     tp_in_node = t <= node
     tp_link = np.where(tp_in_node, up, out)
     tp_latency = np.where(tp_in_node, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
-    message = two_tokens_h  # WIRE_BYTES · tokens · h
+    message = WIRE_BYTES * tokens * h  # bytes of a layer's activations on the wire
     tp_one = _all_reduce_seconds(message, t, tp_link, tp_latency)
     tp_collectives = 4.0 + 1.0 * sp + 2.0 * full
 
@@ -493,7 +493,7 @@ def evaluate(  # noqa: PLR0915 -- one step written out part by part, each with i
     inside = tcp <= node
     pp_link = np.where(inside, up, out)
     pp_latency = np.where(inside, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
-    boundary = two_tokens_h / t  # WIRE_BYTES · tokens · h / t
+    boundary = message / t
     transfer = np.where(staged, 2 * vi * (boundary / pp_link + pp_latency), 0.0)
     bubble = (p - 1) / vi * stage_seconds
 

@@ -7,6 +7,7 @@ hold names of changed fields, never values, so no secret can reach the log.
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 from sqlalchemy import event, insert, inspect, select
@@ -92,24 +93,21 @@ def _object_id(obj: Audited) -> str:
 def changed_fields(obj: Base) -> list[str]:
     """The fields of `obj` set or changed since it was read (all it has, for a new one)."""
     state = inspect(obj)
-    if state.transient:  # never stored: all it has, which is what its instance dict holds (a plan's
-        # fields among 45 attributes, without asking each for its history: issue 24)
-        return sorted(
-            key
-            for key in state.dict
-            if key not in _NOT_WORTH_LISTING
-            and (key in state.mapper.columns or key in state.mapper.relationships)
-            and not (isinstance(obj, HardwarePrice) and key == "hardware")
-        )
-    # Columns and relationships (e.g. a budget's allowed hardware), by name only.
-    return sorted(
-        attr.key
-        for attr in state.attrs
-        if attr.key not in _NOT_WORTH_LISTING
-        and attr.history.has_changes()
-        and (attr.key in state.mapper.columns or attr.key in state.mapper.relationships)
-        and not (isinstance(obj, HardwarePrice) and attr.key == "hardware")
-    )
+    listed = _listed(type(obj))
+    if state.transient:  # never stored: all it has, which its instance dict holds (a plan's fields among 45
+        # attributes, without asking each for its history: issue 24)
+        return sorted(listed.intersection(state.dict))
+    return sorted(key for key in listed if state.attrs[key].history.has_changes())
+
+
+@functools.cache
+def _listed(model: type[Base]) -> frozenset[str]:
+    """The fields of `model` an entry may name: its columns and relationships (allowed hardware, say)."""
+    mapper = inspect(model)
+    fields = {*mapper.columns.keys(), *mapper.relationships.keys()} - _NOT_WORTH_LISTING
+    if model is HardwarePrice:
+        fields.discard("hardware")  # a price is logged under its profile's name
+    return frozenset(fields)
 
 
 def _record(session: Session, flush_context: UOWTransaction, instances: object) -> None:

@@ -70,7 +70,7 @@ def by_id(session: Session, calibration_id: uuid.UUID | None) -> Calibration | N
 
 
 _CALIBRATIONS = Calibration.__table__.c
-_LATEST = select(latest_id(bindparam("organization_id"), bindparam("hardware_id")))  # built once: every plan
+_LATEST = select(latest_id(bindparam("organization_id"), bindparam("hardware_id")))  # built once
 
 
 def constants_with(own: Calibration) -> performance.Calibration:

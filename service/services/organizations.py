@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import TypeGuard
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
@@ -23,9 +24,13 @@ def create_organization(session: Session, *, slug: str, name: str) -> Organizati
 def get_organization(session: Session, slug: str, *, scope: uuid.UUID | None) -> Organization:
     """`scope`: the organisation the caller may see (None: all). Others look as if they did not exist."""
     organization = session.scalar(_BY_SLUG, {"slug": slug})
-    if organization is None or (scope is not None and organization.id != scope):
+    if not _visible(organization, scope):
         raise NotFoundError(f"No organization with slug {slug!r}.")
     return organization
+
+
+def _visible(organization: Organization | None, scope: uuid.UUID | None) -> TypeGuard[Organization]:
+    return organization is not None and (scope is None or organization.id == scope)
 
 
 # Built once: every plan and budget request looks its organisation up, and building the statement cost more
@@ -45,7 +50,7 @@ def named_in_body(session: Session, slug: str, *, scope: uuid.UUID | None) -> Or
 def in_body(organization: Organization | None, slug: str, *, scope: uuid.UUID | None) -> Organization:
     """`organization`, as read by the `slug` a request body names (None: no such organisation), if the caller
     sees it: a 422 at #/organization otherwise. For use cases that read it together with something else."""
-    if organization is None or (scope is not None and organization.id != scope):
+    if not _visible(organization, scope):
         raise InvalidFieldError("organization", f"No organization {slug!r}.")
     return organization
 
