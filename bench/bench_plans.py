@@ -16,12 +16,14 @@ the e2e tests do (`flask setup`, then gunicorn with the repository's config), th
    transaction on SQLite; every row a copy of a real plan created through the API, with its own id, time and
    organisation) until there are `--plans`, spread round-robin over `--organizations` organisations.
 3. pages: GET /v1/plans?limit=100 first, 10 000 plans deep and as deep as the history goes (cursor of the
-   plan just above, found with one OFFSET query), overall and with ?organization=; timed through HTTP, as
-   the service call in process (list_plans: SQL + ORM) and as the bare page query on the driver; medians of
-   `--repeat` runs. As a check, the same page written by hand as a row-value keyset, (created_at, id) <
-   (:t, :id), with the organisation's id resolved first: the form the service adopted when this benchmark
-   showed its first, OR-form keyset growing with depth; the two columns should agree. EXPLAIN shows how
-   each database serves them.
+   plan just above, found with one OFFSET query), overall and with ?organization=; timed through HTTP
+   (`requests`, which costs milliseconds of its own on a large body, and wrk on one connection, its median
+   latency and the server's CPU per page; wrk when installed: apt-get install wrk), as the service call in
+   process (list_plans) and as the bare page query on the driver; medians of `--repeat` runs. As a check,
+   the same page written by hand as a row-value keyset, (created_at, id) < (:t, :id), with the
+   organisation's id resolved first: the form the service adopted when this benchmark showed its first,
+   OR-form keyset growing with depth; the two columns should agree. EXPLAIN shows how each database serves
+   them.
 
     .venv/bin/python -m bench.bench_plans [--duration 10] [--clients 8] [--plans 1000000]
         [--only plans,allocations] [--backends sqlite,postgresql] [--postgres-url postgresql://postgres@127.0.0.1:5432/postgres]
@@ -35,7 +37,10 @@ import argparse
 import contextlib
 import io
 import itertools
+import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,16 +53,18 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 import requests
 from sqlalchemy import Engine, bindparam, event, func, select, text, tuple_
 from sqlalchemy.orm import Session
 
 from bench.machine import describe
+from service import json_provider
 from service.config import Config
 from service.db import READ_ONLY, create_db_engine
 from service.models import Organization, Plan
-from service.services import plans
+from service.services import plan_summaries, plans
 from service.services.pagination import Cursor
 from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND, free_port, scratch_postgres_database
 
@@ -407,8 +414,9 @@ def throughput(
 
 # --- Bulk-loading the history -----------------------------------------------------------------------------
 
-# Varied per row; every other column is the template plan's stored value.
-VARIED = ("id", "organization_id", "budget_id", "created_at")
+# Varied per row; every other column is the template plan's stored value. Its summary (the JSON a page serves,
+# services/plan_summaries.py) is the template's with these columns' members replaced.
+VARIED = ("id", "organization_id", "budget_id", "created_at", "summary")
 
 
 def fill_history(
@@ -425,17 +433,27 @@ def fill_history(
         oldest = connection.scalar(select(func.min(PLANS.c.created_at)))
         slugs = [fixture.organization, *fixture.others]
         ids = dict(connection.execute(select(Organization.slug, Organization.id)).all())
-    missing = total - existing
-    if missing <= 0:
-        return 0, 0.0
+        missing = total - existing
+        if missing <= 0:
+            return 0, 0.0
+        summary = json.loads(
+            connection.scalar(select(PLANS.c.summary).where(PLANS.c.id == uuid.UUID(fixture.plan_id)))
+        )
     organizations = [ids[slug] for slug in slugs]
     budget = uuid.UUID(fixture.budget_id)
     step = span / missing
 
-    def rows() -> Iterator[tuple[uuid.UUID, uuid.UUID, uuid.UUID | None, datetime]]:
+    def rows() -> Iterator[tuple[uuid.UUID, uuid.UUID, uuid.UUID | None, datetime, str]]:
         for i in range(missing):
             n = i % len(organizations)
-            yield uuid.uuid4(), organizations[n], budget if n == 0 else None, oldest - step * (i + 1)
+            id_, budget_id, created_at = uuid.uuid4(), budget if n == 0 else None, oldest - step * (i + 1)
+            members = {
+                "id": str(id_),
+                "organization": slugs[n],
+                "budget_id": None if budget_id is None else str(budget_id),
+                "created_at": created_at.isoformat(),
+            }
+            yield id_, organizations[n], budget_id, created_at, json_provider.served({**summary, **members})
 
     started = time.perf_counter()
     if engine.dialect.name == "postgresql":
@@ -465,7 +483,8 @@ def copy_postgresql(
             chunk: list[str] = []
             for values in rows:
                 for position, value in zip(positions, values, strict=True):
-                    fields[position] = r"\N" if value is None else str(value)
+                    # COPY's text format: a backslash starts an escape (JSON's own escapes among them)
+                    fields[position] = r"\N" if value is None else str(value).replace("\\", "\\\\")
                 chunk.append("\t".join(fields))
                 if len(chunk) == batch:
                     copy.write("\n".join(chunk) + "\n")
@@ -541,11 +560,49 @@ class PageTiming:
     name: str
     depth: int
     http: float
+    wrk: WrkTiming | None
     service: float
     sql: float
     row_value_sql: float
     statement: Statement
     row_value_statement: Statement
+
+
+@dataclass(frozen=True)
+class WrkTiming:
+    """A page fetched over and over by wrk on one connection: its median latency, and the server's CPU per
+    page meanwhile."""
+
+    p50: float
+    server_cpu: float | None
+
+
+WRK_SECONDS = 5
+WRK_ONE_CONNECTION = ("wrk", "-t1", "-c1", f"-d{WRK_SECONDS}s", "--latency")
+_WRK_P50 = re.compile(r"^\s*50%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
+_WRK_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def wrk_timing(server: Server, path_and_query: str) -> WrkTiming | None:
+    """What a page costs over HTTP with a client that costs next to nothing: `requests` spends some 2.6 ms of
+    its own reading an 84 KB page (bench/RESULTS.md). None without wrk (apt-get install wrk)."""
+    if shutil.which("wrk") is None:
+        return None
+    meter = CpuMeter(server.pid)
+    run = subprocess.run(
+        [*WRK_ONE_CONNECTION, "-H", f"Authorization: {AUTH['Authorization']}", server.base + path_and_query],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    cpu = meter.stop()
+    p50 = _WRK_P50.search(run.stdout)
+    requests_ = re.search(r"^\s*(\d+) requests in", run.stdout, re.MULTILINE)
+    if p50 is None or requests_ is None or "Non-2xx" in run.stdout:
+        raise RuntimeError(f"wrk {path_and_query}: {run.stdout}")
+    per_second = int(requests_.group(1)) / WRK_SECONDS
+    server_cpu = None if cpu is None else cpu.server / per_second
+    return WrkTiming(float(p50.group(1)) * _WRK_UNITS[p50.group(2)], server_cpu)
 
 
 def cursor_at(engine: Engine, depth: int, organization_id: uuid.UUID | None) -> Cursor | None:
@@ -614,8 +671,9 @@ def bare_seconds(engine: Engine, statement: Statement, repeat: int) -> float:
 
 def row_value_select(organization_id: uuid.UUID | None, after: Cursor | None):
     """Not the service's query: the same page with the organisation's id resolved first and the keyset as a
-    row-value comparison, (created_at, id) < (:created_at, :id), which both databases can seek an index on."""
-    stmt = select(PLANS)
+    row-value comparison, (created_at, id) < (:created_at, :id), which both databases can seek an index on.
+    The columns a page reads (plan_summaries.LISTED)."""
+    stmt = plan_summaries.LISTED
     if organization_id is not None:
         stmt = stmt.where(PLANS.c.organization_id == organization_id)
     if after is not None:
@@ -630,8 +688,9 @@ def row_value_select(organization_id: uuid.UUID | None, after: Cursor | None):
 
 
 def time_page(
-    base: str, engine: Engine, name: str, *, depth: int, organization: str | None, repeat: int
+    server: Server, engine: Engine, name: str, *, depth: int, organization: str | None, repeat: int
 ) -> PageTiming:
+    base = server.base
     organization_id = organization_id_of(engine, organization)
     after = cursor_at(engine, depth, organization_id)
     query: dict[str, object] = {"limit": PAGE}
@@ -652,6 +711,7 @@ def time_page(
         if len(get().json()["items"]) != PAGE:
             raise RuntimeError(f"GET /v1/plans {query}: a short page")
         http = median_seconds(get, repeat)
+    wrk = wrk_timing(server, f"/v1/plans?{urlencode(query)}")
 
     where = plans.PlanFilter(organization=organization)
 
@@ -674,7 +734,7 @@ def time_page(
 
     row_value_statement = caught_statement(engine, run_alternative)
     row_value_sql = bare_seconds(engine, row_value_statement, repeat)
-    return PageTiming(name, depth, http, service, sql, row_value_sql, statement, row_value_statement)
+    return PageTiming(name, depth, http, wrk, service, sql, row_value_sql, statement, row_value_statement)
 
 
 def organization_id_of(engine: Engine, slug: str | None) -> uuid.UUID | None:
@@ -701,7 +761,9 @@ def explain(engine: Engine, statement: Statement) -> str:
         raw.close()
 
 
-def pages(base: str, engine: Engine, fixture: Fixture, repeat: int) -> tuple[list[PageTiming], list[str]]:
+def pages(
+    server: Server, engine: Engine, fixture: Fixture, repeat: int
+) -> tuple[list[PageTiming], list[str]]:
     """First page, 10 000 deep and as deep as the history goes, overall and within the bench organisation;
     EXPLAIN of the deep pages (the service's query, and the row-value form at the deepest)."""
     organization_id = organization_id_of(engine, fixture.organization)
@@ -715,10 +777,11 @@ def pages(base: str, engine: Engine, fixture: Fixture, repeat: int) -> tuple[lis
         label = "GET /v1/plans?limit=100" + (f"&organization={organization}" if organization else "")
         depths = [0, DEEP, count - DEEP] if count >= 2 * DEEP + PAGE else [0, count // 2]
         for depth in depths:
-            timing = time_page(base, engine, label, depth=depth, organization=organization, repeat=repeat)
+            timing = time_page(server, engine, label, depth=depth, organization=organization, repeat=repeat)
             timings.append(timing)
             print(
-                f"  {label:<48} depth {depth:>9,}: HTTP {ms(timing.http)}, service {ms(timing.service)}, "
+                f"  {label:<48} depth {depth:>9,}: HTTP {ms(timing.http)}, wrk {wrk_note(timing.wrk)}, "
+                f"service {ms(timing.service)}, "
                 f"SQL {ms(timing.sql)}, row-value SQL {ms(timing.row_value_sql)}",
                 flush=True,
             )
@@ -735,6 +798,13 @@ def pages(base: str, engine: Engine, fixture: Fixture, repeat: int) -> tuple[lis
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
+
+
+def wrk_note(timing: WrkTiming | None) -> str:
+    if timing is None:
+        return "n/a (no wrk)"
+    cpu = "n/a" if timing.server_cpu is None else ms(timing.server_cpu)
+    return f"{ms(timing.p50)} (server CPU {cpu})"
 
 
 def cpu_note(load: Throughput) -> str:
@@ -794,7 +864,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> BackendResult:
                 f"database {size / 2**30:.2f} GiB",
                 flush=True,
             )
-            timings, explained = pages(server.base, engine, fixture, args.repeat)
+            timings, explained = pages(server, engine, fixture, args.repeat)
         finally:
             engine.dispose()
         for text_ in explained:
@@ -833,15 +903,16 @@ def report(results: list[BackendResult], args: argparse.Namespace) -> None:
     if not args.plans:
         return
     print(
-        f"\n| backend | page (median of {args.repeat}) | depth | HTTP | service call | SQL on the driver | "
-        "same, row-value keyset |"
+        f"\n| backend | page (median of {args.repeat}) | depth | HTTP (requests) | HTTP (wrk, p50) | "
+        "service call | SQL on the driver | same, row-value keyset |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for result in results:
         for timing in result.pages:
             print(
                 f"| {result.backend} | {timing.name} | {timing.depth:,} | {ms(timing.http)} | "
-                f"{ms(timing.service)} | {ms(timing.sql)} | {ms(timing.row_value_sql)} |"
+                f"{wrk_note(timing.wrk)} | {ms(timing.service)} | {ms(timing.sql)} | "
+                f"{ms(timing.row_value_sql)} |"
             )
     print()
     for result in results:

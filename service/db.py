@@ -58,6 +58,7 @@ def create_db_engine(config: Config) -> Engine:
     engine = create_engine(
         url,
         json_serializer=json_provider.store,
+        json_deserializer=json_provider.load,
         pool_pre_ping=True,
         pool_size=config.db_pool_size,
         max_overflow=config.db_pool_size,
@@ -154,7 +155,7 @@ def lift_request_bounds(connection: Connection) -> None:
 def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
     if url.database and url.database != ":memory:":
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, json_serializer=json_provider.store)
+    engine = create_engine(url, json_serializer=json_provider.store, json_deserializer=json_provider.load)
 
     # The stdlib driver's legacy transaction control emits no BEGIN before SELECT or DDL, which breaks
     # isolation and SAVEPOINTs. SQLAlchemy's documented fix: let the driver autocommit and emit BEGIN

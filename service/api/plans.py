@@ -13,6 +13,7 @@ from service.api.base import (
     conditional_read,
     etag_header,
     page_response,
+    written_page_response,
 )
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
@@ -57,7 +58,7 @@ def list_plans(limit, cursor, **filters):
     page = plans.list_plans(
         get_session(), plans.PlanFilter(**filters), scope=scope(), limit=limit, after=cursor
     )
-    return page_response(page, limit)
+    return written_page_response(page, limit)
 
 
 def _evaluate_plan(reads: Session, request: plans.PlanRequest) -> Plan:

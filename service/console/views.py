@@ -17,6 +17,7 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest, TooManyRequests
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from service import json_provider
 from service.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
 from service.console import blp, figures, same_origin
 from service.console.formatting import FILTERS
@@ -44,7 +45,6 @@ from service.schemas.plans import (
     PlanQuerySchema,
     PlanRequestSchema,
     PlanSchema,
-    plan_summary,
 )
 from service.schemas.reports import REPORT_GROUPS, REPORT_MEASURES, CostReportQuerySchema, UtilizationSchema
 from service.schemas.usage import BudgetForecastSchema, UsageRecordSchema
@@ -231,7 +231,8 @@ def plan_history() -> tuple[str, int]:
     else:
         limit, cursor = query.pop("limit", LIST_LIMIT), query.pop("cursor", None)
         page = plans.list_plans(session, plans.PlanFilter(**query), scope=scope(), limit=limit, after=cursor)
-        items, next_page = [plan_summary(row) for row in page.items], _next_page_args(page.next_cursor)
+        items = [json_provider.load(summary) for summary in page.items]
+        next_page = _next_page_args(page.next_cursor)
     html = flask.render_template(
         "console/plans.html",
         plans=items,

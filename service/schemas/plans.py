@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import marshmallow as ma
 from marshmallow import validate
 from webargs.fields import DelimitedList
 
-from service.core.forecast import Progress
 from service.core.units import MAX_ACCELERATORS, MAX_PARAMS, MAX_TOKENS
 from service.models import PLAN_STATUSES, Plan
 from service.schemas.calibrations import OwnCalibrationSchema
@@ -38,8 +36,7 @@ from service.schemas.planning import (
     allocation_rules,
     hardware_field,
 )
-from service.services import plan_documents
-from service.services.documents import format_money
+from service.services import plan_documents, plan_summaries
 from service.services.planning import PlanInputs
 from service.services.plans import REMAINING, PlanRequest
 
@@ -158,7 +155,8 @@ class StoredDocument(ma.fields.Nested):
 class PlanSummarySchema(ma.Schema):
     """A plan's figures and status, as lists show it; GET /v1/plans/{id} adds its documents.
 
-    Lists are not dumped field by field but written by plan_summary below, which a test holds to this."""
+    Neither lists nor plans are dumped field by field: services/plan_summaries.py writes a summary, which a
+    test holds to this."""
 
     id = ma.fields.UUID()
     organization = ma.fields.String(attribute="organization_slug")
@@ -209,91 +207,6 @@ class PlanSummarySchema(ma.Schema):
     )
 
 
-def plan_summary(row: Sequence[Any]) -> dict[str, Any]:
-    """PlanSummarySchema's dump of a plan, member for member and in its order, written out, from a row of
-    services.plans.list_plans: marshmallow's field-by-field dump of the 100 summaries of a page took half the
-    time of GET /v1/plans?limit=100 (issue 24). tests/api/test_plan_summaries.py holds the two to the same
-    bytes for plans of every kind, so a field added to the schema must be added here too."""
-    # Unpacked, not read by name: 30 attribute lookups on each row cost more than all the formatting below.
-    # The columns come in the order list_plans selects them, the schema's.
-    (
-        id_,
-        organization_slug,
-        budget_id,
-        parent_id,
-        name,
-        labels,
-        status,
-        hardware_slug,
-        method,
-        params,
-        tokens,
-        flops,
-        predicted_loss,
-        accelerators,
-        days,
-        accelerator_hours,
-        cost,
-        currency,
-        start_at,
-        end_at,
-        created_by,
-        created_at,
-        committed_at,
-        cancelled_at,
-        started_at,
-        finished_at,
-        actual_accelerator_hours,
-        actual_cost,
-        tokens_trained,
-    ) = row
-    progress = Progress.of(status, cost, actual_cost, tokens, tokens_trained)
-    return {
-        "id": str(id_),
-        "organization": organization_slug,
-        "budget_id": None if budget_id is None else str(budget_id),
-        "parent_id": None if parent_id is None else str(parent_id),
-        "name": name,
-        "labels": dict(labels),
-        "status": status,
-        "hardware": hardware_slug,
-        "method": method,
-        "params": float(params),
-        "tokens": float(tokens),
-        "flops": float(flops),
-        "predicted_loss": None if predicted_loss is None else float(predicted_loss),
-        "accelerators": int(accelerators),
-        "days": float(days),
-        "accelerator_hours": float(accelerator_hours),
-        "cost": None if cost is None else format_money(cost),
-        "currency": currency,
-        "start_at": start_at.isoformat(),
-        "end_at": end_at.isoformat(),
-        "created_by": created_by,
-        "created_at": created_at.isoformat(),
-        "committed_at": None if committed_at is None else committed_at.isoformat(),
-        "cancelled_at": None if cancelled_at is None else cancelled_at.isoformat(),
-        "started_at": None if started_at is None else started_at.isoformat(),
-        "finished_at": None if finished_at is None else finished_at.isoformat(),
-        "actual_accelerator_hours": float(actual_accelerator_hours),
-        "actual_cost": format_money(actual_cost),
-        "tokens_trained": float(tokens_trained),
-        "share_trained": float(progress.share_trained),
-        # As Plan.estimate_at_completion: none for a plan without a cost.
-        "estimate_at_completion": None if cost is None else format_money(progress.estimate_at_completion),
-    }
-
-
-class PlanSummaries(ma.fields.List):
-    """A list of plan summaries: documented by PlanSummarySchema, dumped by plan_summary."""
-
-    def __init__(self, **kwargs):
-        super().__init__(ma.fields.Nested(PlanSummarySchema), **kwargs)
-
-    def _serialize(self, value, attr, obj, **kwargs):
-        return None if value is None else [plan_summary(row) for row in value]
-
-
 class _OwnCalibrationField(ma.fields.Nested):
     """The organisation's calibration a plan's snapshot names (null: the published constants)."""
 
@@ -329,11 +242,11 @@ class PlanSchema(PlanSummarySchema):
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
-    """PlanSchema's dump of a plan, member for member and in its order: its summary (plan_summary) and its
+    """PlanSchema's dump of a plan, member for member and in its order: its summary (plan_summaries) and its
     documents. tests/api/test_plan_summaries.py holds the two to the same bytes for plans of every kind."""
     own = plan_documents.snapshot_own_calibration(plan.snapshot)
     return {
-        **plan_summary(tuple(getattr(plan, name) for name in _SUMMARY_ATTRIBUTES)),
+        **plan_summaries.summary_of(plan),
         "calibration": None if own is None else _OWN_CALIBRATION.dump(own),
         "inputs": dict(plan.inputs),
         "snapshot": dict(plan.snapshot),
@@ -341,17 +254,13 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     }
 
 
-# A plan's attributes in the order plan_summary takes them (list_plans' columns).
-_SUMMARY_ATTRIBUTES = tuple(
-    field.attribute or name
-    for name, field in PlanSummarySchema._declared_fields.items()
-    if name not in ("share_trained", "estimate_at_completion")
-)
 _OWN_CALIBRATION = OwnCalibrationSchema()
 
 
 class PlanPageSchema(PageSchema):
-    items = PlanSummaries(required=True)
+    """What GET /v1/plans answers: written around the plans' stored summaries (api/plans.py), not dumped."""
+
+    items = ma.fields.List(ma.fields.Nested(PlanSummarySchema), required=True)
 
 
 class PlanQuerySchema(ListQuerySchema):

@@ -24,7 +24,6 @@ from typing import Any, TypeVarTuple
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
-    Row,
     Select,
     SQLColumnExpression,
     bindparam,
@@ -39,7 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
-from service import actors, metrics
+from service import actors, json_provider, metrics
 from service.core import engine, performance
 from service.core.laws import ScalingLaw
 from service.core.units import CENT
@@ -58,7 +57,15 @@ from service.models import (
     table_of,
     utcnow,
 )
-from service.services import audit, calibrations, laws, organizations, plan_documents, planning
+from service.services import (
+    audit,
+    calibrations,
+    laws,
+    organizations,
+    plan_documents,
+    plan_summaries,
+    planning,
+)
 from service.services.budgets import get_budget
 from service.services.documents import JsonObject, format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
@@ -69,6 +76,7 @@ FLOAT_SLACK = 1e-9  # relative: sums of floats committed and released again need
 LAST_YEAR = 9998  # as for any time the API accepts
 REMAINING = "remaining"  # the budget's remaining amount is the plan's money budget
 PLANS = table_of(Plan)
+_PLANS = PLANS.c
 Columns = TypeVarTuple("Columns")  # of a select that _filtered narrows, and returns as it came
 
 # `scope` below: the organisation whose plans the caller may see, or None for all (an admin). Plans of other
@@ -232,6 +240,7 @@ def _insert(session: Session, plan: Plan) -> None:
     plan.hardware_id = None if plan.hardware is None else plan.hardware.id
     plan.law_id = None if plan.law is None else plan.law.id
     audit.record(session, "create", plan, [name for name in fields if name not in _NEW_PLAN])
+    plan.summary, plan.summary_version = json_provider.served(plan_summaries.summary_of(plan)), plan.version
     values = plan.__dict__  # read as the instance holds them: 40 instrumented reads cost more than the INSERT
     session.execute(insert(PLANS), {key: values.get(key) for key in _PLAN_COLUMNS})
 
@@ -411,59 +420,13 @@ class PlanFilter:
     created_to: datetime | None = None
 
 
-# A plan as lists show it: the columns PlanSummarySchema shows, in its order (schemas.plans.plan_summary
-# unpacks them so), with the organisation's and the hardware's slugs joined in. Rows of the tables' own
-# columns, not entities: loading 100 Plans with their organisation and hardware took most of a page's time
-# in the ORM, and even a select of the mapped attributes cost the ORM's bookkeeping on each page (issue 24).
-# The joins are on aliases: a plain `organizations` in the FROM would correlate the organisation filter's
-# subquery (id_by_slug) with each row rather than let the database evaluate it once and seek the index by
-# its value.
-_PLANS = PLANS.c
-_ORGANIZATION = Organization.__table__.alias("plan_organization")
-_HARDWARE = HardwareProfile.__table__.alias("plan_hardware")
-_SUMMARY = select(
-    _PLANS.id,
-    _ORGANIZATION.c.slug.label("organization_slug"),
-    _PLANS.budget_id,
-    _PLANS.parent_id,
-    _PLANS.name,
-    _PLANS.labels,
-    _PLANS.status,
-    _HARDWARE.c.slug.label("hardware_slug"),
-    _PLANS.method,
-    _PLANS.params,
-    _PLANS.tokens,
-    _PLANS.flops,
-    _PLANS.predicted_loss,
-    _PLANS.accelerators,
-    _PLANS.days,
-    _PLANS.accelerator_hours,
-    _PLANS.cost,
-    _PLANS.currency,
-    _PLANS.start_at,
-    _PLANS.end_at,
-    _PLANS.created_by,
-    _PLANS.created_at,
-    _PLANS.committed_at,
-    _PLANS.cancelled_at,
-    _PLANS.started_at,
-    _PLANS.finished_at,
-    _PLANS.actual_accelerator_hours,
-    _PLANS.actual_cost,
-    _PLANS.tokens_trained,
-).select_from(
-    PLANS.join(_ORGANIZATION, _ORGANIZATION.c.id == _PLANS.organization_id).outerjoin(
-        _HARDWARE, _HARDWARE.c.id == _PLANS.hardware_id
-    )
-)
-
-
 def list_plans(
     session: Session, where: PlanFilter, *, scope: uuid.UUID | None, limit: int, after: Cursor | None
-) -> Page[Row[Any]]:
-    """Newest first, a page at a time (keyset on created_at, id: as cheap deep down as on top): summaries,
-    rows of the figures and slugs a list shows (schemas.plans.plan_summary writes them)."""
-    return paginate_rows(session, _filtered(_SUMMARY, where, scope), PLANS, limit, after)
+) -> Page[str]:
+    """Newest first, a page at a time (keyset on created_at, id: as cheap deep down as on top): each plan's
+    summary, the JSON a list serves (plan_summaries)."""
+    page = paginate_rows(session, _filtered(plan_summaries.LISTED, where, scope), PLANS, limit, after)
+    return Page(plan_summaries.served(session, page.items), page.next_cursor)
 
 
 def _filtered(stmt: Select[*Columns], where: PlanFilter, scope: uuid.UUID | None) -> Select[*Columns]:
@@ -681,6 +644,7 @@ def _move(session: Session, plan: Plan, from_status: str, **values: Any) -> None
     audit.record(
         session, "commit" if values["status"] == PlanStatus.COMMITTED else "cancel", plan, sorted(values)
     )
+    plan_summaries.rewrite_on_commit(session, plan.id)
 
 
 def give_back(  # noqa: PLR0917 -- the three figures a budget reserves, and the entry that says why

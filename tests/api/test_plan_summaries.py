@@ -5,6 +5,7 @@ hand, or formatted otherwise, fails here."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from decimal import Decimal
 
@@ -23,6 +24,7 @@ from tests.api.test_plans import (
     make_budget,
     post_plan,
     revise,
+    statements_of,
     transition,
 )
 from tests.api.test_plans import world as world  # noqa: PLC0414 -- the fixture, re-exported
@@ -80,6 +82,9 @@ def varied(client, session, world) -> list[str]:
             cost=Decimal("0.000123"),
             tokens_trained=1e22,
             actual_cost=Decimal("1.10"),
+            # As every writer must (the version is the ETag): its stored summary is then not served, the row
+            # is rendered as the page is read.
+            version=Plan.version + 1,
         )
     )
     session.flush()
@@ -147,3 +152,63 @@ def test_the_varied_plans_cover_what_a_summary_may_hold(client, varied):
     assert "None" in seen("budget_id")
     assert {"{}", repr({"team": "alpha", "note": "naïve"})} <= seen("labels")
     assert {"0.0", "0.1", "0.5", "1.0"} <= seen("share_trained")
+
+
+# --- Summaries kept with their rows (services/plan_summaries.py) -------------------------------------------
+
+
+def stored(session, plan_id: str) -> tuple[str | None, int | None, int]:
+    plan = session.get(Plan, uuid.UUID(plan_id))
+    session.refresh(plan)
+    return plan.summary, plan.summary_version, plan.version
+
+
+def test_every_plan_the_api_writes_keeps_the_summary_a_page_serves_of_its_current_version(
+    client, session, varied
+):
+    served = {item["id"]: item for item in client.get("/v1/plans?limit=100").get_json()["items"]}
+
+    # All but the one changed straight in the database, in every status: created, revised, committed,
+    # cancelled, reported on, started, completed, failed.
+    for plan_id in varied[:-1]:
+        summary, summary_version, version = stored(session, plan_id)
+        assert summary_version == version, plan_id
+        assert json.loads(summary) == served[plan_id]
+
+
+def test_a_row_changed_without_its_summary_is_served_as_it_is_now_not_as_it_was(client, session, varied):
+    odd = varied[-1]  # its figures were changed in the database and its version bumped, its summary not
+    summary, summary_version, version = stored(session, odd)
+    assert summary_version == version - 1
+    assert json.loads(summary)["params"] != 1.5e16
+
+    served = {item["id"]: item for item in client.get("/v1/plans?limit=100").get_json()["items"]}
+
+    assert served[odd]["params"] == 1.5e16
+    assert served[odd]["cost"] == "0.000123"
+
+
+def test_plans_without_a_summary_are_served_rendered_from_their_rows_alongside_the_others(
+    app, client, session, connection, varied
+):
+    """As plans written before migration 0010 are: one statement for the page, one more for all of those."""
+    expected = client.get("/v1/plans?limit=100").get_data()
+    without = [uuid.UUID(plan_id) for plan_id in varied[::2]]
+    session.execute(update(Plan).where(Plan.id.in_(without)).values(summary=None, summary_version=None))
+    session.flush()
+
+    sent = statements_of(connection, lambda: client.get("/v1/plans?limit=100"))
+    response = client.get("/v1/plans?limit=100")
+
+    assert response.get_data() == expected
+    assert len([sql for sql in sent if "FROM plans" in sql]) == 2
+
+
+def test_a_page_reads_the_plans_table_alone_and_renders_only_the_rows_whose_summary_is_behind(
+    client, connection, varied
+):
+    sent = statements_of(connection, lambda: client.get("/v1/plans?limit=100"))
+
+    page, rendered = [sql for sql in sent if "plans" in sql]  # the odd plan's summary is behind its row
+    assert "JOIN" not in page
+    assert "," not in rendered.partition("WHERE plans.id IN (")[2]  # one id
