@@ -1,12 +1,13 @@
 """A plan as lists show it (GET /v1/plans, the console's history): its summary, kept with its row.
 
 Rendering the 100 summaries of a page from their rows on every read (30 columns converted by the driver and
-by SQLAlchemy, then formatted again) was most of what GET /v1/plans?limit=100 cost (issue 24). So a plan's row
-keeps its summary as the JSON a page serves (`Plan.summary`), written in the transaction that writes the row,
-with the version of the row it was written for (`Plan.summary_version`). A page serves a stored summary only
-while that is the row's version. Any other row is rendered from its columns as the page is read: one written
-before migration 0010, or one changed by a writer that bumped its version (as every writer must: the version
-is the plan's ETag) without writing its summary. A summary served is never stale; at worst it is rendered.
+by SQLAlchemy, then formatted again) was over half of what GET /v1/plans?limit=100 cost (issue 24). So a
+plan's row keeps its summary as the JSON a page serves (`Plan.summary`), written in the transaction that
+writes the row, with the version of the row it was written for (`Plan.summary_version`). A page serves a
+stored summary only while that is the row's version. Any other row is rendered from its columns as the page
+is read: one written before migration 0010, or one changed by a writer that bumped its version (as every
+writer must: the version is the plan's ETag) without writing its summary. A summary served is never stale;
+at worst it is rendered.
 
 What a summary holds is PlanSummarySchema's (tests/api/test_plan_summaries.py holds the two to the same
 bytes). A change to it must come with a migration that clears the stored summaries (`summary` to NULL).
