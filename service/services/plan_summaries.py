@@ -129,7 +129,7 @@ def _rewrite(session: Session, plan_id: uuid.UUID) -> None:
     connection.execute(_WRITE, {"plan_id": plan_id, "new_summary": summary, "of_version": version})
 
 
-def served(session: Session, rows: Sequence[Row[Any]]) -> list[str]:
+def summaries(session: Session, rows: Sequence[Row[Any]]) -> list[str]:
     """The summaries of a page's rows (of LISTED), in their order: those stored, and the others rendered from
     their rows with one statement."""
     missing = [row.id for row in rows if row.summary is None]

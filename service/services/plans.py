@@ -426,7 +426,7 @@ def list_plans(
     """Newest first, a page at a time (keyset on created_at, id: as cheap deep down as on top): each plan's
     summary, the JSON a list serves (plan_summaries)."""
     page = paginate_rows(session, _filtered(plan_summaries.LISTED, where, scope), PLANS, limit, after)
-    return Page(plan_summaries.served(session, page.items), page.next_cursor)
+    return Page(plan_summaries.summaries(session, page.items), page.next_cursor)
 
 
 def _filtered(stmt: Select[*Columns], where: PlanFilter, scope: uuid.UUID | None) -> Select[*Columns]:

@@ -1,4 +1,4 @@
-"""Lists of plans are written by hand (schemas.plans.plan_summary, from rows of the summary columns) and
+"""Lists of plans are written by hand (services/plan_summaries.py, stored with each plan's row) and
 documented by PlanSummarySchema, a plan by plan_document and PlanSchema: each pair must give the same
 document, byte for byte, for plans of every kind. A member added to a schema and not to what writes it by
 hand, or formatted otherwise, fails here."""
