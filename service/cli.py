@@ -15,7 +15,7 @@ from service import actors, jobs, migrate, webhook_sender
 from service.core.engine import ENGINE_VERSION
 from service.db import get_db
 from service.models import Plan
-from service.services import keys, plans
+from service.services import keys, plan_summaries, plans
 from service.services.catalog import load_builtin_hardware
 from service.services.errors import InvalidFieldError
 
@@ -137,6 +137,23 @@ def plans_verify() -> None:
         raise click.ClickException(
             f"plans of engine {ENGINE_VERSION} that differ: " + ", ".join(differing[:20])
         )
+
+
+@plans_cli.command("summarize")
+@click.option("--batch", default=500, show_default=True, help="Plans written per transaction.")
+def plans_summarize(batch: int) -> None:
+    """Write the summary a page serves of every plan that has none or an old one: plans stored before
+    migration 0010, which pages otherwise render from their rows each time they are read. Safe to run while
+    the service runs, and again."""
+    written = 0
+    while True:
+        with get_db().sessionmaker() as session:
+            count = plan_summaries.write_behind(session, batch)
+            session.commit()
+        if not count:
+            break
+        written += count
+    click.echo(f"{written} plan summaries written")
 
 
 jobs_cli = AppGroup("jobs", help="Background fits.")

@@ -10,7 +10,8 @@ writer must: the version is the plan's ETag) without writing its summary. A summ
 at worst it is rendered.
 
 What a summary holds is PlanSummarySchema's (tests/api/test_plan_summaries.py holds the two to the same
-bytes). A change to it must come with a migration that clears the stored summaries (`summary` to NULL).
+bytes). A change to it must come with a migration that clears the stored summaries (`summary` to NULL);
+`flask --app service plans summarize` (write_behind) then writes them anew, as it does for older plans.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, bindparam, case, event, select, update
+from sqlalchemy import Row, bindparam, case, event, or_, select, update
 from sqlalchemy.orm import Session, SessionTransaction
 
 from service import json_provider
@@ -83,10 +84,16 @@ LISTED = select(
 )
 _RENDERED = COLUMNS.where(_PLANS.id.in_(bindparam("ids", expanding=True)))
 _CURRENT = COLUMNS.add_columns(_PLANS.version).where(_PLANS.id == bindparam("plan_id"))
+# Written only over the version it was rendered from: a row that moved on meanwhile keeps what it has.
 _WRITE = (
     update(PLANS)
-    .where(_PLANS.id == bindparam("plan_id"))
+    .where(_PLANS.id == bindparam("plan_id"), _PLANS.version == bindparam("of_version"))
     .values(summary=bindparam("new_summary"), summary_version=bindparam("of_version"))
+)
+_BEHIND = (
+    COLUMNS.add_columns(_PLANS.version)
+    .where(or_(_PLANS.summary_version.is_(None), _PLANS.summary_version != _PLANS.version))
+    .limit(bindparam("batch"))
 )
 
 
@@ -127,6 +134,25 @@ def _rewrite(session: Session, plan_id: uuid.UUID) -> None:
     *row, version = connection.execute(_CURRENT, {"plan_id": plan_id}).one()
     summary = json_provider.served(plan_summary(row))
     connection.execute(_WRITE, {"plan_id": plan_id, "new_summary": summary, "of_version": version})
+
+
+def write_behind(session: Session, batch: int) -> int:
+    """Write the summaries of up to `batch` plans whose summary is missing or behind their row (plans from
+    before migration 0010); how many were read to write. Zero when every summary is current."""
+    rows = session.connection().execute(_BEHIND, {"batch": batch}).all()
+    if rows:
+        session.connection().execute(
+            _WRITE,
+            [
+                {
+                    "plan_id": row.id,
+                    "new_summary": json_provider.served(plan_summary(row[:-1])),
+                    "of_version": row[-1],
+                }
+                for row in rows
+            ],
+        )
+    return len(rows)
 
 
 def summaries(session: Session, rows: Sequence[Row[Any]]) -> list[str]:
