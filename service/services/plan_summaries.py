@@ -82,14 +82,15 @@ LISTED = select(
     _PLANS.created_at,
     case((_PLANS.summary_version == _PLANS.version, _PLANS.summary)).label("summary"),
 )
-_RENDERED = COLUMNS.where(_PLANS.id.in_(bindparam("ids", expanding=True)))
-_CURRENT = COLUMNS.add_columns(_PLANS.version).where(_PLANS.id == bindparam("plan_id"))
+# The rows of these plans, and their versions.
+_OF_IDS = COLUMNS.add_columns(_PLANS.version).where(_PLANS.id.in_(bindparam("ids", expanding=True)))
 # Written only over the version it was rendered from: a row that moved on meanwhile keeps what it has.
 _WRITE = (
     update(PLANS)
     .where(_PLANS.id == bindparam("plan_id"), _PLANS.version == bindparam("of_version"))
     .values(summary=bindparam("new_summary"), summary_version=bindparam("of_version"))
 )
+_CHANGED = "plan_summaries.changed"  # session.info: the plans whose rows changed in its transaction
 _BEHIND = (
     COLUMNS.add_columns(_PLANS.version)
     .where(or_(_PLANS.summary_version.is_(None), _PLANS.summary_version != _PLANS.version))
@@ -113,13 +114,11 @@ def rewrite_on_commit(session: Session, plan_id: uuid.UUID) -> None:
     session.info.setdefault(_CHANGED, set()).add(plan_id)
 
 
-_CHANGED = "plan_summaries.changed"
-
-
 @event.listens_for(Session, "before_commit")
 def _rewrite_changed(session: Session) -> None:
-    for plan_id in sorted(session.info.pop(_CHANGED, ())):
-        _rewrite(session, plan_id)
+    changed = sorted(session.info.pop(_CHANGED, ()))
+    if changed:
+        _write(session, session.connection().execute(_OF_IDS, {"ids": changed}).all())
 
 
 @event.listens_for(Session, "after_soft_rollback")
@@ -128,31 +127,28 @@ def _forget_changed(session: Session, previous_transaction: SessionTransaction) 
         session.info.pop(_CHANGED, None)
 
 
-def _rewrite(session: Session, plan_id: uuid.UUID) -> None:
-    """The summary of the plan's row as this transaction leaves it, which it holds locked."""
-    connection = session.connection()
-    *row, version = connection.execute(_CURRENT, {"plan_id": plan_id}).one()
-    summary = json_provider.served(plan_summary(row))
-    connection.execute(_WRITE, {"plan_id": plan_id, "new_summary": summary, "of_version": version})
-
-
 def write_behind(session: Session, batch: int) -> int:
     """Write the summaries of up to `batch` plans whose summary is missing or behind their row (plans from
     before migration 0010); how many were read to write. Zero when every summary is current."""
     rows = session.connection().execute(_BEHIND, {"batch": batch}).all()
     if rows:
-        session.connection().execute(
-            _WRITE,
-            [
-                {
-                    "plan_id": row.id,
-                    "new_summary": json_provider.served(plan_summary(row[:-1])),
-                    "of_version": row[-1],
-                }
-                for row in rows
-            ],
-        )
+        _write(session, rows)
     return len(rows)
+
+
+def _write(session: Session, rows: Sequence[Row[Any]]) -> None:
+    """Store the summaries of these rows (of COLUMNS and the row's version)."""
+    session.connection().execute(
+        _WRITE,
+        [
+            {
+                "plan_id": row.id,
+                "new_summary": json_provider.served(plan_summary(row[:-1])),
+                "of_version": row.version,
+            }
+            for row in rows
+        ],
+    )
 
 
 def summaries(session: Session, rows: Sequence[Row[Any]]) -> list[str]:
@@ -161,8 +157,8 @@ def summaries(session: Session, rows: Sequence[Row[Any]]) -> list[str]:
     missing = [row.id for row in rows if row.summary is None]
     rendered = {}
     if missing:
-        for row in session.connection().execute(_RENDERED, {"ids": missing}):
-            rendered[row.id] = json_provider.served(plan_summary(row))
+        for row in session.connection().execute(_OF_IDS, {"ids": missing}):
+            rendered[row.id] = json_provider.served(plan_summary(row[:-1]))
     return [row.summary if row.summary is not None else rendered[row.id] for row in rows]
 
 

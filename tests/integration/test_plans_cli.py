@@ -123,7 +123,8 @@ def test_summarize_writes_the_summaries_of_plans_stored_before_them_and_pages_re
     assert "3 plan summaries written" in written.output
     for plan in session.scalars(select(Plan).where(Plan.id.in_(ids))):
         session.refresh(plan)
-        assert plan.summary is not None and plan.summary_version == plan.version
+        assert plan.summary is not None
+        assert plan.summary_version == plan.version
     assert client.get("/v1/plans").get_data() == page
     again = runner.invoke(args=["plans", "summarize"])
     assert "0 plan summaries written" in again.output
