@@ -82,8 +82,9 @@ LISTED = select(
     _PLANS.created_at,
     case((_PLANS.summary_version == _PLANS.version, _PLANS.summary)).label("summary"),
 )
-# The rows of these plans, and their versions.
-_OF_IDS = COLUMNS.add_columns(_PLANS.version).where(_PLANS.id.in_(bindparam("ids", expanding=True)))
+# A summary's columns and the row's version (the last column), for summaries written or rendered from rows.
+_VERSIONED = COLUMNS.add_columns(_PLANS.version)
+_OF_IDS = _VERSIONED.where(_PLANS.id.in_(bindparam("ids", expanding=True)))
 # Written only over the version it was rendered from: a row that moved on meanwhile keeps what it has.
 _WRITE = (
     update(PLANS)
@@ -91,16 +92,19 @@ _WRITE = (
     .values(summary=bindparam("new_summary"), summary_version=bindparam("of_version"))
 )
 _CHANGED = "plan_summaries.changed"  # session.info: the plans whose rows changed in its transaction
-_BEHIND = (
-    COLUMNS.add_columns(_PLANS.version)
-    .where(or_(_PLANS.summary_version.is_(None), _PLANS.summary_version != _PLANS.version))
-    .limit(bindparam("batch"))
-)
+_BEHIND = _VERSIONED.where(
+    or_(_PLANS.summary_version.is_(None), _PLANS.summary_version != _PLANS.version)
+).limit(bindparam("batch"))
 
 
 def summary_of(plan: Plan) -> dict[str, Any]:
     """The summary of a plan as it stands."""
     return plan_summary(tuple(getattr(plan, name) for name in _NAMES))
+
+
+def keep_with(plan: Plan) -> None:
+    """Give a new plan, about to be inserted, the summary its row keeps."""
+    plan.summary, plan.summary_version = json_provider.served(summary_of(plan)), plan.version
 
 
 def rewrite_on_commit(session: Session, plan_id: uuid.UUID) -> None:
@@ -137,17 +141,10 @@ def write_behind(session: Session, batch: int) -> int:
 
 
 def _write(session: Session, rows: Sequence[Row[Any]]) -> None:
-    """Store the summaries of these rows (of COLUMNS and the row's version)."""
+    """Store the summaries of these rows of _VERSIONED."""
     session.connection().execute(
         _WRITE,
-        [
-            {
-                "plan_id": row.id,
-                "new_summary": json_provider.served(plan_summary(row[:-1])),
-                "of_version": row.version,
-            }
-            for row in rows
-        ],
+        [{"plan_id": row.id, "new_summary": _rendered(row), "of_version": row.version} for row in rows],
     )
 
 
@@ -158,8 +155,13 @@ def summaries(session: Session, rows: Sequence[Row[Any]]) -> list[str]:
     rendered = {}
     if missing:
         for row in session.connection().execute(_OF_IDS, {"ids": missing}):
-            rendered[row.id] = json_provider.served(plan_summary(row[:-1]))
+            rendered[row.id] = _rendered(row)
     return [row.summary if row.summary is not None else rendered[row.id] for row in rows]
+
+
+def _rendered(row: Row[Any]) -> str:
+    """The summary of a row of _VERSIONED, as stored and served."""
+    return json_provider.served(plan_summary(row[:-1]))
 
 
 def plan_summary(row: Sequence[Any]) -> dict[str, Any]:

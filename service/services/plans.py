@@ -38,7 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
-from service import actors, json_provider, metrics
+from service import actors, metrics
 from service.core import engine, performance
 from service.core.laws import ScalingLaw
 from service.core.units import CENT
@@ -240,7 +240,7 @@ def _insert(session: Session, plan: Plan) -> None:
     plan.hardware_id = None if plan.hardware is None else plan.hardware.id
     plan.law_id = None if plan.law is None else plan.law.id
     audit.record(session, "create", plan, [name for name in fields if name not in _NEW_PLAN])
-    plan.summary, plan.summary_version = json_provider.served(plan_summaries.summary_of(plan)), plan.version
+    plan_summaries.keep_with(plan)
     values = plan.__dict__  # read as the instance holds them: 40 instrumented reads cost more than the INSERT
     session.execute(insert(PLANS), {key: values.get(key) for key in _PLAN_COLUMNS})
 
