@@ -31,6 +31,7 @@ from service.models import (
     table_of,
     utcnow,
 )
+from service.prepared import Prepared
 from service.services.pagination import Cursor, Page, paginate
 
 # What the log records, and the name each kind has in it.
@@ -130,10 +131,12 @@ def record(session: Session, action: str, obj: Audited, fields: list[str]) -> No
     """Log a change made with a Core statement (which the flush hook does not see), e.g. a plan's commit or
     creation: with an INSERT of its own, at once, since an entry left to the next flush made that flush cost
     more than the change's own statement (issue 24)."""
-    session.execute(
-        insert(AUDIT_LOG),
-        {"id": uuid.uuid4(), "created_at": utcnow(), **_entry(session, action, obj, sorted(fields))},
+    _INSERT.execute(
+        session, {"id": uuid.uuid4(), "created_at": utcnow(), **_entry(session, action, obj, sorted(fields))}
     )
+
+
+_INSERT = Prepared(insert(AUDIT_LOG))
 
 
 def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:

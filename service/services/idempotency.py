@@ -19,15 +19,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import BigInteger, ColumnElement, Executable, and_, bindparam, delete, literal, select
+from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, delete, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from service import locks
 from service.models import IdempotencyRecord, table_of
+from service.prepared import Prepared
 from service.services.errors import InProgressError, KeyReusedError
 
 KEY_LIFETIME = timedelta(hours=24)
@@ -75,29 +77,30 @@ def claim(session: Session, key: RequestKey, now: datetime) -> StoredResponse | 
     (services/transactions.run_once does all of this).
     """
     lock = locks.lock_key(f"idempotency:{key.principal}:{key.key}")
-    found = session.execute(
-        _claim_statement(session.get_bind().dialect.name),
-        {"lock": lock, "principal": key.principal, "key": key.key},
-    ).one()
-    if not found.locked:
+    found = _claim_statement(session.get_bind().dialect.name).first(
+        session, {"lock": lock, "principal": key.principal, "key": key.key}
+    )
+    assert found is not None, "the claim selects one row, with or without a record"
+    locked, record_id, fingerprint_, status_code, body, headers, expires_at = found
+    if not locked:
         raise _in_progress()
-    if found.id is None or found.expires_at <= now:  # a fresh key, or one expired: `store` replaces it
+    if record_id is None or expires_at <= now:  # a fresh key, or one expired: `store` replaces it
         return None
-    if found.fingerprint != key.fingerprint:
+    if fingerprint_ != key.fingerprint:
         raise _reused()
-    if found.status_code is None:  # a record without its response: taken for a request still running
+    if status_code is None:  # a record without its response: taken for a request still running
         raise _in_progress()
-    return StoredResponse(found.status_code, found.body or "", dict(found.headers))
+    return StoredResponse(status_code, body or "", dict(headers))
 
 
 @functools.cache
-def _claim_statement(dialect: str) -> Executable:
+def _claim_statement(dialect: str) -> Prepared:
     """One statement that takes the key's lock and reads its record: a one-row select joined to the record,
     so that the lock is taken whether or not there is one. Built once per dialect: building it (and its cache
     key) cost more than running it."""
     one_row = select(literal(1).label("one")).subquery()
     records = IDEMPOTENCY_KEYS.c
-    return (
+    return Prepared(
         select(
             locks.try_transaction_lock(dialect, bindparam("lock", type_=BigInteger)).label("locked"),
             records.id,
@@ -136,9 +139,10 @@ def store(session: Session, response: StoredResponse, key: RequestKey, now: date
     taken as its statement starts, just before the lock: a request with the same key that committed in
     between left a record the claim did not see. Its retry will replay it.
     """
-    stored = session.execute(
-        _upsert(session.get_bind().dialect.name),
+    stored = _upsert(session.get_bind().dialect.name).first(
+        session,
         {
+            "id": uuid.uuid4(),
             "principal": key.principal,
             "key": key.key,
             "fingerprint": key.fingerprint,
@@ -149,23 +153,25 @@ def store(session: Session, response: StoredResponse, key: RequestKey, now: date
             "expires_at": now + KEY_LIFETIME,
             "now": now,
         },
-    ).first()
+    )
     if stored is None:
         raise _in_progress()
 
 
 @functools.cache
-def _upsert(dialect_name: str) -> Executable:
+def _upsert(dialect_name: str) -> Prepared:
     """`store`'s statement, made once per dialect and given each record's values when run: making it anew
     each time took longer than the database takes to run it (0.3 ms, mostly the ON CONFLICT clause)."""
     table = IDEMPOTENCY_KEYS
     insert = postgresql.insert(table) if dialect_name == "postgresql" else sqlite.insert(table)
     replaced = ("fingerprint", "status_code", "body", "headers", "created_at", "expires_at")
-    return insert.on_conflict_do_update(
-        index_elements=[table.c.principal, table.c.key],
-        set_={name: insert.excluded[name] for name in replaced},
-        where=table.c.expires_at <= bindparam("now"),
-    ).returning(table.c.id)
+    return Prepared(
+        insert.on_conflict_do_update(
+            index_elements=[table.c.principal, table.c.key],
+            set_={name: insert.excluded[name] for name in replaced},
+            where=table.c.expires_at <= bindparam("now"),
+        ).returning(table.c.id)
+    )
 
 
 def any_expired(session: Session, now: datetime) -> bool:

@@ -57,6 +57,7 @@ from service.models import (
     table_of,
     utcnow,
 )
+from service.prepared import Prepared
 from service.services import (
     audit,
     calibrations,
@@ -242,10 +243,11 @@ def _insert(session: Session, plan: Plan) -> None:
     audit.record(session, "create", plan, [name for name in fields if name not in _NEW_PLAN])
     plan_summaries.keep_with(plan)
     values = plan.__dict__  # read as the instance holds them: 40 instrumented reads cost more than the INSERT
-    session.execute(insert(PLANS), {key: values.get(key) for key in _PLAN_COLUMNS})
+    _INSERT.execute(session, {key: values.get(key) for key in _PLAN_COLUMNS})
 
 
 _PLAN_COLUMNS = tuple(column.key for column in PLANS.columns)
+_INSERT = Prepared(insert(PLANS))
 
 
 def _priced_hardware(
@@ -288,9 +290,7 @@ def _reads(
     """What a new plan reads, in one statement: the organisation it belongs to, the budget it is charged to if
     any, and the organisation's calibration in force for the hardware named, if any."""
     slug = request.hardware if isinstance(request.hardware, str) else None
-    row = session.execute(
-        _READS, {"slug": request.organization, "id": request.budget_id, "hardware": slug}
-    ).first()
+    row = _READS.first(session, {"slug": request.organization, "id": request.budget_id, "hardware": slug})
     found = (
         None if row is None else as_read(Organization, dict(zip(_ORGANIZATION_COLUMNS, row, strict=False)))
     )
@@ -305,11 +305,10 @@ def _reads(
     return organization, budget, calibration_id
 
 
-# Built once: every plan runs it, and building the statement cost more than running it. Of Core columns: the
-# ORM sets up its loading of an entity anew on each execution. Without a budget_id the join matches nothing,
-# and for inline hardware (no slug) there is no calibration. What remains of a budget is Budget.remaining.
+# Prepared (service/prepared.py): every plan runs it. Without a budget_id the join matches nothing, and for
+# inline hardware (no slug) there is no calibration. What remains of a budget is Budget.remaining.
 _ORGANIZATION_COLUMNS = tuple(column.key for column in table_of(Organization).columns)
-_READS = (
+_READS = Prepared(
     select(
         *table_of(Organization).columns,
         Budget.id,
