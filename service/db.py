@@ -14,7 +14,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import json_provider
+from service import json_provider, prepared
 from service.actors import act_as
 from service.built_in_hardware import BUILT_IN_HARDWARE, BuiltInHardware
 from service.config import Config
@@ -178,8 +178,9 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection):
-        connection.exec_driver_sql(
-            f"BEGIN {connection.get_execution_options().get('sqlite_begin', 'IMMEDIATE')}"
+        # Straight on the driver (service/prepared.py): every transaction begins here.
+        prepared.run(
+            connection, f"BEGIN {connection.get_execution_options().get('sqlite_begin', 'IMMEDIATE')}"
         )
 
     return engine

@@ -69,7 +69,7 @@ class Prepared:
         arguments: Sequence[Any] | dict[str, Any] = (
             values if compiled.positional else dict(zip(compiled.keys, values, strict=True))
         )
-        rows, description = _run(connection, compiled.sql, arguments)
+        rows, description = run(connection, compiled.sql, arguments)
         if not rows:
             return rows
         results = self._results.get(dialect.name)
@@ -109,11 +109,11 @@ class Prepared:
         return prepared
 
 
-def _run(
-    connection: Connection, sql: str, arguments: Sequence[Any] | dict[str, Any]
+def run(
+    connection: Connection, sql: str, arguments: Sequence[Any] | dict[str, Any] = ()
 ) -> tuple[list[tuple], Sequence[Sequence[Any]]]:
-    """`sql` executed on the connection's driver cursor as SQLAlchemy would (its listeners, its errors): the
-    rows and the cursor's description of them."""
+    """`sql`, in the driver's terms, executed on the connection's driver cursor as SQLAlchemy would (its
+    listeners, its errors): the rows, as the driver gives them, and the cursor's description of them."""
     dispatch = connection.dispatch
     driver = connection.connection.dbapi_connection
     assert driver is not None, "a connection in a transaction has its driver's"

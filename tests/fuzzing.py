@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 import schemathesis
 
+from service.core.units import PF_DAY_FLOPS
 from service.services.feed import FeedCursor
 from service.services.pagination import Cursor
 
@@ -475,9 +476,25 @@ def _a_cluster_the_model_can_run(body: dict) -> None:
         # A deadline the planner can meet: within the accelerators it may choose by default.
         body.pop("max_accelerators", None)
         body["days"] = max(body["days"], DEADLINE_DAYS)
-    if isinstance(body.get("params"), int | float) and isinstance(body.get("max_accelerators"), int):
+    params = body.get("params")
+    if not isinstance(params, int | float):
+        params = _compute_optimal_params(body)
+    if params is not None and isinstance(body.get("max_accelerators"), int):
         # Room for the model: an accelerator per billion parameters (16 GB of mixed-precision Adam states).
-        body["max_accelerators"] = max(body["max_accelerators"], math.ceil(body["params"] / 1e9))
+        body["max_accelerators"] = max(body["max_accelerators"], math.ceil(params / 1e9))
+
+
+def _compute_optimal_params(body: dict) -> float | None:
+    """Roughly the size a FLOP budget buys (C = 6 N D with D = r N, r the ratio asked for or Chinchilla's 20),
+    twice over for the laws that favour larger models; None for other budgets."""
+    flops = body.get("flops")
+    if not isinstance(flops, int | float) and isinstance(body.get("pf_days"), int | float):
+        flops = body["pf_days"] * PF_DAY_FLOPS
+    if not isinstance(flops, int | float) or flops <= 0:
+        return None
+    ratio = body.get("tokens_per_param")
+    ratio = ratio if isinstance(ratio, int | float) and ratio > 0 else 20
+    return 2 * math.sqrt(flops / (6 * ratio))
 
 
 def _runs_that_make_a_law(body: dict) -> None:
