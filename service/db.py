@@ -14,7 +14,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import json_provider, prepared
+from service import json_provider, prepared, write_gate
 from service.actors import act_as
 from service.built_in_hardware import BUILT_IN_HARDWARE, BuiltInHardware
 from service.config import Config
@@ -176,12 +176,20 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
         cursor.execute(f"PRAGMA threads = {SQLITE_SORT_THREADS}")
         cursor.close()
 
+    # Writers queue at a gate rather than sleep in SQLite's busy handler (service/write_gate.py); an in-memory
+    # database has one connection, and no file to put the gate's beside.
+    gate = None
+    if url.database and url.database != ":memory:":
+        gate = write_gate.install(engine, Path(url.database), busy_timeout_ms / 1000)
+
     @event.listens_for(engine, "begin")
     def _begin(connection):
+        mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
         # Straight on the driver (service/prepared.py): every transaction begins here.
-        prepared.run(
-            connection, f"BEGIN {connection.get_execution_options().get('sqlite_begin', 'IMMEDIATE')}"
-        )
+        if gate is None or mode == "DEFERRED":
+            prepared.run(connection, f"BEGIN {mode}")
+        else:
+            write_gate.begin(gate, connection, f"BEGIN {mode}")
 
     return engine
 

@@ -30,6 +30,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "locks",
         "json_provider",
         "built_in_hardware",
+        "prepared",
+        "write_gate",
         "db",
         "migrate",
         "background",
