@@ -2,7 +2,7 @@
 
 Executed through SQLAlchemy, a statement costs a request 0.2-0.4 ms of Python (a statement's execution
 context, its result's metadata, an ORM-enabled select's compile state) beside some 0.05 ms in the driver;
-for a plan's four to six statements that was a fifth of its CPU (bench/RESULTS.md, issue 24). A `Prepared`
+for a plan's four to six statements, a fifth to a third of its CPU (bench/RESULTS.md, issue 24). A `Prepared`
 statement is compiled once per dialect, with its parameters' and columns' type processing looked up then,
 so that running it is: convert the parameters, execute on the cursor of the session's connection, convert
 the rows.
@@ -36,14 +36,15 @@ class _Compiled:
     positional: bool
     names: tuple[str, ...]  # the parameters, in the statement's order
     keys: tuple[str, ...]  # the name each has in the driver's mapping (pyformat), escaped where needed
-    fixed: Mapping[str, Any]  # the values of parameters the statement holds itself (literals)
+    fixed: Mapping[str, Any]  # parameters the statement gives a value itself (literals): not the caller's
     binds: tuple[Processor, ...]  # each parameter's conversion for the driver
     columns: tuple[Any, ...]  # the types of the columns it returns
 
 
 class Prepared:
-    """`statement` (Core, with named bind parameters; an INSERT lists every column) compiled once per
-    dialect. Parameters are given by name, every one the statement has."""
+    """`statement` compiled once per dialect (the service configures its engines of one dialect alike: the
+    same JSON serialiser, say). Its parameters are named (no expanding IN lists) and given by name, every
+    one: an INSERT of a table lists every column, with no column defaults applied."""
 
     def __init__(self, statement: Select[Unpack[TupleAny]] | UpdateBase):
         self.statement = statement
