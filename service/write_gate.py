@@ -19,6 +19,7 @@ taken. So a release some path missed would cost time, never a hang or a wrong wr
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 import time
@@ -28,6 +29,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 
 from service import prepared
+
+log = logging.getLogger(__name__)
 
 GATE_POLL_SECONDS = 0.0002  # between tries of the file lock another process holds
 SUFFIX = "-writers"  # the gate's file: the database's path with this appended
@@ -43,14 +46,19 @@ class WriteGate:
         self._holder: object | None = None  # the driver connection inside the gate
         self._file: int | None = None  # this process's descriptor of the gate's file
         self._pid = 0  # the process that opened it: a forked child opens its own
+        self._unavailable = False  # its file could not be opened (said once in the log)
 
-    def enter(self, holder: object) -> bool:
-        """Wait for the gate (`timeout` seconds at most) and hold it for `holder`; False if it stayed shut."""
+    def enter(self, holder: object) -> bool | None:
+        """Wait for the gate (`timeout` seconds at most) and hold it for `holder`; False if it stayed shut,
+        None if there is no gate (its file could not be opened: the writer waits in SQLite as before)."""
         deadline = time.monotonic() + self.timeout
         if not self._threads.acquire(timeout=self.timeout):
             return False
         try:
             descriptor = self._descriptor()
+            if descriptor is None:
+                self._threads.release()
+                return None
             while True:
                 try:
                     fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -77,21 +85,32 @@ class WriteGate:
         finally:
             self._threads.release()
 
-    def _descriptor(self) -> int:
+    def _descriptor(self) -> int | None:
         # One per process: flock excludes other open file descriptions, and a child forked with its parent's
-        # would share the parent's lock. Threads of one process are ordered by _threads instead.
+        # would share the parent's lock. Threads of one process are ordered by _threads instead. Read-only
+        # is enough for flock, so that any user who may read the database may queue (another user's
+        # `flask` command, say).
         if self._file is None or self._pid != os.getpid():
-            self._file = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                self._file = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
+            except OSError as error:
+                if not self._unavailable:
+                    log.warning(
+                        "no writers' gate: SQLite's busy handler orders writers",
+                        extra={"path": str(self.path), "error_type": type(error).__name__},
+                    )
+                self._unavailable = True
+                return None
             self._pid = os.getpid()
         return self._file
 
 
 def install(engine: Engine, database: Path, timeout: float) -> WriteGate:
     """Make the writing transactions of `engine` (on the SQLite file `database`) pass a gate: its `begin`
-    listener begins them with `begin`. The gate is left as soon as the transaction's
-    COMMIT or ROLLBACK has run (SQLAlchemy's `commit` and `rollback` events come before them, which would let
-    the next writer in to find the lock still taken), and at the latest as its connection goes back to the
-    pool or is closed, whatever path took it there."""
+    listener begins them with `begin`. The gate is left as soon as the transaction's COMMIT or ROLLBACK has
+    run (SQLAlchemy's `commit` and `rollback` events come before them, which would let the next writer in to
+    find the lock still taken), and at the latest as its connection goes back to the pool or is closed,
+    whatever path took it there."""
     gate = WriteGate(database, timeout)
     dialect = engine.dialect
     commit, rollback = dialect.do_commit, dialect.do_rollback
@@ -120,7 +139,7 @@ def begin(gate: WriteGate, connection: Connection, statement: str) -> None:
     """Begin `connection`'s writing transaction with `statement` (BEGIN IMMEDIATE) once through the gate.
     Past the timeout, the statement tries SQLite's lock once, at once, so that the wait stays within the
     bound it had."""
-    if gate.enter(_driver(connection.connection)):
+    if gate.enter(_driver(connection.connection)) is not False:
         prepared.run(connection, statement)
         return
     busy_timeout_ms = round(gate.timeout * 1000)

@@ -174,3 +174,21 @@ def test_a_writer_gives_up_within_the_busy_timeout_when_gate_and_lock_stay_taken
     assert BUSY_TIMEOUT_MS / 1000 <= waited < 2 * BUSY_TIMEOUT_MS / 1000
     with sqlite_engine.connect() as connection:  # the connection waits as long as before for the next time
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == BUSY_TIMEOUT_MS
+
+
+def test_without_its_file_there_is_no_gate_and_writers_wait_in_sqlite_as_before(database, caplog):
+    # The gate's file cannot be opened (here a directory stands in its place; in production, say, a database
+    # directory another user owns): writes go on, ordered by SQLite's busy handler alone, and the log says so.
+    (database.parent / f"{database.name}{SUFFIX}").mkdir()
+    engine = create_db_engine(Config(database_url=f"sqlite:///{database}"))
+    try:
+        for value in range(2):
+            with engine.begin() as connection:
+                if value == 0:
+                    connection.execute(text("CREATE TABLE t (x INTEGER)"))
+                connection.execute(text("INSERT INTO t VALUES (:x)"), {"x": value})
+        assert rows(engine) == [0, 1]
+    finally:
+        engine.dispose()
+    warnings = [record for record in caplog.records if "no writers' gate" in record.getMessage()]
+    assert len(warnings) == 1
