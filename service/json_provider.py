@@ -36,10 +36,7 @@ class OrjsonProvider(DefaultJSONProvider):
 def served(document: Any) -> str:
     """A document of JSON's own types as a response writes it (`OrjsonProvider`, compact), for a part of
     responses kept written (a plan's summary)."""
-    try:
-        return orjson.dumps(document, option=orjson.OPT_NON_STR_KEYS).decode()
-    except orjson.JSONEncodeError:  # as OrjsonProvider: Flask's, compact as its responses are
-        return json.dumps(document, separators=(",", ":"))
+    return _written(document, separators=(",", ":"))  # as OrjsonProvider's fallback, Flask's: compact
 
 
 def load(text: str | bytes) -> Any:
@@ -55,7 +52,13 @@ def load(text: str | bytes) -> Any:
 def store(document: Any) -> str:
     """A document as the database's JSON columns keep it (the engines' `json_serializer`): orjson's, which,
     like the standard library's before it, refuses what JSON has no type for (a Decimal, an object)."""
+    return _written(document, separators=None)  # the standard library's, as the columns held before
+
+
+def _written(document: Any, separators: tuple[str, str] | None) -> str:
+    """orjson's text of `document`; for text only \\u escapes carry (a lone surrogate), the standard library's
+    with these `separators`."""
     try:
         return orjson.dumps(document, option=orjson.OPT_NON_STR_KEYS).decode()
-    except orjson.JSONEncodeError:  # text only \u escapes carry (a lone surrogate): the standard library
-        return json.dumps(document)
+    except orjson.JSONEncodeError:
+        return json.dumps(document, separators=separators)

@@ -100,13 +100,21 @@ def test_a_writer_waits_for_the_one_inside_and_goes_in_as_its_transaction_ends(s
 
 
 def test_readers_do_not_wait_at_the_gate(sqlite_engine):
+    sent: list[str] = []
     with sqlite_engine.connect() as writer:
         writer.begin()
         with sqlite_engine.connect().execution_options(**READ_ONLY) as reader:
+            event.listen(reader, "before_cursor_execute", lambda *args: sent.append(args[2]))
+            started = time.monotonic()
             reader.begin()
             assert reader.execute(text("SELECT count(*) FROM t")).scalar() == 0
+            waited = time.monotonic() - started
             reader.rollback()
         writer.rollback()
+    # Straight to its BEGIN DEFERRED: a reader at the gate would have waited the busy timeout for the writer
+    # of this same thread, then tried SQLite without waiting (PRAGMA busy_timeout = 0 first).
+    assert sent == ["BEGIN DEFERRED", "SELECT count(*) FROM t"]
+    assert waited < BUSY_TIMEOUT_MS / 1000 / 2
 
 
 def test_a_writer_of_another_process_keeps_the_gate_until_it_lets_go(sqlite_engine, database, begins):
