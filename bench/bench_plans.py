@@ -62,7 +62,7 @@ from sqlalchemy.orm import Session
 from bench.machine import describe
 from service import json_provider
 from service.config import Config
-from service.db import READ_ONLY, create_db_engine
+from service.db import create_db_engine, reading
 from service.models import Organization, Plan
 from service.services import plan_summaries, plans
 from service.services.pagination import Cursor
@@ -715,7 +715,7 @@ def time_page(
 
     where = plans.PlanFilter(organization=organization)
 
-    reader = engine.execution_options(**READ_ONLY)  # as the service reads for a GET (SQLite: BEGIN DEFERRED)
+    reader = reading(engine)  # as the service reads for a GET (SQLite: BEGIN DEFERRED; PostgreSQL: none)
 
     def service_call() -> None:
         with Session(reader) as session:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 import click
@@ -10,6 +11,7 @@ from alembic import command
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from service import actors, jobs, migrate, webhook_sender
 from service.core.engine import ENGINE_VERSION
@@ -114,7 +116,7 @@ def plans_verify() -> None:
     checked, differing = 0, []
     older: dict[str, list[int]] = {}  # engine version -> [plans, of which would now differ]
     with get_db().read_sessionmaker() as session:
-        for plan in session.scalars(select(Plan).execution_options(yield_per=500)):
+        for plan in _every_plan(session):
             same = plans.reevaluate(plan) == plan.result
             version = plan.snapshot["engine_version"]
             if version != ENGINE_VERSION:
@@ -137,6 +139,20 @@ def plans_verify() -> None:
         raise click.ClickException(
             f"plans of engine {ENGINE_VERSION} that differ: " + ", ".join(differing[:20])
         )
+
+
+def _every_plan(session: Session, batch: int = 500) -> Iterator[Plan]:
+    """Every stored plan, `batch` at a time in id order: a plain query per batch, which a reading session
+    can run without a transaction (db.reading), where a streamed one would need a server-side cursor."""
+    after = None
+    while True:
+        query = select(Plan).order_by(Plan.id).limit(batch)
+        found = session.scalars(query if after is None else query.where(Plan.id > after)).all()
+        yield from found
+        if len(found) < batch:
+            return
+        after = found[-1].id
+        session.expunge_all()  # memory stays one batch's
 
 
 @plans_cli.command("summarize")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import flask
 import psycopg
@@ -198,6 +199,18 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
 READ_ONLY = {"sqlite_begin": "DEFERRED"}
 
 
+def reading(engine: Engine) -> Engine:
+    """`engine` as sessions that only read use it. SQLite: a transaction begun DEFERRED (READ_ONLY), which
+    never waits for the write lock. PostgreSQL: no transaction, the driver in autocommit. Under READ
+    COMMITTED, PostgreSQL's default and the service's, every statement reads a snapshot of its own whether or
+    not a transaction is open, so a reading transaction's BEGIN and the ROLLBACK that ends it were two round
+    trips that bought nothing: a third of the round trips of a page or a layout search (issue 24). What needs
+    one snapshot across statements, or a server-side cursor, writes or takes a transaction of its own."""
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="AUTOCOMMIT")
+    return engine.execution_options(**READ_ONLY)
+
+
 class Database:
     """What a Flask app needs to talk to its database."""
 
@@ -210,9 +223,10 @@ class Database:
         self.sessionmaker: sessionmaker[Session] = sessionmaker(
             bind=engine, expire_on_commit=False, info=shared
         )
-        # Sessions that only read: on SQLite they begin DEFERRED and never wait for the write lock.
+        # Sessions that only read (`reading`): on SQLite they never wait for the write lock, on PostgreSQL
+        # they open no transaction.
         self.read_sessionmaker: sessionmaker[Session] = sessionmaker(
-            bind=engine.execution_options(**READ_ONLY), expire_on_commit=False, info=shared
+            bind=reading(engine), expire_on_commit=False, info=shared
         )
         # /readyz's (create_readiness_engine); SQLite's probe reads like any request.
         self.readiness_sessionmaker: sessionmaker[Session] = (
@@ -231,18 +245,35 @@ def get_db(app: flask.Flask | None = None) -> Database:
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
+View = TypeVar("View", bound=Callable[..., Any])
+
+
+def only_reads(view: View) -> View:
+    """Mark a view that only reads though it arrives by POST (a layout search, say): its request reads
+    through a reading session (`reading`) from the key's lookup on, as a GET's does. Innermost of its
+    decorators, so that each wrapper copies the mark."""
+    view.only_reads = True  # type: ignore[attr-defined]
+    return view
+
+
+def _request_only_reads() -> bool:
+    if flask.request.method in READ_METHODS:
+        return True
+    return getattr(flask.current_app.view_functions.get(flask.request.endpoint or ""), "only_reads", False)
+
+
 def get_session(*, read_only: bool | None = None) -> Session:
     """The request's session, opened on first use.
 
-    Read-only (on SQLite: a transaction that never waits for the write lock) when `read_only` says so or,
-    by default, for GET, HEAD and OPTIONS. A use case that only reads but arrives by POST says so.
+    Read-only (`reading`: on SQLite a transaction that never waits for the write lock, on PostgreSQL none)
+    when `read_only` says so or, by default, for GET, HEAD and OPTIONS and views marked `only_reads`.
     """
     if "db_session" not in flask.g:
         # What the request read before it writes (reading_session) is done with once it has a session of its
         # own: closed, so that a request never holds two connections while it writes.
         _close(flask.g.pop("reading_session", None))
         if read_only is None:
-            read_only = flask.request.method in READ_METHODS
+            read_only = _request_only_reads()
         database = get_db()
         session = (database.read_sessionmaker if read_only else database.sessionmaker)()
         principal = flask.g.get("principal")
@@ -253,11 +284,12 @@ def get_session(*, read_only: bool | None = None) -> Session:
 
 @contextlib.contextmanager
 def reading_session() -> Iterator[Session]:
-    """A session for what a writing request reads before it writes: the request's own, except on SQLite,
-    where a writing transaction holds the database's write lock from its first statement. There it is one of
-    its own, begun DEFERRED, so that no other writer waits while it reads."""
+    """A session for what a request reads before it may write (the key's lookup, a plan's reads): the
+    request's own, except on SQLite for a request that writes, whose transaction holds the database's write
+    lock from its first statement. There it is one of its own, begun DEFERRED, so that no other writer waits
+    while it reads."""
     database = get_db()
-    if database.engine.dialect.name != "sqlite":
+    if database.engine.dialect.name != "sqlite" or _request_only_reads():
         yield get_session()
         return
     # One per request, closed when the request opens its own (get_session) or ends: the key's lookup and a

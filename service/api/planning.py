@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.api.base import Blueprint
 from service.auth import READERS, requires, scope
-from service.db import get_session
+from service.db import get_session, only_reads
 from service.schemas.planning import (
     AllocationRequestSchema,
     AllocationSchema,
@@ -20,6 +20,7 @@ blp = Blueprint("planning", __name__, url_prefix="/v1", description="Allocate co
 @requires(*READERS)
 @blp.arguments(AllocationRequestSchema)
 @blp.response(200, AllocationSchema)
+@only_reads
 def create_allocation(request):
     """Allocate a compute budget to a model size and a token count.
 
@@ -34,13 +35,14 @@ def create_allocation(request):
     other than the hardware's price's without a `price_per_hour`, a `target_loss` the law cannot reach, and
     figures beyond what the engine answers for (1e35 FLOPs, 1e16 parameters, 1e18 tokens, a cost of 1e12).
     """
-    return planning.make_allocation(get_session(read_only=True), request, scope=scope())
+    return planning.make_allocation(get_session(), request, scope=scope())
 
 
 @blp.post("/estimates")
 @requires(*READERS)
 @blp.arguments(EstimateRequestSchema)
 @blp.response(200, EstimateSchema)
+@only_reads
 def create_estimate(request):
     """Time, accelerator-hours, cost and memory of training `params` on `tokens` on a cluster.
 
@@ -49,4 +51,4 @@ def create_estimate(request):
     shape's heads), figures beyond what the engine answers for (1e35 FLOPs with the attention term, a cost
     of 1e12).
     """
-    return planning.make_estimate(get_session(read_only=True), request, scope=scope())
+    return planning.make_estimate(get_session(), request, scope=scope())

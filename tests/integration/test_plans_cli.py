@@ -6,7 +6,10 @@ import uuid
 
 from sqlalchemy import select, update
 
+from service import cli
+from service.db import get_db
 from service.models import Plan
+from tests.conftest import build_app
 
 INLINE_PLAN = {
     "organization": "acme",
@@ -128,3 +131,23 @@ def test_summarize_writes_the_summaries_of_plans_stored_before_them_and_pages_re
     assert client.get("/v1/plans").get_data() == page
     again = runner.invoke(args=["plans", "summarize"])
     assert "0 plan summaries written" in again.output
+
+
+def test_verify_goes_through_every_plan_a_batch_at_a_time(app, client, session):
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    ids = {client.post("/v1/plans", json=INLINE_PLAN).get_json()["id"] for _ in range(3)}
+    seen = [str(plan.id) for plan in cli._every_plan(session, batch=2)]
+    assert set(seen) == ids
+    assert seen == sorted(seen, key=uuid.UUID)  # id order: each batch starts after the last one's end
+
+
+def test_verify_reads_as_the_service_reads(database_url):
+    # The other tests run it on the test's transaction. Through the app's own reading sessions, PostgreSQL's
+    # without a transaction (db.reading), a streamed query's server-side cursor could not be declared.
+    app = build_app(database_url)
+    try:
+        verified = app.test_cli_runner().invoke(args=["plans", "verify"])
+    finally:
+        get_db(app).engine.dispose()
+    assert verified.exit_code == 0, verified.output
+    assert "plans re-evaluated, 0 differ" in verified.output

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import psycopg
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
+from service.db import get_db, get_session, reading, reading_session
 from service.models import IdempotencyRecord, Organization, utcnow
 from service.services.errors import ConflictError, InProgressError, KeyReusedError
 from service.services.idempotency import KEY_LIFETIME, RequestKey, StoredResponse
 from service.services.transactions import commit_new, commit_or, run_once
+from tests.conftest import build_app
 
 KEY = RequestKey(principal="cpk_alice", key="create-1", fingerprint="request-1")
 
@@ -241,3 +245,52 @@ def test_a_new_object_refused_for_another_reason_is_not_called_a_duplicate(sessi
 
     with pytest.raises(IntegrityError):
         commit_new(session, Organization, "a", "An organization")
+
+
+# --- sessions that only read ------------------------------------------------------------------------------
+
+
+def in_transaction(session: Session) -> bool:
+    """Whether the driver has a transaction open on the session's connection."""
+    driver = session.connection().connection.dbapi_connection
+    if session.get_bind().dialect.name == "postgresql":
+        return driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+    return driver.in_transaction
+
+
+def test_a_reading_session_opens_no_transaction_on_postgresql_and_writing_ones_still_do(engine):
+    # PostgreSQL: under READ COMMITTED each statement reads its own snapshot anyway, so a reading session's
+    # BEGIN and ROLLBACK were round trips for nothing. SQLite: a DEFERRED transaction, its snapshot shared.
+    for _ in range(2):  # a pooled connection used for reading, then for writing, then for reading again
+        with Session(reading(engine)) as reader:
+            assert reader.execute(text("SELECT 1")).scalar() == 1
+            assert in_transaction(reader) == (engine.dialect.name == "sqlite")
+        with Session(engine) as writer:
+            assert writer.execute(text("SELECT 1")).scalar() == 1
+            assert in_transaction(writer)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "reads_only"),
+    [
+        ("GET", "/v1/plans", True),
+        ("POST", "/v1/allocations", True),  # a layout search: views marked only_reads
+        ("POST", "/v1/estimates", True),
+        ("POST", "/v1/plans", False),
+        ("POST", "/v1/organizations", False),
+    ],
+)
+def test_a_request_reads_through_a_reading_session_when_its_view_only_reads(
+    database_url, method, path, reads_only
+):
+    app = build_app(database_url)  # its own sessions, not the test's transaction
+    database = get_db(app)
+    try:
+        with app.test_request_context(path, method=method):
+            session = get_session()
+            with reading_session() as first:  # what the key's lookup reads through
+                assert (first is session) == (reads_only or database.engine.dialect.name != "sqlite")
+            expected = database.read_sessionmaker if reads_only else database.sessionmaker
+            assert session.get_bind() is expected.kw["bind"]
+    finally:
+        database.engine.dispose()
