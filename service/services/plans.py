@@ -244,14 +244,21 @@ def _insert(session: Session, plan: Plan) -> None:
     plan.organization_id = plan.organization.id
     plan.hardware_id = None if plan.hardware is None else plan.hardware.id
     plan.law_id = None if plan.law is None else plan.law.id
-    audit.record(session, "create", plan, [name for name in fields if name not in _NEW_PLAN])
+    entry = audit.entry(session, "create", plan, [name for name in fields if name not in _NEW_PLAN])
     plan_summaries.keep_with(plan)
     values = plan.__dict__  # read as the instance holds them: 40 instrumented reads cost more than the INSERT
-    _INSERT.execute(session, {key: values.get(key) for key in _PLAN_COLUMNS})
+    row = {key: values.get(key) for key in _PLAN_COLUMNS}
+    if session.get_bind().dialect.name == "postgresql":
+        _INSERT_WITH_ENTRY.execute(session, {**row, **audit.entry_parameters(entry)})
+    else:
+        audit.write(session, entry)
+        _INSERT.execute(session, row)
 
 
 _PLAN_COLUMNS = tuple(column.key for column in PLANS.columns)
 _INSERT = Prepared(insert(PLANS))
+# PostgreSQL: the row and its audit entry in one statement, a round trip fewer (audit.with_entry).
+_INSERT_WITH_ENTRY = Prepared(audit.with_entry(insert(PLANS)))
 
 
 def _priced_hardware(
