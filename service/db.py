@@ -262,20 +262,16 @@ def _request_only_reads() -> bool:
     return getattr(flask.current_app.view_functions.get(flask.request.endpoint or ""), "only_reads", False)
 
 
-def get_session(*, read_only: bool | None = None) -> Session:
-    """The request's session, opened on first use.
-
-    Read-only (`reading`: on SQLite a transaction that never waits for the write lock, on PostgreSQL none)
-    when `read_only` says so or, by default, for GET, HEAD and OPTIONS and views marked `only_reads`.
-    """
+def get_session() -> Session:
+    """The request's session, opened on first use: a reading one (`reading`: on SQLite a transaction that
+    never waits for the write lock, on PostgreSQL none) for GET, HEAD and OPTIONS and views marked
+    `only_reads`."""
     if "db_session" not in flask.g:
         # What the request read before it writes (reading_session) is done with once it has a session of its
         # own: closed, so that a request never holds two connections while it writes.
         _close(flask.g.pop("reading_session", None))
-        if read_only is None:
-            read_only = _request_only_reads()
         database = get_db()
-        session = (database.read_sessionmaker if read_only else database.sessionmaker)()
+        session = (database.read_sessionmaker if _request_only_reads() else database.sessionmaker)()
         principal = flask.g.get("principal")
         actor = principal.key_id if principal else "anonymous"
         flask.g.db_session = act_as(session, actor, flask.g.get("request_id"))
