@@ -131,34 +131,38 @@ def record(session: Session, action: str, obj: Audited, fields: list[str]) -> No
     """Log a change made with a Core statement (which the flush hook does not see), e.g. a plan's commit:
     with an INSERT of its own, at once, since an entry left to the next flush made that flush cost more than
     the change's own statement (issue 24)."""
-    write(session, entry(session, action, obj, fields))
+    _INSERT.execute(session, entry(session, action, obj, fields))
 
 
 def entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:
-    """The row of the entry for a change made with a Core statement: `write` writes it, or the change's own
-    statement does (`with_entry`)."""
+    """The row of the entry for a change made with a Core statement, for `record` or a `WithEntry`."""
     return {"id": uuid.uuid4(), "created_at": utcnow(), **_entry(session, action, obj, sorted(fields))}
 
 
-def write(session: Session, row: dict[str, object]) -> None:
-    _INSERT.execute(session, row)
-
-
 _INSERT = Prepared(insert(AUDIT_LOG))
-# The parameters of the entry a statement made by `with_entry` writes: ENTRY + the column's name.
-ENTRY = "entry_"
+_ENTRY = "entry_"  # what the entry's parameters are named in a WithEntry statement: this + the column's name
 
 
-def with_entry(statement: Insert) -> Insert:
-    """`statement`, writing an audit entry too: given its row (`entry`) as parameters named ENTRY + column
-    (`entry_parameters`). A round trip fewer than an INSERT of its own, for a database whose WITH clause
-    may hold an INSERT (PostgreSQL; not SQLite, where a statement costs no round trip)."""
-    columns = {column.key: bindparam(ENTRY + column.key, type_=column.type) for column in AUDIT_LOG.columns}
-    return statement.add_cte(insert(AUDIT_LOG).values(columns).cte("entry"))
+class WithEntry:
+    """A Core INSERT of a change (a new plan, say) that writes the change's audit entry with it: in one
+    statement where a WITH clause may hold an INSERT (PostgreSQL, a round trip fewer), as two elsewhere
+    (SQLite, where a statement costs no round trip)."""
 
+    def __init__(self, statement: Insert):
+        columns = {
+            column.key: bindparam(_ENTRY + column.key, type_=column.type) for column in AUDIT_LOG.columns
+        }
+        self._alone = Prepared(statement)
+        self._with_entry = Prepared(statement.add_cte(insert(AUDIT_LOG).values(columns).cte("entry")))
 
-def entry_parameters(row: dict[str, object]) -> dict[str, object]:
-    return {ENTRY + name: value for name, value in row.items()}
+    def execute(self, session: Session, parameters: dict[str, object], entry_row: dict[str, object]) -> None:
+        """Run the INSERT with `parameters`, and write `entry_row` (`entry`) with it."""
+        if session.get_bind().dialect.name == "postgresql":
+            named = {_ENTRY + name: value for name, value in entry_row.items()}
+            self._with_entry.execute(session, {**parameters, **named})
+        else:
+            _INSERT.execute(session, entry_row)
+            self._alone.execute(session, parameters)
 
 
 def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:

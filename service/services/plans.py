@@ -175,7 +175,7 @@ def evaluate_new(
         calibration=constants,
         own_calibration=None if own is None else calibrations.snapshot_of(own),
     )
-    plan = built(
+    return built(
         Plan,
         {
             "organization": organization,
@@ -205,7 +205,6 @@ def evaluate_new(
             **_NEW_PLAN,
         },
     )
-    return plan
 
 
 def store_new(session: Session, plan: Plan) -> Plan:
@@ -247,18 +246,11 @@ def _insert(session: Session, plan: Plan) -> None:
     entry = audit.entry(session, "create", plan, [name for name in fields if name not in _NEW_PLAN])
     plan_summaries.keep_with(plan)
     values = plan.__dict__  # read as the instance holds them: 40 instrumented reads cost more than the INSERT
-    row = {key: values.get(key) for key in _PLAN_COLUMNS}
-    if session.get_bind().dialect.name == "postgresql":
-        _INSERT_WITH_ENTRY.execute(session, {**row, **audit.entry_parameters(entry)})
-    else:
-        audit.write(session, entry)
-        _INSERT.execute(session, row)
+    _INSERT.execute(session, {key: values.get(key) for key in _PLAN_COLUMNS}, entry)
 
 
 _PLAN_COLUMNS = tuple(column.key for column in PLANS.columns)
-_INSERT = Prepared(insert(PLANS))
-# PostgreSQL: the row and its audit entry in one statement, a round trip fewer (audit.with_entry).
-_INSERT_WITH_ENTRY = Prepared(audit.with_entry(insert(PLANS)))
+_INSERT = audit.WithEntry(insert(PLANS))  # the row, and its audit entry with it
 
 
 def _priced_hardware(
