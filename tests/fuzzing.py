@@ -29,6 +29,7 @@ from service.services.pagination import Cursor
 # The profile requests name: priced (in USD) and with a peak at every precision but int8.
 PROFILE = "h100-sxm"
 PROFILE_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+PROFILE_FASTEST_PEAK = 1978.9e12  # FLOP/s, the catalog's at fp8
 LAWS = ("chinchilla-2022", "epoch-2024")
 
 
@@ -86,6 +87,7 @@ FEWEST_ACCELERATORS_MODELLED = 1024
 # Ten years is met by the default largest cluster for every model and token count drawn.
 DEADLINE_DAYS = 3650
 LARGEST_WIDTH = 16384
+MOST_HEAD_WIDTH = 256  # the widest attention head of a published model (Gemma's; LLaMA's and GPT-3's are 128)
 ASPECT = 32  # the least width per layer of a shape drawn (LLaMA-2 7B and GPT-3 175B: 128)
 # Money buys at most ~1e7 accelerator-hours (1e7 at 1 an hour): the model a budget buys then has a layout that
 # fits the clusters drawn (the cluster model refuses one with none, 422 at layout).
@@ -389,6 +391,7 @@ def _shape_that_divides(body: dict) -> None:
     """`heads` divides `d_model` and `kv_heads` divides `heads`; `tensor_parallel` divides the accelerators,
     the heads and the key/value heads (Megatron splits heads across tensor-parallel ranks)."""
     shape = body.get("shape") if isinstance(body.get("shape"), dict) else {}
+    _heads_as_narrow_as_real_ones(shape)
     if isinstance(shape.get("heads"), int) and isinstance(shape.get("d_model"), int):
         shape["d_model"] = shape["heads"] * max(1, shape["d_model"] // shape["heads"])
     if isinstance(shape.get("heads"), int) and isinstance(shape.get("kv_heads"), int):
@@ -403,6 +406,17 @@ def _shape_that_divides(body: dict) -> None:
                 tensor_parallel = math.gcd(tensor_parallel, heads)
         body["tensor_parallel"] = tensor_parallel
     _experts_that_fit(body, shape)
+
+
+def _heads_as_narrow_as_real_ones(shape: dict) -> None:
+    """Heads at most MOST_HEAD_WIDTH wide. A budget's model keeps the shape's width per head: 2 heads of 8 192
+    (or a `head_dim` of 32 768) made the least model too large for an hour of its cluster, a 422 at the
+    budget."""
+    if isinstance(shape.get("heads"), int) and isinstance(shape.get("d_model"), int):
+        shape["heads"] = max(shape["heads"], -(-shape["d_model"] // MOST_HEAD_WIDTH))
+    for name in ("head_dim", "rope_head_dim"):
+        if isinstance(shape.get(name), int):
+            shape[name] = min(shape[name], MOST_HEAD_WIDTH)
 
 
 def _experts_that_fit(body: dict, shape: dict) -> None:
@@ -462,16 +476,15 @@ def _a_cluster_the_model_can_run(body: dict) -> None:
     if isinstance(body.get("layout"), dict):
         for name in LAYOUT_SPLITS:
             body["layout"].pop(name, None)
-    if body.get("mfu") is None:
+    if body.get("mfu") is None or body.get("accelerators") is None:
         # A fixed ZeRO stage, recomputation or tensor-parallel degree (in layout, or at the top level where
-        # they are deprecated) can leave a drawn model no layout that fits: the search chooses them.
+        # they are deprecated) can leave a drawn model no layout that fits: the search chooses them. It
+        # searches at a given MFU too when it chooses the accelerators (no ZeRO left 9e9 parameters too
+        # large for any count).
         layout = body.get("layout") if isinstance(body.get("layout"), dict) else {}
         for name in ("zero_stage", "recomputation", "tensor_parallel", "flash_attention"):
             layout.pop(name, None)
             body.pop(name, None)
-    if body.get("mfu") is None and isinstance(body.get("accelerators"), int):
-        # Whole nodes of 8 (a prime count forbids tensor parallelism, which large models need to fit).
-        body["accelerators"] = max(-(-body["accelerators"] // 8) * 8, FEWEST_ACCELERATORS_MODELLED)
     if "params" in body and isinstance(body.get("days"), int | float) and body.get("accelerators") is None:
         # A deadline the planner can meet: within the accelerators it may choose by default.
         body.pop("max_accelerators", None)
@@ -479,22 +492,53 @@ def _a_cluster_the_model_can_run(body: dict) -> None:
     params = body.get("params")
     if not isinstance(params, int | float):
         params = _compute_optimal_params(body)
-    if params is not None and isinstance(body.get("max_accelerators"), int):
-        # Room for the model: an accelerator per billion parameters (16 GB of mixed-precision Adam states).
-        body["max_accelerators"] = max(body["max_accelerators"], math.ceil(params / 1e9))
+    # Room for the model: an accelerator per billion parameters (16 GB of mixed-precision Adam states).
+    room = 1 if params is None else math.ceil(params / 1e9)
+    if body.get("mfu") is None and isinstance(body.get("accelerators"), int):
+        # Whole nodes of 8 (a prime count forbids tensor parallelism, which large models need to fit).
+        fewest = max(body["accelerators"], room, FEWEST_ACCELERATORS_MODELLED)
+        body["accelerators"] = -(-fewest // 8) * 8
+    if isinstance(body.get("max_accelerators"), int):
+        body["max_accelerators"] = max(body["max_accelerators"], room)
 
 
 def _compute_optimal_params(body: dict) -> float | None:
-    """Roughly the size a FLOP budget buys (C = 6 N D with D = r N, r the ratio asked for or Chinchilla's 20),
-    twice over for the laws that favour larger models; None for other budgets."""
-    flops = body.get("flops")
-    if not isinstance(flops, int | float) and isinstance(body.get("pf_days"), int | float):
-        flops = body["pf_days"] * PF_DAY_FLOPS
-    if not isinstance(flops, int | float) or flops <= 0:
+    """Roughly the most parameters a budget buys, None without a budget: at the ratio asked for or
+    Chinchilla's 20 (C = 6 N D with D = r N) twice over, for the published laws that favour larger models,
+    or a drawn law's own optimum (Hoffmann et al. 2022, eq. 4), which may favour far larger ones. Hours and
+    money buy FLOPs at the hardware's fastest peak, fully used, and money hours at the least price drawn."""
+    flops = _most_flops(body)
+    if flops is None or flops <= 0:
         return None
     ratio = body.get("tokens_per_param")
-    ratio = ratio if isinstance(ratio, int | float) and ratio > 0 else 20
-    return 2 * math.sqrt(flops / (6 * ratio))
+    law = body.get("law")
+    at_ratio = 2 * math.sqrt(flops / (6 * (ratio if isinstance(ratio, int | float) and ratio > 0 else 20)))
+    if ratio is not None or not isinstance(law, dict):
+        return at_ratio
+    try:
+        A, B, alpha, beta = (float(law[name]) for name in ("A", "B", "alpha", "beta"))
+        optimum = (alpha * A / (beta * B)) ** (1 / (alpha + beta)) * (flops / 6) ** (beta / (alpha + beta))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return at_ratio
+    return max(at_ratio, optimum)
+
+
+def _most_flops(body: dict) -> float | None:
+    """The most FLOPs the request's budget can buy, if it has one."""
+    if isinstance(body.get("flops"), int | float):
+        return body["flops"]
+    if isinstance(body.get("pf_days"), int | float):
+        return body["pf_days"] * PF_DAY_FLOPS
+    hours = [body["accelerator_hours"]] if isinstance(body.get("accelerator_hours"), int | float) else []
+    cost = body.get("cost")
+    if isinstance(cost, str) and re.fullmatch(r"\d+(\.\d+)?", cost):
+        hours.append(float(cost) / MONEY_MAGNITUDES["price_per_hour"][0])
+    if not hours:
+        return None
+    hardware = body.get("hardware")
+    peaks = hardware.get("peak_flops") if isinstance(hardware, dict) else None
+    numbers = [peak for peak in (peaks or {}).values() if isinstance(peak, int | float)]
+    return max(hours) * 3600.0 * (max(numbers) if numbers else PROFILE_FASTEST_PEAK)
 
 
 def _runs_that_make_a_law(body: dict) -> None:
