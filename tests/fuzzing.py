@@ -305,7 +305,10 @@ def _real_magnitudes(members: dict) -> None:
         members["price_per_hour"], members["currency"] = "2.00", members.get("currency") or "USD"
 
 
-INFERENCE_PER_TRAINING = 100
+# 10, not more: a budget pays for serving too, and decoding, bound by memory, costs an inference token far
+# more than the 2 N FLOPs the cap counts. The least model a shape's proportions scale to then served 5e11
+# tokens past an hour of 1 104 H100s (a 422 at the budget, "buys no run ... however small the model").
+INFERENCE_PER_TRAINING = 10
 # FLOP/s an accelerator-hour buys at the least the drawn clusters give (PEAK_MAGNITUDE's low end at 40% MFU),
 # and the most an hour costs (MONEY_MAGNITUDES' price_per_hour).
 LEAST_FLOPS_PER_SECOND, MOST_PRICE_PER_HOUR = 0.4 * PEAK_MAGNITUDE[0], MONEY_MAGNITUDES["price_per_hour"][1]
