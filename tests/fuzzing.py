@@ -312,19 +312,25 @@ INFERENCE_PER_TRAINING = 10
 # FLOP/s an accelerator-hour buys at the least the drawn clusters give (PEAK_MAGNITUDE's low end at 40% MFU),
 # and the most an hour costs (MONEY_MAGNITUDES' price_per_hour).
 LEAST_FLOPS_PER_SECOND, MOST_PRICE_PER_HOUR = 0.4 * PEAK_MAGNITUDE[0], MONEY_MAGNITUDES["price_per_hour"][1]
+LEAST_PRICE_PER_HOUR = MONEY_MAGNITUDES["price_per_hour"][0]
+
+
+def _money(value) -> float | None:
+    """An amount as requests give one (a decimal string), None for anything else drawn."""
+    return float(value) if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?", value) else None
 
 
 def _fewest_training_tokens(members: dict) -> float | None:
     """The fewest tokens the request's tightest budget trains on, at 20 a parameter (C = 6·N·D), if it has
     one in FLOPs, PF-days, accelerator-hours or money."""
     flops = []
-    for name, per_unit in (("flops", 1.0), ("pf_days", 8.64e19), ("accelerator_hours", 3600.0)):
+    for name, per_unit in (("flops", 1.0), ("pf_days", PF_DAY_FLOPS), ("accelerator_hours", 3600.0)):
         value = members.get(name)
         if isinstance(value, int | float) and value > 0:
             flops.append(value * per_unit * (LEAST_FLOPS_PER_SECOND if name == "accelerator_hours" else 1.0))
-    cost = members.get("cost")
-    if isinstance(cost, str) and re.fullmatch(r"\d+(\.\d+)?", cost) and float(cost) > 0:
-        flops.append(float(cost) / MOST_PRICE_PER_HOUR * 3600.0 * LEAST_FLOPS_PER_SECOND)
+    cost = _money(members.get("cost"))
+    if cost is not None and cost > 0:
+        flops.append(cost / MOST_PRICE_PER_HOUR * 3600.0 * LEAST_FLOPS_PER_SECOND)
     return math.sqrt(20 * min(flops) / 6) if flops else None
 
 
@@ -533,9 +539,9 @@ def _most_flops(body: dict) -> float | None:
     if isinstance(body.get("pf_days"), int | float):
         return body["pf_days"] * PF_DAY_FLOPS
     hours = [body["accelerator_hours"]] if isinstance(body.get("accelerator_hours"), int | float) else []
-    cost = body.get("cost")
-    if isinstance(cost, str) and re.fullmatch(r"\d+(\.\d+)?", cost):
-        hours.append(float(cost) / MONEY_MAGNITUDES["price_per_hour"][0])
+    cost = _money(body.get("cost"))
+    if cost is not None:
+        hours.append(cost / LEAST_PRICE_PER_HOUR)
     if not hours:
         return None
     hardware = body.get("hardware")
