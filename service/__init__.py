@@ -19,6 +19,7 @@ from service import (
     jobs,
     ratelimit,
     request_context,
+    verified_keys,
     webhook_sender,
 )
 from service.api import init_api
@@ -67,6 +68,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     jobs.init_app(app)
     webhook_sender.init_app(app)
     idempotency_purger.init_app(app)
+    verified_keys.init_app(app)
     cli.init_app(app)
     if config.admin_key:
         _bootstrap_admin_key(app, config.admin_key)

@@ -25,6 +25,7 @@ from service.actors import act_as
 from service.db import get_db, reading_session
 from service.services import keys
 from service.services.keys import Principal
+from service.verified_keys import verified_keys
 
 # Everything else needs a key, including paths that match no route (no hint of what exists).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"})
@@ -95,7 +96,7 @@ def _look_up(key: str) -> tuple[Principal, bool] | None:
     # Where a write's transaction would hold SQLite's write lock, apart, so that only an admitted request
     # waits for that lock; elsewhere in the request's own (a checkout with its ping, a BEGIN fewer).
     with reading_session() as session:
-        return keys.authenticate(session, key)
+        return keys.authenticate(session, key, known=verified_keys())
 
 
 def _touch_after_response(response: flask.Response) -> flask.Response:

@@ -99,7 +99,10 @@ _BEHIND = _VERSIONED.where(
 
 def summary_of(plan: Plan) -> dict[str, Any]:
     """The summary of a plan as it stands."""
-    return plan_summary(tuple(getattr(plan, name) for name in _NAMES))
+    # A loaded column's value is in the instance's __dict__, where its instrumented attribute would read it
+    # (at a tenth of the cost); the rest (the slugs, anything expired or unloaded) through the attribute.
+    values = plan.__dict__
+    return plan_summary(tuple(values[name] if name in values else getattr(plan, name) for name in _NAMES))
 
 
 def keep_with(plan: Plan) -> None:

@@ -144,3 +144,29 @@ def test_0008_gives_existing_profiles_null_cluster_figures_and_its_downgrade_rem
     assert not CLUSTER_COLUMNS & hardware_columns(empty_engine)
     with empty_engine.connect() as connection:
         assert connection.execute(text("SELECT slug FROM hardware_profiles")).scalars().all() == ["our-gpu"]
+
+
+def compression(engine) -> dict[str, str]:
+    """Each column's compression method on PostgreSQL ('l': lz4, 'p': pglz), where one is set."""
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text(
+                "SELECT attrelid::regclass::text || '.' || attname, attcompression FROM pg_attribute "
+                "WHERE attcompression <> '' AND attrelid::regclass::text IN ('plans', 'idempotency_keys')"
+            )
+        )
+        return dict(rows.all())
+
+
+def test_0012_has_postgresql_compress_documents_with_lz4_and_its_downgrade_does_not(empty_engine):
+    if empty_engine.dialect.name != "postgresql":
+        pytest.skip("SQLite compresses nothing")
+    with empty_engine.connect() as connection:
+        methods = connection.scalar(
+            text("SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'")
+        )
+    documents = {"plans.result", "plans.snapshot", "plans.inputs", "idempotency_keys.body"}
+    migrate.upgrade(empty_engine)
+    assert compression(empty_engine) == (dict.fromkeys(documents, "l") if "lz4" in (methods or ()) else {})
+    migrate.downgrade(empty_engine, "0011")
+    assert compression(empty_engine) == {}
