@@ -39,7 +39,16 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("services",),  # the use cases
     ("schemas",),  # requests and responses: validated, loaded into the use cases' values, described
     # what the entry points share
-    ("auth", "problems", "ratelimit", "jobs", "webhook_sender", "idempotency_purger", "csv_files"),
+    (
+        "auth",
+        "problems",
+        "ratelimit",
+        "jobs",
+        "webhook_sender",
+        "idempotency_purger",
+        "verified_keys",
+        "csv_files",
+    ),
     ("api", "console", "cli"),  # the entry points
     ("app",),  # create_app: wires them together
 )
