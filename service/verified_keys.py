@@ -95,15 +95,15 @@ class Listener(Periodic):
 
 def init_app(app: flask.Flask) -> None:
     """On PostgreSQL outside tests, a cache of KEY_CACHE_SECONDS (0: none) and its listener, started by the
-    process's first request. Tests that want them build them (`start`)."""
+    process's first request. Tests that want them build them (`listener_for`)."""
     config = app.extensions["planner.config"]
     engine = get_db(app).engine
     wanted = engine.dialect.name == "postgresql" and config.key_cache_seconds > 0 and not config.testing
     app.extensions[EXTENSION_KEY] = None
-    started_by_requests(app, LISTENER_KEY, start(app, config.key_cache_seconds) if wanted else None)
+    started_by_requests(app, LISTENER_KEY, listener_for(app, config.key_cache_seconds) if wanted else None)
 
 
-def start(app: flask.Flask, lifetime: float, **settings: float) -> Listener:
+def listener_for(app: flask.Flask, lifetime: float, **settings: float) -> Listener:
     """Give `app` a cache of `lifetime` seconds and its listener (not yet running)."""
     config = app.extensions["planner.config"]
     keys = VerifiedKeys(lifetime)

@@ -164,8 +164,8 @@ def test_a_kept_key_records_its_use_once_per_resolution(session):
     assert keys.authenticate(session, key, now=later, known=known)[1] is True
 
 
-def test_no_cache_on_sqlite_or_in_tests(app):
-    """Tests build the app with testing=True; SQLite has no notifications to keep a cache honest."""
+def test_the_suites_apps_keep_no_keys(app):
+    """Tests build the app with testing=True: their keys change in transactions that never commit."""
     with app.app_context():
         assert verified_keys.verified_keys() is None
 
@@ -245,7 +245,7 @@ def test_the_database_notifies_every_change_of_a_key_but_its_last_use(scratch, s
 def listened(scratch_url):
     """An app on the scratch database with its cache and a running listener (heartbeat 0.1 s)."""
     app = build_app(scratch_url)
-    listener = verified_keys.start(app, 60, heartbeat=0.1, reconnect=0.1, pause=0.1)
+    listener = verified_keys.listener_for(app, 60, heartbeat=0.1, reconnect=0.1, pause=0.1)
     listener.start()
     known = app.extensions[verified_keys.EXTENSION_KEY]
     wait_for(lambda: known.listening, "the listener never listened")
