@@ -55,10 +55,17 @@ def store(document: Any) -> str:
     return _written(document, separators=None)  # the standard library's, as the columns held before
 
 
-def _written(document: Any, separators: tuple[str, str] | None) -> str:
-    """orjson's text of `document`; for text only \\u escapes carry (a lone surrogate), the standard library's
-    with these `separators`."""
+def served_by_orjson(document: Any) -> str | None:
+    """`served(document)` when orjson writes it, None when only the standard library can (text only \\u
+    escapes carry): a response written of parts must then be written whole, as Flask would."""
     try:
         return orjson.dumps(document, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:
-        return json.dumps(document, separators=separators)
+        return None
+
+
+def _written(document: Any, separators: tuple[str, str] | None) -> str:
+    """orjson's text of `document`; for text only \\u escapes carry (a lone surrogate), the standard library's
+    with these `separators`."""
+    written = served_by_orjson(document)
+    return json.dumps(document, separators=separators) if written is None else written

@@ -70,10 +70,13 @@ class Prepared:
         arguments: Sequence[Any] | dict[str, Any] = (
             values if compiled.positional else dict(zip(compiled.keys, values, strict=True))
         )
-        rows, description = run(connection, compiled.sql, arguments)
+        results = self._results.get(dialect.name)
+        # Once its columns' conversions are known, whether it returns rows is too: the driver's description of
+        # them, which psycopg builds anew on each call, is not asked for again.
+        returns_rows = None if results is None else bool(compiled.columns)
+        rows, description = run(connection, compiled.sql, arguments, returns_rows=returns_rows)
         if not rows:
             return rows
-        results = self._results.get(dialect.name)
         if results is None:
             results = self._results[dialect.name] = tuple(
                 type_.dialect_impl(dialect).result_processor(dialect, column[1])
@@ -111,10 +114,15 @@ class Prepared:
 
 
 def run(
-    connection: Connection, sql: str, arguments: Sequence[Any] | dict[str, Any] = ()
+    connection: Connection,
+    sql: str,
+    arguments: Sequence[Any] | dict[str, Any] = (),
+    *,
+    returns_rows: bool | None = None,
 ) -> tuple[list[tuple], Sequence[Sequence[Any]]]:
     """`sql`, in the driver's terms, executed on the connection's driver cursor as SQLAlchemy would (its
-    listeners, its errors): the rows, as the driver gives them, and the cursor's description of them."""
+    listeners, its errors): the rows, as the driver gives them, and the cursor's description of them, unless
+    the caller says whether it returns rows (`returns_rows`), when the description is empty."""
     dispatch = connection.dispatch
     driver = connection.connection.dbapi_connection
     assert driver is not None, "a connection in a transaction has its driver's"
@@ -124,8 +132,9 @@ def run(
             listener(connection, cursor, sql, arguments, None, False)
         cursor.execute(sql, arguments)
         dispatch.after_cursor_execute(connection, cursor, sql, arguments, None, False)
-        description = cursor.description
-        rows = list(cursor.fetchall()) if description is not None else []
+        description = cursor.description if returns_rows is None else None
+        fetch = description is not None if returns_rows is None else returns_rows
+        rows = list(cursor.fetchall()) if fetch else []
     except BaseException as error:
         # SQLAlchemy's own handling, as for any statement it runs: the error it raises in the driver's place
         # (IntegrityError, OperationalError...), and the connections it invalidates on a disconnect.

@@ -28,6 +28,7 @@ from service.schemas.plans import (
     PlanRequestSchema,
     PlanRevisionSchema,
     PlanSchema,
+    written_plan_document,
 )
 from service.schemas.usage import (
     ReversalRequestSchema,
@@ -44,8 +45,11 @@ CREATED_HEADERS = {**LOCATION_HEADER, **ETAG_HEADER, **REPLAYED_HEADER_DOC}
 TRANSITION_HEADERS = {**ETAG_HEADER, **REPLAYED_HEADER_DOC}
 
 
-def _created(plan) -> tuple:
-    return plan, {"Location": f"/v1/plans/{plan.id}", **etag_header(plan)}
+def _created(plan: Plan) -> tuple:
+    """201 with the new plan, written around the summary just rendered for its row (PlanSchema documents
+    it, and would dump the same bytes)."""
+    body = flask.current_app.response_class(f"{written_plan_document(plan)}\n", mimetype="application/json")
+    return body, 201, {"Location": f"/v1/plans/{plan.id}", **etag_header(plan)}
 
 
 @blp.get("")

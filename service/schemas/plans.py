@@ -10,6 +10,7 @@ import marshmallow as ma
 from marshmallow import validate
 from webargs.fields import DelimitedList
 
+from service import json_provider
 from service.core.units import MAX_ACCELERATORS, MAX_PARAMS, MAX_TOKENS
 from service.models import PLAN_STATUSES, Plan
 from service.schemas.calibrations import OwnCalibrationSchema
@@ -244,9 +245,24 @@ class PlanSchema(PlanSummarySchema):
 def plan_document(plan: Plan) -> dict[str, Any]:
     """PlanSchema's dump of a plan, member for member and in its order: its summary (plan_summaries) and its
     documents. tests/api/test_plan_summaries.py holds the two to the same bytes for plans of every kind."""
+    return {**plan_summaries.summary_of(plan), **_documents(plan)}
+
+
+def written_plan_document(plan: Plan) -> str:
+    """plan_document's JSON as a response writes it, around the summary the plan's row keeps when that is of
+    the plan's version (plan_summaries.keep_with): a plan just stored is then not rendered a second time for
+    its response (issue 24). tests/api/test_plan_summaries.py holds it to the bytes of plan_document's."""
+    values = plan.__dict__  # only what is loaded: an unloaded summary is rendered, never read for this
+    summary = values.get("summary") if values.get("summary_version") == plan.version else None
+    documents = json_provider.served_by_orjson(_documents(plan))
+    if summary is None or documents is None:  # nothing kept, or text only the standard library writes
+        return json_provider.served(plan_document(plan))
+    return f"{summary[:-1]},{documents[1:]}"
+
+
+def _documents(plan: Plan) -> dict[str, Any]:
     own = plan_documents.snapshot_own_calibration(plan.snapshot)
     return {
-        **plan_summaries.summary_of(plan),
         "calibration": None if own is None else _OWN_CALIBRATION.dump(own),
         "inputs": dict(plan.inputs),
         "snapshot": dict(plan.snapshot),

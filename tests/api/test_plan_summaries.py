@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select, update
 
 from service.models import PLAN_STATUSES, Plan
-from service.schemas.plans import PlanSchema, PlanSummarySchema
+from service.schemas.plans import PlanSchema, PlanSummarySchema, written_plan_document
 from tests.api.test_plans import (
     INLINE_HARDWARE,
     UNPRICED_HARDWARE,
@@ -22,6 +22,7 @@ from tests.api.test_plans import (
     allocation_body,
     create_plan,
     make_budget,
+    plan_body,
     post_plan,
     revise,
     statements_of,
@@ -128,13 +129,39 @@ def test_a_plan_is_the_document_its_schema_describes_byte_for_byte(app, client, 
 
 
 def test_a_new_plan_is_the_document_its_schema_describes_byte_for_byte(app, client, session, world):
+    """A new plan's response is written around the summary kept with its row (written_plan_document)."""
     budget = make_budget(client, amount="1000.00")
-    body = allocation_body(budget="remaining", budget_id=budget["id"], name="new", labels={"team": "alpha"})
-    response = post_plan(client, body)
+    add_gpu(client, "euro-gpu", price="3.10", currency="EUR")
+    bodies = [
+        allocation_body(budget="remaining", budget_id=budget["id"], name="new", labels={"team": "alpha"}),
+        plan_body(name='Überplan "β" ✓', labels={"note": "naïve"}),
+        plan_body(hardware=UNPRICED_HARDWARE),
+        plan_body(hardware=INLINE_HARDWARE, labels={}),
+        plan_body(hardware="euro-gpu"),
+    ]
+    responses = [post_plan(client, body) for body in bodies]
+    responses.append(revise(client, responses[1].get_json()["id"], {"accelerators": 20, "labels": None}))
 
-    assert response.status_code == 201, response.get_json()
-    plan = session.get(Plan, uuid.UUID(response.get_json()["id"]))
-    assert response.get_data(as_text=True) == field_by_field(app, plan)
+    for response in responses:
+        assert response.status_code == 201, response.get_json()
+        plan = session.get(Plan, uuid.UUID(response.get_json()["id"]))
+        assert response.get_data(as_text=True) == field_by_field(app, plan)
+
+
+def test_a_plan_only_the_standard_library_writes_is_written_whole_as_flask_would(app, client, session, world):
+    """Text only \\u escapes carry (a lone surrogate) in a document: orjson refuses it, Flask writes the
+    whole response with the standard library, escaping all but ASCII; so does written_plan_document, rather
+    than splice that text to a summary orjson wrote."""
+    created = create_plan(client, name="Überplan")
+    plan = session.get(Plan, uuid.UUID(created["id"]))
+    field_by_field(app, plan)  # what the summary reads through relationships, loaded
+    session.expunge(plan)  # then changed in memory only: the summary kept is still the version's
+    plan.inputs = {**plan.inputs, "note": "\ud800"}
+
+    written = written_plan_document(plan) + "\n"
+
+    assert written == field_by_field(app, plan)
+    assert "\\u00dcberplan" in written
 
 
 def test_the_varied_plans_cover_what_a_summary_may_hold(client, varied):
