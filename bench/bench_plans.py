@@ -3,15 +3,16 @@
 On each backend (SQLite file, PostgreSQL scratch database) this sets the service up and serves it the way
 the e2e tests do (`flask setup`, then gunicorn with the repository's config), then:
 
-1. throughput: `--clients` threads, each with its own keep-alive `requests.Session`, call GET /healthz,
-   then POST /v1/plans (persisted, with a budget_id: 6 000 PF-days on 1 024 H100s, the layout searched),
+1. throughput: `--clients` threads, each with its own keep-alive `requests.Session`, call POST /v1/plans (persisted, with a budget_id: 6 000 PF-days on 1 024 H100s, the layout searched),
    POST /v1/plans with a fresh Idempotency-Key each (as orchestration systems send them), the same for a new
    run each time (a budget never asked before: no remembered search helps), POST /v1/allocations of the
    same run and of a new run each time, and POST /v1/estimates (70B on 1.4T tokens on 1 024 H100s), each
-   for `--duration` seconds after a warm-up (`--only` picks some): requests/s, p50/p99 latency, every
-   non-2xx status, the server's CPU per request (gunicorn and PostgreSQL) and the share of the CPU that
-   other work on the machine took meanwhile. Client and server share the machine's cores, so the client's
-   own cost is in the figures.
+   for `--duration` seconds after a warm-up (`--only` picks some), each just after as long a window of
+   GET /healthz, `--rounds` times over: requests/s, p50/p99 latency, every non-2xx status, the server's CPU
+   per request (gunicorn and PostgreSQL), the share of the CPU that other work on the machine took
+   meanwhile, and the load's rate as a share of /healthz's in the window before it (the median over the
+   rounds): the machine's speed drifts, so a load is compared with /healthz at the same time. Client and
+   server share the machine's cores, so the client's own cost is in the figures.
 2. history: plans are bulk-loaded straight into the database (COPY on PostgreSQL, one executemany
    transaction on SQLite; every row a copy of a real plan created through the API, with its own id, time and
    organisation) until there are `--plans`, spread round-robin over `--organizations` organisations.
@@ -25,7 +26,7 @@ the e2e tests do (`flask setup`, then gunicorn with the repository's config), th
    OR-form keyset growing with depth; the two columns should agree. EXPLAIN shows how each database serves
    them.
 
-    .venv/bin/python -m bench.bench_plans [--duration 10] [--clients 8] [--plans 1000000]
+    .venv/bin/python -m bench.bench_plans [--duration 10] [--rounds 1] [--clients 8] [--plans 1000000]
         [--only plans,allocations] [--backends sqlite,postgresql] [--postgres-url postgresql://postgres@127.0.0.1:5432/postgres]
 
 Not a test: nothing asserts on time. Any non-2xx answer is counted and reported.
@@ -370,10 +371,39 @@ def new_runs(pf_days: float, accelerators: int) -> Iterator[tuple[float, int]]:
         yield pf_days * 1.06 ** (budget - BUDGET_STEPS // 2), accelerators + 8 * (nodes - NODE_STEPS // 2)
 
 
+@dataclass(frozen=True)
+class Paired:
+    """A load and the GET /healthz windows measured just before each of its rounds: on a shared machine whose
+    speed drifts from minute to minute (seen here: /healthz between 380 and 570 requests/s in one hour), a
+    share of /healthz's rate means something only against /healthz at the same time."""
+
+    load: list[Throughput]  # one per round
+    healthz: list[Throughput]  # the window just before each
+
+    @property
+    def shares(self) -> list[float]:
+        return [
+            load.per_second / healthz.per_second
+            for load, healthz in zip(self.load, self.healthz, strict=True)
+        ]
+
+    @property
+    def share(self) -> float:
+        return statistics.median(self.shares)
+
+
 def throughput(
-    server: Server, fixture: Fixture, clients: int, duration: float, only: Sequence[str] = ()
-) -> list[Throughput]:
-    """GET /healthz, then each load whose name contains one of `only` (all without)."""
+    server: Server,
+    fixture: Fixture,
+    clients: int,
+    duration: float,
+    *,
+    only: Sequence[str] = (),
+    rounds: int = 1,
+) -> list[Paired]:
+    """Each load whose name contains one of `only` (all without), each preceded by a window of GET /healthz,
+    `rounds` times over (round by round, so that every load meets the machine at several times); /healthz's
+    own line pairs each of its windows with itself."""
     base, body = server.base, fixture.body
     run = {name: body[name] for name in ("pf_days", "hardware", "accelerators", "law")}
     estimate = {"params": 7e10, "tokens": 1.4e12, "hardware": "h100-sxm", "accelerators": 1024}
@@ -403,13 +433,40 @@ def throughput(
         ("POST /v1/allocations" + NEW_RUN, post("/v1/allocations", lambda: new_run(run))),
         ("POST /v1/estimates", post("/v1/estimates", lambda: estimate)),
     ]
-    loads = [("GET /healthz", lambda s: s.get(f"{base}/healthz", timeout=30))] + [
-        (name, send) for name, send in loads if not only or any(part in name for part in only)
-    ]
-    return [
-        hammer(name, send, clients=clients, duration=duration, warmup=WARMUP, server=server)
-        for name, send in loads
-    ]
+    loads = [(name, send) for name, send in loads if not only or any(part in name for part in only)]
+
+    def measure(name: str, send: Send) -> Throughput:
+        return hammer(name, send, clients=clients, duration=duration, warmup=WARMUP, server=server)
+
+    measured: dict[str, Paired] = {name: Paired([], []) for name, _ in loads}
+    healthz: list[Throughput] = []
+    for _ in range(rounds):
+        for name, send in loads:
+            healthz.append(measure("GET /healthz", lambda s: s.get(f"{base}/healthz", timeout=30)))
+            measured[name].healthz.append(healthz[-1])
+            measured[name].load.append(measure(name, send))
+    return [Paired(healthz, healthz), *measured.values()]
+
+
+def merged(windows: list[Throughput]) -> Throughput:
+    """The windows of one load as one: their requests and time together, the cores busy averaged over them."""
+    first = windows[0]
+    result = Throughput(first.name, sum(window.seconds for window in windows))
+    for window in windows:
+        result.latencies += window.latencies
+        result.statuses.update(window.statuses)
+        result.sample_error = result.sample_error or window.sample_error
+        result.worker_boots += window.worker_boots
+    cpus = [window.cpu for window in windows]
+    if all(cpu is not None for cpu in cpus):
+        weights = [window.seconds / result.seconds for window in windows]
+        result.cpu = CpuUse(
+            *(
+                sum(getattr(cpu, part) * weight for cpu, weight in zip(cpus, weights, strict=True))
+                for part in ("client", "server", "elsewhere")
+            )
+        )
+    return result
 
 
 # --- Bulk-loading the history -----------------------------------------------------------------------------
@@ -819,7 +876,7 @@ def cpu_note(load: Throughput) -> str:
 @dataclass
 class BackendResult:
     backend: str
-    load: list[Throughput]
+    load: list[Paired]
     loaded: int
     load_seconds: float
     database_bytes: int
@@ -843,12 +900,14 @@ def run_backend(backend: str, args: argparse.Namespace) -> BackendResult:
         serving(database_url, args.workers, args.threads, Path(directory) / "server.log") as server,
     ):
         fixture = prepare(server.base, args.organizations)
-        load = throughput(server, fixture, args.clients, args.duration, args.only)
-        for result in load:
+        load = throughput(server, fixture, args.clients, args.duration, only=args.only, rounds=args.rounds)
+        for paired in load:
+            result = merged(paired.load)
+            shares = ", ".join(f"{share:.2f}" for share in paired.shares)
             print(
                 f"  {result.name:<34} {result.per_second:8.1f} req/s  p50 {ms(result.quantile(0.5))}"
                 f"  p99 {ms(result.quantile(0.99))}  non-2xx {result.errors}  "
-                f"workers booted {result.worker_boots}  {cpu_note(result)}",
+                f"workers booted {result.worker_boots}  {cpu_note(result)}; vs /healthz before: {shares}",
                 flush=True,
             )
             if result.errors:
@@ -876,7 +935,9 @@ def report(results: list[BackendResult], args: argparse.Namespace) -> None:
     print(f"\nmachine: {describe()}")
     print(
         f"server: gunicorn gthread, {args.workers} workers x {args.threads} threads; client: {args.clients} "
-        f"threads in one process on the same cores; {args.duration:g} s per load after {WARMUP} s of warm-up"
+        f"threads in one process on the same cores; {args.duration:g} s per load after {WARMUP} s of "
+        f"warm-up, each just after a window of /healthz, {args.rounds} round(s); vs /healthz: the median "
+        "over the rounds of the load's rate over the window's before it"
     )
     print(
         "\n| backend | request | req/s | p50 | p99 | non-2xx | vs /healthz | server CPU per request | "
@@ -884,8 +945,8 @@ def report(results: list[BackendResult], args: argparse.Namespace) -> None:
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for result in results:
-        healthz = result.load[0].per_second
-        for load in result.load:
+        for paired in result.load:
+            load = merged(paired.load)
             cpu = (
                 ("n/a",) * 3
                 if load.cpu is None
@@ -897,7 +958,7 @@ def report(results: list[BackendResult], args: argparse.Namespace) -> None:
             )
             print(
                 f"| {result.backend} | {load.name} | {load.per_second:.0f} | {ms(load.quantile(0.5))} | "
-                f"{ms(load.quantile(0.99))} | {load.errors} | {load.per_second / healthz:.2f} | {cpu[0]} | "
+                f"{ms(load.quantile(0.99))} | {load.errors} | {paired.share:.2f} | {cpu[0]} | "
                 f"{cpu[1]} | {load.worker_boots} | {cpu[2]} |"
             )
     if not args.plans:
@@ -927,6 +988,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10, help="seconds per throughput load")
     parser.add_argument("--clients", type=int, default=8, help="concurrent client threads")
     parser.add_argument(
+        "--rounds", type=int, default=1, help="times each load is measured, each just after /healthz"
+    )
+    parser.add_argument(
         "--plans", type=int, default=1_000_000, help="size of the plan history (0: throughput only)"
     )
     parser.add_argument("--organizations", type=int, default=10, help="organisations sharing the history")
@@ -938,7 +1002,7 @@ def main() -> None:
         "--only",
         type=lambda text: text.split(","),
         default=(),
-        help="throughput loads whose names contain one of these (comma-separated); GET /healthz always runs",
+        help="throughput loads whose names contain one of these (comma-separated); /healthz runs before each",
     )
     parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
