@@ -3,8 +3,9 @@
 On each backend (SQLite file, PostgreSQL scratch database) this sets the service up and serves it the way
 the e2e tests do (`flask setup`, then gunicorn with the repository's config), then:
 
-1. throughput: `--clients` threads, each with its own keep-alive `requests.Session`, call POST /v1/plans (persisted, with a budget_id: 6 000 PF-days on 1 024 H100s, the layout searched),
-   POST /v1/plans with a fresh Idempotency-Key each (as orchestration systems send them), the same for a new
+1. throughput: `--clients` threads, each with its own keep-alive `requests.Session`, call POST /v1/plans
+   (persisted, with a budget_id: 6 000 PF-days on 1 024 H100s, the layout searched), the same with a fresh
+   Idempotency-Key each (as orchestration systems send them), the same for a new
    run each time (a budget never asked before: no remembered search helps), POST /v1/allocations of the
    same run and of a new run each time, and POST /v1/estimates (70B on 1.4T tokens on 1 024 H100s), each
    for `--duration` seconds after a warm-up (`--only` picks some), each just after as long a window of
