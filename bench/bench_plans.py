@@ -41,6 +41,7 @@ import io
 import itertools
 import json
 import os
+import random
 import re
 import shutil
 import statistics
@@ -355,21 +356,30 @@ class CpuMeter:
         return busy, client, sum(processes[pid][2] for pid in server if pid in processes), time.perf_counter()
 
 
-# The run every load asks about, unless it asks for "a new run each": then the requests cycle through
-# NEW_RUNS budgets and cluster sizes (the budget 6% apart, so that each buys a model of another shape, times
-# whole nodes around the 1 024 accelerators), more runs than a worker remembers layout searches of
-# (performance.SEARCHES_REMEMBERED): a cycle longer than a least-recently-used cache always misses it, so
-# every request searches its layouts afresh.
+# The run every load asks about, unless it asks for "a new run each": then the requests go through NEW_RUNS
+# budgets and cluster sizes in a shuffled order, over and over (the budgets 6% apart, so that each buys a
+# model of another shape, times whole nodes around the 1 024 accelerators; each run's budget nudged by a
+# hundredth of a percent per node step, so that no two runs size the same model). A worker's caches
+# (performance.SEARCHES_REMEMBERED layout searches, wall_clock.SHAPES_REMEMBERED shapes) are least-recently
+# used: a run comes back only after all the others, so a worker that serves even a tenth of the requests has
+# forgotten it by then, and every request sizes its model and searches its layouts afresh. (The first cycle,
+# of 2 000 runs in order, came back to a run within 1 000 requests at a worker serving half of them: most
+# requests of a "new run" load were answered from the cache; measured in bench/RESULTS.md.)
 NEW_RUN = " (a new run each)"
-BUDGET_STEPS, NODE_STEPS = 100, 20
+BUDGET_STEPS, NODE_STEPS = 100, 100
 NEW_RUNS = BUDGET_STEPS * NODE_STEPS
 
 
 def new_runs(pf_days: float, accelerators: int) -> Iterator[tuple[float, int]]:
     """(PF-days, accelerators) of NEW_RUNS different runs around the given one, over and over."""
-    for index in itertools.cycle(range(NEW_RUNS)):
-        budget, nodes = divmod(index, NODE_STEPS)
-        yield pf_days * 1.06 ** (budget - BUDGET_STEPS // 2), accelerators + 8 * (nodes - NODE_STEPS // 2)
+    runs = list(itertools.product(range(BUDGET_STEPS), range(NODE_STEPS)))
+    random.Random(0).shuffle(runs)  # the same order in every run of the bench
+    for budget, nodes in itertools.cycle(runs):
+        nudge = 1 + nodes * 1e-4
+        yield (
+            pf_days * 1.06 ** (budget - BUDGET_STEPS // 2) * nudge,
+            accelerators + 8 * (nodes - NODE_STEPS // 2),
+        )
 
 
 @dataclass(frozen=True)

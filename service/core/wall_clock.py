@@ -168,7 +168,7 @@ def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) 
             break  # past the run within the aspect
         if best is None or candidate[:3] < best[:3]:
             best = candidate
-    return best[3] if best is not None else _sized_by_scan(template, N, aspect, heads_step)
+    return _checked(best[3]) if best is not None else _sized_by_scan(template, N, aspect, heads_step)
 
 
 def _sized_by_scan(template: ModelShape, params: float, aspect: float, heads_step: int) -> ModelShape:
@@ -181,18 +181,21 @@ def _sized_by_scan(template: ModelShape, params: float, aspect: float, heads_ste
             best = candidate
     if best is None:
         raise v.InvalidInput("shape", f"has no proportions that scale to {N:.3g} parameters")
-    return best[3]
+    return _checked(best[3])
 
 
-def _heads_counts(template: ModelShape, aspect: float, heads_step: int) -> list[int]:
+def _heads_counts(template: ModelShape, aspect: float, heads_step: int) -> range:
     """The head counts a shape of `template`'s kind may have: multiples of `heads_step`, up to twice the
     width of a 1 024-layer model of the aspect (or the widest there is)."""
     per_head = template.d_model / template.heads  # width per head (a head's own width under latent attention)
-    counts, heads = [], heads_step
-    while heads * per_head <= min(2 * 1024 * aspect, LARGEST_WIDTH):
-        counts.append(heads)
-        heads += heads_step
-    return counts
+    widest = min(2 * 1024 * aspect, LARGEST_WIDTH)
+    # As many steps as fit, the quotient's rounding corrected: the last count is the last within the width.
+    steps = int(widest / (heads_step * per_head))
+    while (steps + 1) * heads_step * per_head <= widest:
+        steps += 1
+    while steps > 0 and steps * heads_step * per_head > widest:
+        steps -= 1
+    return range(heads_step, heads_step * steps + 1, heads_step)
 
 
 def _candidate(template: ModelShape, N: float, aspect: float, heads: int) -> Candidate | None:
@@ -232,9 +235,19 @@ def _candidate(template: ModelShape, N: float, aspect: float, heads: int) -> Can
 
 
 def _replaced(shape: ModelShape, **changes: Any) -> ModelShape:
-    """dataclasses.replace(shape, **changes), without its walk over the fields (every field of a ModelShape
-    is an init field and its only attribute): a sizing builds two shapes for each of a dozen head counts."""
-    return ModelShape(**{**vars(shape), **changes})
+    """A candidate of a sizing: `shape` with `changes`, built without ModelShape's checks of each field (a
+    sizing builds two shapes for each of a dozen head counts, and the checks were half of its time). The
+    shape a sizing chooses is checked: `_checked`."""
+    candidate = object.__new__(ModelShape)
+    # Every field of a ModelShape is an init field and its only attribute, so this is the instance
+    # ModelShape(**fields) would be, but for its __post_init__.
+    candidate.__dict__.update(vars(shape), **changes)
+    return candidate
+
+
+def _checked(shape: ModelShape) -> ModelShape:
+    """The candidate a sizing chose, as ModelShape checks it: an error names the field as it would have."""
+    return ModelShape(**vars(shape))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import pytest
 
 from bench.moe_runs import DEEPSEEK_V3
 from bench.published_runs import LLAMA3_405B, LLAMA3_CLUSTER
-from service.core import wall_clock
+from service.core import cluster, wall_clock
 from service.core.cluster import ModelShape
 from service.core.validation import InvalidInput
 from service.core.wall_clock import Reliability, assumed_shape, choose_accelerators, run_on_cluster
@@ -123,3 +123,27 @@ def test_sizing_by_bisection_chooses_the_shape_a_scan_of_every_head_count_choose
         assert wall_clock._sized(template, params, aspect, heads_step) == scanned, (params, template)
         sized += 1
     assert sized > 300  # most sizes have a shape of every kind
+
+
+def test_the_head_counts_are_every_multiple_of_the_step_within_the_widest_width():
+    # The definition, counted one step at a time: the range is computed from a quotient whose rounding
+    # must not add or drop the last count.
+    for (template, aspect, _), step in itertools.product(_templates(), (1, 3, 8, 24, 128)):
+        per_head = template.d_model / template.heads
+        widest = min(2 * 1024 * aspect, wall_clock.LARGEST_WIDTH)
+        expected, heads = [], step
+        while heads * per_head <= widest:
+            expected.append(heads)
+            heads += step
+        assert list(wall_clock._heads_counts(template, aspect, step)) == expected, (template, step)
+        assert expected, "every template has head counts at every step"
+
+
+def test_the_shape_a_sizing_chooses_is_checked_as_any_shape_is(monkeypatch):
+    # Candidates are built without ModelShape's checks; the one chosen must pass them, here a bound on the
+    # width that the chosen 70B shape (8 192 wide) breaks and the template (128 wide) does not.
+    template, aspect, heads_step = _templates()[0]
+    assert wall_clock._sized(template, 7e10, aspect, heads_step).d_model > 4096
+    monkeypatch.setattr(cluster, "MAX_SHAPE_DIMENSION", 4096)
+    with pytest.raises(InvalidInput, match="d_model"):
+        wall_clock._sized(template, 7e10, aspect, heads_step)
