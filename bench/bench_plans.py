@@ -875,6 +875,13 @@ def wrk_note(timing: WrkTiming | None) -> str:
     return f"{ms(timing.p50)} (server CPU {cpu})"
 
 
+def round_note(load: Throughput) -> str:
+    """A round's rate and server CPU per request: a round unlike the others shows whether the server
+    worked harder or waited."""
+    cpu = load.server_ms_per_request
+    return f"{load.per_second:.0f}/s, " + ("CPU n/a" if cpu is None else f"{cpu:.2f} ms")
+
+
 def cpu_note(load: Throughput) -> str:
     if load.cpu is None:
         return "CPU n/a"
@@ -914,7 +921,10 @@ def run_backend(backend: str, args: argparse.Namespace) -> BackendResult:
         load = throughput(server, fixture, args.clients, args.duration, only=args.only, rounds=args.rounds)
         for paired in load:
             result = merged(paired.load)
-            shares = ", ".join(f"{share:.2f}" for share in paired.shares)
+            shares = ", ".join(
+                f"{share:.2f} ({round_note(load)})"
+                for share, load in zip(paired.shares, paired.load, strict=True)
+            )
             print(
                 f"  {result.name:<34} {result.per_second:8.1f} req/s  p50 {ms(result.quantile(0.5))}"
                 f"  p99 {ms(result.quantile(0.99))}  non-2xx {result.errors}  "
