@@ -876,10 +876,11 @@ def wrk_note(timing: WrkTiming | None) -> str:
 
 
 def round_note(load: Throughput) -> str:
-    """A round's rate and server CPU per request: a round unlike the others shows whether the server
-    worked harder or waited."""
+    """A round's rate, server CPU per request and workers booted in it: a round unlike the others shows
+    whether the server worked harder or waited, and whether a worker was being replaced."""
     cpu = load.server_ms_per_request
-    return f"{load.per_second:.0f}/s, " + ("CPU n/a" if cpu is None else f"{cpu:.2f} ms")
+    boots = f", {load.worker_boots} booted" if load.worker_boots else ""
+    return f"{load.per_second:.0f}/s, " + ("CPU n/a" if cpu is None else f"{cpu:.2f} ms") + boots
 
 
 def cpu_note(load: Throughput) -> str:
