@@ -13,13 +13,13 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from service import (
     actors,
     auth,
+    change_listener,
     cli,
     console,
     idempotency_purger,
     jobs,
     ratelimit,
     request_context,
-    verified_keys,
     webhook_sender,
 )
 from service.api import init_api
@@ -68,7 +68,7 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     jobs.init_app(app)
     webhook_sender.init_app(app)
     idempotency_purger.init_app(app)
-    verified_keys.init_app(app)
+    change_listener.init_app(app)
     cli.init_app(app)
     if config.admin_key:
         _bootstrap_admin_key(app, config.admin_key)

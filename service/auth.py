@@ -22,10 +22,10 @@ from werkzeug.exceptions import Forbidden, Unauthorized
 
 from service import ratelimit
 from service.actors import act_as
+from service.change_listener import verified_keys
 from service.db import get_db, reading_session
 from service.services import keys
 from service.services.keys import Principal
-from service.verified_keys import verified_keys
 
 # Everything else needs a key, including paths that match no route (no hint of what exists).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"})

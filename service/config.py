@@ -67,8 +67,10 @@ class Config:
     # Failed authentications per client address and minute (and at once); on by default, 0 turns it off.
     auth_failures_per_minute: int = 30
     # PostgreSQL: how long a process may answer from the keys it verified lately, hearing of every change to
-    # them meanwhile (service/verified_keys.py); 0 looks every key up.
+    # them meanwhile (service/change_listener.py); 0 looks every key up.
     key_cache_seconds: int = 60
+    # PostgreSQL: the same for what a new plan reads (its organisation, budget and calibration); 0 reads them.
+    plan_reads_cache_seconds: int = 60
     trusted_proxy_hops: int = 0  # reverse proxies in front that append the client to X-Forwarded-For
     web_concurrency: int = 2
     threads: int = 4
@@ -112,6 +114,7 @@ class Config:
             rate_limit_burst=_int(env, "RATE_LIMIT_BURST", default.rate_limit_burst),
             auth_failures_per_minute=_int(env, "AUTH_FAILURES_PER_MINUTE", default.auth_failures_per_minute),
             key_cache_seconds=_int(env, "KEY_CACHE_SECONDS", default.key_cache_seconds),
+            plan_reads_cache_seconds=_int(env, "PLAN_READS_CACHE_SECONDS", default.plan_reads_cache_seconds),
             trusted_proxy_hops=_int(env, "TRUSTED_PROXY_HOPS", default.trusted_proxy_hops),
             web_concurrency=_int(env, "WEB_CONCURRENCY", default.web_concurrency, minimum=1),
             threads=_int(env, "THREADS", default.threads, minimum=1),

@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "jobs",
         "webhook_sender",
         "idempotency_purger",
-        "verified_keys",
+        "change_listener",
         "csv_files",
     ),
     ("api", "console", "cli"),  # the entry points

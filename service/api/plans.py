@@ -17,6 +17,7 @@ from service.api.base import (
 )
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
+from service.change_listener import plan_reads
 from service.db import get_session
 from service.models import Plan, PlanStatus
 from service.schemas.common import ListQuerySchema
@@ -68,7 +69,7 @@ def list_plans(limit, cursor, **filters):
 def _evaluate_plan(reads: Session, request: plans.PlanRequest) -> Plan:
     """The plan a request makes, evaluated before the request's transaction (which on SQLite holds the write
     lock from its first statement): what the transaction then does is store it."""
-    return plans.evaluate_new(reads, request, scope=scope())
+    return plans.evaluate_new(reads, request, scope=scope(), known=plan_reads())
 
 
 @blp.post("")

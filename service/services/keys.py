@@ -10,13 +10,9 @@ import hashlib
 import hmac
 import re
 import secrets
-import threading
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm import Session, selectinload
@@ -25,6 +21,7 @@ from service.models import ApiKey, utcnow
 from service.prepared import Prepared
 from service.services import organizations
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
+from service.services.kept_rows import KeptRows
 from service.services.pagination import Cursor, Page, paginate
 from service.services.transactions import commit_or
 
@@ -33,9 +30,6 @@ ROLES = ("admin", "planner", "finance", "viewer")
 _KEY_FORMAT = re.compile(rf"^{PREFIX}_([a-z0-9]{{4,32}})_([A-Za-z0-9_-]{{16,128}})$")
 # How stale last_used_at may get before a request refreshes it (a write per request would serialise reads).
 LAST_USED_RESOLUTION = 60  # seconds
-CAPACITY = 10_000  # rows VerifiedKeys keeps at most (as many keys as admins issued): beyond, it starts again
-
-Row = tuple[Any, ...]  # a key's row as _LOOK_UP reads it
 
 
 @dataclass(frozen=True)
@@ -61,69 +55,9 @@ class NewKey:
     expires_at: datetime | None = None  # None: never
 
 
-class VerifiedKeys:
-    """The rows of keys that admitted requests lately, by key id, each kept `lifetime` seconds at most and
-    only while `listening`: a process keeps them while it hears of every change to them
-    (service/verified_keys.py)."""
-
-    def __init__(
-        self, lifetime: float, capacity: int = CAPACITY, clock: Callable[[], float] = time.monotonic
-    ):
-        self.lifetime = lifetime
-        self.capacity = capacity
-        self._clock = clock
-        self._rows: dict[str, tuple[float, Row]] = {}
-        self._generation = 0  # moves on with every forgetting: a read that straddles one is not kept
-        self._listening = False
-        self._lock = threading.Lock()
-
-    @property
-    def listening(self) -> bool:
-        return self._listening
-
-    def get(self, key_id: str) -> Row | None:
-        """The row kept for `key_id`, if it is still to be trusted."""
-        if not self._listening:
-            return None
-        kept = self._rows.get(key_id)
-        if kept is None or self._clock() - kept[0] > self.lifetime:
-            return None
-        return kept[1]
-
-    def ticket(self) -> int | None:
-        """Taken before a key's row is read; `keep` keeps the row only if nothing was forgotten since."""
-        return self._generation if self._listening else None
-
-    def keep(self, key_id: str, row: Row, ticket: int | None) -> None:
-        with self._lock:
-            if ticket is None or ticket != self._generation or not self._listening:
-                return
-            if len(self._rows) >= self.capacity and key_id not in self._rows:
-                self._rows.clear()
-            self._rows[key_id] = (self._clock(), row)
-
-    def update(self, key_id: str, row: Row) -> None:
-        """Replace the row kept for `key_id` (its last use recorded), keeping when it was read."""
-        with self._lock:
-            kept = self._rows.get(key_id)
-            if kept is not None:
-                self._rows[key_id] = (kept[0], row)
-
-    def forget(self, key_id: str | None) -> None:
-        """Forget `key_id`'s row (None: every row): the database says it changed."""
-        with self._lock:
-            self._generation += 1
-            if key_id is None:
-                self._rows.clear()
-            else:
-                self._rows.pop(key_id, None)
-
-    def listen(self, listening: bool) -> None:
-        """Start answering (empty) once the listener listens; stop (and empty) when it no longer does."""
-        with self._lock:
-            self._generation += 1
-            self._rows.clear()
-            self._listening = listening
+class VerifiedKeys(KeptRows):
+    """The rows of keys that admitted requests lately, by key id (service/change_listener.py): as _LOOK_UP
+    reads them."""
 
 
 def parse(key: str) -> tuple[str, str] | None:
@@ -142,8 +76,8 @@ def authenticate(
     """The principal a presented key stands for, and whether its last_used_at is due a refresh; None when
     the key is malformed, unknown, wrong, revoked or expired. All failures look alike to the caller.
 
-    With `known` (service/verified_keys.py), the key's row is taken from there when it is kept, and a row read
-    that admits its request is kept; either is checked alike."""
+    With `known` (service/change_listener.py), the key's row is taken from there when it is kept, and a row
+    read that admits its request is kept; either is checked alike."""
     parsed = parse(key)
     if parsed is None:
         return None
@@ -263,7 +197,7 @@ def revoke_key(
     session: Session, key_uuid: uuid.UUID, *, caller: Principal, known: VerifiedKeys | None = None
 ) -> None:
     """Revoke a key; `known`, this process's verified keys, forgets it at once (the others as the
-    database tells them: service/verified_keys.py)."""
+    database tells them: service/change_listener.py)."""
     record = session.get(ApiKey, key_uuid)
     if record is None:
         raise NotFoundError(f"No API key {key_uuid}.")

@@ -71,6 +71,7 @@ from service.services import (
 from service.services.budgets import get_budget
 from service.services.documents import JsonObject, format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
+from service.services.kept_rows import KeptRows
 from service.services.pagination import Cursor, Page, paginate, paginate_rows
 from service.services.planning import InlineHardware, PlanInputs
 
@@ -125,14 +126,22 @@ def create_plan(
 
 
 def evaluate_new(
-    session: Session, request: PlanRequest, *, scope: uuid.UUID | None, parent: Plan | None = None
+    session: Session,
+    request: PlanRequest,
+    *,
+    scope: uuid.UUID | None,
+    parent: Plan | None = None,
+    known: KeptRows | None = None,
 ) -> Plan:
     """A request evaluated into a draft, not yet stored (`store_new` stores it): reads only, so that it can
-    run before the request's writing transaction (db.reading_session)."""
-    organization, budget, calibration_id = _reads(session, request, scope)
+    run before the request's writing transaction (db.reading_session). With `known` (the process's
+    service/change_listener.plan_reads), what it reads is taken from there when kept there, and kept there
+    when read."""
+    organization, budget, calibration_id = _reads(session, request, scope, known)
     inputs = request.inputs()
     if request.budget == REMAINING:
         assert budget is not None, "PlanRequestSchema requires budget_id with budget"
+        assert budget.remaining is not None, "_reads reads it afresh for such a plan"
         # Down to the cent: plans cost whole cents (rounded half-up), so a money budget of 0.005 more than a
         # cent could buy a plan the budget cannot hold.
         remaining = budget.remaining.quantize(CENT, ROUND_DOWN)
@@ -284,45 +293,62 @@ class ChargedBudget:
 
     id: uuid.UUID
     currency: str
-    remaining: Decimal
+    remaining: Decimal | None  # None when taken from a kept row: "budget": "remaining" reads it afresh
 
 
 def _reads(
-    session: Session, request: PlanRequest, scope: uuid.UUID | None
+    session: Session, request: PlanRequest, scope: uuid.UUID | None, known: KeptRows | None
 ) -> tuple[Organization, ChargedBudget | None, uuid.UUID | None]:
     """What a new plan reads, in one statement: the organisation it belongs to, the budget it is charged to if
-    any, and the organisation's calibration in force for the hardware named, if any."""
+    any, and the organisation's calibration in force for the hardware named, if any. From `known` when kept
+    there, but for a plan sized by what remains of its budget, which moves with every commit."""
     slug = request.hardware if isinstance(request.hardware, str) else None
-    row = _READS.first(session, {"slug": request.organization, "id": request.budget_id, "hardware": slug})
+    key = (request.organization, request.budget_id, slug)
+    cache = None if request.budget == REMAINING else known
+    row = None if cache is None else cache.get(key)
+    remaining = None
+    if row is None:
+        ticket = None if cache is None else cache.ticket()
+        parameters = {"slug": request.organization, "id": request.budget_id, "hardware": slug}
+        read = _READS.first(session, parameters)
+        if read is not None:
+            row, (amount, committed, overrun) = read[:_KEPT], read[_KEPT:]
+            remaining = None if amount is None else amount - committed - overrun
+            # Only what was found: an organisation's budget created meanwhile must not be refused.
+            if cache is not None and (request.budget_id is None or row[_BUDGET_ID] is not None):
+                cache.keep(key, row, ticket)
     found = (
         None if row is None else as_read(Organization, dict(zip(_ORGANIZATION_COLUMNS, row, strict=False)))
     )
     organization = organizations.in_body(found, request.organization, scope=scope)
     assert row is not None, "in_body refuses an organisation not found"
-    budget_id, currency, amount, committed, overrun, calibration_id = row[len(_ORGANIZATION_COLUMNS) :]
+    budget_id, currency, calibration_id = row[_BUDGET_ID:]
     if request.budget_id is not None and budget_id is None:
         raise InvalidFieldError(
             "budget_id", f"No budget {request.budget_id} in organization {organization.slug!r}."
         )
-    budget = None if budget_id is None else ChargedBudget(budget_id, currency, amount - committed - overrun)
+    budget = None if budget_id is None else ChargedBudget(budget_id, currency, remaining)
     return organization, budget, calibration_id
 
 
 # Prepared (service/prepared.py): every plan runs it. Without a budget_id the join matches nothing, and for
 # inline hardware (no slug) there is no calibration. What remains of a budget is Budget.remaining.
 _ORGANIZATION_COLUMNS = tuple(column.key for column in table_of(Organization).columns)
+_BUDGET_ID = len(_ORGANIZATION_COLUMNS)  # the first column after the organisation's
+_KEPT = _BUDGET_ID + 3  # the columns a process may keep (to the calibration's id), not the amounts after them
 _READS = Prepared(
     select(
         *table_of(Organization).columns,
         Budget.id,
         Budget.currency,
-        Budget.amount,
-        Budget.committed,
-        Budget.overrun,
         calibrations.latest_id(
             Organization.id,
             select(HardwareProfile.id).where(HardwareProfile.slug == bindparam("hardware")).scalar_subquery(),
         ),
+        # Last, and never kept (_reads): what remains of the budget moves with every commit.
+        Budget.amount,
+        Budget.committed,
+        Budget.overrun,
     )
     .outerjoin(Budget, (Budget.id == bindparam("id")) & (Budget.organization_id == Organization.id))
     .where(Organization.slug == bindparam("slug"))

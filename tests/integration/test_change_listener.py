@@ -1,24 +1,39 @@
-"""A process answers from the keys it verified lately while it hears of every change to them
-(service/verified_keys.py): the cache itself, keys.authenticate with it, and on PostgreSQL the trigger of
-migration 0011 and a process's listener."""
+"""A process answers from rows it read lately while it hears of every change to them
+(service/change_listener.py): the cache itself (services/kept_rows.KeptRows), keys.authenticate and a new
+plan's reads with it, and on PostgreSQL the triggers of migrations 0011 and 0013 and a process's listener."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from decimal import Decimal
 
 import psycopg
 import pytest
 from sqlalchemy import create_engine, event, select, text, update
 from sqlalchemy.orm import Session
 
-from service import migrate, verified_keys
+from service import change_listener, migrate
 from service.config import Config
 from service.db import create_db_engine, get_db, normalise_url
-from service.models import ApiKey, utcnow
+from service.models import ApiKey, Budget, Calibration, HardwareProfile, Organization, utcnow
 from service.services import keys
+from service.services.catalog import load_builtin_hardware
+from service.services.kept_rows import KeptRows
 from service.services.keys import VerifiedKeys
+from tests.api.test_plans import (
+    allocation_body,
+    create_plan,
+    make_budget,
+    plan_body,
+    pointers,
+    post_plan,
+    statements_of,
+    transition,
+)
+from tests.api.test_plans import world as world  # noqa: PLC0414 -- the fixture, re-exported
 from tests.commands import scratch_postgres_database
 from tests.conftest import BACKENDS, POSTGRES_URL, bearer, build_app, issue_key_in
 
@@ -164,19 +179,98 @@ def test_a_kept_key_records_its_use_once_per_resolution(session):
     assert keys.authenticate(session, key, now=later, known=known)[1] is True
 
 
-def test_the_suites_apps_keep_no_keys(app):
-    """Tests build the app with testing=True: their keys change in transactions that never commit."""
+def test_the_suites_apps_keep_nothing(app):
+    """Tests build the app with testing=True: their rows change in transactions that never commit."""
     with app.app_context():
-        assert verified_keys.verified_keys() is None
+        assert change_listener.verified_keys() is None
+        assert change_listener.plan_reads() is None
 
 
-def test_a_process_keeps_keys_only_on_postgresql(database_url):
-    """Outside tests: a listener (started by the first request) on PostgreSQL, none on SQLite or with
-    KEY_CACHE_SECONDS=0."""
-    for seconds, wanted in ((60, database_url.startswith("postgresql")), (0, False)):
-        app = build_app(database_url, testing=False, key_cache_seconds=seconds)
-        assert (app.extensions[verified_keys.LISTENER_KEY] is not None) == wanted
-        get_db(app).engine.dispose()
+@pytest.mark.parametrize(
+    ("keys_seconds", "reads_seconds"),
+    [(60, 60), (60, 0), (0, 60), (0, 0)],
+    ids=["both", "keys", "reads", "none"],
+)
+def test_a_process_keeps_rows_only_on_postgresql(database_url, keys_seconds, reads_seconds):
+    """Outside tests: on PostgreSQL the caches whose lifetime is above 0 and a listener (started by the first
+    request) for them; on SQLite, or with both at 0, neither."""
+    app = build_app(
+        database_url,
+        testing=False,
+        key_cache_seconds=keys_seconds,
+        plan_reads_cache_seconds=reads_seconds,
+    )
+    on_postgresql = database_url.startswith("postgresql")
+    listener = app.extensions[change_listener.LISTENER_KEY]
+    assert (listener is not None) == (on_postgresql and (keys_seconds > 0 or reads_seconds > 0))
+    with app.app_context():
+        assert (change_listener.verified_keys() is not None) == (on_postgresql and keys_seconds > 0)
+        assert (change_listener.plan_reads() is not None) == (on_postgresql and reads_seconds > 0)
+    if listener is not None:
+        assert set(listener.caches) == {
+            channel
+            for channel, seconds in (
+                (change_listener.KEYS_CHANNEL, keys_seconds),
+                (change_listener.PLAN_READS_CHANNEL, reads_seconds),
+            )
+            if seconds > 0
+        }
+    get_db(app).engine.dispose()
+
+
+# --- A new plan's reads with the cache (both databases, on the test's transaction) --------------------------
+
+
+@pytest.fixture
+def kept_reads(app, monkeypatch) -> KeptRows:
+    """The shared app given a listening cache of plan reads for the test."""
+    reads = KeptRows(60)
+    reads.listen(True)
+    monkeypatch.setitem(app.extensions, change_listener.PLAN_READS_EXTENSION, reads)
+    return reads
+
+
+def reads_of(connection, body: dict, client) -> tuple[int, dict]:
+    """How many of the statements a plan's request sent read its organisation, and the plan."""
+    answers = []
+    sent = statements_of(connection, lambda: answers.append(post_plan(client, body)))
+    assert answers[0].status_code == 201, answers[0].get_json()
+    return sum("FROM organizations" in statement for statement in sent), answers[0].get_json()
+
+
+def test_a_new_plan_reads_what_an_earlier_one_read_from_the_cache(client, connection, world, kept_reads):
+    budget = make_budget(client)
+    body = plan_body(budget_id=budget["id"])
+    first_reads, first = reads_of(connection, body, client)
+    again_reads, again = reads_of(connection, body, client)
+    assert (first_reads, again_reads) == (1, 0)
+    assert (again["organization"], again["budget_id"], again["cost"]) == (
+        first["organization"],
+        first["budget_id"],
+        first["cost"],
+    )
+    assert reads_of(connection, plan_body(), client)[0] == 1  # no budget: another row
+    kept_reads.forget(None)  # a change notified
+    assert reads_of(connection, body, client)[0] == 1
+
+
+def test_a_plan_sized_by_its_budgets_remaining_amount_always_reads_it(client, connection, world, kept_reads):
+    budget = make_budget(client, amount="1500.00")
+    body = allocation_body(budget="remaining", budget_id=budget["id"])
+    assert reads_of(connection, body, client)[1]["cost"] == "1500.00"
+    committed = create_plan(client, budget_id=budget["id"])  # 500.00
+    assert transition(client, committed["id"], "commit").status_code == 200
+    reads, plan = reads_of(connection, body, client)
+    assert (reads, plan["cost"]) == (1, "1000.00")
+
+
+def test_a_budget_not_found_is_not_kept(client, connection, world, kept_reads):
+    """A 422 for a budget that does not exist yet is not remembered: once it exists, a plan finds it."""
+    budget_id = str(uuid.uuid4())
+    assert pointers(post_plan(client, plan_body(budget_id=budget_id))) == ["#/budget_id"]
+    assert kept_reads.get(("acme", uuid.UUID(budget_id), "lab-gpu")) is None
+    budget = make_budget(client)
+    assert reads_of(connection, plan_body(budget_id=budget["id"]), client)[0] == 1
 
 
 # --- On PostgreSQL: the trigger and the listener ------------------------------------------------------------
@@ -205,13 +299,21 @@ def scratch(scratch_url):
     engine.dispose()
 
 
-def notified(url: str, change: Callable[[], None]) -> list[str]:
-    """The payloads `change` has PostgreSQL notify on the channel."""
+def notified(url: str, change: Callable[[], None], channel: str = change_listener.KEYS_CHANNEL) -> list[str]:
+    """The payloads `change` has PostgreSQL notify on `channel`: those before an end of the test's own, which
+    PostgreSQL delivers after them, since it delivers notifications in the order their transactions commit."""
     conninfo = normalise_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    end = f"end of {uuid.uuid4()}"
     with psycopg.connect(conninfo, autocommit=True) as listener:
-        listener.execute(f"LISTEN {verified_keys.CHANNEL}")
+        listener.execute(f"LISTEN {channel}")
         change()
-        return [notification.payload for notification in listener.notifies(timeout=0.5)]
+        listener.execute("SELECT pg_notify(%s, %s)", (channel, end))
+        payloads = []
+        for notification in listener.notifies(timeout=5):
+            if notification.payload == end:
+                return payloads
+            payloads.append(notification.payload)
+    raise AssertionError(f"the test's own notification never came, after {payloads}")
 
 
 def issued(engine, role: str = "planner") -> str:
@@ -241,13 +343,67 @@ def test_the_database_notifies_every_change_of_a_key_but_its_last_use(scratch, s
     assert notified(scratch_url, run("TRUNCATE api_keys CASCADE")) == [""]
 
 
+@postgresql_only
+def test_the_database_notifies_every_change_of_what_a_new_plan_reads(scratch, scratch_url):
+    """Not a budget's amounts moving (every commit does that), nor a new organisation or budget (a plan never
+    keeps what it did not find)."""
+    with Session(scratch) as session:
+        issue_key_in(session, "planner", "acme")
+        load_builtin_hardware(session)
+        session.commit()
+        acme = session.scalar(select(Organization.id).where(Organization.slug == "acme"))
+        hardware = session.scalar(select(HardwareProfile.id).where(HardwareProfile.slug == "h100-sxm"))
+
+    def run(change: Callable[[Session], object]) -> list[str]:
+        def committed() -> None:
+            with Session(scratch) as session:
+                change(session)
+                session.commit()
+
+        return notified(scratch_url, committed, change_listener.PLAN_READS_CHANNEL)
+
+    def sql(statement: str) -> Callable[[Session], object]:
+        return lambda session: session.execute(text(statement))
+
+    now = utcnow()
+    budget = Budget(
+        organization_id=acme,
+        name="b",
+        amount=Decimal(100),
+        currency="USD",
+        period_start=now,
+        period_end=now + timedelta(days=1),
+    )
+    calibration = Calibration(
+        organization_id=acme, hardware_id=hardware, matmul_efficiency=0.5, runs=[], fit={}, created_by="test"
+    )
+    assert run(lambda session: session.add(Organization(slug="globex", name="Globex"))) == []
+    assert run(lambda session: session.add(budget)) == []
+    assert (
+        run(sql("UPDATE budgets SET committed = 10, overrun = 1, amount = 200, version = version + 1")) == []
+    )
+    assert run(sql("UPDATE budgets SET currency = 'EUR'")) == [""]
+    assert run(sql("DELETE FROM budgets")) == [""]
+    assert run(sql("UPDATE organizations SET name = 'Acme Inc' WHERE slug = 'acme'")) == [""]
+    assert run(lambda session: session.add(calibration)) == [""]
+    assert run(sql("UPDATE calibrations SET matmul_efficiency = 0.6")) == [""]
+    assert run(sql("DELETE FROM calibrations")) == [""]
+    assert run(sql("UPDATE hardware_profiles SET slug = 'renamed' WHERE slug = 'h100-sxm'")) == [""]
+    assert run(sql("UPDATE hardware_profiles SET slug = 'h100-sxm' WHERE slug = 'renamed'")) == [""]
+    assert run(sql("UPDATE hardware_profiles SET name = name || ' ' WHERE slug = 'h100-sxm'")) == []
+    assert run(sql("DELETE FROM organizations WHERE slug = 'globex'")) == [""]
+    assert run(sql("TRUNCATE calibrations")) == [""]
+
+
 @pytest.fixture
 def listened(scratch_url):
-    """An app on the scratch database with its cache and a running listener (heartbeat 0.1 s)."""
+    """An app on the scratch database with its caches and a running listener (heartbeat 0.1 s)."""
     app = build_app(scratch_url)
-    listener = verified_keys.listener_for(app, 60, heartbeat=0.1, reconnect=0.1, pause=0.1)
+    listener = change_listener.listener_for(
+        app, keys=60, plan_reads=60, heartbeat=0.1, reconnect=0.1, pause=0.1
+    )
     listener.start()
-    known = app.extensions[verified_keys.EXTENSION_KEY]
+    known = app.extensions[change_listener.KEYS_EXTENSION]
     wait_for(lambda: known.listening, "the listener never listened")
     yield app, known, listener
     listener.stop()
@@ -282,9 +438,8 @@ def test_a_key_revoked_through_this_process_is_refused_at_once(listened, scratch
     client = app.test_client()
     assert client.get("/v1/organizations", headers=bearer(key)).status_code == 200
     key_uuid = _key_uuid(scratch, keys.parse(key)[0])
-    listener.keys = VerifiedKeys(
-        60
-    )  # the listener no longer reaches the app's cache: only the revocation can
+    # The listener no longer reaches the app's cache: only the revocation can.
+    listener.caches[change_listener.KEYS_CHANNEL] = VerifiedKeys(60)
     assert client.delete(f"/v1/keys/{key_uuid}", headers=bearer(admin)).status_code == 204
     assert known.get(keys.parse(key)[0]) is None
     assert client.get("/v1/organizations", headers=bearer(key)).status_code == 401
@@ -307,3 +462,30 @@ def test_the_cache_is_off_while_the_listener_is_not_listening(listened, scratch)
     assert known.get(keys.parse(key)[0]) is None
     wait_for(lambda: known.listening, "the listener did not listen again")
     assert known.get(keys.parse(key)[0]) is None  # it starts again empty
+
+
+@postgresql_only
+def test_a_change_another_process_commits_is_read_by_the_next_plan(listened, scratch):
+    """An organisation renamed by SQL by hand: the process forgets what its plans read as the change commits,
+    and its next plan reads again."""
+    app, _, _ = listened
+    reads = app.extensions[change_listener.PLAN_READS_EXTENSION]
+    key = issued(scratch)
+    body = {"organization": "acme", "params": 1e9, "tokens": 2e10, "hardware": "h100-sxm", "accelerators": 8}
+    client = app.test_client()
+    engine = get_db(app).engine
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+
+    def organization_reads() -> int:
+        before = len(statements)
+        assert client.post("/v1/plans", json=body, headers=bearer(key)).status_code == 201
+        return sum("FROM organizations" in statement for statement in statements[before:])
+
+    assert (organization_reads(), organization_reads()) == (1, 0)
+    with scratch.begin() as connection:  # another process
+        connection.execute(text("UPDATE organizations SET name = 'Acme Inc' WHERE slug = 'acme'"))
+    wait_for(
+        lambda: reads.get(("acme", None, "h100-sxm")) is None, "the change was never heard of", seconds=2
+    )
+    assert organization_reads() == 1

@@ -1,0 +1,143 @@
+"""What a process keeps of rows it reads on every request, while it hears of every change to them
+(PostgreSQL; issue 24): the keys it verified lately, and what a new plan reads.
+
+Every /v1 request looks its key up, and every new plan reads its organisation, its budget and the
+organisation's calibration for the hardware: on PostgreSQL a statement each, about 0.2 ms of a worker's CPU
+for the key (a fifth of an authenticated GET's) and 0.3 ms for a plan's reads (bench/RESULTS.md, issue 24).
+These rows rarely change, so each process keeps them (services/kept_rows.KeptRows), for KEY_CACHE_SECONDS
+and PLAN_READS_CACHE_SECONDS at most, and forgets them as soon as the database says they changed:
+
+* triggers NOTIFY a channel when a row changes, whoever changes it (the API, the CLI, SQL by hand):
+  `api_key_changed` with the key's id when a key's row changes other than in `last_used_at` or is deleted
+  (migration 0011), `plan_reads_changed` when an organisation, a budget's currency, a calibration or a
+  hardware profile's slug changes (migration 0013); an empty payload when a table is truncated;
+* each process runs a `Listener` thread that LISTENs on a connection of its own and has the cache of the
+  channel forget the key named (every key, for an empty payload). PostgreSQL sends the notification as the
+  change commits, so the other processes forget within milliseconds; the process that revoked a key forgets
+  it at once.
+
+The caches only answer while the listener listens: they start empty, once LISTEN has been acknowledged, and
+are emptied and turned off whenever the listener's connection fails (a restart of the database, a network
+fault), until it listens again. SQLite has no notifications, and a read there costs no round trip: no
+caches.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import flask
+import psycopg
+from sqlalchemy import Engine
+
+from service.background import Periodic, started_by_requests
+from service.db import get_db
+from service.services.kept_rows import KeptRows
+from service.services.keys import VerifiedKeys
+
+log = logging.getLogger(__name__)
+
+KEYS_CHANNEL = "api_key_changed"  # migration 0011's trigger notifies it
+PLAN_READS_CHANNEL = "plan_reads_changed"  # migration 0013's
+KEYS_EXTENSION = "planner.verified_keys"
+PLAN_READS_EXTENSION = "planner.plan_reads"
+LISTENER_KEY = "change_listener"
+# How often the listener checks that its connection still answers when nothing is notified: a connection
+# that died silently must not leave the caches on for long.
+HEARTBEAT_SECONDS = 5.0
+RECONNECT_SECONDS = 1.0  # after the connection failed; after the database refused a new one, PAUSE_SECONDS
+PAUSE_SECONDS = 5.0
+
+
+class Listener(Periodic):
+    """A process's thread that LISTENs on each channel of `caches` on a connection of its own (taken from
+    the engine's pool and detached from it, with the engine's settings and bounds) and has the channel's
+    cache forget what a notification names."""
+
+    name = "change listener"
+
+    def __init__(
+        self,
+        engine: Engine,
+        caches: Mapping[str, KeptRows],
+        answer_timeout: float,
+        *,
+        heartbeat: float = HEARTBEAT_SECONDS,
+        reconnect: float = RECONNECT_SECONDS,
+        pause: float = PAUSE_SECONDS,
+    ):
+        super().__init__(interval=reconnect, pause_after_error=pause)
+        self.engine = engine
+        self.caches = dict(caches)
+        self.answer_timeout = answer_timeout
+        self.heartbeat = heartbeat
+        self.backend_pid: int | None = None  # its connection's server process while it listens (logs, tests)
+
+    def work(self) -> None:
+        """Listen until the connection fails or the thread is stopped; the caches answer meanwhile only."""
+        proxied = self.engine.raw_connection()
+        proxied.detach()  # the pool forgets it: it is this thread's for as long as it listens
+        connection = proxied.dbapi_connection
+        assert isinstance(connection, psycopg.Connection)
+        try:
+            connection.autocommit = True
+            # The bound of a pooled connection's ping: a server that stops answering turns the caches off.
+            connection.answer_timeout = self.answer_timeout
+            for channel in self.caches:
+                connection.execute(f"LISTEN {channel}")
+            self.backend_pid = connection.info.backend_pid
+            self._listen(True)
+            while not self._stopped:
+                for notification in connection.notifies(timeout=self.heartbeat):
+                    cache = self.caches.get(notification.channel)
+                    if cache is not None:
+                        cache.forget(notification.payload or None)
+                connection.execute("SELECT 1")
+        except psycopg.Error as error:
+            log.warning(f"{self.name}: connection lost", extra={"error_type": type(error).__name__})
+        finally:
+            self._listen(False)
+            self.backend_pid = None
+            connection.close()
+
+    def _listen(self, listening: bool) -> None:
+        for cache in self.caches.values():
+            cache.listen(listening)
+
+
+def init_app(app: flask.Flask) -> None:
+    """On PostgreSQL outside tests, the caches whose lifetime is above 0 and their listener, started by the
+    process's first request. Tests that want them build them (`listener_for`)."""
+    config = app.extensions["planner.config"]
+    engine = get_db(app).engine
+    wanted = engine.dialect.name == "postgresql" and not config.testing
+    keys, plan_reads = (config.key_cache_seconds, config.plan_reads_cache_seconds) if wanted else (0, 0)
+    app.extensions[KEYS_EXTENSION] = app.extensions[PLAN_READS_EXTENSION] = None
+    listener = listener_for(app, keys=keys, plan_reads=plan_reads) if keys > 0 or plan_reads > 0 else None
+    started_by_requests(app, LISTENER_KEY, listener)
+
+
+def listener_for(app: flask.Flask, *, keys: float = 0, plan_reads: float = 0, **settings: float) -> Listener:
+    """Give `app` the caches of the lifetimes given (seconds; 0: no such cache) and their listener (not yet
+    running)."""
+    config = app.extensions["planner.config"]
+    caches: dict[str, KeptRows] = {}
+    if keys > 0:
+        caches[KEYS_CHANNEL] = app.extensions[KEYS_EXTENSION] = VerifiedKeys(keys)
+    if plan_reads > 0:
+        caches[PLAN_READS_CHANNEL] = app.extensions[PLAN_READS_EXTENSION] = KeptRows(plan_reads)
+    return Listener(get_db(app).engine, caches, float(config.db_connect_timeout_seconds), **settings)
+
+
+def verified_keys() -> VerifiedKeys | None:
+    """This app's cache of keys, None where there is none (SQLite, tests, KEY_CACHE_SECONDS=0)."""
+    keys: VerifiedKeys | None = flask.current_app.extensions.get(KEYS_EXTENSION)
+    return keys
+
+
+def plan_reads() -> KeptRows | None:
+    """This app's cache of new plans' reads, None where there is none (SQLite, tests,
+    PLAN_READS_CACHE_SECONDS=0)."""
+    reads: KeptRows | None = flask.current_app.extensions.get(PLAN_READS_EXTENSION)
+    return reads
