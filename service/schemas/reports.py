@@ -11,7 +11,7 @@ from webargs.fields import DelimitedList
 
 from service.models import PLAN_STATUSES
 from service.schemas.common import GREATER_THAN, StrictSchema
-from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime
+from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime, signed_money
 from service.services.documents import format_money
 from service.services.reports import FOCUS_GRANULARITIES
 
@@ -184,10 +184,8 @@ class CostRowSchema(ma.Schema):
     )
     actual_accelerator_hours = ma.fields.Float()
     actual_cost = MoneyField(dump_only=True)
-    variance_cost = MoneyField(
-        dump_only=True,
-        allow_none=True,
-        metadata={"description": "Measure both: actual_cost - planned_cost (negative: under plan)."},
+    variance_cost = signed_money(
+        "Measure both: actual_cost - planned_cost (negative: under plan).", example="-8.15", allow_none=True
     )
     variance_percent = ma.fields.Float(
         allow_none=True,
@@ -215,7 +213,7 @@ class CostTotalsSchema(ma.Schema):
     actual_plans = ma.fields.Integer()
     actual_accelerator_hours = ma.fields.Float()
     actual_cost = MoneyField(dump_only=True)
-    variance_cost = MoneyField(dump_only=True, allow_none=True)
+    variance_cost = signed_money("actual_cost - planned_cost.", example="-8.15", allow_none=True)
     variance_percent = ma.fields.Float(allow_none=True)
 
 
