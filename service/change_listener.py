@@ -13,8 +13,9 @@ and PLAN_READS_CACHE_SECONDS at most, and forgets them as soon as the database s
   hardware profile's slug changes (migration 0013); an empty payload when a table is truncated;
 * each process runs a `Listener` thread that LISTENs on a connection of its own and has the cache of the
   channel forget the key named (every key, for an empty payload). PostgreSQL sends the notification as the
-  change commits, so the other processes forget within milliseconds; the process that revoked a key forgets
-  it at once.
+  change commits, so the other processes forget within milliseconds; the process that made the change
+  forgets at once (it revoked the key, or its session wrote what a plan reads: `forget_own_writes`), so
+  that the next request to it, which may come before the notification, never finds the row it changed.
 
 The caches only answer while the listener listens: they start empty, once LISTEN has been acknowledged, and
 are emptied and turned off whenever the listener's connection fails (a restart of the database, a network
@@ -24,15 +25,19 @@ caches.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping
 
 import flask
 import psycopg
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.attributes import get_history
 
 from service.background import Periodic, started_by_requests
 from service.db import get_db
+from service.models import Budget, Calibration, HardwareProfile, Organization
 from service.services.kept_rows import KeptRows
 from service.services.keys import VerifiedKeys
 
@@ -126,8 +131,49 @@ def listener_for(app: flask.Flask, *, keys: float = 0, plan_reads: float = 0, **
     if keys > 0:
         caches[KEYS_CHANNEL] = app.extensions[KEYS_EXTENSION] = VerifiedKeys(keys)
     if plan_reads > 0:
-        caches[PLAN_READS_CHANNEL] = app.extensions[PLAN_READS_EXTENSION] = KeptRows(plan_reads)
+        reads = caches[PLAN_READS_CHANNEL] = app.extensions[PLAN_READS_EXTENSION] = KeptRows(plan_reads)
+        forget_own_writes(get_db(app).sessionmaker, reads)
     return Listener(get_db(app).engine, caches, float(config.db_connect_timeout_seconds), **settings)
+
+
+_WROTE_PLAN_READS = "planner.wrote_plan_reads"
+
+
+def forget_own_writes(sessions: sessionmaker[Session], reads: KeptRows) -> None:
+    """Have `reads` forget everything as a transaction of `sessions` commits that wrote what a plan reads
+    (the triggers of migration 0013 say the same, a moment later). A session that writes with the ORM is
+    seen; the statements that move a budget's amounts (never kept) are not, and need not be."""
+
+    @event.listens_for(sessions, "after_flush")
+    def _flushed(session: Session, _context: object) -> None:
+        if _writes_plan_reads(session):
+            session.info[_WROTE_PLAN_READS] = True
+
+    @event.listens_for(sessions, "after_commit")
+    def _committed(session: Session) -> None:
+        if session.info.pop(_WROTE_PLAN_READS, False):
+            reads.forget(None)
+
+    @event.listens_for(sessions, "after_rollback")
+    def _rolled_back(session: Session) -> None:
+        session.info.pop(_WROTE_PLAN_READS, None)
+
+
+def _writes_plan_reads(session: Session) -> bool:
+    """Whether the session's flush adds, changes or deletes what migration 0013's triggers notify of (or a
+    little more: an organisation, budget or hardware profile added, which no plan kept as missing)."""
+    for written in itertools.chain(session.new, session.deleted):
+        if isinstance(written, Organization | Budget | Calibration | HardwareProfile):
+            return True
+    for changed in session.dirty:
+        if isinstance(changed, Organization | Calibration):
+            return True
+        names = ("id", "organization_id", "currency") if isinstance(changed, Budget) else ("id", "slug")
+        if isinstance(changed, Budget | HardwareProfile) and any(
+            get_history(changed, name).has_changes() for name in names
+        ):
+            return True
+    return False
 
 
 def verified_keys() -> VerifiedKeys | None:

@@ -273,6 +273,78 @@ def test_a_budget_not_found_is_not_kept(client, connection, world, kept_reads):
     assert reads_of(connection, plan_body(budget_id=budget["id"]), client)[0] == 1
 
 
+def test_a_process_forgets_what_a_plan_read_as_its_own_session_commits_a_change_to_it(session_factory):
+    """The process that changes what a plan reads forgets at once, not when the notification comes back: the
+    next request may reach it first. A change rolled back, or a budget's amounts moving, forget nothing."""
+    reads = KeptRows(60)
+    reads.listen(True)
+    change_listener.forget_own_writes(session_factory, reads)
+
+    def kept_after(change: Callable[[Session], object], commit: bool = True) -> bool:
+        reads.keep("row", ROW, reads.ticket())
+        with session_factory() as session:
+            change(session)
+            session.flush()
+            assert reads.get("row") == ROW, "forgotten before the change committed"
+            session.commit() if commit else session.rollback()
+        return reads.get("row") == ROW
+
+    with session_factory() as session:
+        session.add(Organization(slug="acme", name="Acme"))
+        session.commit()
+        acme = session.scalar(select(Organization).where(Organization.slug == "acme"))
+        load_builtin_hardware(session)
+        session.commit()
+
+    def budget(session: Session) -> Budget:
+        found = session.scalar(select(Budget))
+        assert found is not None
+        return found
+
+    def add_budget(session: Session) -> None:
+        now = utcnow()
+        session.add(
+            Budget(
+                organization_id=acme.id,
+                name="b",
+                amount=Decimal(100),
+                currency="USD",
+                period_start=now,
+                period_end=now + timedelta(days=1),
+            )
+        )
+
+    def profile(session: Session) -> HardwareProfile:
+        found = session.scalar(select(HardwareProfile).where(HardwareProfile.slug == "h100-sxm"))
+        assert found is not None
+        return found
+
+    assert not kept_after(add_budget)
+    assert kept_after(lambda session: setattr(budget(session), "committed", Decimal(10)))
+    assert kept_after(lambda session: setattr(budget(session), "name", "renamed"))
+    assert kept_after(lambda session: setattr(budget(session), "currency", "EUR"), commit=False)
+    assert not kept_after(lambda session: setattr(budget(session), "currency", "EUR"))
+    assert not kept_after(lambda session: setattr(session.get(Organization, acme.id), "name", "Acme Inc"))
+    assert kept_after(lambda session: setattr(profile(session), "name", "H100"))
+    assert not kept_after(lambda session: setattr(profile(session), "slug", "h100-renamed"))
+    assert not kept_after(
+        lambda session: session.add(
+            Calibration(
+                organization_id=acme.id,
+                hardware_id=profile_id(session),
+                matmul_efficiency=0.5,
+                runs=[],
+                fit={},
+                created_by="test",
+            )
+        )
+    )
+
+
+def profile_id(session: Session):
+    return session.scalar(select(HardwareProfile.id).where(HardwareProfile.slug == "h100-renamed"))
+
+
 # --- On PostgreSQL: the trigger and the listener ------------------------------------------------------------
 
 postgresql_only = pytest.mark.skipif("postgresql" not in BACKENDS, reason="needs TEST_DATABASE_URL")
