@@ -264,13 +264,27 @@ def test_a_plan_sized_by_its_budgets_remaining_amount_always_reads_it(client, co
     assert (reads, plan["cost"]) == (1, "1000.00")
 
 
-def test_a_budget_not_found_is_not_kept(client, connection, world, kept_reads):
+def test_a_budget_not_found_is_not_kept(client, session, connection, world, kept_reads):
     """A 422 for a budget that does not exist yet is not remembered: once it exists, a plan finds it."""
-    budget_id = str(uuid.uuid4())
-    assert pointers(post_plan(client, plan_body(budget_id=budget_id))) == ["#/budget_id"]
-    assert kept_reads.get(("acme", uuid.UUID(budget_id), "lab-gpu")) is None
-    budget = make_budget(client)
-    assert reads_of(connection, plan_body(budget_id=budget["id"]), client)[0] == 1
+    budget_id = uuid.uuid4()
+    assert pointers(post_plan(client, plan_body(budget_id=str(budget_id)))) == ["#/budget_id"]
+    assert kept_reads.get(("acme", budget_id, "lab-gpu")) is None
+    acme = session.scalar(select(Organization.id).where(Organization.slug == "acme"))
+    now = utcnow()
+    session.add(  # the same id, as another process might have created it meanwhile
+        Budget(
+            id=budget_id,
+            organization_id=acme,
+            name="late",
+            amount=Decimal(1000),
+            currency="USD",
+            period_start=now,
+            period_end=now + timedelta(days=1),
+        )
+    )
+    session.commit()
+    reads, plan = reads_of(connection, plan_body(budget_id=str(budget_id)), client)
+    assert (reads, plan["budget_id"]) == (1, str(budget_id))
 
 
 def test_a_process_forgets_what_a_plan_read_as_its_own_session_commits_a_change_to_it(session_factory):
@@ -543,21 +557,80 @@ def test_a_change_another_process_commits_is_read_by_the_next_plan(listened, scr
     app, _, _ = listened
     reads = app.extensions[change_listener.PLAN_READS_EXTENSION]
     key = issued(scratch)
-    body = {"organization": "acme", "params": 1e9, "tokens": 2e10, "hardware": "h100-sxm", "accelerators": 8}
-    client = app.test_client()
-    engine = get_db(app).engine
-    statements: list[str] = []
-    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
-
-    def organization_reads() -> int:
-        before = len(statements)
-        assert client.post("/v1/plans", json=body, headers=bearer(key)).status_code == 201
-        return sum("FROM organizations" in statement for statement in statements[before:])
-
+    organization_reads = plan_reads_counter(app, key, {"hardware": "h100-sxm"})
     assert (organization_reads(), organization_reads()) == (1, 0)
     with scratch.begin() as connection:  # another process
         connection.execute(text("UPDATE organizations SET name = 'Acme Inc' WHERE slug = 'acme'"))
     wait_for(
         lambda: reads.get(("acme", None, "h100-sxm")) is None, "the change was never heard of", seconds=2
     )
+    assert reads.listening  # forgotten because the change was heard, not because the listener stopped
     assert organization_reads() == 1
+
+
+def plan_reads_counter(app, key: str, overrides: dict) -> Callable[[], int]:
+    """A function that creates a plan of acme's (the catalog loaded) and says how many of its statements read
+    the organisation."""
+    with Session(get_db(app).engine) as session:
+        load_builtin_hardware(session)
+        session.commit()
+    body = {"organization": "acme", "params": 1e9, "tokens": 2e10, "accelerators": 8, **overrides}
+    client = app.test_client()
+    statements: list[str] = []
+    event.listen(get_db(app).engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+
+    def organization_reads() -> int:
+        before = len(statements)
+        response = client.post("/v1/plans", json=body, headers=bearer(key))
+        assert response.status_code == 201, response.get_json()
+        return sum("FROM organizations" in statement for statement in statements[before:])
+
+    return organization_reads
+
+
+@postgresql_only
+def test_a_change_this_process_commits_is_read_by_its_next_plan_at_once(listened, scratch):
+    """A budget's currency changed through this process: forgotten as it commits, before any notification
+    (the listener no longer reaches the app's cache here), so the next plan is refused for the currency."""
+    app, _, listener = listened
+    reads = app.extensions[change_listener.PLAN_READS_EXTENSION]
+    listener.caches[change_listener.PLAN_READS_CHANNEL] = KeptRows(60)
+    admin, key = issued(scratch, "admin"), issued(scratch)
+    client = app.test_client()
+    budget = client.post(
+        "/v1/budgets",
+        json={
+            "organization": "acme",
+            "name": "own write",
+            "amount": "1000000.00",
+            "currency": "USD",
+            "period_start": "2026-01-01T00:00:00Z",
+            "period_end": "2031-01-01T00:00:00Z",
+        },
+        headers=bearer(admin),
+    ).get_json()
+    organization_reads = plan_reads_counter(app, key, {"hardware": "h100-sxm", "budget_id": budget["id"]})
+    assert (organization_reads(), organization_reads()) == (1, 0)
+    changed = client.patch(
+        f"/v1/budgets/{budget['id']}",
+        json={"currency": "EUR"},
+        headers={
+            **bearer(admin),
+            "If-Match": client.get(f"/v1/budgets/{budget['id']}", headers=bearer(admin)).headers["ETag"],
+        },
+    )
+    assert changed.status_code == 200, changed.get_json()
+    assert reads.get(("acme", uuid.UUID(budget["id"]), "h100-sxm")) is None
+    refused = client.post(
+        "/v1/plans",
+        json={
+            "organization": "acme",
+            "params": 1e9,
+            "tokens": 2e10,
+            "accelerators": 8,
+            "hardware": "h100-sxm",
+            "budget_id": budget["id"],
+        },
+        headers=bearer(key),
+    )
+    assert pointers(refused) == ["#/budget_id"]
