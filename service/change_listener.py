@@ -25,7 +25,6 @@ caches.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Mapping
 
@@ -33,11 +32,10 @@ import flask
 import psycopg
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.orm.attributes import get_history
 
 from service.background import Periodic, started_by_requests
 from service.db import get_db
-from service.models import Budget, Calibration, HardwareProfile, Organization
+from service.services import plans
 from service.services.kept_rows import KeptRows
 from service.services.keys import VerifiedKeys
 
@@ -146,7 +144,7 @@ def forget_own_writes(sessions: sessionmaker[Session], reads: KeptRows) -> None:
 
     @event.listens_for(sessions, "after_flush")
     def _flushed(session: Session, _context: object) -> None:
-        if _writes_plan_reads(session):
+        if plans.writes_what_new_plans_read(session):
             session.info[_WROTE_PLAN_READS] = True
 
     @event.listens_for(sessions, "after_commit")
@@ -157,23 +155,6 @@ def forget_own_writes(sessions: sessionmaker[Session], reads: KeptRows) -> None:
     @event.listens_for(sessions, "after_rollback")
     def _rolled_back(session: Session) -> None:
         session.info.pop(_WROTE_PLAN_READS, None)
-
-
-def _writes_plan_reads(session: Session) -> bool:
-    """Whether the session's flush adds, changes or deletes what migration 0013's triggers notify of (or a
-    little more: an organisation, budget or hardware profile added, which no plan kept as missing)."""
-    for written in itertools.chain(session.new, session.deleted):
-        if isinstance(written, Organization | Budget | Calibration | HardwareProfile):
-            return True
-    for changed in session.dirty:
-        if isinstance(changed, Organization | Calibration):
-            return True
-        names = ("id", "organization_id", "currency") if isinstance(changed, Budget) else ("id", "slug")
-        if isinstance(changed, Budget | HardwareProfile) and any(
-            get_history(changed, name).has_changes() for name in names
-        ):
-            return True
-    return False
 
 
 def verified_keys() -> VerifiedKeys | None:

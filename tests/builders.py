@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from service.models import HardwareProfile, Plan, UsageRecord
+from service.models import Budget, HardwareProfile, Plan, UsageRecord, utcnow
 
 
 def hardware_profile(**overrides) -> HardwareProfile:
@@ -20,6 +20,21 @@ def hardware_profile(**overrides) -> HardwareProfile:
         **overrides,
     }
     return HardwareProfile(**fields)
+
+
+def budget(organization_id, **overrides) -> Budget:
+    """A USD budget of 100.00 for a day from now."""
+    now = utcnow()
+    fields = {
+        "organization_id": organization_id,
+        "name": "b",
+        "amount": Decimal(100),
+        "currency": "USD",
+        "period_start": now,
+        "period_end": now + timedelta(days=1),
+        **overrides,
+    }
+    return Budget(**fields)
 
 
 def gpu_body(slug: str = "lab-gpu", price: str = "2.50", currency: str = "USD") -> dict:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
+from itertools import chain
 from typing import Any, TypeVarTuple
 
 from sqlalchemy import (
@@ -36,6 +37,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm.attributes import get_history
 from sqlalchemy.orm.interfaces import LoaderOption
 
 from service import actors, metrics
@@ -45,6 +47,7 @@ from service.core.units import CENT
 from service.models import (
     CAP_SLACK,
     Budget,
+    Calibration,
     HardwareProfile,
     LedgerEntry,
     Organization,
@@ -353,6 +356,30 @@ _READS = Prepared(
     .outerjoin(Budget, (Budget.id == bindparam("id")) & (Budget.organization_id == Organization.id))
     .where(Organization.slug == bindparam("slug"))
 )
+
+
+# What a kept read depends on, beyond rows added (a plan keeps nothing it did not find): every column of an
+# organisation and a calibration, and these of a budget and a hardware profile. Migration 0013's triggers
+# notify the same changes to the other processes.
+_READ_BY_NEW_PLANS = (Organization, Budget, Calibration, HardwareProfile)
+_COLUMNS_READ: dict[type, tuple[str, ...]] = {
+    Budget: ("id", "organization_id", "currency"),
+    HardwareProfile: ("id", "slug"),
+}
+
+
+def writes_what_new_plans_read(session: Session) -> bool:
+    """Whether the session's flush adds, deletes or changes what `_reads` may have kept (an addition too, to
+    err on the safe side): the process then forgets its kept reads as the session commits
+    (service/change_listener.forget_own_writes)."""
+    if any(isinstance(instance, _READ_BY_NEW_PLANS) for instance in chain(session.new, session.deleted)):
+        return True
+    for instance in session.dirty:
+        if isinstance(instance, Organization | Calibration):
+            return True
+        if any(get_history(instance, name).has_changes() for name in _COLUMNS_READ.get(type(instance), ())):
+            return True
+    return False
 
 
 def _check_chargeable(run: engine.Estimate, budget: ChargedBudget) -> None:

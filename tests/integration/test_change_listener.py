@@ -23,6 +23,7 @@ from service.services import keys
 from service.services.catalog import load_builtin_hardware
 from service.services.kept_rows import KeptRows
 from service.services.keys import VerifiedKeys
+from tests import builders
 from tests.api.test_plans import (
     allocation_body,
     create_plan,
@@ -48,8 +49,10 @@ class Clock:
         return self.now
 
 
-def listening(lifetime: float = 60, clock: Callable[[], float] = time.monotonic) -> VerifiedKeys:
-    known = VerifiedKeys(lifetime, clock=clock)
+def listening(lifetime: float = 60, clock: Callable[[], float] = time.monotonic) -> KeptRows:
+    """A cache as its listener turns it on: of keys (a VerifiedKeys is a KeptRows by another name) or of plan
+    reads."""
+    known = KeptRows(lifetime, clock=clock)
     known.listen(True)
     return known
 
@@ -224,8 +227,7 @@ def test_a_process_keeps_rows_only_on_postgresql(database_url, keys_seconds, rea
 @pytest.fixture
 def kept_reads(app, monkeypatch) -> KeptRows:
     """The shared app given a listening cache of plan reads for the test."""
-    reads = KeptRows(60)
-    reads.listen(True)
+    reads = listening()
     monkeypatch.setitem(app.extensions, change_listener.PLAN_READS_EXTENSION, reads)
     return reads
 
@@ -270,18 +272,7 @@ def test_a_budget_not_found_is_not_kept(client, session, connection, world, kept
     assert pointers(post_plan(client, plan_body(budget_id=str(budget_id)))) == ["#/budget_id"]
     assert kept_reads.get(("acme", budget_id, "lab-gpu")) is None
     acme = session.scalar(select(Organization.id).where(Organization.slug == "acme"))
-    now = utcnow()
-    session.add(  # the same id, as another process might have created it meanwhile
-        Budget(
-            id=budget_id,
-            organization_id=acme,
-            name="late",
-            amount=Decimal(1000),
-            currency="USD",
-            period_start=now,
-            period_end=now + timedelta(days=1),
-        )
-    )
+    session.add(builders.budget(acme, id=budget_id))  # the same id, as another process might have made it
     session.commit()
     reads, plan = reads_of(connection, plan_body(budget_id=str(budget_id)), client)
     assert (reads, plan["budget_id"]) == (1, str(budget_id))
@@ -290,8 +281,7 @@ def test_a_budget_not_found_is_not_kept(client, session, connection, world, kept
 def test_a_process_forgets_what_a_plan_read_as_its_own_session_commits_a_change_to_it(session_factory):
     """The process that changes what a plan reads forgets at once, not when the notification comes back: the
     next request may reach it first. A change rolled back, or a budget's amounts moving, forget nothing."""
-    reads = KeptRows(60)
-    reads.listen(True)
+    reads = listening()
     change_listener.forget_own_writes(session_factory, reads)
 
     def kept_after(change: Callable[[Session], object], commit: bool = True) -> bool:
@@ -315,25 +305,12 @@ def test_a_process_forgets_what_a_plan_read_as_its_own_session_commits_a_change_
         assert found is not None
         return found
 
-    def add_budget(session: Session) -> None:
-        now = utcnow()
-        session.add(
-            Budget(
-                organization_id=acme.id,
-                name="b",
-                amount=Decimal(100),
-                currency="USD",
-                period_start=now,
-                period_end=now + timedelta(days=1),
-            )
-        )
-
-    def profile(session: Session) -> HardwareProfile:
-        found = session.scalar(select(HardwareProfile).where(HardwareProfile.slug == "h100-sxm"))
+    def profile(session: Session, slug: str = "h100-sxm") -> HardwareProfile:
+        found = session.scalar(select(HardwareProfile).where(HardwareProfile.slug == slug))
         assert found is not None
         return found
 
-    assert not kept_after(add_budget)
+    assert not kept_after(lambda session: session.add(builders.budget(acme.id)))
     assert kept_after(lambda session: setattr(budget(session), "committed", Decimal(10)))
     assert kept_after(lambda session: setattr(budget(session), "name", "renamed"))
     assert kept_after(lambda session: setattr(budget(session), "currency", "EUR"), commit=False)
@@ -345,7 +322,7 @@ def test_a_process_forgets_what_a_plan_read_as_its_own_session_commits_a_change_
         lambda session: session.add(
             Calibration(
                 organization_id=acme.id,
-                hardware_id=profile_id(session),
+                hardware_id=profile(session, "h100-renamed").id,
                 matmul_efficiency=0.5,
                 runs=[],
                 fit={},
@@ -353,10 +330,6 @@ def test_a_process_forgets_what_a_plan_read_as_its_own_session_commits_a_change_
             )
         )
     )
-
-
-def profile_id(session: Session):
-    return session.scalar(select(HardwareProfile.id).where(HardwareProfile.slug == "h100-renamed"))
 
 
 # --- On PostgreSQL: the trigger and the listener ------------------------------------------------------------
@@ -451,15 +424,7 @@ def test_the_database_notifies_every_change_of_what_a_new_plan_reads(scratch, sc
     def sql(statement: str) -> Callable[[Session], object]:
         return lambda session: session.execute(text(statement))
 
-    now = utcnow()
-    budget = Budget(
-        organization_id=acme,
-        name="b",
-        amount=Decimal(100),
-        currency="USD",
-        period_start=now,
-        period_end=now + timedelta(days=1),
-    )
+    budget = builders.budget(acme)
     calibration = Calibration(
         organization_id=acme, hardware_id=hardware, matmul_efficiency=0.5, runs=[], fit={}, created_by="test"
     )
