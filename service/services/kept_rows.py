@@ -3,7 +3,8 @@
 A process that reads the same few rows on every request (the key that admits it, a new plan's organisation,
 budget and calibration) may keep what it read, as long as it hears of every change to those rows: on
 PostgreSQL, triggers NOTIFY a channel as a change commits and a thread of each process LISTENs and has the
-cache forget. The cache answers only while that thread listens; a row read while something was being
+cache forget; on SQLite, triggers count the changes and each request reads the counts before it uses the
+cache. The cache answers only while it hears (`listening`); a row read while something was being
 forgotten is not kept (`ticket`), so a change that commits between a request's read and its keeping is never
 lost.
 """

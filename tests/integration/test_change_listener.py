@@ -194,9 +194,9 @@ def test_the_suites_apps_keep_nothing(app):
     [(60, 60), (60, 0), (0, 60), (0, 0)],
     ids=["both", "keys", "reads", "none"],
 )
-def test_a_process_keeps_rows_only_on_postgresql(database_url, keys_seconds, reads_seconds):
-    """Outside tests: on PostgreSQL the caches whose lifetime is above 0 and a listener (started by the first
-    request) for them; on SQLite, or with both at 0, neither."""
+def test_a_process_keeps_rows_while_it_learns_of_their_changes(database_url, keys_seconds, reads_seconds):
+    """Outside tests, the caches whose lifetime is above 0, and what keeps them true: on PostgreSQL a listener
+    (started by the first request) for them, on SQLite the change counters; with both at 0, nothing."""
     app = build_app(
         database_url,
         testing=False,
@@ -204,13 +204,18 @@ def test_a_process_keeps_rows_only_on_postgresql(database_url, keys_seconds, rea
         plan_reads_cache_seconds=reads_seconds,
     )
     on_postgresql = database_url.startswith("postgresql")
+    keeps = keys_seconds > 0 or reads_seconds > 0
     listener = app.extensions[change_listener.LISTENER_KEY]
-    assert (listener is not None) == (on_postgresql and (keys_seconds > 0 or reads_seconds > 0))
-    with app.app_context():
-        assert (change_listener.verified_keys() is not None) == (on_postgresql and keys_seconds > 0)
-        assert (change_listener.plan_reads() is not None) == (on_postgresql and reads_seconds > 0)
-    if listener is not None:
-        assert set(listener.caches) == {
+    counters = app.extensions[change_listener.COUNTERS_KEY]
+    assert (listener is not None, counters is not None) == (
+        keeps and on_postgresql,
+        keeps and not on_postgresql,
+    )
+    with app.test_request_context():
+        assert (change_listener.verified_keys() is not None) == (keys_seconds > 0)
+        assert (change_listener.plan_reads() is not None) == (reads_seconds > 0)
+    if keeps:
+        assert set((listener or counters).caches) == {
             channel
             for channel, seconds in (
                 (change_listener.KEYS_CHANNEL, keys_seconds),
