@@ -15,6 +15,7 @@ from service.api.base import (
     page_response,
     written_page_response,
 )
+from service.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
 from service.change_listener import plan_reads
@@ -89,7 +90,9 @@ def create_plan(request, prepared):
     or budget that does not exist, a plan charged to a budget without a cost in the budget's currency, and a
     run that would end after the year 9998.
     """
-    return _created(plans.store_new(get_session(), prepared))
+    # Without a key, the plan's row and audit entry are all the request writes: no claim or record with them.
+    only_write = IDEMPOTENCY_HEADER not in flask.request.headers
+    return _created(plans.store_new(get_session(), prepared, only_write=only_write))
 
 
 @blp.get("/compare")

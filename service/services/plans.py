@@ -44,6 +44,7 @@ from service import actors, metrics
 from service.core import engine, performance
 from service.core.laws import ScalingLaw
 from service.core.units import CENT
+from service.db import alone
 from service.models import (
     CAP_SLACK,
     Budget,
@@ -219,9 +220,13 @@ def evaluate_new(
     )
 
 
-def store_new(session: Session, plan: Plan) -> Plan:
-    """Store a draft `evaluate_new` made (in this session or another): its row and its audit entry."""
+def store_new(session: Session, plan: Plan, *, only_write: bool = False) -> Plan:
+    """Store a draft `evaluate_new` made (in this session or another): its row and its audit entry. With
+    `only_write`, the caller writes nothing else in the session's transaction (no Idempotency-Key's claim
+    and record): on PostgreSQL the one statement then commits by itself (db.alone)."""
     plan.created_by = actors.actor(session)
+    if only_write:
+        alone(session)
     try:
         _insert(session, plan)
     except IntegrityError:  # its organisation, budget or hardware profile was deleted since it was read
