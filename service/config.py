@@ -66,10 +66,10 @@ class Config:
     rate_limit_burst: int = 0  # requests a key may send at once; 0: a tenth of a minute's worth
     # Failed authentications per client address and minute (and at once); on by default, 0 turns it off.
     auth_failures_per_minute: int = 30
-    # PostgreSQL: how long a process may answer from the keys it verified lately, hearing of every change to
-    # them meanwhile (service/change_listener.py); 0 looks every key up.
+    # How long a process may answer from the keys it verified lately, learning of every change to them
+    # meanwhile (service/change_listener.py); 0 looks every key up.
     key_cache_seconds: int = 60
-    # PostgreSQL: the same for what a new plan reads (its organisation, budget and calibration); 0 reads them.
+    # The same for what a new plan reads (its organisation, budget and calibration); 0 reads them.
     plan_reads_cache_seconds: int = 60
     trusted_proxy_hops: int = 0  # reverse proxies in front that append the client to X-Forwarded-For
     web_concurrency: int = 2
