@@ -41,7 +41,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.background import Periodic, started_by_requests
-from service.db import get_db
+from service.db import get_db, sqlite_file
 from service.services import plans
 from service.services.kept_rows import KeptRows
 from service.services.keys import VerifiedKeys
@@ -183,7 +183,7 @@ def init_app(app: flask.Flask) -> None:
     on_postgresql = engine.dialect.name == "postgresql"
     listener = listener_for(app, keys=keys, plan_reads=plan_reads) if wanted and on_postgresql else None
     started_by_requests(app, LISTENER_KEY, listener)
-    if wanted and not on_postgresql and engine.url.database not in (None, "", ":memory:"):
+    if wanted and not on_postgresql and sqlite_file(engine.url) is not None:
         counters_for(app, keys=keys, plan_reads=plan_reads)
 
 

@@ -153,9 +153,16 @@ def lift_request_bounds(connection: Connection) -> None:
         connection.connection.dbapi_connection.answer_timeout = None
 
 
+def sqlite_file(url: URL) -> Path | None:
+    """The file a SQLite database is kept in, one that several connections (and processes) share; None for
+    one in memory."""
+    return Path(url.database) if url.database and url.database != ":memory:" else None
+
+
 def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
-    if url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    file = sqlite_file(url)
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, json_serializer=json_provider.store, json_deserializer=json_provider.load)
 
     # The stdlib driver's legacy transaction control emits no BEGIN before SELECT or DDL, which breaks
@@ -179,9 +186,7 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
 
     # Writers queue at a gate rather than sleep in SQLite's busy handler (service/write_gate.py); an in-memory
     # database has one connection, and no file to put the gate's beside.
-    gate = None
-    if url.database and url.database != ":memory:":
-        gate = write_gate.install(engine, Path(url.database), busy_timeout_ms / 1000)
+    gate = None if file is None else write_gate.install(engine, file, busy_timeout_ms / 1000)
 
     @event.listens_for(engine, "begin")
     def _begin(connection):

@@ -52,14 +52,20 @@ def _sqlite_url(directory: Path) -> str:
     return f"sqlite:///{directory / 'test.db'}"
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
-def database_url(request, tmp_path_factory) -> str:
-    """The URL of a database migrated to head, once per backend for the whole run."""
-    url = _sqlite_url(tmp_path_factory.mktemp("sqlite")) if request.param == "sqlite" else POSTGRES_URL
+def migrated(url: str) -> str:
+    """`url`, its database migrated to head."""
     engine = create_db_engine(Config(database_url=url))
     migrate.upgrade(engine)
     engine.dispose()
     return url
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def database_url(request, tmp_path_factory) -> str:
+    """The URL of a database migrated to head, once per backend for the whole run."""
+    return migrated(
+        _sqlite_url(tmp_path_factory.mktemp("sqlite")) if request.param == "sqlite" else POSTGRES_URL
+    )
 
 
 @pytest.fixture(scope="session")

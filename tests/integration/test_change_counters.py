@@ -21,17 +21,16 @@ from service.services import keys
 from service.services.catalog import load_builtin_hardware
 from tests import builders
 from tests.api.test_plans import pointers
-from tests.conftest import bearer, build_app, issue_key_in
-from tests.integration.test_change_listener import plan_reads_counter
+from tests.conftest import bearer, build_app, issue_key_in, migrated
+from tests.integration.test_change_listener import issued, plan_reads_counter
 
 COUNTERS_MIGRATION = migrate.MIGRATIONS_DIR / "versions" / "0014_sqlite_change_counters.py"
 
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path_factory.mktemp('counters') / 'counted.db'}"
+    url = migrated(f"sqlite:///{tmp_path_factory.mktemp('counters') / 'counted.db'}")
     engine = create_db_engine(Config(database_url=url))
-    migrate.upgrade(engine)
     with Session(engine) as session:
         load_builtin_hardware(session)
         session.commit()
@@ -128,11 +127,6 @@ def test_every_change_of_what_a_new_plan_reads_moves_its_counter(scratch):
         == set()
     )
     assert moved(scratch, sql("DELETE FROM organizations WHERE slug = 'globex'")) == {READS}
-
-
-def issued(engine, role: str = "planner") -> str:
-    with Session(engine) as session:
-        return issue_key_in(session, role, None if role == "admin" else "acme")
 
 
 @pytest.fixture

@@ -15,9 +15,8 @@ import pytest
 from sqlalchemy import create_engine, event, select, text, update
 from sqlalchemy.orm import Session
 
-from service import change_listener, migrate
-from service.config import Config
-from service.db import create_db_engine, get_db, normalise_url
+from service import change_listener
+from service.db import get_db, normalise_url
 from service.models import ApiKey, Budget, Calibration, HardwareProfile, Organization, utcnow
 from service.services import keys
 from service.services.catalog import load_builtin_hardware
@@ -36,7 +35,7 @@ from tests.api.test_plans import (
 )
 from tests.api.test_plans import world as world  # noqa: PLC0414 -- the fixture, re-exported
 from tests.commands import scratch_postgres_database
-from tests.conftest import BACKENDS, POSTGRES_URL, bearer, build_app, issue_key_in
+from tests.conftest import BACKENDS, POSTGRES_URL, bearer, build_app, issue_key_in, migrated
 
 ROW = ("digest", "planner", None, None, None, None)
 
@@ -347,10 +346,7 @@ def scratch_url() -> Iterator[str]:
     """A database of the module's own, migrated: the listener needs changes that commit."""
     prefix = f"{normalise_url(POSTGRES_URL).database}_keys"
     with scratch_postgres_database(POSTGRES_URL, prefix) as url:
-        engine = create_db_engine(Config(database_url=url))
-        migrate.upgrade(engine)
-        engine.dispose()
-        yield url
+        yield migrated(url)
 
 
 @pytest.fixture

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select, update
 
-from service import create_app, jobs, migrate
+from service import create_app, jobs
 from service.config import Config
-from service.db import create_db_engine, get_db
+from service.db import get_db
 from service.models import FitJob, FittedLaw, utcnow
 from service.services import laws
-from tests.conftest import BufferedClient, bearer
+from tests.conftest import BufferedClient, bearer, migrated
 
 pytestmark = pytest.mark.usefixtures("small_fit_grid")  # the grid search is tests/core/test_fit.py's
 
@@ -47,10 +47,7 @@ def fit_body(slug: str = "sweep") -> dict:
 
 @pytest.fixture
 def migrated_url(empty_database_url) -> str:
-    engine = create_db_engine(Config(database_url=empty_database_url))
-    migrate.upgrade(engine)
-    engine.dispose()
-    return empty_database_url
+    return migrated(empty_database_url)
 
 
 @pytest.fixture

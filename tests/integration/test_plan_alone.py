@@ -12,15 +12,13 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
-from service import change_listener, migrate
-from service.config import Config
-from service.db import create_db_engine, get_db, normalise_url
+from service import change_listener
+from service.db import get_db, normalise_url
 from service.models import AuditEntry, Plan
 from service.services.catalog import load_builtin_hardware
-from service.services.kept_rows import KeptRows
-from service.services.keys import VerifiedKeys
 from tests.commands import scratch_postgres_database
-from tests.conftest import POSTGRES_URL, bearer, build_app, issue_key_in
+from tests.conftest import POSTGRES_URL, bearer, build_app, issue_key_in, migrated
+from tests.integration.test_change_listener import listening
 
 pytestmark = pytest.mark.skipif(not POSTGRES_URL, reason="needs TEST_DATABASE_URL")
 
@@ -31,18 +29,11 @@ BODY = {"organization": "acme", "params": 1e9, "tokens": 2e10, "hardware": "h100
 def app() -> Iterator:
     prefix = f"{normalise_url(POSTGRES_URL).database}_alone"
     with scratch_postgres_database(POSTGRES_URL, prefix) as url:
-        engine = create_db_engine(Config(database_url=url))
-        migrate.upgrade(engine)
-        engine.dispose()
-        app = build_app(url)
+        app = build_app(migrated(url))
         # As a process outside the tests keeps them (change_listener.py): a plan whose key and reads are kept
         # reads nothing before its INSERT.
-        for extension, kept in (
-            (change_listener.KEYS_EXTENSION, VerifiedKeys(60)),
-            (change_listener.PLAN_READS_EXTENSION, KeptRows(60)),
-        ):
-            kept.listen(True)
-            app.extensions[extension] = kept
+        for extension in (change_listener.KEYS_EXTENSION, change_listener.PLAN_READS_EXTENSION):
+            app.extensions[extension] = listening()
         with Session(get_db(app).engine) as session:
             load_builtin_hardware(session)
             session.commit()

@@ -18,13 +18,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from sqlalchemy import select
 
-from service import create_app, migrate
+from service import create_app
 from service.config import Config
-from service.db import create_db_engine, get_db
+from service.db import get_db
 from service.models import Organization, Webhook, WebhookDelivery, utcnow
 from service.services import events
 from service.services.webhooks import new_secret
 from service.webhook_sender import EXTENSION_KEY, POLL_SECONDS, Sender, Settings, claim_next, deliver_due
+from tests.conftest import migrated
 
 SETTINGS = Settings(timeout_seconds=5, max_attempts=3)
 LATER = timedelta(days=2)  # beyond any retry delay, jitter included
@@ -248,10 +249,7 @@ def test_a_claimed_attempt_is_no_other_senders_until_its_lease_runs_out(app, ses
 
 def test_the_in_process_sender_posts_an_event_as_soon_as_it_is_committed(empty_database_url, receiver):
     """On a database of its own: the sender's thread and the test commit for real, as processes do."""
-    engine = create_db_engine(Config(database_url=empty_database_url))
-    migrate.upgrade(engine)
-    engine.dispose()
-    app = create_app(Config(database_url=empty_database_url, testing=True))
+    app = create_app(Config(database_url=migrated(empty_database_url), testing=True))
     sender = app.extensions[EXTENSION_KEY] = Sender(get_db(app), SETTINGS)
     try:
         with app.app_context(), get_db(app).sessionmaker() as session:
