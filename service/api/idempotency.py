@@ -47,6 +47,7 @@ def idempotent(
     prepare: Callable[..., Any] | None = None,
     *,
     peek: bool = True,
+    writes_once: bool = False,
 ) -> Callable:
     """Run the view as one transaction (services/transactions.run_once), committed together with the
     response when the request came with an Idempotency-Key.
@@ -61,6 +62,10 @@ def idempotent(
     writer would wait on meanwhile; `reads` is db.reading_session's. Its result reaches the view as
     `prepared`. With `peek`, a finished response to replay is looked for first, without a lock: worth a
     statement when `prepare` is slow.
+
+    `writes_once`: the view writes one audit.WithEntry INSERT and reads nothing a retry would find changed
+    (it stores what `prepare` evaluated), so that on PostgreSQL the key's claim, that write and the response
+    are one statement (services/transactions.run_once).
     """
 
     def decorate(view: Callable) -> Callable:
@@ -75,7 +80,12 @@ def idempotent(
                             return _replay(stored)
                     kwargs["prepared"] = prepare(reads, *args, **kwargs)
             return transactions.run_once(
-                get_session(), lambda: view(*args, **kwargs), key=key, record=_record, replay=_replay
+                get_session(),
+                lambda: view(*args, **kwargs),
+                key=key,
+                record=_record,
+                replay=_replay,
+                writes_once=writes_once,
             )
 
         wrapper = blueprint.doc(parameters=[IDEMPOTENCY_KEY_PARAMETER, *parameters])(wrapper)

@@ -15,7 +15,6 @@ from service.api.base import (
     page_response,
     written_page_response,
 )
-from service.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.auth import READERS, requires, scope
 from service.change_listener import plan_reads
@@ -76,8 +75,9 @@ def _evaluate_plan(reads: Session, request: plans.PlanRequest) -> Plan:
 @blp.post("")
 @requires("planner")
 @blp.arguments(PlanRequestSchema)
-# A replay is rare and the evaluation cheaper than a look for one: it comes with the claim.
-@idempotent(blp, prepare=_evaluate_plan, peek=False)
+# A replay is rare and the evaluation cheaper than a look for one: it comes with the claim (on PostgreSQL, in
+# the plan's INSERT).
+@idempotent(blp, prepare=_evaluate_plan, peek=False, writes_once=True)
 @blp.response(201, PlanSchema, headers=CREATED_HEADERS)
 def create_plan(request, prepared):
     """Evaluate an allocation request (or a given `params` and `tokens`) on a cluster and store it as a draft.
@@ -90,9 +90,7 @@ def create_plan(request, prepared):
     or budget that does not exist, a plan charged to a budget without a cost in the budget's currency, and a
     run that would end after the year 9998.
     """
-    # Without a key, the plan's row and audit entry are all the request writes: no claim or record with them.
-    only_write = IDEMPOTENCY_HEADER not in flask.request.headers
-    return _created(plans.store_new(get_session(), prepared, only_write=only_write))
+    return _created(plans.store_new(get_session(), prepared))
 
 
 @blp.get("/compare")

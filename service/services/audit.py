@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Insert, bindparam, event, insert, inspect, select
+from sqlalchemy import CTE, BindParameter, Insert, TableClause, bindparam, event, insert, inspect, select
 from sqlalchemy.orm import Session, UOWTransaction
 
 from service import actors
@@ -146,23 +150,72 @@ _ENTRY = "entry_"  # what the entry's parameters are named in a WithEntry statem
 class WithEntry:
     """A Core INSERT of a change (a new plan, say) that writes the change's audit entry with it: in one
     statement where a WITH clause may hold an INSERT (PostgreSQL, a round trip fewer), as two elsewhere
-    (SQLite, where a statement costs no round trip)."""
+    (SQLite, where a statement costs no round trip).
+
+    Within `holding_writes` it writes nothing and is held back instead, for a statement that writes it with
+    other rows (services/idempotency.claim_and_write: an Idempotency-Key's claim and record)."""
 
     def __init__(self, statement: Insert):
-        columns = {
-            column.key: bindparam(_ENTRY + column.key, type_=column.type) for column in AUDIT_LOG.columns
-        }
+        self.table = statement.table
         self._alone = Prepared(statement)
-        self._with_entry = Prepared(statement.add_cte(insert(AUDIT_LOG).values(columns).cte("entry")))
+        self._with_entry = Prepared(
+            statement.add_cte(insert(AUDIT_LOG).values(_parameters(AUDIT_LOG, _ENTRY)).cte("entry"))
+        )
 
     def execute(self, session: Session, parameters: dict[str, object], entry_row: dict[str, object]) -> None:
         """Run the INSERT with `parameters`, and write `entry_row` (`entry`) with it."""
-        if session.get_bind().dialect.name == "postgresql":
-            named = {_ENTRY + name: value for name, value in entry_row.items()}
-            self._with_entry.execute(session, {**parameters, **named})
+        held = session.info.get(_HELD_WRITES)
+        if held is not None:
+            held.append(HeldWrite(self, {**parameters, **_named(entry_row)}))
+        elif session.get_bind().dialect.name == "postgresql":
+            self._with_entry.execute(session, {**parameters, **_named(entry_row)})
         else:
             _INSERT.execute(session, entry_row)
             self._alone.execute(session, parameters)
+
+    def written_for(self, source: CTE) -> tuple[CTE, CTE]:
+        """The row's INSERT and its entry's as parts of a larger statement (PostgreSQL), each writing its row
+        once for every row of `source` (none: nothing written); their parameters are a HeldWrite's."""
+        return tuple(  # type: ignore[return-value]
+            insert(table)
+            .from_select(
+                [column.key for column in table.columns],
+                select(*_parameters(table, prefix)).select_from(source),
+            )
+            .cte(name)
+            for table, prefix, name in ((self.table, "", "written"), (AUDIT_LOG, _ENTRY, "entry"))
+        )
+
+
+@dataclass(frozen=True)
+class HeldWrite:
+    """A WithEntry INSERT held back by `holding_writes`, with the parameters it was given."""
+
+    statement: WithEntry
+    parameters: dict[str, object]
+
+
+_HELD_WRITES = "audit.held_writes"
+
+
+@contextmanager
+def holding_writes(session: Session) -> Iterator[list[HeldWrite]]:
+    """Hold back every WithEntry INSERT `session` runs meanwhile: they are in the list, not written."""
+    held: list[HeldWrite] = []
+    session.info[_HELD_WRITES] = held
+    try:
+        yield held
+    finally:
+        del session.info[_HELD_WRITES]
+
+
+def _parameters(table: TableClause, prefix: str) -> list[BindParameter[Any]]:
+    """A parameter for each column of `table`, named `prefix` + the column's name, of the column's type."""
+    return [bindparam(prefix + column.key, type_=column.type) for column in table.columns]
+
+
+def _named(entry_row: dict[str, object]) -> dict[str, object]:
+    return {_ENTRY + name: value for name, value in entry_row.items()}
 
 
 def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:

@@ -44,7 +44,6 @@ from service import actors, metrics
 from service.core import engine, performance
 from service.core.laws import ScalingLaw
 from service.core.units import CENT
-from service.db import alone
 from service.models import (
     CAP_SLACK,
     Budget,
@@ -220,13 +219,11 @@ def evaluate_new(
     )
 
 
-def store_new(session: Session, plan: Plan, *, only_write: bool = False) -> Plan:
-    """Store a draft `evaluate_new` made (in this session or another): its row and its audit entry. With
-    `only_write`, the caller writes nothing else in the session's transaction (no Idempotency-Key's claim
-    and record): on PostgreSQL the one statement then commits by itself (db.alone)."""
+def store_new(session: Session, plan: Plan) -> Plan:
+    """Store a draft `evaluate_new` made (in this session or another): its row and its audit entry, one
+    audit.WithEntry INSERT (which services/transactions.run_once may hold back, to write it with an
+    Idempotency-Key's claim and record)."""
     plan.created_by = actors.actor(session)
-    if only_write:
-        alone(session)
     try:
         _insert(session, plan)
     except IntegrityError:  # its organisation, budget or hardware profile was deleted since it was read
