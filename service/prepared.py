@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Dialect
+from sqlalchemy import BindParameter, Connection, Dialect, TableClause, bindparam
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.dml import UpdateBase
@@ -111,6 +111,12 @@ class Prepared:
         )
         self._compiled[dialect.name] = prepared
         return prepared
+
+
+def parameters_of(table: TableClause, prefix: str = "") -> list[BindParameter[Any]]:
+    """A parameter for each column of `table`, named `prefix` + the column's name, of the column's type: the
+    values of a row for an INSERT ... SELECT, or of several tables' rows in one statement (prefixed apart)."""
+    return [bindparam(prefix + column.key, type_=column.type) for column in table.columns]
 
 
 def run(

@@ -12,9 +12,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import CTE, BindParameter, Insert, TableClause, bindparam, event, insert, inspect, select
+from sqlalchemy import CTE, Insert, event, insert, inspect, select
 from sqlalchemy.orm import Session, UOWTransaction
 
 from service import actors
@@ -35,7 +34,7 @@ from service.models import (
     table_of,
     utcnow,
 )
-from service.prepared import Prepared
+from service.prepared import Prepared, parameters_of
 from service.services.pagination import Cursor, Page, paginate
 
 # What the log records, and the name each kind has in it.
@@ -159,7 +158,7 @@ class WithEntry:
         self.table = statement.table
         self._alone = Prepared(statement)
         self._with_entry = Prepared(
-            statement.add_cte(insert(AUDIT_LOG).values(_parameters(AUDIT_LOG, _ENTRY)).cte("entry"))
+            statement.add_cte(insert(AUDIT_LOG).values(parameters_of(AUDIT_LOG, _ENTRY)).cte("entry"))
         )
 
     def execute(self, session: Session, parameters: dict[str, object], entry_row: dict[str, object]) -> None:
@@ -180,7 +179,7 @@ class WithEntry:
             insert(table)
             .from_select(
                 [column.key for column in table.columns],
-                select(*_parameters(table, prefix)).select_from(source),
+                select(*parameters_of(table, prefix)).select_from(source),
             )
             .cte(name)
             for table, prefix, name in ((self.table, "", "written"), (AUDIT_LOG, _ENTRY, "entry"))
@@ -207,11 +206,6 @@ def holding_writes(session: Session) -> Iterator[list[HeldWrite]]:
         yield held
     finally:
         del session.info[_HELD_WRITES]
-
-
-def _parameters(table: TableClause, prefix: str) -> list[BindParameter[Any]]:
-    """A parameter for each column of `table`, named `prefix` + the column's name, of the column's type."""
-    return [bindparam(prefix + column.key, type_=column.type) for column in table.columns]
 
 
 def _named(entry_row: dict[str, object]) -> dict[str, object]:

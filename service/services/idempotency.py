@@ -46,7 +46,7 @@ from sqlalchemy.util.typing import TupleAny, Unpack
 
 from service import locks
 from service.models import IdempotencyRecord, table_of
-from service.prepared import Prepared
+from service.prepared import Prepared, parameters_of
 from service.services import audit
 from service.services.errors import InProgressError, KeyReusedError
 
@@ -112,7 +112,7 @@ def claim_and_write(
         session,
         {
             **_claim_parameters(key),
-            **{"record_" + name: value for name, value in _record(response, key, now).items()},
+            **{_RECORD + name: value for name, value in _record(response, key, now).items()},
             **write.parameters,
             "now": now,
         },
@@ -180,18 +180,24 @@ def _claim_statement(dialect: str) -> Prepared:
     return Prepared(_claim_select(dialect))
 
 
+_RECORD = "record_"  # what the record's parameters are named in claim_and_write's statement: this + column
+
+
 @functools.cache
 def _claimed_write(write: audit.WithEntry) -> Prepared:
     """`claim_and_write`'s statement for `write` (PostgreSQL). The key's record is inserted (or replaces an
     expired one) only when the claim took the lock and found the key free, and the row and its audit entry
     only for the record inserted: when a request with the key committed after the statement's snapshot, the
     record's ON CONFLICT finds its live record, and nothing is written."""
+    claimed = {"lock", "principal", "key", "now"}  # the claim's parameters, named as the row's may not be
+    assert not claimed & set(write.table.columns.keys()), f"{write.table.name}: a column named as {claimed}"
     claim = _claim_select("postgresql").cte("claim")
     now: BindParameter[datetime] = bindparam("now")
-    free = select(
-        *(bindparam("record_" + column.key, type_=column.type) for column in IDEMPOTENCY_KEYS.columns)
+    free = (
+        select(*parameters_of(IDEMPOTENCY_KEYS, _RECORD))
+        .select_from(claim)
+        .where(claim.c.locked, or_(claim.c.id.is_(None), claim.c.expires_at <= now))
     )
-    free = free.select_from(claim).where(claim.c.locked, or_(claim.c.id.is_(None), claim.c.expires_at <= now))
     record = _replacing_expired(
         postgresql.insert(IDEMPOTENCY_KEYS).from_select(
             [column.key for column in IDEMPOTENCY_KEYS.columns], free
