@@ -506,9 +506,20 @@ def _a_cluster_the_model_can_run(body: dict) -> None:
     if body.get("mfu") is None and isinstance(body.get("accelerators"), int):
         # Whole nodes of 8 (a prime count forbids tensor parallelism, which large models need to fit).
         fewest = max(body["accelerators"], room, FEWEST_ACCELERATORS_MODELLED)
+        if room > body["accelerators"]:
+            _reliable_enough(body)
         body["accelerators"] = -(-fewest // 8) * 8
     if isinstance(body.get("max_accelerators"), int):
         body["max_accelerators"] = max(body["max_accelerators"], room)
+
+
+def _reliable_enough(body: dict) -> None:
+    """A cluster raised to hold a large model (a drawn law may buy tens of trillions of parameters: 60 176
+    accelerators in one draw) fails so often at the hardware's failure rate that its checkpoints and restarts
+    can leave no time to train, a 422 goodput means. Storage and restarts fast enough for any model the
+    magnitudes allow: a checkpoint of 1e15 parameters at 1e16 B/s takes seconds, and the cluster trains."""
+    reliability = body.get("reliability") if isinstance(body.get("reliability"), dict) else {}
+    body["reliability"] = {**reliability, "checkpoint_write_bytes_per_second": 1e16, "restart_seconds": 0}
 
 
 def _compute_optimal_params(body: dict) -> float | None:
