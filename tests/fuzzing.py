@@ -89,6 +89,7 @@ DEADLINE_DAYS = 3650
 LARGEST_WIDTH = 16384
 MOST_HEAD_WIDTH = 256  # the widest attention head of a published model (Gemma's; LLaMA's and GPT-3's are 128)
 ASPECT = 32  # the least width per layer of a shape drawn (LLaMA-2 7B and GPT-3 175B: 128)
+MOST_ASPECT = 512  # the most (four times the published models' 128)
 # Money buys at most ~1e7 accelerator-hours (1e7 at 1 an hour): the model a budget buys then has a layout that
 # fits the clusters drawn (the cluster model refuses one with none, 422 at layout).
 MONEY_MAGNITUDES = {"cost": (1e3, 1e7), "price_per_hour": (1, 10)}
@@ -280,11 +281,14 @@ def _real_magnitudes(members: dict) -> None:
         _scaled(members["shape"], SHAPE_MAGNITUDES)
         shape = members["shape"]
         if isinstance(shape.get("d_model"), int):
-            # A model tens of times as wide as it is deep, as real ones are: the proportions of a shape
-            # given for a budget to size scale to the model the budget buys (d_model 2 over 12 layers tops
-            # out near 1e9 parameters at 1 024 layers, a 422 at shape that no schema can state).
+            # A model tens to hundreds of times as wide as it is deep, as real ones are: the proportions of a
+            # shape given for a budget to size scale to the model the budget buys. d_model 2 over 12 layers
+            # tops out near 1e9 parameters at 1 024 layers, a 422 at shape; 16 384 over 5 layers, sized for
+            # 45 days of 1 024 H100s, made layers too large for any layout to fit (a 422 at layout). No
+            # schema can state either.
             layers = shape["layers"] if isinstance(shape.get("layers"), int) else 1
-            shape["d_model"] = max(ASPECT * layers, min(shape["d_model"], LARGEST_WIDTH))
+            widest = min(LARGEST_WIDTH, MOST_ASPECT * layers)
+            shape["d_model"] = max(ASPECT * layers, min(shape["d_model"], widest))
     if isinstance(members.get("target_loss"), int | float):
         named = law if isinstance(law, str) else "epoch-2024"  # the larger E, whichever law the engine takes
         floor = law.get("E") if isinstance(law, dict) else PUBLISHED_E.get(named, PUBLISHED_E["epoch-2024"])
