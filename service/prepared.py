@@ -119,6 +119,11 @@ def parameters_of(table: TableClause, prefix: str = "") -> list[BindParameter[An
     return [bindparam(prefix + column.key, type_=column.type) for column in table.columns]
 
 
+def prefixed(row: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """`row`'s values as the parameters `parameters_of(its table, prefix)` names."""
+    return {prefix + name: value for name, value in row.items()}
+
+
 def run(
     connection: Connection,
     sql: str,

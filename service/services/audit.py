@@ -34,7 +34,7 @@ from service.models import (
     table_of,
     utcnow,
 )
-from service.prepared import Prepared, parameters_of
+from service.prepared import Prepared, parameters_of, prefixed
 from service.services.pagination import Cursor, Page, paginate
 
 # What the log records, and the name each kind has in it.
@@ -165,9 +165,9 @@ class WithEntry:
         """Run the INSERT with `parameters`, and write `entry_row` (`entry`) with it."""
         held = session.info.get(_HELD_WRITES)
         if held is not None:
-            held.append(HeldWrite(self, {**parameters, **_named(entry_row)}))
+            held.append(HeldWrite(self, {**parameters, **prefixed(entry_row, _ENTRY)}))
         elif session.get_bind().dialect.name == "postgresql":
-            self._with_entry.execute(session, {**parameters, **_named(entry_row)})
+            self._with_entry.execute(session, {**parameters, **prefixed(entry_row, _ENTRY)})
         else:
             _INSERT.execute(session, entry_row)
             self._alone.execute(session, parameters)
@@ -206,10 +206,6 @@ def holding_writes(session: Session) -> Iterator[list[HeldWrite]]:
         yield held
     finally:
         del session.info[_HELD_WRITES]
-
-
-def _named(entry_row: dict[str, object]) -> dict[str, object]:
-    return {_ENTRY + name: value for name, value in entry_row.items()}
 
 
 def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:

@@ -46,7 +46,7 @@ from sqlalchemy.util.typing import TupleAny, Unpack
 
 from service import locks
 from service.models import IdempotencyRecord, table_of
-from service.prepared import Prepared, parameters_of
+from service.prepared import Prepared, parameters_of, prefixed
 from service.services import audit
 from service.services.errors import InProgressError, KeyReusedError
 
@@ -112,7 +112,7 @@ def claim_and_write(
         session,
         {
             **_claim_parameters(key),
-            **{_RECORD + name: value for name, value in _record(response, key, now).items()},
+            **prefixed(_record(response, key, now), _RECORD),
             **write.parameters,
             "now": now,
         },
@@ -127,9 +127,14 @@ def claim_and_write(
     return replayed
 
 
+def lock_of(key: RequestKey) -> int:
+    """The advisory lock (PostgreSQL) a request holds while it claims `key`."""
+    return locks.lock_key(f"idempotency:{key.principal}:{key.key}")
+
+
 def _claim_parameters(key: RequestKey) -> dict[str, object]:
     return {
-        "lock": locks.lock_key(f"idempotency:{key.principal}:{key.key}"),
+        "lock": lock_of(key),
         "principal": key.principal,
         "key": key.key,
     }

@@ -1,8 +1,7 @@
 """On PostgreSQL a plan is one statement, committed by itself, with no BEGIN and COMMIT around it (db.alone):
 its row and its audit entry, and with an Idempotency-Key the key's claim and record too
 (idempotency.claim_and_write). On a database of the module's own: the suite's other tests run inside a
-transaction of the test's, which a plan then joins. A plan that reads anything first (a key or an
-organisation not kept) stays in the transaction its read began."""
+transaction of the test's, which a plan then joins."""
 
 from __future__ import annotations
 
@@ -15,12 +14,12 @@ import pytest
 from sqlalchemy import event, func, insert, select
 from sqlalchemy.orm import Session
 
-from service import change_listener, locks
+from service import change_listener
 from service.db import get_db, normalise_url
 from service.models import AuditEntry, IdempotencyRecord, Plan, utcnow
-from service.services import keys
+from service.services import idempotency, keys
 from service.services.catalog import load_builtin_hardware
-from service.services.idempotency import KEY_LIFETIME
+from service.services.idempotency import KEY_LIFETIME, RequestKey
 from tests.commands import scratch_postgres_database
 from tests.conftest import POSTGRES_URL, bearer, build_app, issue_key_in, migrated
 from tests.integration.test_change_listener import listening
@@ -158,6 +157,6 @@ def test_a_key_whose_record_commits_while_the_plan_is_written_is_in_progress_and
 
 
 def _lock(key: str, idempotency_key: str) -> int:
-    """The advisory lock a request takes for its Idempotency-Key."""
+    """The advisory lock a request takes for its Idempotency-Key (the fingerprint plays no part in it)."""
     key_id, _secret = keys.parse(key)
-    return locks.lock_key(f"idempotency:{key_id}:{idempotency_key}")
+    return idempotency.lock_of(RequestKey(key_id, idempotency_key, fingerprint=""))
