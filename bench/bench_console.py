@@ -29,6 +29,7 @@ import requests
 
 from bench.bench_plans import AUTH, call, committed_plan, create_budget, scratch_database, serving
 from bench.machine import describe
+from service.config import Config
 from tests.api.test_laws import fit_body
 
 PLANNER_FORM = {
@@ -89,7 +90,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[tuple[str, float
     with (
         tempfile.TemporaryDirectory() as directory,
         scratch_database(backend, args.postgres_url, Path(directory)) as url,
-        serving(url, 2, 4, Path(directory) / "server.log") as server,
+        serving(url, Config.web_concurrency, Config.threads, Path(directory) / "server.log") as server,
     ):
         base = server.base
         session, key, budget = prepare(base, args.bootstrap)
@@ -122,7 +123,10 @@ def main() -> None:
     parser.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
     print(describe())
-    print(f"{args.requests} sequential requests a page after one warm-up; gunicorn 2 workers x 4 threads\n")
+    print(
+        f"{args.requests} sequential requests a page after one warm-up; gunicorn {Config.web_concurrency} "
+        f"workers x {Config.threads} threads\n"
+    )
     for backend in args.backends.split(","):
         print(f"{backend}:")
         print(f"  {'page':58s} {'median':>9s} {'p90':>9s} {'size':>9s}")

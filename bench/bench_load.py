@@ -53,6 +53,7 @@ from bench.bench_plans import (
     BIN,
     CpuUse,
     Server,
+    add_server_arguments,
     call,
     committed_plan,
     create_budget,
@@ -311,8 +312,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20, help="measured seconds per operation")
     parser.add_argument("--warmup", type=int, default=3, help="seconds of load before measuring")
     parser.add_argument("--users", type=int, default=32, help="concurrent locust users")
-    parser.add_argument("--workers", type=int, default=2, help="WEB_CONCURRENCY")
-    parser.add_argument("--threads", type=int, default=4, help="THREADS per worker")
+    add_server_arguments(parser)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()

@@ -144,6 +144,12 @@ def serving(database_url: str, workers: int, threads: int, log_path: Path) -> It
                 process.wait()
 
 
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """--workers and --threads, by default as `make run` serves (Config's defaults)."""
+    parser.add_argument("--workers", type=int, default=Config.web_concurrency, help="WEB_CONCURRENCY")
+    parser.add_argument("--threads", type=int, default=Config.threads, help="THREADS per worker")
+
+
 def call(method: str, url: str, expect: int, **kwargs) -> requests.Response:
     response = requests.request(method, url, headers=AUTH, timeout=30, **kwargs)
     if response.status_code != expect:
@@ -1017,8 +1023,7 @@ def main() -> None:
     )
     parser.add_argument("--organizations", type=int, default=10, help="organisations sharing the history")
     parser.add_argument("--repeat", type=int, default=7, help="timed runs per page (median)")
-    parser.add_argument("--workers", type=int, default=2, help="WEB_CONCURRENCY")
-    parser.add_argument("--threads", type=int, default=4, help="THREADS per worker")
+    add_server_arguments(parser)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument(
         "--only",

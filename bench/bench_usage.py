@@ -40,7 +40,7 @@ import requests
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from bench.bench_plans import AUTH, call, create_budget, scratch_database, serving
+from bench.bench_plans import AUTH, add_server_arguments, call, create_budget, scratch_database, serving
 from bench.machine import describe
 from service.config import Config
 from service.db import create_db_engine
@@ -232,8 +232,7 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, default=10)
     parser.add_argument("--minutes", type=int, default=3)
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (make run's default)")
-    parser.add_argument("--threads", type=int, default=4, help="threads per worker (make run's default)")
+    add_server_arguments(parser)
     parser.add_argument("--report-days", type=int, default=365, help="days of usage to report over; 0: none")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--backends", default="postgresql,sqlite")

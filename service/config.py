@@ -72,8 +72,12 @@ class Config:
     # The same for what a new plan reads (its organisation, budget and calibration); 0 reads them.
     plan_reads_cache_seconds: int = 60
     trusted_proxy_hops: int = 0  # reverse proxies in front that append the client to X-Forwarded-For
-    web_concurrency: int = 2
-    threads: int = 4
+    # gunicorn: sized for 2 cores (bench/RESULTS.md, fourteenth session). One worker more than the cores
+    # keeps both busy while a worker is held up: a worker's threads share one interpreter lock, a client's
+    # kept-alive connections stay with the worker that accepted them, and a recycled worker starts with none.
+    # Two threads let a worker compute while a request waits on the database; more contend for its lock.
+    web_concurrency: int = 3
+    threads: int = 2
     migrations_dir: Path = field(default=PROJECT_ROOT / "migrations")
     testing: bool = False
     # Never logged or shown: repr=False keeps it out of any printed Config.
