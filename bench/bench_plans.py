@@ -99,7 +99,7 @@ class Server:
     log: Path
 
     def worker_boots(self) -> int:
-        """Workers booted so far: gunicorn.conf.py recycles each after max_requests (2000 + jitter)."""
+        """Workers booted so far: gunicorn.conf.py recycles each after max_requests (and its jitter)."""
         return self.log.read_text().count("Booting worker")
 
 
