@@ -5,15 +5,15 @@ the e2e tests do (`flask setup`, then gunicorn with the repository's config), th
 
 1. throughput: `--clients` threads, each with its own keep-alive `requests.Session`, call POST /v1/plans
    (persisted, with a budget_id: 6 000 PF-days on 1 024 H100s, the layout searched), the same with a fresh
-   Idempotency-Key each (as orchestration systems send them), the same for a new
-   run each time (a budget never asked before: no remembered search helps), POST /v1/allocations of the
-   same run and of a new run each time, and POST /v1/estimates (70B on 1.4T tokens on 1 024 H100s), each
-   for `--duration` seconds after a warm-up (`--only` picks some), each just after as long a window of
+   Idempotency-Key each (as orchestration systems send them), the same for a new run each time (a budget never
+   asked before: no remembered search helps), POST /v1/allocations of the same run and of a new run each time,
+   and POST /v1/estimates (70B on 1.4T tokens on 1 024 H100s), each for `--duration` seconds after a warm-up
+   (`--only` picks some, `--only none` none: the pages alone), each just after as long a window of
    GET /healthz, `--rounds` times over: requests/s, p50/p99 latency, every non-2xx status, the server's CPU
-   per request (gunicorn and PostgreSQL), the share of the CPU that other work on the machine took
-   meanwhile, and the load's rate as a share of /healthz's in the window before it (the median over the
-   rounds): the machine's speed drifts, so a load is compared with /healthz at the same time. Client and
-   server share the machine's cores, so the client's own cost is in the figures.
+   per request (gunicorn and PostgreSQL), the share of the CPU that other work on the machine took meanwhile,
+   and the load's rate as a share of /healthz's in the window before it (the median over the rounds): the
+   machine's speed drifts, so a load is compared with /healthz at the same time. Client and server share the
+   machine's cores, so the client's own cost is in the figures.
 2. history: plans are bulk-loaded straight into the database (COPY on PostgreSQL, one executemany
    transaction on SQLite; every row a copy of a real plan created through the API, with its own id, time and
    organisation) until there are `--plans`, spread round-robin over `--organizations` organisations.
@@ -451,6 +451,8 @@ def throughput(
         ("POST /v1/estimates", post("/v1/estimates", lambda: estimate)),
     ]
     loads = [(name, send) for name, send in loads if not only or any(part in name for part in only)]
+    if not loads:  # e.g. `--only none`, for the pages alone
+        return []
 
     def measure(name: str, send: Send) -> Throughput:
         return hammer(name, send, clients=clients, duration=duration, warmup=WARMUP, server=server)
@@ -926,6 +928,8 @@ def run_backend(backend: str, args: argparse.Namespace) -> BackendResult:
     ):
         fixture = prepare(server.base, args.organizations)
         load = throughput(server, fixture, args.clients, args.duration, only=args.only, rounds=args.rounds)
+        if not load:
+            print(f"  no throughput load's name contains any of {', '.join(args.only)}", flush=True)
         for paired in load:
             result = merged(paired.load)
             shares = ", ".join(
@@ -1029,7 +1033,8 @@ def main() -> None:
         "--only",
         type=lambda text: text.split(","),
         default=(),
-        help="throughput loads whose names contain one of these (comma-separated); /healthz runs before each",
+        help="throughput loads whose names contain one of these (comma-separated); /healthz runs before "
+        "each; none matching (--only none): no load, the pages alone",
     )
     parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
