@@ -965,9 +965,35 @@ def run_backend(backend: str, args: argparse.Namespace) -> BackendResult:
 
 def report(results: list[BackendResult], args: argparse.Namespace) -> None:
     print(f"\nmachine: {describe()}")
+    print(f"server: gunicorn gthread, {args.workers} workers x {args.threads} threads")
+    if any(result.load for result in results):  # none with `--only none`
+        report_loads(results, args)
+    if not args.plans:
+        return
     print(
-        f"server: gunicorn gthread, {args.workers} workers x {args.threads} threads; client: {args.clients} "
-        f"threads in one process on the same cores; {args.duration:g} s per load after {WARMUP} s of "
+        f"\n| backend | page (median of {args.repeat}) | depth | HTTP (requests) | HTTP (wrk, p50) | "
+        "service call | SQL on the driver | same, row-value keyset |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for result in results:
+        for timing in result.pages:
+            print(
+                f"| {result.backend} | {timing.name} | {timing.depth:,} | {ms(timing.http)} | "
+                f"{wrk_note(timing.wrk)} | {ms(timing.service)} | {ms(timing.sql)} | "
+                f"{ms(timing.row_value_sql)} |"
+            )
+    print()
+    for result in results:
+        print(
+            f"{result.backend}: history of {args.plans:,} plans ({result.loaded:,} bulk-loaded in "
+            f"{result.load_seconds:.0f} s), database {result.database_bytes / 2**30:.2f} GiB"
+        )
+
+
+def report_loads(results: list[BackendResult], args: argparse.Namespace) -> None:
+    print(
+        f"loads: {args.clients} client threads in one process on the same cores as the server; "
+        f"{args.duration:g} s per load after {WARMUP} s of "
         f"warm-up, each just after a window of /healthz, {args.rounds} round(s); vs /healthz: the median "
         "over the rounds of the load's rate over the window's before it"
     )
@@ -993,26 +1019,6 @@ def report(results: list[BackendResult], args: argparse.Namespace) -> None:
                 f"{ms(load.quantile(0.99))} | {load.errors} | {paired.share:.2f} | {cpu[0]} | "
                 f"{cpu[1]} | {load.worker_boots} | {cpu[2]} |"
             )
-    if not args.plans:
-        return
-    print(
-        f"\n| backend | page (median of {args.repeat}) | depth | HTTP (requests) | HTTP (wrk, p50) | "
-        "service call | SQL on the driver | same, row-value keyset |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for result in results:
-        for timing in result.pages:
-            print(
-                f"| {result.backend} | {timing.name} | {timing.depth:,} | {ms(timing.http)} | "
-                f"{wrk_note(timing.wrk)} | {ms(timing.service)} | {ms(timing.sql)} | "
-                f"{ms(timing.row_value_sql)} |"
-            )
-    print()
-    for result in results:
-        print(
-            f"{result.backend}: history of {args.plans:,} plans ({result.loaded:,} bulk-loaded in "
-            f"{result.load_seconds:.0f} s), database {result.database_bytes / 2**30:.2f} GiB"
-        )
 
 
 def main() -> None:
