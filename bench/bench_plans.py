@@ -968,26 +968,8 @@ def report(results: list[BackendResult], args: argparse.Namespace) -> None:
     print(f"server: gunicorn gthread, {args.workers} workers x {args.threads} threads")
     if any(result.load for result in results):  # none with `--only none`
         report_loads(results, args)
-    if not args.plans:
-        return
-    print(
-        f"\n| backend | page (median of {args.repeat}) | depth | HTTP (requests) | HTTP (wrk, p50) | "
-        "service call | SQL on the driver | same, row-value keyset |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for result in results:
-        for timing in result.pages:
-            print(
-                f"| {result.backend} | {timing.name} | {timing.depth:,} | {ms(timing.http)} | "
-                f"{wrk_note(timing.wrk)} | {ms(timing.service)} | {ms(timing.sql)} | "
-                f"{ms(timing.row_value_sql)} |"
-            )
-    print()
-    for result in results:
-        print(
-            f"{result.backend}: history of {args.plans:,} plans ({result.loaded:,} bulk-loaded in "
-            f"{result.load_seconds:.0f} s), database {result.database_bytes / 2**30:.2f} GiB"
-        )
+    if args.plans:  # none with `--plans 0`
+        report_pages(results, args)
 
 
 def report_loads(results: list[BackendResult], args: argparse.Namespace) -> None:
@@ -1019,6 +1001,27 @@ def report_loads(results: list[BackendResult], args: argparse.Namespace) -> None
                 f"{ms(load.quantile(0.99))} | {load.errors} | {paired.share:.2f} | {cpu[0]} | "
                 f"{cpu[1]} | {load.worker_boots} | {cpu[2]} |"
             )
+
+
+def report_pages(results: list[BackendResult], args: argparse.Namespace) -> None:
+    print(
+        f"\n| backend | page (median of {args.repeat}) | depth | HTTP (requests) | HTTP (wrk, p50) | "
+        "service call | SQL on the driver | same, row-value keyset |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for result in results:
+        for timing in result.pages:
+            print(
+                f"| {result.backend} | {timing.name} | {timing.depth:,} | {ms(timing.http)} | "
+                f"{wrk_note(timing.wrk)} | {ms(timing.service)} | {ms(timing.sql)} | "
+                f"{ms(timing.row_value_sql)} |"
+            )
+    print()
+    for result in results:
+        print(
+            f"{result.backend}: history of {args.plans:,} plans ({result.loaded:,} bulk-loaded in "
+            f"{result.load_seconds:.0f} s), database {result.database_bytes / 2**30:.2f} GiB"
+        )
 
 
 def main() -> None:
