@@ -6,10 +6,10 @@ import tempfile
 from pathlib import Path
 
 # First, before anything imports prometheus_client (the service does): metrics from every worker
-# (service/metrics.py). prometheus_client picks its storage when first imported, in this master process; the
-# workers forked from it must keep their values as files under PROMETHEUS_MULTIPROC_DIR, holding nothing from
-# an earlier run. Set it to choose the directory (it is emptied); otherwise a fresh one is made, in memory
-# where possible.
+# (service/infra/metrics.py). prometheus_client picks its storage when first imported, in this master process;
+# the workers forked from it must keep their values as files under PROMETHEUS_MULTIPROC_DIR, holding nothing
+# from an earlier run. Set it to choose the directory (it is emptied); otherwise a fresh one is made, in
+# memory where possible.
 worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() else None
 _metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
 if _metrics_dir:
@@ -24,10 +24,10 @@ import json  # noqa: E402
 from gunicorn import glogging, util  # noqa: E402
 from prometheus_client import multiprocess  # noqa: E402
 
-from service import http_status  # noqa: E402
-from service.config import Config  # noqa: E402
-from service.logs import GUNICORN_LOGCONFIG  # noqa: E402
-from service.problems import PROBLEM_CONTENT_TYPE, problem_document  # noqa: E402
+from service.infra import http_status  # noqa: E402
+from service.infra.config import Config  # noqa: E402
+from service.infra.logs import GUNICORN_LOGCONFIG  # noqa: E402
+from service.web.problems import PROBLEM_CONTENT_TYPE, problem_document  # noqa: E402
 
 _config = Config.from_env()
 

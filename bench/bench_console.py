@@ -29,7 +29,7 @@ import requests
 
 from bench.bench_plans import AUTH, call, committed_plan, create_budget, scratch_database, serving
 from bench.machine import describe
-from service.config import Config
+from service.infra.config import Config
 from tests.api.test_laws import fit_body
 
 PLANNER_FORM = {

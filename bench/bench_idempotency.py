@@ -29,7 +29,7 @@ from sqlalchemy import event
 from bench.bench_plans import scratch_database
 from bench.machine import describe
 from service import create_app
-from service.db import get_db
+from service.infra.db import get_db
 from service.services import idempotency
 
 KEY = "cpk_bench_idempotency-admin-key"

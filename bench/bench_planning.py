@@ -16,10 +16,11 @@ import tempfile
 import timeit
 
 from bench.machine import describe
-from service import create_app, migrate
+from service import create_app
 from service.core import allocate, engine
 from service.core.laws import PUBLISHED_LAWS
-from service.db import get_db
+from service.infra import migrate
+from service.infra.db import get_db
 from service.services.catalog import load_builtin_hardware
 
 CHINCHILLA = PUBLISHED_LAWS["chinchilla-2022"].law

@@ -63,10 +63,10 @@ from sqlalchemy import Engine, bindparam, event, func, select, text, tuple_
 from sqlalchemy.orm import Session
 
 from bench.machine import describe
-from service import json_provider
-from service.config import Config
-from service.db import create_db_engine, reading
-from service.models import Organization, Plan
+from service.data.models import Organization, Plan
+from service.infra import json_provider
+from service.infra.config import Config
+from service.infra.db import create_db_engine, reading
 from service.services import plan_summaries, plans
 from service.services.pagination import Cursor
 from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND, free_port, scratch_postgres_database

@@ -47,9 +47,9 @@ from bench.bench_plans import (
     serving,
 )
 from bench.machine import describe
-from service.config import Config
-from service.db import create_db_engine
-from service.models import Organization
+from service.data.models import Organization
+from service.infra.config import Config
+from service.infra.db import create_db_engine
 from service.services import reports
 
 YEAR = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))

@@ -42,9 +42,9 @@ from sqlalchemy.orm import Session
 
 from bench.bench_plans import AUTH, add_server_arguments, call, create_budget, scratch_database, serving
 from bench.machine import describe
-from service.config import Config
-from service.db import create_db_engine
-from service.models import Plan, UsageDay
+from service.data.models import Plan, UsageDay
+from service.infra.config import Config
+from service.infra.db import create_db_engine
 
 MINUTE = timedelta(minutes=1)
 HOURS_A_MINUTE = 8 / 60  # 8 accelerators for a minute

@@ -1,12 +1,13 @@
-"""Alembic environment: always handed a connection by service.migrate (no URL of its own to get wrong)."""
+"""Alembic environment: always handed a connection by service.infra.migrate (no URL of its own to get
+wrong)."""
 
 from alembic import context
 
-from service.models import Base
+from service.data.models import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:
-    raise RuntimeError("Run migrations through `flask --app service db upgrade` (service.migrate).")
+    raise RuntimeError("Run migrations through `flask --app service db upgrade` (service.infra.migrate).")
 
 # SQLite's change counters (migration 0014) are its triggers' bookkeeping for the processes' caches, not a
 # model: PostgreSQL notifies instead and has no such table.

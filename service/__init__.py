@@ -10,26 +10,18 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from service import (
-    actors,
-    auth,
-    change_listener,
-    cli,
-    console,
-    idempotency_purger,
-    jobs,
-    ratelimit,
-    request_context,
-    webhook_sender,
-)
+from service import cli, console
 from service.api import init_api
-from service.config import Config
-from service.db import Database, create_db_engine, create_readiness_engine, get_db
-from service.json_provider import OrjsonProvider
-from service.logs import configure_logging
-from service.models import ApiKey
+from service.data.models import ApiKey
+from service.infra import actors, request_context
+from service.infra.config import Config
+from service.infra.db import Database, create_db_engine, create_readiness_engine, get_db
+from service.infra.json_provider import OrjsonProvider
+from service.infra.logs import configure_logging
 from service.services import audit, keys
 from service.services.health import expected_head
+from service.web import auth, ratelimit
+from service.workers import change_listener, idempotency_purger, jobs, webhook_sender
 
 
 def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:

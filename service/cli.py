@@ -13,13 +13,14 @@ from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service import actors, jobs, migrate, webhook_sender
 from service.core.engine import ENGINE_VERSION
-from service.db import get_db
-from service.models import Plan
+from service.data.models import Plan
+from service.infra import actors, migrate
+from service.infra.db import get_db
 from service.services import keys, plan_summaries, plans
 from service.services.catalog import load_builtin_hardware
 from service.services.errors import InvalidFieldError
+from service.workers import jobs, webhook_sender
 
 db_cli = AppGroup("db", help="Database schema (Alembic migrations).")
 

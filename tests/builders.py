@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from service.models import Budget, HardwareProfile, Plan, UsageRecord, utcnow
+from service.data.models import Budget, HardwareProfile, Plan, UsageRecord, utcnow
 
 
 def hardware_profile(**overrides) -> HardwareProfile:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from service.db import normalise_url
+from service.infra.db import normalise_url
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_COMMAND = ["flask", "--app", "service", "setup"]

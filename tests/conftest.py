@@ -23,14 +23,16 @@ from hypothesis import settings
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import sessionmaker
 
-from service import create_app, migrate, ratelimit
-from service.config import Config
+from service import create_app
 from service.core import fit
-from service.db import create_db_engine, get_db, normalise_url
-from service.logs import JsonFormatter
-from service.models import Organization
-from service.ratelimit import FailedAuthentications
+from service.data.models import Organization
+from service.infra import migrate
+from service.infra.config import Config
+from service.infra.db import create_db_engine, get_db, normalise_url
+from service.infra.logs import JsonFormatter
 from service.services import keys
+from service.web import ratelimit
+from service.web.ratelimit import FailedAuthentications
 from tests.commands import scratch_postgres_database
 
 # In CI, property tests and the fuzzer draw the same examples every run: a red build is then reproducible, and
@@ -123,7 +125,8 @@ class BufferedClient(FlaskClient):
 def build_app(database_url: str, **settings) -> Flask:
     """The service for tests, on `database_url`; `on_transaction` puts it on a test's connection."""
     # No background runner or sender: they would share the test's connection from another thread. Tests run
-    # fit jobs with service.jobs.run_pending, and send webhooks with service.webhook_sender.deliver_due.
+    # fit jobs with service.workers.jobs.run_pending, and send webhooks with
+    # service.workers.webhook_sender.deliver_due.
     config = Config(
         database_url=database_url, testing=True, fit_jobs_in_process=False, webhooks_in_process=False
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.config import Config, ConfigError
+from service.infra.config import Config, ConfigError
 
 
 def test_defaults_leave_rate_limiting_off_and_bound_every_database_wait():

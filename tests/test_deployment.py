@@ -10,7 +10,7 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
-from service.config import Config
+from service.infra.config import Config
 from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND
 
 

@@ -1,10 +1,12 @@
 """The service's layers import downward only, so that no cycle between use cases and HTTP can come back:
 
-    core <- models, catalog <- infrastructure <- services <- schemas <- web <- api | console | cli <- app
+    core <- data <- infra <- services <- schemas <- web | workers <- api | console | cli <- app
 
-A module may import its own part and any part of a lower layer. Within a layer its parts may import each
+A part is a folder directly under service/ (and cli.py); the folders are the layers. A module may import its
+own part and any part of a lower layer. Within a layer its parts may import each
 other, but for the entry points (api, console, cli), which stand side by side and share only what lies below
-them. The core and the use cases import no web or validation framework either: they know nothing of HTTP.
+them. The core, the data and the use cases import no web or validation framework either: they know nothing
+of HTTP.
 """
 
 from __future__ import annotations
@@ -16,45 +18,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Lowest first; a part is a module or a package directly under service/ ("app" is service/__init__.py).
+# Lowest first; a part is a folder directly under service/, or cli.py ("app" is service/__init__.py).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),  # the science
-    ("models", "catalog"),  # what is stored, and the built-in data
-    (
-        "config",
-        "metrics",
-        "http_status",
-        "request_context",
-        "logs",
-        "actors",
-        "locks",
-        "json_provider",
-        "built_in_hardware",
-        "prepared",
-        "write_gate",
-        "db",
-        "migrate",
-        "background",
-    ),
+    ("data",),  # what is stored, and the built-in data
+    ("infra",),  # configuration, the database's engines and sessions, logs, metrics, locks
     ("services",),  # the use cases
     ("schemas",),  # requests and responses: validated, loaded into the use cases' values, described
-    # what the entry points share
-    (
-        "auth",
-        "problems",
-        "ratelimit",
-        "jobs",
-        "webhook_sender",
-        "idempotency_purger",
-        "change_listener",
-        "csv_files",
-    ),
+    ("web", "workers"),  # what the entry points share: HTTP's edges, and the work done in the background
     ("api", "console", "cli"),  # the entry points
     ("app",),  # create_app: wires them together
 )
 SIDE_BY_SIDE = frozenset({"api", "console", "cli"})
 FRAMEWORKS = frozenset({"flask", "flask_smorest", "werkzeug", "marshmallow", "webargs", "apispec"})
-FRAMEWORK_FREE = frozenset({"core", "services"})
+FRAMEWORK_FREE = frozenset({"core", "data", "services"})
 LAYER_OF = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
 
 
@@ -139,9 +116,9 @@ def write(package: Path, files: dict[str, str]) -> Path:
     ("name", "text", "complaint"),
     [
         (
-            "db.py",
+            "infra/db.py",
             "from service.services.audit import act_as\n",
-            "service/db.py:1 imports service.services.audit: services is in a layer above db",
+            "service/infra/db.py:1 imports service.services.audit: services is in a layer above infra",
         ),
         (
             "services/plans.py",
@@ -165,8 +142,8 @@ def write(package: Path, files: dict[str, str]) -> Path:
         ),
         (
             "core/units.py",
-            "from service.models import Plan\n",
-            "service/core/units.py:1 imports service.models: models is in a layer above core",
+            "from service.data.models import Plan\n",
+            "service/core/units.py:1 imports service.data.models: data is in a layer above core",
         ),
         (
             "services/plans.py",
@@ -187,8 +164,8 @@ def test_the_check_lets_imports_that_point_down_pass(tmp_path):
             "__init__.py": "from service import api, cli, console\n",
             "api/plans.py": "from service.schemas import plans\nimport service.services.plans\n",
             "schemas/plans.py": "from service.services.plans import PlanRequest\nimport marshmallow\n",
-            "services/plans.py": "from service import actors, metrics\nfrom service.core import engine\n",
-            "db.py": "from service.actors import act_as\nimport flask\n",
+            "services/plans.py": "from service.infra import actors\nfrom service.core import engine\n",
+            "infra/db.py": "from service.data.models import Plan\nimport flask\n",
         },
     )
     assert violations(package) == []

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-# Exact money: NUMERIC on PostgreSQL, integer millionths on SQLite (see service.models.Money).
+# Exact money: NUMERIC on PostgreSQL, integer millionths on SQLite (see service.data.models.Money).
 MONEY = sa.Numeric(18, 6).with_variant(sa.BigInteger(), "sqlite")
 
 revision: str = '0003'

@@ -1,4 +1,4 @@
-"""PostgreSQL tells the service's processes when what a new plan reads changes (service/change_listener.py).
+"""PostgreSQL tells the service's processes when what a new plan reads changes (service/workers/change_listener.py).
 
 A new plan reads its organisation, its budget's id and currency, and the organisation's latest calibration
 for the hardware (found by the hardware's slug); each process keeps what it read while it hears of every

@@ -1,5 +1,5 @@
 """SQLite counts the changes PostgreSQL notifies, so that its processes may keep rows too
-(service/change_listener.py, issue 24).
+(service/workers/change_listener.py, issue 24).
 
 Without notifications, each SQLite process looked up the key of every request and read a new plan's
 organisation, budget and calibration again for every plan: a session, a transaction and a statement each,

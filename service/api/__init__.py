@@ -14,7 +14,6 @@ from flask_smorest.utils import prepare_response
 from swagger_ui_bundle import swagger_ui_path
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
-from service import http_status
 from service.api import (
     budgets,
     calibrations,
@@ -30,8 +29,7 @@ from service.api import (
     webhooks,
 )
 from service.api.base import SlugConverter
-from service.auth import SECURITY_SCHEME
-from service.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
+from service.infra import http_status
 from service.schemas.budgets import BUDGET_PATCH
 from service.schemas.common import StrictSchema, greater_than_to_property, rules_document
 from service.schemas.fields import SLUG_PATTERN, MoneyField, slug_or_object_to_property
@@ -40,6 +38,8 @@ from service.schemas.laws import FitRequestSchema
 from service.schemas.planning import InlineHardwareSchema, InlineLawSchema, InlineServingHardwareSchema
 from service.schemas.reports import CostReportSchema, CostRowSchema, CostTotalsSchema
 from service.schemas.webhooks import WEBHOOK_PATCH
+from service.web.auth import SECURITY_SCHEME
+from service.web.problems import PROBLEM_CONTENT_TYPE, ProblemSchema, register_error_handlers
 
 # The release's version (README, Versions): the installed distribution's, as pyproject.toml gives it.
 API_VERSION = importlib.metadata.version("compute-planner")

@@ -10,7 +10,7 @@ import flask_smorest
 from webargs.flaskparser import FlaskParser
 from werkzeug.routing import BaseConverter
 
-from service import json_provider
+from service.infra import json_provider
 from service.schemas.fields import SLUG_PATTERN
 from service.services.pagination import Page
 from service.services.preconditions import etag

@@ -13,15 +13,15 @@ from service.api.base import (
     if_match,
     page_response,
 )
-from service.auth import READERS, requires, scope
-from service.db import get_session
-from service.models import utcnow
+from service.data.models import utcnow
+from service.infra.db import get_session
 from service.schemas.budgets import BUDGET_PATCH, BudgetPageSchema, BudgetQuerySchema, BudgetSchema
 from service.schemas.common import ListQuerySchema
 from service.schemas.plans import LedgerPageSchema
 from service.schemas.reports import UtilizationSchema
 from service.schemas.usage import BudgetForecastSchema
 from service.services import budgets, plans, reports, usage
+from service.web.auth import READERS, requires, scope
 
 blp = Blueprint("budgets", __name__, url_prefix="/v1/budgets", description="Organisations' budgets")
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from service.api.base import LINK_HEADER, LOCATION_HEADER, Blueprint, page_response
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
-from service.auth import READERS, requires, scope
-from service.db import get_session
+from service.infra.db import get_session
 from service.schemas.calibrations import (
     CalibrationPageSchema,
     CalibrationQuerySchema,
@@ -15,6 +14,7 @@ from service.schemas.calibrations import (
     ModelAccuracySchema,
 )
 from service.services import calibrations, model_accuracy
+from service.web.auth import READERS, requires, scope
 
 blp = Blueprint(
     "calibrations",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import flask
 
 from service.api.base import LINK_HEADER, Blueprint
-from service.auth import READERS, requires, scope
-from service.db import get_session
+from service.infra.db import get_session
 from service.schemas.events import EventPageSchema, EventQuerySchema, EventSchema
 from service.services import feed
+from service.web.auth import READERS, requires, scope
 
 blp = Blueprint("events", __name__, url_prefix="/v1/events", description="Events, oldest first, for pollers")
 

@@ -13,8 +13,7 @@ from service.api.base import (
     if_match,
     page_response,
 )
-from service.auth import READERS, requires
-from service.db import get_session
+from service.infra.db import get_session
 from service.schemas.common import ListQuerySchema
 from service.schemas.hardware import (
     HARDWARE_PATCH,
@@ -25,6 +24,7 @@ from service.schemas.hardware import (
     HardwareSchema,
 )
 from service.services import hardware
+from service.web.auth import READERS, requires
 
 blp = Blueprint(
     "hardware", __name__, url_prefix="/v1/hardware", description="Accelerator profiles and prices"

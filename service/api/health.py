@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import flask
 
-from service import metrics
 from service.api.base import Blueprint
-from service.db import get_db
-from service.problems import problem_response
+from service.infra import metrics
+from service.infra.db import get_db
 from service.schemas.health import HealthSchema, ReadinessSchema
 from service.services.health import check_readiness
+from service.web.problems import problem_response
 
 blp = Blueprint("health", __name__, description="Probes for load balancers and orchestrators")
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import flask
 
-from service.auth import current_principal
-from service.db import get_session, reading_session
-from service.models import utcnow
+from service.data.models import utcnow
+from service.infra.db import get_session, reading_session
 from service.services import idempotency, transactions
 from service.services.errors import InvalidHeaderError
+from service.web.auth import current_principal
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from service.api.base import LINK_HEADER, LOCATION_HEADER, Blueprint, page_response
-from service.auth import current_principal, requires
-from service.change_listener import verified_keys
-from service.db import get_session
+from service.infra.db import get_session
 from service.schemas.common import ListQuerySchema
 from service.schemas.keys import ApiKeyPageSchema, ApiKeySchema, AuditPageSchema, IssuedKeySchema
 from service.services import audit, keys
+from service.web.auth import current_principal, requires
+from service.workers.change_listener import verified_keys
 
 blp = Blueprint("keys", __name__, url_prefix="/v1", description="API keys and the audit log (admins)")
 

@@ -10,7 +10,6 @@ import marshmallow as ma
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest
 
-from service import jobs
 from service.api.base import (
     ETAG_HEADER,
     LINK_HEADER,
@@ -22,9 +21,8 @@ from service.api.base import (
     page_response,
 )
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
-from service.auth import READERS, current_principal, requires, scope
-from service.db import get_session
-from service.models import utcnow
+from service.data.models import utcnow
+from service.infra.db import get_session
 from service.schemas.common import requires as needs  # a rule between fields (auth's `requires` guards views)
 from service.schemas.common import rules_json
 from service.schemas.fields import numeral
@@ -41,6 +39,8 @@ from service.schemas.laws import (
 )
 from service.services import laws, planning
 from service.services.preconditions import etag
+from service.web.auth import READERS, current_principal, requires, scope
+from service.workers import jobs
 
 blp = Blueprint("scaling-laws", __name__, url_prefix="/v1/scaling-laws", description="Scaling laws")
 jobs_blp = Blueprint("fit-jobs", __name__, url_prefix="/v1/fit-jobs", description="Background fits")

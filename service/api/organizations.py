@@ -9,11 +9,11 @@ from service.api.base import (
     etag_header,
     page_response,
 )
-from service.auth import READERS, requires, scope
-from service.db import get_session
+from service.infra.db import get_session
 from service.schemas.common import ListQuerySchema
 from service.schemas.organizations import OrganizationPageSchema, OrganizationSchema
 from service.services import organizations
+from service.web.auth import READERS, requires, scope
 
 blp = Blueprint("organizations", __name__, url_prefix="/v1/organizations", description="Tenants")
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from service.api.base import Blueprint
-from service.auth import READERS, requires, scope
-from service.db import get_session, only_reads
+from service.infra.db import get_session, only_reads
 from service.schemas.planning import (
     AllocationRequestSchema,
     AllocationSchema,
@@ -12,6 +11,7 @@ from service.schemas.planning import (
     EstimateSchema,
 )
 from service.services import planning
+from service.web.auth import READERS, requires, scope
 
 blp = Blueprint("planning", __name__, url_prefix="/v1", description="Allocate compute budgets, estimate runs")
 

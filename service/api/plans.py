@@ -16,10 +16,8 @@ from service.api.base import (
     written_page_response,
 )
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
-from service.auth import READERS, requires, scope
-from service.change_listener import plan_reads
-from service.db import get_session
-from service.models import Plan, PlanStatus
+from service.data.models import Plan, PlanStatus
+from service.infra.db import get_session
 from service.schemas.common import ListQuerySchema
 from service.schemas.plans import (
     CompareQuerySchema,
@@ -39,6 +37,8 @@ from service.schemas.usage import (
     UsageRequestSchema,
 )
 from service.services import plans, usage
+from service.web.auth import READERS, requires, scope
+from service.workers.change_listener import plan_reads
 
 blp = Blueprint("plans", __name__, url_prefix="/v1/plans", description="Plans and their lifecycle")
 

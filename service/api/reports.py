@@ -5,12 +5,12 @@ from __future__ import annotations
 import flask
 
 from service.api.base import Blueprint
-from service.auth import READERS, requires, scope
-from service.csv_files import CSV_TYPE, csv_response, spend_csv
-from service.db import get_session
+from service.infra.db import get_session
 from service.schemas.reports import CostReportQuerySchema, CostReportSchema, FocusQuerySchema
 from service.services import reports
 from service.services.errors import InvalidParameterError
+from service.web.auth import READERS, requires, scope
+from service.web.csv_files import CSV_TYPE, csv_response, spend_csv
 
 blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost reports")
 

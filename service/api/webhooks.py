@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from service import webhook_sender
 from service.api.base import (
     ETAG_HEADER,
     IF_MATCH_PARAMETER,
@@ -15,8 +14,7 @@ from service.api.base import (
     if_match,
     page_response,
 )
-from service.auth import requires, scope
-from service.db import get_session
+from service.infra.db import get_session
 from service.schemas.webhooks import (
     WEBHOOK_PATCH,
     DeliveryPageSchema,
@@ -28,6 +26,8 @@ from service.schemas.webhooks import (
     WebhookSchema,
 )
 from service.services import webhooks
+from service.web.auth import requires, scope
+from service.workers import webhook_sender
 
 blp = Blueprint("webhooks", __name__, url_prefix="/v1/webhooks", description="Webhooks and their deliveries")
 

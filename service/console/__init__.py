@@ -17,9 +17,9 @@ import flask
 from werkzeug.exceptions import BadRequest
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from service.auth import CONSOLE_BLUEPRINT, CONSOLE_COOKIE
-from service.problems import PROBLEM_CONTENT_TYPE
 from service.services.keys import Principal
+from service.web.auth import CONSOLE_BLUEPRINT, CONSOLE_COOKIE
+from service.web.problems import PROBLEM_CONTENT_TYPE
 
 blp = flask.Blueprint(
     CONSOLE_BLUEPRINT,

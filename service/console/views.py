@@ -17,8 +17,6 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest, TooManyRequests
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from service import json_provider
-from service.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
 from service.console import blp, figures, same_origin
 from service.console.formatting import FILTERS
 from service.console.forms import (
@@ -31,9 +29,9 @@ from service.console.forms import (
     report_query,
 )
 from service.core import engine
-from service.csv_files import csv_response, spend_csv
-from service.db import get_session
-from service.models import PLAN_STATUSES, Budget, FittedLaw, HardwareProfile, Organization, utcnow
+from service.data.models import PLAN_STATUSES, Budget, FittedLaw, HardwareProfile, Organization, utcnow
+from service.infra import json_provider
+from service.infra.db import get_session
 from service.schemas.budgets import BudgetSchema
 from service.schemas.common import ListQuerySchema
 from service.schemas.laws import FrontierQuerySchema
@@ -61,6 +59,8 @@ from service.services import (
     usage,
 )
 from service.services.errors import InvalidFieldError, NotFoundError, ServiceError
+from service.web.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
+from service.web.csv_files import csv_response, spend_csv
 
 for _name, _filter in FILTERS.items():
     blp.add_app_template_filter(_filter, _name)

@@ -7,7 +7,6 @@ from typing import ClassVar
 import marshmallow as ma
 from marshmallow import validate
 
-from service.catalog import PRECISIONS
 from service.core.cluster import (
     ACTIVATIONS,
     DECODING_BOUNDS,
@@ -34,6 +33,7 @@ from service.core.units import (
     MIN_TOKENS,
     PF_DAY_FLOPS,
 )
+from service.data.catalog import PRECISIONS
 from service.schemas.common import (
     GREATER_THAN,
     CaveatSchema,

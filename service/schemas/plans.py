@@ -10,9 +10,9 @@ import marshmallow as ma
 from marshmallow import validate
 from webargs.fields import DelimitedList
 
-from service import json_provider
 from service.core.units import MAX_ACCELERATORS, MAX_PARAMS, MAX_TOKENS
-from service.models import PLAN_STATUSES, Plan
+from service.data.models import PLAN_STATUSES, Plan
+from service.infra import json_provider
 from service.schemas.calibrations import OwnCalibrationSchema
 from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, StrictSchema, excludes, requires
 from service.schemas.fields import (

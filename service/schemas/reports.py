@@ -9,7 +9,7 @@ import marshmallow as ma
 from marshmallow import validate
 from webargs.fields import DelimitedList
 
-from service.models import PLAN_STATUSES
+from service.data.models import PLAN_STATUSES
 from service.schemas.common import GREATER_THAN, StrictSchema
 from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime, signed_money
 from service.services.documents import format_money

@@ -1,8 +1,8 @@
 """The audit log: every change to an audited object, written in the same transaction as the change.
 
 A `before_flush` hook sees every insert, update and delete, so no use case can forget to record one. Who
-acted comes from the session (service/actors.py: the caller's key id per request; "system" otherwise). Entries
-hold names of changed fields, never values, so no secret can reach the log.
+acted comes from the session (service/infra/actors.py: the caller's key id per request; "system" otherwise).
+Entries hold names of changed fields, never values, so no secret can reach the log.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import CTE, Insert, event, insert, inspect, select
 from sqlalchemy.orm import Session, UOWTransaction
 
-from service import actors
-from service.models import (
+from service.data.models import (
     ApiKey,
     AuditEntry,
     Base,
@@ -34,7 +33,8 @@ from service.models import (
     table_of,
     utcnow,
 )
-from service.prepared import Prepared, parameters_of, prefixed
+from service.infra import actors
+from service.infra.prepared import Prepared, parameters_of, prefixed
 from service.services.pagination import Cursor, Page, paginate
 
 # What the log records, and the name each kind has in it.

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
-from service.models import (
+from service.data.models import (
     CAP_SLACK,
     DEFAULT_ALERT_THRESHOLDS,
     Budget,

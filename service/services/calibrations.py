@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import ScalarSelect, SQLColumnExpression, bindparam, select
 from sqlalchemy.orm import Session, selectinload
 
-from service import actors
 from service.core import calibrate, engine, performance
-from service.models import Calibration, HardwareProfile, Organization, Plan, id_by_slug
+from service.data.models import Calibration, HardwareProfile, Organization, Plan, id_by_slug
+from service.infra import actors
 from service.services import organizations, plan_documents
 from service.services.errors import InvalidFieldError, NotFoundError
 from service.services.model_accuracy import Measurement, measurements, predicted_tokens_per_second

@@ -8,9 +8,9 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.catalog import PRECISIONS, HardwareSpec, builtin_hardware
-from service.locks import hold_setup_lock
-from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, utcnow
+from service.data.catalog import PRECISIONS, HardwareSpec, builtin_hardware
+from service.data.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, utcnow
+from service.infra.locks import hold_setup_lock
 
 
 @dataclass

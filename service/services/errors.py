@@ -41,7 +41,8 @@ class InvalidFieldError(ServiceError):
     """A request field is valid on its own but not in context (an unknown slug, an impossible target).
 
     `field` is its path in the request (("shape", "heads"), ("allowed_hardware", 2)); a single name may be
-    given as a string. The HTTP layer says where that is (service/problems.py: a JSON pointer into the body).
+    given as a string. The HTTP layer says where that is (service/web/problems.py: a JSON pointer into the
+    body).
     """
 
     def __init__(self, field: str | FieldPath, detail: str):

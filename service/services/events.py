@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
-from service.models import Counter, Event, Webhook, WebhookDelivery, utcnow
+from service.data.models import Counter, Event, Webhook, WebhookDelivery, utcnow
 
 # The types, with what their `data` holds: the one list (the API's enum and filter).
 EVENT_TYPES = (

@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
-from service.models import Event, Organization
+from service.data.models import Event, Organization
 from service.services.errors import NotFoundError
 
 _LARGEST_ID = 2**63 - 1  # events.id is a BIGINT: larger ids exist nowhere (and PostgreSQL refuses them)

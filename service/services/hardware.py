@@ -9,9 +9,16 @@ from decimal import Decimal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from service.built_in_hardware import BUILT_IN_HARDWARE, BuiltInHardware, read_profile
-from service.catalog import PRECISIONS
-from service.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, Plan, budget_hardware, utcnow
+from service.data.built_in_hardware import BUILT_IN_HARDWARE, BuiltInHardware, read_profile
+from service.data.catalog import PRECISIONS
+from service.data.models import (
+    HARDWARE_FIGURES,
+    HardwarePrice,
+    HardwareProfile,
+    Plan,
+    budget_hardware,
+    utcnow,
+)
 from service.services.changes import Changes
 from service.services.errors import ConflictError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate

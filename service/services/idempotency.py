@@ -8,7 +8,7 @@ its method, path and canonical body.
 A request with a fresh key costs two statements besides its own: `claim` takes the key's lock and reads its
 record in one, `store` writes the record, response included, in the other. On PostgreSQL a request whose one
 write is known before its key is claimed (a new plan) costs none: `claim_and_write` makes the three one.
-Expired keys of others are left to service/idempotency_purger.py, off the requests' path.
+Expired keys of others are left to service/workers/idempotency_purger.py, off the requests' path.
 
 Failures are not stored: a request refused as invalid or conflicting leaves nothing behind, and its retry
 is evaluated afresh (a body that was invalid stays invalid; a commit refused for want of budget may pass
@@ -44,9 +44,9 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.util.typing import TupleAny, Unpack
 
-from service import locks
-from service.models import IdempotencyRecord, table_of
-from service.prepared import Prepared, parameters_of, prefixed
+from service.data.models import IdempotencyRecord, table_of
+from service.infra import locks
+from service.infra.prepared import Prepared, parameters_of, prefixed
 from service.services import audit
 from service.services.errors import InProgressError, KeyReusedError
 

@@ -1,4 +1,5 @@
-"""Rows a process keeps while the database tells it of every change to them (service/change_listener.py).
+"""Rows a process keeps while the database tells it of every change to them
+(service/workers/change_listener.py).
 
 A process that reads the same few rows on every request (the key that admits it, a new plan's organisation,
 budget and calibration) may keep what it read, as long as it hears of every change to those rows: on

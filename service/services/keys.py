@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from service.models import ApiKey, utcnow
-from service.prepared import Prepared
+from service.data.models import ApiKey, utcnow
+from service.infra.prepared import Prepared
 from service.services import organizations
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.kept_rows import KeptRows
@@ -56,8 +56,8 @@ class NewKey:
 
 
 class VerifiedKeys(KeptRows):
-    """The rows of keys that admitted requests lately, by key id (service/change_listener.py): as _LOOK_UP
-    reads them."""
+    """The rows of keys that admitted requests lately, by key id (service/workers/change_listener.py): as
+    _LOOK_UP reads them."""
 
 
 def parse(key: str) -> tuple[str, str] | None:
@@ -76,8 +76,8 @@ def authenticate(
     """The principal a presented key stands for, and whether its last_used_at is due a refresh; None when
     the key is malformed, unknown, wrong, revoked or expired. All failures look alike to the caller.
 
-    With `known` (service/change_listener.py), the key's row is taken from there when it is kept, and a row
-    read that admits its request is kept; either is checked alike."""
+    With `known` (service/workers/change_listener.py), the key's row is taken from there when it is kept, and
+    a row read that admits its request is kept; either is checked alike."""
     parsed = parse(key)
     if parsed is None:
         return None
@@ -106,7 +106,7 @@ def authenticate(
 
 
 _KEYS = ApiKey.__table__.c
-# Every request of every endpoint runs it: prepared (service/prepared.py), of the table's columns.
+# Every request of every endpoint runs it: prepared (service/infra/prepared.py), of the table's columns.
 _LOOK_UP = Prepared(
     select(
         _KEYS.secret_hash,
@@ -197,7 +197,7 @@ def revoke_key(
     session: Session, key_uuid: uuid.UUID, *, caller: Principal, known: VerifiedKeys | None = None
 ) -> None:
     """Revoke a key; `known`, this process's verified keys, forgets it at once (the others as the
-    database tells them: service/change_listener.py)."""
+    database tells them: service/workers/change_listener.py)."""
     record = session.get(ApiKey, key_uuid)
     if record is None:
         raise NotFoundError(f"No API key {key_uuid}.")

@@ -1,7 +1,7 @@
 """Scaling laws: the published sets, and laws fitted to an organisation's own training runs.
 
 A fit small enough to answer at once is stored in the request's transaction. A larger one (or one the
-caller asks to run asynchronously) becomes a FitJob, which a runner (service/jobs.py) claims, fits and
+caller asks to run asynchronously) becomes a FitJob, which a runner (service/workers/jobs.py) claims, fits and
 finishes; `fit_columns` is the work both do.
 """
 
@@ -19,11 +19,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
-from service import metrics
 from service.core import caveats, engine, fit, isoflop_fit
 from service.core.laws import PUBLISHED_LAWS, FittedRange, ScalingLaw
 from service.core.validation import InvalidInput
-from service.models import FitJob, FittedLaw, Organization
+from service.data.models import FitJob, FittedLaw, Organization
+from service.infra import metrics
 from service.services import organizations
 from service.services.documents import JsonObject, from_document, to_document
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError

@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from service.core import calibrate
-from service.models import HardwareProfile, Organization, Plan, UsageRecord, standing_usage
+from service.data.models import HardwareProfile, Organization, Plan, UsageRecord, standing_usage
 from service.services import plan_documents
 from service.services.documents import JsonObject
 

@@ -8,7 +8,7 @@ from typing import TypeGuard
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from service.models import Organization
+from service.data.models import Organization
 from service.services.errors import InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.transactions import commit_new

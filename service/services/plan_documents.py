@@ -15,11 +15,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from service.catalog import PRECISIONS
 from service.core import allocate, caveats, cluster, engine, performance
 from service.core.cluster import SERVING_BYTES_PER_PARAM
 from service.core.hyper import Hyperparameters
 from service.core.laws import FittedRange, MoEDesign, ScalingLaw
+from service.data.catalog import PRECISIONS
 from service.services import planning
 from service.services.documents import JsonObject, format_optional_money, from_document, to_document
 from service.services.planning import PlanInputs

@@ -23,9 +23,9 @@ from typing import Any
 from sqlalchemy import Row, bindparam, case, event, or_, select, update
 from sqlalchemy.orm import Session, SessionTransaction
 
-from service import json_provider
 from service.core.forecast import Progress
-from service.models import HardwareProfile, Organization, Plan, table_of
+from service.data.models import HardwareProfile, Organization, Plan, table_of
+from service.infra import json_provider
 from service.services.documents import format_money
 
 PLANS = table_of(Plan)

@@ -15,7 +15,7 @@ from service.core import allocate, engine, performance, wall_clock
 from service.core.cluster import ModelShape
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
-from service.models import FittedLaw, HardwareProfile
+from service.data.models import FittedLaw, HardwareProfile
 from service.services import laws
 from service.services.errors import FieldPath, InvalidFieldError, InvalidParameterError, NotFoundError
 from service.services.hardware import get_hardware

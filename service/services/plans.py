@@ -40,11 +40,10 @@ from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.attributes import get_history
 from sqlalchemy.orm.interfaces import LoaderOption
 
-from service import actors, metrics
 from service.core import engine, performance
 from service.core.laws import ScalingLaw
 from service.core.units import CENT
-from service.models import (
+from service.data.models import (
     CAP_SLACK,
     Budget,
     Calibration,
@@ -61,7 +60,8 @@ from service.models import (
     table_of,
     utcnow,
 )
-from service.prepared import Prepared
+from service.infra import actors, metrics
+from service.infra.prepared import Prepared
 from service.services import (
     audit,
     calibrations,
@@ -336,8 +336,8 @@ def _reads(
     return organization, budget, calibration_id
 
 
-# Prepared (service/prepared.py): every plan runs it. Without a budget_id the join matches nothing, and for
-# inline hardware (no slug) there is no calibration. What remains of a budget is Budget.remaining.
+# Prepared (service/infra/prepared.py): every plan runs it. Without a budget_id the join matches nothing, and
+# for inline hardware (no slug) there is no calibration. What remains of a budget is Budget.remaining.
 _ORGANIZATION_COLUMNS = tuple(column.key for column in table_of(Organization).columns)
 _BUDGET_ID = len(_ORGANIZATION_COLUMNS)  # the first column after the organisation's
 _KEPT = _BUDGET_ID + 3  # the columns a process may keep (to the calibration's id), not the amounts after them

@@ -39,7 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from service.core.units import CENT
-from service.models import (
+from service.data.models import (
     CHARGED_STATUSES,
     MONEY_SCALE,
     Budget,

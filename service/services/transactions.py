@@ -16,8 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from service.db import alone
-from service.models import HardwareProfile, Organization, utcnow
+from service.data.models import HardwareProfile, Organization, utcnow
+from service.infra.db import alone
 from service.services import audit, idempotency
 from service.services.errors import ConflictError, ServiceError
 

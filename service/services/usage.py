@@ -24,9 +24,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
-from service import actors
 from service.core.forecast import Progress, expected_end
-from service.models import (
+from service.data.models import (
     CHARGED_STATUSES,
     DEFAULT_ALERT_THRESHOLDS,
     MONEY_SCALE,
@@ -42,6 +41,7 @@ from service.models import (
     standing_usage,
     utcnow,
 )
+from service.infra import actors
 from service.services import audit, events, plan_summaries
 from service.services.documents import format_money, format_optional_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError

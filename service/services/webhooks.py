@@ -19,8 +19,8 @@ from datetime import datetime
 from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from service import actors
-from service.models import Webhook, WebhookDelivery, utcnow
+from service.data.models import Webhook, WebhookDelivery, utcnow
+from service.infra import actors
 from service.services import organizations
 from service.services.changes import Changes
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError

@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import select, text, update
 
 from service import console, create_app
-from service.config import Config
-from service.db import get_db
-from service.logs import JsonFormatter
-from service.models import ApiKey, AuditEntry
+from service.data.models import ApiKey, AuditEntry
+from service.infra.config import Config
+from service.infra.db import get_db
+from service.infra.logs import JsonFormatter
 from tests.api.test_access_matrix import BUDGET
 from tests.conftest import bearer
 from tests.problems import assert_problem

@@ -13,8 +13,15 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from service.db import get_db
-from service.models import AuditEntry, Calibration, FittedLaw, HardwareProfile, Organization, WebhookDelivery
+from service.data.models import (
+    AuditEntry,
+    Calibration,
+    FittedLaw,
+    HardwareProfile,
+    Organization,
+    WebhookDelivery,
+)
+from service.infra.db import get_db
 from service.services import events, laws
 from service.services.catalog import load_builtin_hardware
 from tests.conftest import bearer, build_app, issue_key_in, on_transaction, sessions_on

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import select, update
 
-from service.models import Budget
+from service.data.models import Budget
 from service.services.catalog import load_builtin_hardware
 from tests.problems import assert_problem
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from service.core import calibrate, engine
-from service.models import AuditEntry, Calibration, Plan, UsageRecord
+from service.data.models import AuditEntry, Calibration, Plan, UsageRecord
 from service.services import plan_documents
 from service.services.plans import reevaluate
 from tests.api.test_plan_summaries import field_by_field

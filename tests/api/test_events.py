@@ -8,7 +8,7 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from service.models import Organization
+from service.data.models import Organization
 from service.services import events
 from service.services.feed import FeedCursor
 from tests.conftest import bearer

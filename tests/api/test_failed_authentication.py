@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import event
 
-from service.config import Config, ConfigError
-from service.ratelimit import FailedAuthentications
+from service.infra.config import Config, ConfigError
+from service.web.ratelimit import FailedAuthentications
 from tests.api.test_operations import sample
 from tests.conftest import bearer, forget_failed_authentications
 from tests.problems import assert_problem

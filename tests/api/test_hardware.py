@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import func, select
 
-from service.catalog import builtin_hardware
-from service.models import HardwarePrice, HardwareProfile
+from service.data.catalog import builtin_hardware
+from service.data.models import HardwarePrice, HardwareProfile
 from service.services.catalog import load_builtin_hardware
 from tests.problems import assert_problem
 

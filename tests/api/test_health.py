@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from service import create_app
-from service.config import Config
-from service.db import get_db
+from service.infra.config import Config
+from service.infra.db import get_db
 from service.services.health import expected_head
 from tests.problems import assert_problem
 

@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select, update
 
-from service import jobs
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
-from service.db import get_db
-from service.models import FitJob, FittedLaw, IdempotencyRecord, Organization, Plan, utcnow
+from service.data.models import FitJob, FittedLaw, IdempotencyRecord, Organization, Plan, utcnow
+from service.infra.db import get_db
 from service.schemas.laws import FitRequestSchema
 from service.services import laws
 from service.services.plans import reevaluate
+from service.workers import jobs
 from tests.conftest import SMALL_FIT_GRID, bearer
 from tests.problems import assert_problem
 

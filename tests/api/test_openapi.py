@@ -13,9 +13,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 
 from service import create_app
-from service.config import Config
 from service.core import fit
-from service.models import Plan
+from service.data.models import Plan
+from service.infra.config import Config
 from service.services.catalog import load_builtin_hardware
 from tests import fuzzing
 from tests.builders import usage_record, year_budget_body

@@ -8,9 +8,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from service.config import Config
-from service.db import create_db_engine
-from service.ratelimit import TokenBuckets
+from service.infra.config import Config
+from service.infra.db import create_db_engine
+from service.web.ratelimit import TokenBuckets
 from tests.api.test_plans import create_plan, make_budget, plan_body, post_plan, transition
 from tests.api.test_plans import world as world  # noqa: PLC0414 -- the fixture, re-exported
 from tests.conftest import POSTGRES_URL, bearer

@@ -7,7 +7,7 @@ import json
 
 from sqlalchemy import select
 
-from service.models import Organization
+from service.data.models import Organization
 from tests.problems import assert_problem
 
 

@@ -13,7 +13,7 @@ import marshmallow as ma
 import pytest
 from sqlalchemy import select, update
 
-from service.models import PLAN_STATUSES, Plan
+from service.data.models import PLAN_STATUSES, Plan
 from service.schemas.plans import PlanSchema, PlanSummarySchema, written_plan_document
 from tests.api.test_plans import (
     INLINE_HARDWARE,

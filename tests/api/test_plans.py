@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import event, func, select, update
 
 from service.core.laws import PUBLISHED_LAWS
-from service.models import Budget, IdempotencyRecord, LedgerEntry, Plan
+from service.data.models import Budget, IdempotencyRecord, LedgerEntry, Plan
 from service.services.catalog import load_builtin_hardware
 from service.services.idempotency import fingerprint
 from service.services.plans import evaluate, reevaluate

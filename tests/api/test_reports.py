@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, select
 
-from service.models import HardwareProfile, Organization, Plan
+from service.data.models import HardwareProfile, Organization, Plan
 from service.services.catalog import load_builtin_hardware
 from tests.builders import gpu_body
 from tests.conftest import bearer

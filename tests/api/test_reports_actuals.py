@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete
 
-from service.models import Plan, UsageDay
+from service.data.models import Plan, UsageDay
 from service.services.reports import FOCUS_COLUMNS
 from tests.api.test_reports import PlanSpec as PlannedSpec
 from tests.api.test_reports import World, insert_plans, make_world

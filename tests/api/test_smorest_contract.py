@@ -29,7 +29,7 @@ from werkzeug.exceptions import HTTPException
 
 from service.api import OPENAPI_SETTINGS, PlannerApi, init_api
 from service.api.base import Blueprint
-from service.problems import PROBLEM_CONTENT_TYPE
+from service.web.problems import PROBLEM_CONTENT_TYPE
 
 RECORD = "docs/decisions/0001-flask-smorest-private-methods.md"
 
@@ -104,7 +104,7 @@ def test_flask_smorest_calls_the_two_hooks_the_service_overrides_once_each_with_
     app, api, calls = _probe_api()
 
     assert sorted(calls) == [("_register_error_handlers", True), ("_register_responses", True)]
-    assert api._app is app  # what PlannerApi._register_error_handlers hands to service.problems
+    assert api._app is app  # what PlannerApi._register_error_handlers hands to service.web.problems
 
 
 @relied_on
@@ -113,7 +113,7 @@ def test_no_http_error_is_answered_by_flask_smorest_s_own_handler():
 
     handlers = [handler for by_code in app.error_handler_spec[None].values() for handler in by_code.values()]
     assert api.handle_http_exception not in handlers
-    assert app.error_handler_spec[None][None][HTTPException].__module__ == "service.problems"
+    assert app.error_handler_spec[None][None][HTTPException].__module__ == "service.web.problems"
 
 
 @relied_on

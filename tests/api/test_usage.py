@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 
 from service.core.forecast import FINISHED_STATUSES
-from service.models import Budget, Event, LedgerEntry, Plan, PlanStatus, UsageDay, UsageRecord
+from service.data.models import Budget, Event, LedgerEntry, Plan, PlanStatus, UsageDay, UsageRecord
 from tests.api.test_plans import create_plan, make_budget, transition
 from tests.api.test_plans import world as world  # noqa: PLC0414 -- the fixture, re-exported
 from tests.conftest import bearer

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from sqlalchemy import select, update
 
-from service.models import Organization, Webhook, WebhookDelivery
+from service.data.models import Organization, Webhook, WebhookDelivery
 from service.services import events
 from tests.conftest import bearer
 from tests.problems import assert_problem

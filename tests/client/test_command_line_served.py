@@ -168,7 +168,7 @@ def test_planner_reports_planned_against_actual_and_exports_focus(served, client
     from datetime import date  # noqa: PLC0415
     from decimal import Decimal  # noqa: PLC0415
 
-    from service.models import Organization, Plan, UsageDay  # noqa: PLC0415
+    from service.data.models import Organization, Plan, UsageDay  # noqa: PLC0415
 
     organization = session.query(Organization).filter_by(slug="acme").one()
     body = {"organization": "acme", "params": 1e9, "tokens": 2e10, "hardware": "h100-sxm", "accelerators": 8}

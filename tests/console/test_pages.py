@@ -18,16 +18,16 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import pytest
 from sqlalchemy import select
 
-from service.auth import CONSOLE_COOKIE
 from service.console.charts import format_number
 from service.console.figures import STEP_PARTS
 from service.console.formatting import gigabytes, percent
 from service.console.forms import report_query
 from service.console.views import MAX_FITTED_LAWS_CHARTED, SIZING_TEXTS
 from service.core.laws import PUBLISHED_LAWS
-from service.models import Organization, UsageDay
+from service.data.models import Organization, UsageDay
 from service.schemas.fields import numeral
 from service.services.catalog import load_builtin_hardware
+from service.web.auth import CONSOLE_COOKIE
 from tests.api.test_laws import store_law
 from tests.builders import year_budget_body
 from tests.conftest import bearer

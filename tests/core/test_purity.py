@@ -36,5 +36,7 @@ def test_the_core_depends_only_on_the_standard_library_numpy_scipy_and_itself():
 
 def test_the_scan_would_notice_a_forbidden_import(tmp_path):
     offender = tmp_path / "bad.py"
-    offender.write_text("import flask\nfrom sqlalchemy import select\nfrom service.db import get_session\n")
-    assert imported_modules(offender) == {"flask", "sqlalchemy", "service.db"}
+    offender.write_text(
+        "import flask\nfrom sqlalchemy import select\nfrom service.infra.db import get_session\n"
+    )
+    assert imported_modules(offender) == {"flask", "sqlalchemy", "service.infra.db"}

@@ -31,10 +31,10 @@ import requests
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.config import Config
 from service.console.charts import format_number
-from service.db import create_db_engine
-from service.models import FittedLaw
+from service.data.models import FittedLaw
+from service.infra.config import Config
+from service.infra.db import create_db_engine
 from tests.api.test_laws import fit_body
 from tests.builders import year_budget_body
 from tests.commands import ROOT

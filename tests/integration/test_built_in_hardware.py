@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import event
 
-from service.built_in_hardware import BUILT_IN_HARDWARE, BUILT_IN_SECONDS, BuiltInHardware
-from service.models import HardwarePrice, Organization, Plan, utcnow
+from service.data.built_in_hardware import BUILT_IN_HARDWARE, BUILT_IN_SECONDS, BuiltInHardware
+from service.data.models import HardwarePrice, Organization, Plan, utcnow
 from service.services import plans
 from service.services.catalog import load_builtin_hardware
 from service.services.hardware import get_hardware

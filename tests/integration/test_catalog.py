@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import func, select
 
-from service import catalog
-from service.catalog import builtin_hardware
-from service.models import HardwarePrice, HardwareProfile
+from service.data import catalog
+from service.data.catalog import builtin_hardware
+from service.data.models import HardwarePrice, HardwareProfile
 from service.services.catalog import load_builtin_hardware
 from tests.builders import hardware_profile
 

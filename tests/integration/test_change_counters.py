@@ -13,12 +13,13 @@ import pytest
 from sqlalchemy import create_engine, event, inspect, select, text
 from sqlalchemy.orm import Session
 
-from service import change_listener, migrate
-from service.config import Config
-from service.db import create_db_engine, get_db
-from service.models import ApiKey, Calibration, HardwareProfile, Organization
+from service.data.models import ApiKey, Calibration, HardwareProfile, Organization
+from service.infra import migrate
+from service.infra.config import Config
+from service.infra.db import create_db_engine, get_db
 from service.services import keys
 from service.services.catalog import load_builtin_hardware
+from service.workers import change_listener
 from tests import builders
 from tests.api.test_plans import pointers
 from tests.conftest import bearer, build_app, issue_key_in, migrated

@@ -1,6 +1,7 @@
 """A process answers from rows it read lately while it hears of every change to them
-(service/change_listener.py): the cache itself (services/kept_rows.KeptRows), keys.authenticate and a new
-plan's reads with it, and on PostgreSQL the triggers of migrations 0011 and 0013 and a process's listener."""
+(service/workers/change_listener.py): the cache itself (services/kept_rows.KeptRows), keys.authenticate and a
+new plan's reads with it, and on PostgreSQL the triggers of migrations 0011 and 0013 and a process's
+listener."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ import pytest
 from sqlalchemy import create_engine, event, select, text, update
 from sqlalchemy.orm import Session
 
-from service import change_listener
-from service.db import get_db, normalise_url
-from service.models import ApiKey, Budget, Calibration, HardwareProfile, Organization, utcnow
+from service.data.models import ApiKey, Budget, Calibration, HardwareProfile, Organization, utcnow
+from service.infra.db import get_db, normalise_url
 from service.services import keys
 from service.services.catalog import load_builtin_hardware
 from service.services.kept_rows import KeptRows
 from service.services.keys import VerifiedKeys
+from service.workers import change_listener
 from tests import builders
 from tests.api.test_plans import (
     allocation_body,

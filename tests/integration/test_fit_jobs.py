@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select, update
 
-from service import create_app, jobs
-from service.config import Config
-from service.db import get_db
-from service.models import FitJob, FittedLaw, utcnow
+from service import create_app
+from service.data.models import FitJob, FittedLaw, utcnow
+from service.infra.config import Config
+from service.infra.db import get_db
 from service.services import laws
+from service.workers import jobs
 from tests.conftest import BufferedClient, bearer, migrated
 
 pytestmark = pytest.mark.usefixtures("small_fit_grid")  # the grid search is tests/core/test_fit.py's

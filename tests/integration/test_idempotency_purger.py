@@ -1,5 +1,5 @@
-"""Expired Idempotency-Keys are deleted in the background (service/idempotency_purger.py), never by the
-requests themselves."""
+"""Expired Idempotency-Keys are deleted in the background (service/workers/idempotency_purger.py), never by
+the requests themselves."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import event, select
 
-from service import idempotency_purger
-from service.db import get_db
-from service.idempotency_purger import Purger, purge_expired
-from service.models import IdempotencyRecord
+from service.data.models import IdempotencyRecord
+from service.infra.db import get_db
+from service.workers import idempotency_purger
+from service.workers.idempotency_purger import Purger, purge_expired
 from tests.conftest import build_app
 
 NOW = datetime.fromisoformat("2026-03-01T12:00:00+00:00")

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, StatementError
 
-from service.models import Budget, HardwarePrice, Organization
+from service.data.models import Budget, HardwarePrice, Organization
 from tests.builders import hardware_profile
 
 

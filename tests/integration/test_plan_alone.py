@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy import event, func, insert, select
 from sqlalchemy.orm import Session
 
-from service import change_listener
-from service.db import get_db, normalise_url
-from service.models import AuditEntry, IdempotencyRecord, Plan, utcnow
+from service.data.models import AuditEntry, IdempotencyRecord, Plan, utcnow
+from service.infra.db import get_db, normalise_url
 from service.services import idempotency, keys
 from service.services.catalog import load_builtin_hardware
 from service.services.idempotency import KEY_LIFETIME, RequestKey
+from service.workers import change_listener
 from tests.commands import scratch_postgres_database
 from tests.conftest import POSTGRES_URL, bearer, build_app, issue_key_in, migrated
 from tests.integration.test_change_listener import listening

@@ -7,8 +7,8 @@ import uuid
 from sqlalchemy import select, update
 
 from service import cli
-from service.db import get_db
-from service.models import Plan
+from service.data.models import Plan
+from service.infra.db import get_db
 from tests.conftest import build_app
 
 INLINE_PLAN = {

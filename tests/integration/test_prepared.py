@@ -1,5 +1,5 @@
-"""Prepared statements (service/prepared.py): what they return and how they fail is what SQLAlchemy's own
-execution of the same statement returns and raises; only the Python around the driver is less."""
+"""Prepared statements (service/infra/prepared.py): what they return and how they fail is what SQLAlchemy's
+own execution of the same statement returns and raises; only the Python around the driver is less."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import bindparam, event, insert, literal, select
 from sqlalchemy.exc import IntegrityError
 
-from service.models import AuditEntry, Budget, Organization, table_of, utcnow
-from service.prepared import Prepared
+from service.data.models import AuditEntry, Budget, Organization, table_of, utcnow
+from service.infra.prepared import Prepared
 
 AUDIT_LOG = table_of(AuditEntry)
 BUDGETS = table_of(Budget)

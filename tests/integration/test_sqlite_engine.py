@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import event, text
 
-from service.config import Config
-from service.db import READ_ONLY, SQLITE_SORT_THREADS, create_db_engine, get_db, normalise_url
+from service.infra.config import Config
+from service.infra.db import READ_ONLY, SQLITE_SORT_THREADS, create_db_engine, get_db, normalise_url
 from service.services import keys
 
 

@@ -11,8 +11,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.db import get_db, get_session, reading, reading_session
-from service.models import IdempotencyRecord, Organization, utcnow
+from service.data.models import IdempotencyRecord, Organization, utcnow
+from service.infra.db import get_db, get_session, reading, reading_session
 from service.services.errors import ConflictError, InProgressError, KeyReusedError
 from service.services.idempotency import KEY_LIFETIME, RequestKey, StoredResponse
 from service.services.transactions import commit_new, commit_or, run_once

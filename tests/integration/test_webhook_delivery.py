@@ -19,12 +19,19 @@ import pytest
 from sqlalchemy import select
 
 from service import create_app
-from service.config import Config
-from service.db import get_db
-from service.models import Organization, Webhook, WebhookDelivery, utcnow
+from service.data.models import Organization, Webhook, WebhookDelivery, utcnow
+from service.infra.config import Config
+from service.infra.db import get_db
 from service.services import events
 from service.services.webhooks import new_secret
-from service.webhook_sender import EXTENSION_KEY, POLL_SECONDS, Sender, Settings, claim_next, deliver_due
+from service.workers.webhook_sender import (
+    EXTENSION_KEY,
+    POLL_SECONDS,
+    Sender,
+    Settings,
+    claim_next,
+    deliver_due,
+)
 from tests.conftest import migrated
 
 SETTINGS = Settings(timeout_seconds=5, max_attempts=3)

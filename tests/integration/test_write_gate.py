@@ -1,5 +1,5 @@
-"""SQLite's writers queue at a gate (service/write_gate.py): a writer waits there while another writes, is let
-in as soon as that one's transaction ends however it ends, and never waits there longer than the busy
+"""SQLite's writers queue at a gate (service/infra/write_gate.py): a writer waits there while another writes,
+is let in as soon as that one's transaction ends however it ends, and never waits there longer than the busy
 timeout."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 
-from service.config import Config
-from service.db import READ_ONLY, create_db_engine
-from service.write_gate import SUFFIX
+from service.infra.config import Config
+from service.infra.db import READ_ONLY, create_db_engine
+from service.infra.write_gate import SUFFIX
 
 BUSY_TIMEOUT_MS = 1000
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
-from service.models import Plan
+from service.data.models import Plan
 from tests import fuzzing
 from tests.api.test_openapi import FITTING_OPERATIONS, _operations
 from tests.builders import usage_record

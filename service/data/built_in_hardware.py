@@ -8,7 +8,7 @@ from collections.abc import Callable
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from service.models import HardwareProfile
+from service.data.models import HardwareProfile
 
 # Built-in profiles change only when `flask setup` loads a catalog (the API refuses to change them), so a
 # process keeps what it read of them, prices included, for BUILT_IN_SECONDS: a plan on one reads no row of

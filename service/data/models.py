@@ -51,8 +51,8 @@ from sqlalchemy.orm.instrumentation import manager_of_class
 from sqlalchemy.sql.selectable import ScalarSelect
 from sqlalchemy.types import TypeEngine
 
-from service.catalog import PRECISIONS
 from service.core.forecast import Progress
+from service.data.catalog import PRECISIONS
 
 # Explicit constraint names, so that migrations can drop and alter them on every backend (SQLite's batch
 # mode needs names to find them again).

@@ -20,12 +20,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Forbidden, Unauthorized
 
-from service import ratelimit
-from service.actors import act_as
-from service.change_listener import verified_keys
-from service.db import get_db, reading_session
+from service.infra.actors import act_as
+from service.infra.db import get_db, reading_session
 from service.services import keys
 from service.services.keys import Principal
+from service.web import ratelimit
+from service.workers.change_listener import verified_keys
 
 # Everything else needs a key, including paths that match no route (no hint of what exists).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"})

@@ -53,7 +53,7 @@ class Prepared:
         # some (PostgreSQL's numerics) depend on the type the driver reports.
         self._results: dict[str, tuple[Processor, ...]] = {}
 
-    def execute(self, session: Session, parameters: Mapping[str, Any]) -> list[tuple]:
+    def execute(self, session: Session, parameters: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run it in the session's transaction; the rows it returns, converted (none for most writes)."""
         connection = session.connection()
         dialect = connection.dialect
@@ -90,7 +90,7 @@ class Prepared:
             for row in rows
         ]
 
-    def first(self, session: Session, parameters: Mapping[str, Any]) -> tuple | None:
+    def first(self, session: Session, parameters: Mapping[str, Any]) -> tuple[Any, ...] | None:
         rows = self.execute(session, parameters)
         return rows[0] if rows else None
 
@@ -130,7 +130,7 @@ def run(
     arguments: Sequence[Any] | dict[str, Any] = (),
     *,
     returns_rows: bool | None = None,
-) -> tuple[list[tuple], Sequence[Sequence[Any]]]:
+) -> tuple[list[tuple[Any, ...]], Sequence[Sequence[Any]]]:
     """`sql`, in the driver's terms, executed on the connection's driver cursor as SQLAlchemy would (its
     listeners, its errors): the rows, as the driver gives them, and the cursor's description of them, unless
     the caller says whether it returns rows (`returns_rows`), when the description is empty."""

@@ -15,10 +15,10 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import json_provider, prepared, write_gate
-from service.actors import act_as
-from service.built_in_hardware import BUILT_IN_HARDWARE, BuiltInHardware
-from service.config import Config
+from service.data.built_in_hardware import BUILT_IN_HARDWARE, BuiltInHardware
+from service.infra import json_provider, prepared, write_gate
+from service.infra.actors import act_as
+from service.infra.config import Config
 
 EXTENSION_KEY = "planner.db"
 
@@ -112,7 +112,7 @@ class _BoundedConnection(psycopg.Connection):
 
     answer_timeout: float | None = None
 
-    def wait(self, gen, *args, timeout: float | None = None, **kwargs):
+    def wait(self, gen: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         # Every wait on an open connection comes here: statements, commit, rollback, the pre-ping.
         if timeout is not None:  # psycopg's own bounded waits (notifies) expect their timeout
             return super().wait(gen, *args, timeout=timeout, **kwargs)
@@ -130,17 +130,17 @@ def _bound_answers(engine: Engine, *, in_use: float | None, idle: float) -> None
     pre-ping that precedes a checkout (the pool pings before its `checkout` event)."""
 
     @event.listens_for(engine, "do_connect")
-    def _connect(_dialect, _record, cargs, cparams):
+    def _connect(_dialect: Any, _record: Any, cargs: Any, cparams: Any) -> _BoundedConnection:
         connection = _BoundedConnection.connect(*cargs, **cparams)
         connection.answer_timeout = in_use
         return connection
 
     @event.listens_for(engine, "checkout")
-    def _checked_out(dbapi_connection, _record, _proxy):
+    def _checked_out(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         dbapi_connection.answer_timeout = in_use
 
     @event.listens_for(engine, "checkin")
-    def _checked_in(dbapi_connection, _record):
+    def _checked_in(dbapi_connection: Any, _record: Any) -> None:
         if dbapi_connection is not None:  # None: invalidated
             dbapi_connection.answer_timeout = idle
 
@@ -171,7 +171,7 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
     # never deadlock upgrading a read lock (SQLite would answer SQLITE_BUSY at once instead of waiting for
     # busy_timeout); read-only ones (READ_ONLY options) begin DEFERRED and, under WAL, never wait.
     @event.listens_for(engine, "connect")
-    def _configure(dbapi_connection, _record):
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -184,14 +184,14 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
         cursor.execute(f"PRAGMA threads = {SQLITE_SORT_THREADS}")
         cursor.close()
 
-    # Writers queue at a gate rather than sleep in SQLite's busy handler (service/write_gate.py); an in-memory
-    # database has one connection, and no file to put the gate's beside.
+    # Writers queue at a gate rather than sleep in SQLite's busy handler (service/infra/write_gate.py); an
+    # in-memory database has one connection, and no file to put the gate's beside.
     gate = None if file is None else write_gate.install(engine, file, busy_timeout_ms / 1000)
 
     @event.listens_for(engine, "begin")
-    def _begin(connection):
+    def _begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
-        # Straight on the driver (service/prepared.py): every transaction begins here.
+        # Straight on the driver (service/infra/prepared.py): every transaction begins here.
         if gate is None or mode == "DEFERRED":
             prepared.run(connection, f"BEGIN {mode}")
         else:
@@ -256,7 +256,8 @@ class Database:
 
 
 def get_db(app: flask.Flask | None = None) -> Database:
-    return (app or flask.current_app).extensions[EXTENSION_KEY]
+    database: Database = (app or flask.current_app).extensions[EXTENSION_KEY]
+    return database
 
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -292,7 +293,8 @@ def get_session() -> Session:
         principal = flask.g.get("principal")
         actor = principal.key_id if principal else "anonymous"
         flask.g.db_session = act_as(session, actor, flask.g.get("request_id"))
-    return flask.g.db_session
+    session_of_request: Session = flask.g.db_session
+    return session_of_request
 
 
 @contextlib.contextmanager

@@ -1,5 +1,5 @@
 """Cross-process locks held for the length of a transaction. Below the use cases: migrating a database
-(service/migrate.py) takes the setup lock too."""
+(service/infra/migrate.py) takes the setup lock too."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from service.request_context import current_request_id
+from service.infra.request_context import current_request_id
 
 # Attributes every LogRecord has; anything else on a record came from `extra=` and is emitted as a field.
 _STANDARD_ATTRIBUTES = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}

@@ -40,8 +40,8 @@ from sqlalchemy import Engine, event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.background import Periodic, started_by_requests
-from service.db import get_db, sqlite_file
+from service.infra.background import Periodic, started_by_requests
+from service.infra.db import get_db, sqlite_file
 from service.services import plans
 from service.services.kept_rows import KeptRows
 from service.services.keys import VerifiedKeys

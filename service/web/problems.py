@@ -16,9 +16,9 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm.exc import StaleDataError
 from werkzeug.exceptions import HTTPException
 
-from service import http_status, metrics
 from service.core.validation import InvalidInput
-from service.request_context import current_request_id
+from service.infra import http_status, metrics
+from service.infra.request_context import current_request_id
 from service.services.errors import (
     ConflictError,
     InvalidFieldError,

@@ -14,7 +14,7 @@ import uuid
 
 import flask
 
-from service import metrics
+from service.infra import metrics
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _ACCEPTABLE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")

@@ -17,9 +17,9 @@ from datetime import datetime
 
 import flask
 
-from service.background import Periodic, started_by_requests
-from service.db import Database, get_db
-from service.models import utcnow
+from service.data.models import utcnow
+from service.infra.background import Periodic, started_by_requests
+from service.infra.db import Database, get_db
 from service.services import idempotency
 
 log = logging.getLogger(__name__)

@@ -28,9 +28,9 @@ import flask
 from sqlalchemy import ColumnElement, event, select, update
 from sqlalchemy.orm import Session, UOWTransaction
 
-from service.background import Periodic, started_by_requests, wake_after_response
-from service.db import Database, get_db
-from service.models import Event, Organization, Webhook, WebhookDelivery, utcnow
+from service.data.models import Event, Organization, Webhook, WebhookDelivery, utcnow
+from service.infra.background import Periodic, started_by_requests, wake_after_response
+from service.infra.db import Database, get_db
 from service.schemas.events import EventSchema
 from service.services import webhooks
 from service.services.feed import FeedEvent

@@ -23,13 +23,13 @@ from typing import Any
 import flask
 from sqlalchemy import ColumnElement, and_, or_, select, update
 
-from service import actors, http_status, metrics
-from service.background import wake_after_response
-from service.db import Database, get_db
-from service.models import FitJob, utcnow
-from service.problems import service_error_entry
+from service.data.models import FitJob, utcnow
+from service.infra import actors, http_status, metrics
+from service.infra.background import wake_after_response
+from service.infra.db import Database, get_db
 from service.services import laws
 from service.services.errors import InvalidFieldError
+from service.web.problems import service_error_entry
 
 log = logging.getLogger(__name__)
 

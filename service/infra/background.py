@@ -3,7 +3,8 @@
 
 `Periodic` is the shape they share: work every `interval` seconds, at once when woken, and after an error
 again within `pause_after_error` (the database away, or not yet migrated). The webhook sender and the
-Idempotency-Key purger are two; the fit-job runner ends its thread when idle and is its own (service/jobs.py).
+Idempotency-Key purger are two; the fit-job runner ends its thread when idle and is its own
+(service/workers/jobs.py).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from typing import TypeVar
 import flask
 from werkzeug.exceptions import TooManyRequests
 
-from service import metrics
+from service.infra import metrics
 
 EXTENSION_KEY = "planner.rate_limit"
 FAILURES_EXTENSION_KEY = "planner.auth_failures"

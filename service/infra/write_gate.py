@@ -1,9 +1,10 @@
 """SQLite's writers queue at a gate rather than poll for the database's write lock (issue 24).
 
-A transaction that may write takes SQLite's one write lock as it begins (BEGIN IMMEDIATE, service/db.py). A
-writer that finds the lock taken is put to sleep by SQLite's busy handler, for 1, 2, 5, 10, 15, 20, 25 and up
-to 100 ms between tries, whatever the holder does meanwhile: under a burst of plans the lock sat free while
-its writers slept, the cores idle, and one plan in a hundred took 350-560 ms (bench/RESULTS.md).
+A transaction that may write takes SQLite's one write lock as it begins (BEGIN IMMEDIATE,
+service/infra/db.py). A writer that finds the lock taken is put to sleep by SQLite's busy handler, for 1, 2,
+5, 10, 15, 20, 25 and up to 100 ms between tries, whatever the holder does meanwhile: under a burst of plans
+the lock sat free while its writers slept, the cores idle, and one plan in a hundred took 350-560 ms
+(bench/RESULTS.md).
 
 Before its BEGIN IMMEDIATE a connection passes this gate: a lock of its process, whose waiting threads the
 kernel wakes as it is released, then an flock of a file beside the database, for writers in other processes
@@ -28,7 +29,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, event
 
-from service import prepared
+from service.infra import prepared
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from sqlalchemy import Connection, Engine
 
-from service import db
-from service.config import Config
-from service.locks import hold_setup_lock
+from service.infra import db
+from service.infra.config import Config
+from service.infra.locks import hold_setup_lock
 
 MIGRATIONS_DIR = Config().migrations_dir
 

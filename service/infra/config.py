@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATABASE_URL = "sqlite:///var/planner.db"
 
 
@@ -56,7 +56,9 @@ class Config:
     fit_job_lease_seconds: int = 120
     webhooks_in_process: bool = True  # each API process sends due webhook deliveries from a thread
     webhook_timeout_seconds: int = 10  # per POST to a webhook's URL
-    webhook_max_attempts: int = 8  # the last is about 22 h after the first (service/webhook_sender.py)
+    webhook_max_attempts: int = (
+        8  # the last is about 22 h after the first (service/workers/webhook_sender.py)
+    )
     sqlite_busy_timeout_ms: int = 5000
     db_pool_size: int = 5
     db_pool_timeout_seconds: int = 10  # waiting for a pooled connection before answering 503
@@ -67,7 +69,7 @@ class Config:
     # Failed authentications per client address and minute (and at once); on by default, 0 turns it off.
     auth_failures_per_minute: int = 30
     # How long a process may answer from the keys it verified lately, learning of every change to them
-    # meanwhile (service/change_listener.py); 0 looks every key up.
+    # meanwhile (service/workers/change_listener.py); 0 looks every key up.
     key_cache_seconds: int = 60
     # The same for what a new plan reads (its organisation, budget and calibration); 0 reads them.
     plan_reads_cache_seconds: int = 60
