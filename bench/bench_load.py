@@ -51,7 +51,6 @@ from pathlib import Path
 from bench.bench_plans import (
     AUTH,
     BIN,
-    CpuUse,
     Server,
     add_server_arguments,
     call,
@@ -61,7 +60,7 @@ from bench.bench_plans import (
     scratch_database,
     serving,
 )
-from bench.machine import describe
+from bench.machine import CpuUse, describe
 from tests.commands import ROOT
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")

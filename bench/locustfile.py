@@ -27,7 +27,7 @@ import gevent
 from locust import FastHttpUser, events, task
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from bench.bench_plans import CpuMeter
+from bench.machine import CpuMeter
 
 REQUEST = json.loads(os.environ["BENCH_REQUEST"])
 WINDOW: dict[str, CpuMeter] = {}
