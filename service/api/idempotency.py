@@ -47,7 +47,6 @@ def idempotent(
     prepare: Callable[..., Any] | None = None,
     *,
     peek: bool = True,
-    writes_once: bool = False,
 ) -> Callable:
     """Run the view as one transaction (services/transactions.run_once), committed together with the
     response when the request came with an Idempotency-Key.
@@ -62,10 +61,6 @@ def idempotent(
     writer would wait on meanwhile; `reads` is db.reading_session's. Its result reaches the view as
     `prepared`. With `peek`, a finished response to replay is looked for first, without a lock: worth a
     statement when `prepare` is slow.
-
-    `writes_once`: the view writes one audit.WithEntry INSERT and reads nothing a retry would find changed
-    (it stores what `prepare` evaluated), so that on PostgreSQL the key's claim, that write and the response
-    are one statement (services/transactions.run_once).
     """
 
     def decorate(view: Callable) -> Callable:
@@ -85,7 +80,6 @@ def idempotent(
                 key=key,
                 record=_record,
                 replay=_replay,
-                writes_once=writes_once,
             )
 
         wrapper = blueprint.doc(parameters=[IDEMPOTENCY_KEY_PARAMETER, *parameters])(wrapper)

@@ -75,9 +75,8 @@ def _evaluate_plan(reads: Session, request: plans.PlanRequest) -> Plan:
 @blp.post("")
 @requires("planner")
 @blp.arguments(PlanRequestSchema)
-# A replay is rare and the evaluation cheaper than a look for one: it comes with the claim (on PostgreSQL, in
-# the plan's INSERT).
-@idempotent(blp, prepare=_evaluate_plan, peek=False, writes_once=True)
+# A replay is rare and the evaluation cheaper than a look for one: it comes with the claim.
+@idempotent(blp, prepare=_evaluate_plan, peek=False)
 @blp.response(201, PlanSchema, headers=CREATED_HEADERS)
 def create_plan(request, prepared):
     """Evaluate an allocation request (or a given `params` and `tokens`) on a cluster and store it as a draft.

@@ -216,18 +216,6 @@ def reading(engine: Engine) -> Engine:
     return engine.execution_options(**READ_ONLY)
 
 
-def alone(session: Session) -> None:
-    """Have the one statement `session` writes commit by itself on PostgreSQL, with no BEGIN and COMMIT
-    around it: two round trips of four for a plan, whose row, audit entry and any Idempotency-Key's claim and
-    record are one statement there (services/transactions.run_once's `writes_once`; issue 24). Only for a
-    session that has no connection yet and is bound to the engine: one that already read in its transaction,
-    or a test's joined to an outer transaction, keeps its transaction, as SQLite's sessions always do (their
-    writes queue at BEGIN)."""
-    bind = session.get_bind()
-    if isinstance(bind, Engine) and bind.dialect.name == "postgresql" and not session.in_transaction():
-        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-
-
 class Database:
     """What a Flask app needs to talk to its database."""
 

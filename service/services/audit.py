@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 
-from sqlalchemy import CTE, Insert, event, insert, inspect, select
+from sqlalchemy import event, insert, inspect, select
 from sqlalchemy.orm import Session, UOWTransaction
 
 from service.data.models import (
@@ -34,7 +31,7 @@ from service.data.models import (
     utcnow,
 )
 from service.infra import actors
-from service.infra.prepared import Prepared, parameters_of, prefixed
+from service.infra.prepared import Prepared
 from service.services.pagination import Cursor, Page, paginate
 
 # What the log records, and the name each kind has in it.
@@ -134,78 +131,20 @@ def record(session: Session, action: str, obj: Audited, fields: list[str]) -> No
     """Log a change made with a Core statement (which the flush hook does not see), e.g. a plan's commit:
     with an INSERT of its own, at once, since an entry left to the next flush made that flush cost more than
     the change's own statement (issue 24)."""
-    _INSERT.execute(session, entry(session, action, obj, fields))
+    record_entry(session, entry(session, action, obj, fields))
+
+
+def record_entry(session: Session, row: dict[str, object]) -> None:
+    """Write an entry `entry` made."""
+    _INSERT.execute(session, row)
 
 
 def entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:
-    """The row of the entry for a change made with a Core statement, for `record` or a `WithEntry`."""
+    """The row of the entry for a change made with a Core statement."""
     return {"id": uuid.uuid4(), "created_at": utcnow(), **_entry(session, action, obj, sorted(fields))}
 
 
 _INSERT = Prepared(insert(AUDIT_LOG))
-_ENTRY = "entry_"  # what the entry's parameters are named in a WithEntry statement: this + the column's name
-
-
-class WithEntry:
-    """A Core INSERT of a change (a new plan, say) that writes the change's audit entry with it: in one
-    statement where a WITH clause may hold an INSERT (PostgreSQL, a round trip fewer), as two elsewhere
-    (SQLite, where a statement costs no round trip).
-
-    Within `holding_writes` it writes nothing and is held back instead, for a statement that writes it with
-    other rows (services/idempotency.claim_and_write: an Idempotency-Key's claim and record)."""
-
-    def __init__(self, statement: Insert):
-        self.table = statement.table
-        self._alone = Prepared(statement)
-        self._with_entry = Prepared(
-            statement.add_cte(insert(AUDIT_LOG).values(parameters_of(AUDIT_LOG, _ENTRY)).cte("entry"))
-        )
-
-    def execute(self, session: Session, parameters: dict[str, object], entry_row: dict[str, object]) -> None:
-        """Run the INSERT with `parameters`, and write `entry_row` (`entry`) with it."""
-        held = session.info.get(_HELD_WRITES)
-        if held is not None:
-            held.append(HeldWrite(self, {**parameters, **prefixed(entry_row, _ENTRY)}))
-        elif session.get_bind().dialect.name == "postgresql":
-            self._with_entry.execute(session, {**parameters, **prefixed(entry_row, _ENTRY)})
-        else:
-            _INSERT.execute(session, entry_row)
-            self._alone.execute(session, parameters)
-
-    def written_for(self, source: CTE) -> tuple[CTE, CTE]:
-        """The row's INSERT and its entry's as parts of a larger statement (PostgreSQL), each writing its row
-        once for every row of `source` (none: nothing written); their parameters are a HeldWrite's."""
-        return tuple(  # type: ignore[return-value]
-            insert(table)
-            .from_select(
-                [column.key for column in table.columns],
-                select(*parameters_of(table, prefix)).select_from(source),
-            )
-            .cte(name)
-            for table, prefix, name in ((self.table, "", "written"), (AUDIT_LOG, _ENTRY, "entry"))
-        )
-
-
-@dataclass(frozen=True)
-class HeldWrite:
-    """A WithEntry INSERT held back by `holding_writes`, with the parameters it was given."""
-
-    statement: WithEntry
-    parameters: dict[str, object]
-
-
-_HELD_WRITES = "audit.held_writes"
-
-
-@contextmanager
-def holding_writes(session: Session) -> Iterator[list[HeldWrite]]:
-    """Hold back every WithEntry INSERT `session` runs meanwhile: they are in the list, not written."""
-    held: list[HeldWrite] = []
-    session.info[_HELD_WRITES] = held
-    try:
-        yield held
-    finally:
-        del session.info[_HELD_WRITES]
 
 
 def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:

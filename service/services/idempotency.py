@@ -6,8 +6,7 @@ key id), expires after `KEY_LIFETIME`, and is bound to the request it first came
 its method, path and canonical body.
 
 A request with a fresh key costs two statements besides its own: `claim` takes the key's lock and reads its
-record in one, `store` writes the record, response included, in the other. On PostgreSQL a request whose one
-write is known before its key is claimed (a new plan) costs none: `claim_and_write` makes the three one.
+record in one, `store` writes the record, response included, in the other.
 Expired keys of others are left to service/workers/idempotency_purger.py, off the requests' path.
 
 Failures are not stored: a request refused as invalid or conflicting leaves nothing behind, and its retry
@@ -28,15 +27,12 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    BindParameter,
     ColumnElement,
     Select,
     and_,
     bindparam,
     delete,
-    func,
     literal,
-    or_,
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -46,8 +42,7 @@ from sqlalchemy.util.typing import TupleAny, Unpack
 
 from service.data.models import IdempotencyRecord, table_of
 from service.infra import locks
-from service.infra.prepared import Prepared, parameters_of, prefixed
-from service.services import audit
+from service.infra.prepared import Prepared
 from service.services.errors import InProgressError, KeyReusedError
 
 KEY_LIFETIME = timedelta(hours=24)
@@ -98,33 +93,6 @@ def claim(session: Session, key: RequestKey, now: datetime) -> StoredResponse | 
     found = _claim_statement(dialect).first(session, _claim_parameters(key))
     assert found is not None, "the claim selects one row, with or without a record"
     return _answer(found, key, now)
-
-
-def claim_and_write(
-    session: Session, key: RequestKey, now: datetime, response: StoredResponse, write: audit.HeldWrite
-) -> StoredResponse | None:
-    """On PostgreSQL, `claim`, `write` and `store` in one statement: the key is taken and read, and only when
-    it is free are the row written and `response` kept with the key. None when they were; else the response
-    to replay (nothing written), or claim's and store's errors. For a request whose one write is known
-    before its key is claimed (a new plan): three round trips fewer than claim, write and store (issue 24).
-    """
-    found = _claimed_write(write.statement).first(
-        session,
-        {
-            **_claim_parameters(key),
-            **prefixed(_record(response, key, now), _RECORD),
-            **write.parameters,
-            "now": now,
-        },
-    )
-    assert found is not None, "the claim selects one row, with or without a record"
-    *claimed, stored = found
-    if stored:
-        return None
-    replayed = _answer(claimed, key, now)
-    if replayed is None:  # free as the statement began, yet not stored: see `store`
-        raise _in_progress()
-    return replayed
 
 
 def lock_of(key: RequestKey) -> int:
@@ -183,33 +151,6 @@ def _claim_statement(dialect: str) -> Prepared:
     """`claim`'s statement, built once per dialect: building it (and its cache key) cost more than running
     it."""
     return Prepared(_claim_select(dialect))
-
-
-_RECORD = "record_"  # what the record's parameters are named in claim_and_write's statement: this + column
-
-
-@functools.cache
-def _claimed_write(write: audit.WithEntry) -> Prepared:
-    """`claim_and_write`'s statement for `write` (PostgreSQL). The key's record is inserted (or replaces an
-    expired one) only when the claim took the lock and found the key free, and the row and its audit entry
-    only for the record inserted: when a request with the key committed after the statement's snapshot, the
-    record's ON CONFLICT finds its live record, and nothing is written."""
-    claimed = {"lock", "principal", "key", "now"}  # the claim's parameters, named as the row's may not be
-    assert not claimed & set(write.table.columns.keys()), f"{write.table.name}: a column named as {claimed}"
-    claim = _claim_select("postgresql").cte("claim")
-    now: BindParameter[datetime] = bindparam("now")
-    free = (
-        select(*parameters_of(IDEMPOTENCY_KEYS, _RECORD))
-        .select_from(claim)
-        .where(claim.c.locked, or_(claim.c.id.is_(None), claim.c.expires_at <= now))
-    )
-    record = _replacing_expired(
-        postgresql.insert(IDEMPOTENCY_KEYS).from_select(
-            [column.key for column in IDEMPOTENCY_KEYS.columns], free
-        )
-    ).cte("record")
-    stored = select(func.count()).select_from(record).scalar_subquery().label("stored")
-    return Prepared(select(*claim.c, stored).add_cte(*write.written_for(record)))
 
 
 def stored_response(session: Session, key: RequestKey, now: datetime) -> StoredResponse | None:

@@ -220,9 +220,7 @@ def evaluate_new(
 
 
 def store_new(session: Session, plan: Plan) -> Plan:
-    """Store a draft `evaluate_new` made (in this session or another): its row and its audit entry, one
-    audit.WithEntry INSERT (which services/transactions.run_once may hold back, to write it with an
-    Idempotency-Key's claim and record)."""
+    """Store a draft `evaluate_new` made (in this session or another): its row and its audit entry."""
     plan.created_by = actors.actor(session)
     try:
         _insert(session, plan)
@@ -260,11 +258,12 @@ def _insert(session: Session, plan: Plan) -> None:
     entry = audit.entry(session, "create", plan, [name for name in fields if name not in _NEW_PLAN])
     plan_summaries.keep_with(plan)
     values = plan.__dict__  # read as the instance holds them: 40 instrumented reads cost more than the INSERT
-    _INSERT.execute(session, {key: values.get(key) for key in _PLAN_COLUMNS}, entry)
+    _INSERT.execute(session, {key: values.get(key) for key in _PLAN_COLUMNS})
+    audit.record_entry(session, entry)
 
 
 _PLAN_COLUMNS = tuple(column.key for column in PLANS.columns)
-_INSERT = audit.WithEntry(insert(PLANS))  # the row, and its audit entry with it
+_INSERT = Prepared(insert(PLANS))
 
 
 def _priced_hardware(

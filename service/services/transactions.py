@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime
 from typing import TypeVar
 
 from sqlalchemy import select
@@ -17,8 +16,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from service.data.models import HardwareProfile, Organization, utcnow
-from service.infra.db import alone
-from service.services import audit, idempotency
+from service.services import idempotency
 from service.services.errors import ConflictError, ServiceError
 
 log = logging.getLogger(__name__)
@@ -33,7 +31,6 @@ def run_once(
     key: idempotency.RequestKey | None,
     record: Callable[[Outcome], idempotency.StoredResponse],
     replay: Callable[[idempotency.StoredResponse], Outcome],
-    writes_once: bool = False,
 ) -> Outcome:
     """Run the use case `act` once per `key` and commit what it wrote together with `record(outcome)`, the
     response the request's retries will get.
@@ -43,18 +40,9 @@ def run_once(
     (a refusal of the use case, a key in use, a commit the database refuses) the transaction is rolled
     back before the exception goes on, so no claim outlives a request that failed: its retry is evaluated
     afresh.
-
-    `writes_once`: `act` reads nothing that a retry would find changed and writes one audit.WithEntry
-    INSERT (a new plan, evaluated before). On PostgreSQL that statement then commits by itself when the
-    session has no transaction yet (db.alone), and with a key it is held back until `act` has made its
-    outcome, to be written with the key's claim and record (idempotency.claim_and_write).
     """
     try:
         now = utcnow()
-        if writes_once and session.get_bind().dialect.name == "postgresql":
-            alone(session)  # its one statement commits by itself
-            if key is not None:
-                return _in_one_statement(session, act, key=key, now=now, record=record, replay=replay)
         if key is not None:
             stored = idempotency.claim(session, key, now)
             if stored is not None:
@@ -67,26 +55,6 @@ def run_once(
     except BaseException:
         _roll_back(session)
         raise
-    return outcome
-
-
-def _in_one_statement(
-    session: Session,
-    act: Callable[[], Outcome],
-    *,
-    key: idempotency.RequestKey,
-    now: datetime,
-    record: Callable[[Outcome], idempotency.StoredResponse],
-    replay: Callable[[idempotency.StoredResponse], Outcome],
-) -> Outcome:
-    with audit.holding_writes(session) as held:
-        outcome = act()
-    (write,) = held
-    stored = idempotency.claim_and_write(session, key, now, record(outcome), write)
-    if stored is not None:
-        session.rollback()  # nothing was written: the response is the stored one
-        return replay(stored)
-    session.commit()
     return outcome
 
 

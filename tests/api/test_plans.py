@@ -1130,44 +1130,27 @@ def statements_of(connection, request: Callable[[], object]) -> list[str]:
     return sent
 
 
-def test_a_fresh_key_costs_no_statement_on_postgresql_and_two_on_sqlite(client, session, connection, world):
-    # PostgreSQL: the plan's one statement claims the key and stores the response too (claim_and_write).
-    # SQLite: a statement that reads the key and one that stores the response, at no round trip's cost.
+def test_a_fresh_key_costs_two_statements_one_that_claims_it_and_one_that_stores_the_response(
+    client, session, connection, world
+):
     create_plan(client)  # warm: what a first request of the process reads once
     without_key = statements_of(connection, lambda: create_plan(client))
     with_key = statements_of(connection, lambda: post_plan(client, plan_body(), **idempotency("fresh")))
 
     keyed = [statement for statement in with_key if "idempotency_keys" in statement]
-    if connection.dialect.name == "postgresql":
-        assert len(with_key) == len(without_key)
-        (statement,) = keyed
-        assert "pg_try_advisory_xact_lock" in statement
-        assert "INSERT INTO idempotency_keys" in statement
-        assert "INSERT INTO plans" in statement
-        assert "INSERT INTO audit_log" in statement
-    else:
-        assert len(with_key) - len(without_key) == 2
-        assert [statement.split()[0] for statement in keyed] == ["SELECT", "INSERT"]
+    assert len(with_key) - len(without_key) == 2
+    assert [statement.split()[0] for statement in keyed] == ["SELECT", "INSERT"]
     record = session.scalars(select(IdempotencyRecord)).one()
     assert (record.key, record.status_code) == ("fresh", 201)
     assert count(session, Plan) == 3
 
 
-def test_a_new_plan_and_its_audit_entry_are_one_statement_on_postgresql(client, connection, world):
-    # A round trip fewer where a WITH clause may hold an INSERT; SQLite sends two, at no such cost.
-    create_plan(client)  # warm
-    sent = statements_of(
-        connection, lambda: post_plan(client, plan_body(), **{"X-Request-ID": "one-statement"})
-    )
-    writes = [statement for statement in sent if statement.split()[0] in ("INSERT", "WITH")]
-    if connection.dialect.name == "postgresql":
-        assert len(writes) == 1
-        assert "INSERT INTO audit_log" in writes[0]
-        assert "INSERT INTO plans" in writes[0]
-    else:
-        assert [statement.split()[2] for statement in writes] == ["audit_log", "plans"]
+def test_a_new_plan_is_written_with_its_audit_entry(client, connection, world):
+    sent = statements_of(connection, lambda: post_plan(client, plan_body(), **{"X-Request-ID": "one-plan"}))
+    writes = [statement.split()[2] for statement in sent if statement.split()[0] == "INSERT"]
+    assert sorted(writes) == ["audit_log", "plans"]
     entries = client.get("/v1/audit?limit=100").get_json()["items"]
-    assert [e["action"] for e in entries if e["request_id"] == "one-statement"] == ["plan.create"]
+    assert [e["action"] for e in entries if e["request_id"] == "one-plan"] == ["plan.create"]
 
 
 def test_an_expired_key_is_replaced_by_its_new_response_with_the_same_statements(
@@ -1182,7 +1165,7 @@ def test_an_expired_key_is_replaced_by_its_new_response_with_the_same_statements
     sent = statements_of(connection, lambda: post_plan(client, plan_body(), **idempotency("create-1")))
 
     keyed = [statement.split()[0] for statement in sent if "idempotency_keys" in statement]
-    assert keyed == (["WITH"] if connection.dialect.name == "postgresql" else ["SELECT", "INSERT"])
+    assert keyed == ["SELECT", "INSERT"]
     session.expire_all()
     record = session.scalars(select(IdempotencyRecord)).one()
     assert record.expires_at > datetime.now().astimezone() + timedelta(hours=23)
