@@ -21,7 +21,7 @@ from service.infra.logs import configure_logging
 from service.services import audit, keys
 from service.services.health import expected_head
 from service.web import auth, ratelimit
-from service.workers import change_listener, idempotency_purger, jobs, webhook_sender
+from service.workers import idempotency_purger, jobs, webhook_sender
 
 
 def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
@@ -60,7 +60,6 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     jobs.init_app(app)
     webhook_sender.init_app(app)
     idempotency_purger.init_app(app)
-    change_listener.init_app(app)
     cli.init_app(app)
     if config.admin_key:
         _bootstrap_admin_key(app, config.admin_key)

@@ -38,7 +38,6 @@ from service.schemas.usage import (
 )
 from service.services import plans, usage
 from service.web.auth import READERS, requires, scope
-from service.workers.change_listener import plan_reads
 
 blp = Blueprint("plans", __name__, url_prefix="/v1/plans", description="Plans and their lifecycle")
 
@@ -69,7 +68,7 @@ def list_plans(limit, cursor, **filters):
 def _evaluate_plan(reads: Session, request: plans.PlanRequest) -> Plan:
     """The plan a request makes, evaluated before the request's transaction (which on SQLite holds the write
     lock from its first statement): what the transaction then does is store it."""
-    return plans.evaluate_new(reads, request, scope=scope(), known=plan_reads())
+    return plans.evaluate_new(reads, request, scope=scope())
 
 
 @blp.post("")

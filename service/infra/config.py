@@ -68,11 +68,6 @@ class Config:
     rate_limit_burst: int = 0  # requests a key may send at once; 0: a tenth of a minute's worth
     # Failed authentications per client address and minute (and at once); on by default, 0 turns it off.
     auth_failures_per_minute: int = 30
-    # How long a process may answer from the keys it verified lately, learning of every change to them
-    # meanwhile (service/workers/change_listener.py); 0 looks every key up.
-    key_cache_seconds: int = 60
-    # The same for what a new plan reads (its organisation, budget and calibration); 0 reads them.
-    plan_reads_cache_seconds: int = 60
     trusted_proxy_hops: int = 0  # reverse proxies in front that append the client to X-Forwarded-For
     # gunicorn: sized for 2 cores (bench/RESULTS.md, fourteenth session). One worker more than the cores
     # keeps both busy while a worker is held up: a worker's threads share one interpreter lock, a client's
@@ -119,8 +114,6 @@ class Config:
             rate_limit_per_minute=_int(env, "RATE_LIMIT_PER_MINUTE", default.rate_limit_per_minute),
             rate_limit_burst=_int(env, "RATE_LIMIT_BURST", default.rate_limit_burst),
             auth_failures_per_minute=_int(env, "AUTH_FAILURES_PER_MINUTE", default.auth_failures_per_minute),
-            key_cache_seconds=_int(env, "KEY_CACHE_SECONDS", default.key_cache_seconds),
-            plan_reads_cache_seconds=_int(env, "PLAN_READS_CACHE_SECONDS", default.plan_reads_cache_seconds),
             trusted_proxy_hops=_int(env, "TRUSTED_PROXY_HOPS", default.trusted_proxy_hops),
             web_concurrency=_int(env, "WEB_CONCURRENCY", default.web_concurrency, minimum=1),
             threads=_int(env, "THREADS", default.threads, minimum=1),

@@ -21,7 +21,6 @@ from service.data.models import ApiKey, utcnow
 from service.infra.prepared import Prepared
 from service.services import organizations
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
-from service.services.kept_rows import KeptRows
 from service.services.pagination import Cursor, Page, paginate
 from service.services.transactions import commit_or
 
@@ -55,11 +54,6 @@ class NewKey:
     expires_at: datetime | None = None  # None: never
 
 
-class VerifiedKeys(KeptRows):
-    """The rows of keys that admitted requests lately, by key id (service/workers/change_listener.py): as
-    _LOOK_UP reads them."""
-
-
 def parse(key: str) -> tuple[str, str] | None:
     """(key id, secret) of a well-formed key, or None."""
     match = _KEY_FORMAT.match(key)
@@ -70,24 +64,15 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def authenticate(
-    session: Session, key: str, now: datetime | None = None, known: VerifiedKeys | None = None
-) -> tuple[Principal, bool] | None:
+def authenticate(session: Session, key: str, now: datetime | None = None) -> tuple[Principal, bool] | None:
     """The principal a presented key stands for, and whether its last_used_at is due a refresh; None when
-    the key is malformed, unknown, wrong, revoked or expired. All failures look alike to the caller.
-
-    With `known` (service/workers/change_listener.py), the key's row is taken from there when it is kept, and
-    a row read that admits its request is kept; either is checked alike."""
+    the key is malformed, unknown, wrong, revoked or expired. All failures look alike to the caller."""
     parsed = parse(key)
     if parsed is None:
         return None
     key_id, secret = parsed
-    stored = known.get(key_id) if known is not None else None
-    read = stored is None
-    if read:
-        ticket = known.ticket() if known is not None else None
-        # The columns it needs, not the entity: every request of every endpoint runs this (_LOOK_UP).
-        stored = _LOOK_UP.first(session, {"key_id": key_id})
+    # The columns it needs, not the entity: every request of every endpoint runs this (_LOOK_UP).
+    stored = _LOOK_UP.first(session, {"key_id": key_id})
     # Compare a digest even for unknown ids, so that timing does not tell which ids exist.
     expected = stored[0] if stored is not None else digest("")
     if not hmac.compare_digest(digest(secret), expected) or stored is None:
@@ -97,11 +82,6 @@ def authenticate(
     if revoked_at is not None or (expires_at is not None and expires_at <= now):
         return None
     stale = last_used_at is None or (now - last_used_at).total_seconds() > LAST_USED_RESOLUTION
-    if known is not None:
-        if read:
-            known.keep(key_id, stored, ticket)
-        if stale:  # the request records its use: the row kept says so, or every request would record it
-            known.update(key_id, (*stored[:-1], now))
     return Principal(key_id, role, organization_id), stale
 
 
@@ -193,11 +173,8 @@ def list_keys(session: Session, *, limit: int, after: Cursor | None) -> Page[Api
     return paginate(session, stmt, ApiKey, limit, after)
 
 
-def revoke_key(
-    session: Session, key_uuid: uuid.UUID, *, caller: Principal, known: VerifiedKeys | None = None
-) -> None:
-    """Revoke a key; `known`, this process's verified keys, forgets it at once (the others as the
-    database tells them: service/workers/change_listener.py)."""
+def revoke_key(session: Session, key_uuid: uuid.UUID, *, caller: Principal) -> None:
+    """Revoke a key: the next request that presents it is refused."""
     record = session.get(ApiKey, key_uuid)
     if record is None:
         raise NotFoundError(f"No API key {key_uuid}.")
@@ -206,5 +183,3 @@ def revoke_key(
     if record.revoked_at is None:
         record.revoked_at = utcnow()
         session.commit()
-    if known is not None:
-        known.forget(record.key_id)

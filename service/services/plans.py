@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
-from itertools import chain
 from typing import Any, TypeVarTuple
 
 from sqlalchemy import (
@@ -37,7 +36,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
-from sqlalchemy.orm.attributes import get_history
 from sqlalchemy.orm.interfaces import LoaderOption
 
 from service.core import engine, performance
@@ -46,7 +44,6 @@ from service.core.units import CENT
 from service.data.models import (
     CAP_SLACK,
     Budget,
-    Calibration,
     HardwareProfile,
     LedgerEntry,
     Organization,
@@ -74,7 +71,6 @@ from service.services import (
 from service.services.budgets import get_budget
 from service.services.documents import JsonObject, format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
-from service.services.kept_rows import KeptRows
 from service.services.pagination import Cursor, Page, paginate, paginate_rows
 from service.services.planning import InlineHardware, PlanInputs
 
@@ -134,17 +130,13 @@ def evaluate_new(
     *,
     scope: uuid.UUID | None,
     parent: Plan | None = None,
-    known: KeptRows | None = None,
 ) -> Plan:
     """A request evaluated into a draft, not yet stored (`store_new` stores it): reads only, so that it can
-    run before the request's writing transaction (db.reading_session). With `known` (the process's
-    service/change_listener.plan_reads), what it reads is taken from there when kept there, and kept there
-    when read."""
-    organization, budget, calibration_id = _reads(session, request, scope, known)
+    run before the request's writing transaction (db.reading_session)."""
+    organization, budget, calibration_id = _reads(session, request, scope)
     inputs = request.inputs()
     if request.budget == REMAINING:
         assert budget is not None, "PlanRequestSchema requires budget_id with budget"
-        assert budget.remaining is not None, "_reads reads it afresh for such a plan"
         # Down to the cent: plans cost whole cents (rounded half-up), so a money budget of 0.005 more than a
         # cent could buy a plan the budget cannot hold.
         remaining = budget.remaining.quantize(CENT, ROUND_DOWN)
@@ -292,46 +284,33 @@ def _end_of_run(start_at: datetime, seconds: float) -> datetime:
 
 @dataclass(frozen=True)
 class ChargedBudget:
-    """What a new plan reads of the budget it is charged to: three columns, not the entity (its 20 columns'
-    conversions were a tenth of a plan's reads, issue 24). Its allowed hardware and caps are the commit's."""
+    """What a new plan reads of the budget it is charged to (its allowed hardware and caps are the
+    commit's)."""
 
     id: uuid.UUID
     currency: str
-    remaining: Decimal | None  # None when taken from a kept row: "budget": "remaining" reads it afresh
+    remaining: Decimal
 
 
 def _reads(
-    session: Session, request: PlanRequest, scope: uuid.UUID | None, known: KeptRows | None
+    session: Session, request: PlanRequest, scope: uuid.UUID | None
 ) -> tuple[Organization, ChargedBudget | None, uuid.UUID | None]:
     """What a new plan reads, in one statement: the organisation it belongs to, the budget it is charged to if
-    any, and the organisation's calibration in force for the hardware named, if any. From `known` when kept
-    there, but for a plan sized by what remains of its budget, which moves with every commit."""
+    any, and the organisation's calibration in force for the hardware named, if any."""
     slug = request.hardware if isinstance(request.hardware, str) else None
-    key = (request.organization, request.budget_id, slug)
-    cache = None if request.budget == REMAINING else known
-    row = None if cache is None else cache.get(key)
-    remaining = None
-    if row is None:
-        ticket = None if cache is None else cache.ticket()
-        parameters = {"slug": request.organization, "id": request.budget_id, "hardware": slug}
-        read = _READS.first(session, parameters)
-        if read is not None:
-            row, (amount, committed, overrun) = read[:_KEPT], read[_KEPT:]
-            remaining = None if amount is None else amount - committed - overrun
-            # Only what was found: an organisation's budget created meanwhile must not be refused.
-            if cache is not None and (request.budget_id is None or row[_BUDGET_ID] is not None):
-                cache.keep(key, row, ticket)
+    parameters = {"slug": request.organization, "id": request.budget_id, "hardware": slug}
+    row = _READS.first(session, parameters)
     found = (
         None if row is None else as_read(Organization, dict(zip(_ORGANIZATION_COLUMNS, row, strict=False)))
     )
     organization = organizations.in_body(found, request.organization, scope=scope)
     assert row is not None, "in_body refuses an organisation not found"
-    budget_id, currency, calibration_id = row[_BUDGET_ID:]
+    budget_id, currency, calibration_id, amount, committed, overrun = row[_BUDGET_ID:]
     if request.budget_id is not None and budget_id is None:
         raise InvalidFieldError(
             "budget_id", f"No budget {request.budget_id} in organization {organization.slug!r}."
         )
-    budget = None if budget_id is None else ChargedBudget(budget_id, currency, remaining)
+    budget = None if budget_id is None else ChargedBudget(budget_id, currency, amount - committed - overrun)
     return organization, budget, calibration_id
 
 
@@ -339,7 +318,6 @@ def _reads(
 # for inline hardware (no slug) there is no calibration. What remains of a budget is Budget.remaining.
 _ORGANIZATION_COLUMNS = tuple(column.key for column in table_of(Organization).columns)
 _BUDGET_ID = len(_ORGANIZATION_COLUMNS)  # the first column after the organisation's
-_KEPT = _BUDGET_ID + 3  # the columns a process may keep (to the calibration's id), not the amounts after them
 _READS = Prepared(
     select(
         *table_of(Organization).columns,
@@ -349,7 +327,6 @@ _READS = Prepared(
             Organization.id,
             select(HardwareProfile.id).where(HardwareProfile.slug == bindparam("hardware")).scalar_subquery(),
         ),
-        # Last, and never kept (_reads): what remains of the budget moves with every commit.
         Budget.amount,
         Budget.committed,
         Budget.overrun,
@@ -357,30 +334,6 @@ _READS = Prepared(
     .outerjoin(Budget, (Budget.id == bindparam("id")) & (Budget.organization_id == Organization.id))
     .where(Organization.slug == bindparam("slug"))
 )
-
-
-# What a kept read depends on, beyond rows added (a plan keeps nothing it did not find): every column of an
-# organisation and a calibration, and these of a budget and a hardware profile. Migration 0013's triggers
-# notify the same changes to the other processes.
-_READ_BY_NEW_PLANS = (Organization, Budget, Calibration, HardwareProfile)
-_COLUMNS_READ: dict[type, tuple[str, ...]] = {
-    Budget: ("id", "organization_id", "currency"),
-    HardwareProfile: ("id", "slug"),
-}
-
-
-def writes_what_new_plans_read(session: Session) -> bool:
-    """Whether the session's flush adds, deletes or changes what `_reads` may have kept (an addition too, to
-    err on the safe side): the process then forgets its kept reads as the session commits
-    (service/change_listener.forget_own_writes)."""
-    if any(isinstance(instance, _READ_BY_NEW_PLANS) for instance in chain(session.new, session.deleted)):
-        return True
-    for instance in session.dirty:
-        if isinstance(instance, Organization | Calibration):
-            return True
-        if any(get_history(instance, name).has_changes() for name in _COLUMNS_READ.get(type(instance), ())):
-            return True
-    return False
 
 
 def _check_chargeable(run: engine.Estimate, budget: ChargedBudget) -> None:

@@ -25,7 +25,6 @@ from service.infra.db import get_db, reading_session
 from service.services import keys
 from service.services.keys import Principal
 from service.web import ratelimit
-from service.workers.change_listener import verified_keys
 
 # Everything else needs a key, including paths that match no route (no hint of what exists).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"})
@@ -96,7 +95,7 @@ def _look_up(key: str) -> tuple[Principal, bool] | None:
     # Where a write's transaction would hold SQLite's write lock, apart, so that only an admitted request
     # waits for that lock; elsewhere in the request's own (a checkout with its ping, a BEGIN fewer).
     with reading_session() as session:
-        return keys.authenticate(session, key, known=verified_keys())
+        return keys.authenticate(session, key)
 
 
 def _touch_after_response(response: flask.Response) -> flask.Response:

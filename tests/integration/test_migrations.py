@@ -27,9 +27,18 @@ def tables(engine) -> set[str]:
     return set(inspect(engine).get_table_names()) - {"alembic_version"}
 
 
-def modelled(engine) -> set[str]:
-    """The models' tables, and on SQLite the change counters its triggers keep (migration 0014)."""
-    return set(Base.metadata.tables) | ({"change_counters"} if engine.dialect.name == "sqlite" else set())
+def modelled(_engine) -> set[str]:
+    return set(Base.metadata.tables)
+
+
+def triggers(engine) -> set[str]:
+    query = (
+        "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
+        if engine.dialect.name == "postgresql"
+        else "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+    )
+    with engine.connect() as connection:
+        return set(connection.exec_driver_sql(query).scalars())
 
 
 def test_upgrade_head_on_an_empty_database_creates_every_table_and_leaves_no_drift(empty_engine):
@@ -175,3 +184,14 @@ def test_0012_has_postgresql_compress_documents_with_lz4_and_its_downgrade_does_
     assert compression(empty_engine) == (dict.fromkeys(documents, "l") if "lz4" in (methods or ()) else {})
     migrate.downgrade(empty_engine, "0011")
     assert compression(empty_engine) == {}
+
+
+def test_0015_drops_the_change_triggers_of_0011_to_0014_and_its_downgrade_restores_them(empty_engine):
+    migrate.upgrade(empty_engine, "0014")
+    made = triggers(empty_engine)
+    migrate.upgrade(empty_engine, "0015")
+    assert made
+    assert triggers(empty_engine) == set()
+    assert tables(empty_engine) == modelled(empty_engine)
+    migrate.downgrade(empty_engine, "0014")
+    assert triggers(empty_engine) == made
