@@ -24,7 +24,6 @@ search enumerates (`evaluate`). Each part is a function of `step_terms`, with it
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import dataclass, fields
 from typing import Any
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.core import cluster
+from service.core import cluster, layout_search
 from service.core import step_terms as terms
 from service.core import validation as v
 from service.core.cluster import ModelShape
@@ -213,7 +212,7 @@ def check_layout(shape: ModelShape, layout: Layout, accelerators: int | None = N
 
 
 def _divisors_text(n: int) -> str:
-    found = _divisors(n, 4096)
+    found = layout_search.divisors(n, 4096)
     shown = ", ".join(str(k) for k in found[:12])
     return shown + (", …" if len(found) > 12 else "")
 
@@ -335,11 +334,6 @@ def _rates(machine: Machine, calibration: Calibration) -> terms.Rates:
 
 # --- layout search ------------------------------------------------------------------------------------------
 
-# What the search tries for the fields a request leaves out.
-MICRO_BATCHES = (1, 2, 4, 8, 16)
-INTERLEAVES = (1, 2, 4, 8)
-# Layouts returned beside the best: the fastest of each other tensor/pipeline split.
-ALTERNATIVES = 4
 # Searches remembered per process (least recently used out): a search is a pure function of its arguments
 # and the costliest part of a plan, and orchestrators send the same run again and again (retries, a plan and
 # then its estimate, one run planned for several budgets). A Search is about 5 KB.
@@ -354,16 +348,6 @@ class Search:
     alternatives: tuple[Step, ...]
     evaluated: int
     fitting: int
-
-
-def _tensor_degrees(shape: ModelShape, machine: Machine) -> list[int]:
-    """Tensor-parallel degrees Megatron can use: divisors of the node that divide the heads and K/V heads."""
-    node = machine.accelerators_per_node
-    return [
-        t
-        for t in range(1, node + 1)
-        if node % t == 0 and shape.heads % t == 0 and shape.key_value_heads % t == 0
-    ]
 
 
 def search(
@@ -414,106 +398,40 @@ def _search(
     """`search`, remembered: its result is shared by every caller that asks the same, and never changed."""
     fixed = dict(fixed_fields)
     check_fixed_fields(shape, fixed, count, global_batch)
-    c = int(fixed.get("context_parallel", 1))
-    rows = _splits(shape, machine, count, fixed, int(fixed.get("global_batch", global_batch)))
-    if not rows:
-        raise v.InvalidInput("layout", _no_layout_text(shape, machine, count, fixed))
-
-    def options(name: str, default: list[Any]) -> list[Any]:
-        return [fixed[name]] if name in fixed else default
-
-    # Expert parallelism over the divisors of the data-parallel degree that divide the experts: 1 for a
-    # dense shape, the only degree it may have (check_model_fields).
-    if shape.mixture_of_experts:
-        degrees: dict[int, list[int]] = {}  # by data-parallel degree
-        for row in rows:
-            if row[2] not in degrees:
-                degrees[row[2]] = options("expert_parallel", _expert_degrees(shape, row[2]))
-        rows = [(*row, e) for row in rows for e in degrees[row[2]] if row[2] % e == 0]
-        if not rows:
-            raise v.InvalidInput("layout", _no_layout_text(shape, machine, count, fixed))
-    else:
-        rows = [(*row, 1) for row in rows]
-    base = np.array(rows, dtype=np.int64)
-    modes = options("recomputation", list(RECOMPUTATION_MODES))
-    stages = options("zero_stage", list(cluster.ZERO_STAGES))
-    overlap = int(fixed["expert_overlap"]) if "expert_overlap" in fixed else -1  # -1: the faster
-    extra = np.array(
-        [(RECOMPUTATION_MODES.index(mode), stage) for mode in modes for stage in stages], dtype=np.int64
-    )
-    grid = np.repeat(base, len(extra), axis=0)
-    extras = np.tile(extra, (len(base), 1))
-    columns: dict[str, Any] = {
-        "tensor_parallel": grid[:, 0],
-        "pipeline_parallel": grid[:, 1],
-        "data_parallel": grid[:, 2],
-        "micro_batch": grid[:, 3],
-        "global_batch": grid[:, 4],
-        "interleave": grid[:, 5],
-        "expert_parallel": grid[:, 6],
-        "context_parallel": np.full(len(grid), c),
-        "sequence_parallel": np.full(len(grid), bool(fixed.get("sequence_parallel", True))),
-        "recomputation": extras[:, 0],
-        "zero_stage": extras[:, 1],
-        "flash_attention": np.full(len(grid), bool(fixed.get("flash_attention", True))),
-        "expert_overlap": np.full(len(grid), overlap),
-    }
-    result = _evaluate_in_blocks(
-        shape, machine, columns, precision=precision, optimizer=optimizer, calibration=calibration
+    columns = layout_search.candidates(shape, machine.accelerators_per_node, count, fixed, global_batch)
+    result = layout_search.in_blocks(
+        functools.partial(
+            evaluate, shape, machine, precision=precision, optimizer=optimizer, calibration=calibration
+        ),
+        columns,
     )
     columns["expert_overlap"] = result["expert_overlap"]  # as chosen where the request left it open
-    fits = np.flatnonzero(result["fits"])
-    if fits.size == 0:
-        closest = int(np.argmin(result["memory_bytes"]))
-        layout = _layout_at(columns, closest)
-        raise v.InvalidInput(
-            "layout",
-            f"no layout of {count} accelerators fits {machine.memory_bytes / 1e9:.0f} GB: the least memory "
-            f"needed is {result['memory_bytes'][closest] / 1e9:.1f} GB ({_describe(layout)}); "
-            + _what_would_fit(
-                result["model_states_bytes"][closest], result["activations_bytes"][closest], machine
-            ),
-        )
-    order = fits[np.lexsort((result["memory_bytes"][fits], result["seconds"][fits]))]
-    best_index = int(order[0])
-    alternatives: list[int] = []
-    seen = {_family(columns, best_index)}
-    for index in order[1:]:
-        family = _family(columns, int(index))
-        if family not in seen:
-            seen.add(family)
-            alternatives.append(int(index))
-        if len(alternatives) == ALTERNATIVES:
-            break
+    fitting = int(np.count_nonzero(result["fits"]))
+    if fitting == 0:
+        raise _nothing_fits(count, machine, columns, result)
+    best, alternatives = layout_search.ranked(columns, result)
     return Search(
-        best=_step_at(result, best_index, _layout_at(columns, best_index)),
+        best=_step_at(result, best, _layout_at(columns, best)),
         alternatives=tuple(_step_at(result, i, _layout_at(columns, i)) for i in alternatives),
-        evaluated=len(grid),
-        fitting=int(fits.size),
+        evaluated=len(columns["tensor_parallel"]),
+        fitting=fitting,
     )
 
 
-# Layouts evaluated at once. Past about 2 800 (arrays of 23 KB) an evaluation took three times as long per
-# layout on a 2-core AMD EPYC with 1 MB of L2 a core (a glibc heap; 0.46 ms at 2 800 layouts, 1.4 ms at
-# 2 900): its temporaries no longer stay in cache. A search of more is evaluated in blocks, which changes no
-# value (every formula is element by element).
-EVALUATE_BLOCK = 2048
-
-
-def _evaluate_in_blocks(
-    shape: ModelShape, machine: Machine, columns: dict[str, Any], **options: Any
-) -> dict[str, Array]:
-    """`evaluate` over `columns`, in blocks of at most EVALUATE_BLOCK layouts."""
-    size = len(columns["tensor_parallel"])
-    if size <= EVALUATE_BLOCK:
-        return evaluate(shape, machine, columns, **options)
-    blocks = -(-size // EVALUATE_BLOCK)
-    bounds = [size * i // blocks for i in range(blocks + 1)]  # equal blocks
-    parts = [
-        evaluate(shape, machine, {name: column[start:end] for name, column in columns.items()}, **options)
-        for start, end in itertools.pairwise(bounds)
-    ]
-    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+def _nothing_fits(
+    count: int, machine: Machine, columns: dict[str, Any], result: dict[str, Array]
+) -> v.InvalidInput:
+    """The refusal of a search where no layout fits, saying which comes closest and what would fit."""
+    closest = int(np.argmin(result["memory_bytes"]))
+    layout = _layout_at(columns, closest)
+    return v.InvalidInput(
+        "layout",
+        f"no layout of {count} accelerators fits {machine.memory_bytes / 1e9:.0f} GB: the least memory "
+        f"needed is {result['memory_bytes'][closest] / 1e9:.1f} GB ({_describe(layout)}); "
+        + _what_would_fit(
+            result["model_states_bytes"][closest], result["activations_bytes"][closest], machine
+        ),
+    )
 
 
 def check_fixed_fields(
@@ -604,84 +522,6 @@ def check_model_fields(shape: ModelShape, fixed: dict[str, Any]) -> None:
         )
 
 
-def _splits(
-    shape: ModelShape, machine: Machine, count: int, fixed: dict[str, Any], target_batch: int
-) -> list[tuple[int, ...]]:
-    """(t, p, d, micro-batch, global batch, interleave) of every split of `count` that honours `fixed`, in
-    the order tensor, pipeline, micro-batch, interleave (the search breaks ties by it)."""
-    v.whole("layout.global_batch", target_batch)
-    c = int(fixed.get("context_parallel", 1))
-    layers = shape.layers
-    fixed_p = fixed.get("pipeline_parallel")
-    fixed_d = fixed.get("data_parallel")
-    fixed_vi = fixed.get("interleave")
-    micro_batches = [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES
-    batch_fixed = "global_batch" in fixed
-    tensor = [fixed["tensor_parallel"]] if "tensor_parallel" in fixed else _tensor_degrees(shape, machine)
-
-    rows: list[tuple[int, ...]] = []
-    for t in tensor:
-        if count % (t * c):
-            continue
-        rest = count // (t * c)
-        for p in [fixed_p] if fixed_p is not None else _divisors(rest, layers):
-            d = rest // p
-            if rest % p or (fixed_d is not None and fixed_d != d):
-                continue
-            batch = target_batch if batch_fixed else -(-target_batch // d) * d
-            if batch % d:  # a fixed batch the replicas cannot share
-                continue
-            replica = batch // d
-            chunks = -(-layers // p)
-            for b in micro_batches:
-                if replica % b:
-                    continue
-                # An interleaved schedule needs a pipeline, micro-batches in multiples of its stages and
-                # no more chunks than layers per stage.
-                interleaved = p > 1 and (replica // b) % p == 0
-                if fixed_vi is None:
-                    interleaves = [x for x in INTERLEAVES if x <= chunks] if interleaved else [1]
-                elif fixed_vi == 1 or (interleaved and fixed_vi <= chunks):
-                    interleaves = [fixed_vi]
-                else:
-                    continue
-                rows += [(t, p, d, b, batch, vi) for vi in interleaves]
-    return rows
-
-
-def _divisors(n: int, most: int) -> list[int]:
-    """The divisors of n up to `most`, ascending (by trial up to √n rather than up to `most`)."""
-    small, large = [], []
-    k = 1
-    while k * k <= n:
-        if n % k == 0:
-            small.append(k)
-            if k * k != n:
-                large.append(n // k)
-        k += 1
-    return [k for k in small + large[::-1] if k <= most]
-
-
-def _expert_degrees(shape: ModelShape, data_parallel: int) -> list[int]:
-    """Expert-parallel degrees the search tries: the powers of two that divide the data-parallel degree
-    and the experts (1 if dense). Others that divide both can be given."""
-    experts = shape.experts or 1
-    degrees, e = [], 1
-    while e <= min(experts, data_parallel) and experts % e == 0 and data_parallel % e == 0:
-        degrees.append(e)
-        e *= 2
-    return degrees
-
-
-def _family(columns: dict[str, Any], i: int) -> tuple[int, int, int]:
-    """Alternatives split the model another way (tensor, pipeline and expert degrees), the fastest of each."""
-    return (
-        int(columns["tensor_parallel"][i]),
-        int(columns["pipeline_parallel"][i]),
-        int(columns["expert_parallel"][i]),
-    )
-
-
 def _layout_at(columns: dict[str, Any], i: int) -> Layout:
     values = {name: columns[name][i] for name in LAYOUT_FIELDS if name != "recomputation"}
     return Layout(
@@ -718,14 +558,4 @@ def _what_would_fit(states: float, activations: float, machine: Machine) -> str:
     return (
         f"activations take {activations / 1e9:.1f} GB: a shorter sequence, more accelerators or accelerators "
         "with more memory would fit"
-    )
-
-
-def _no_layout_text(shape: ModelShape, machine: Machine, count: int, fixed: dict[str, Any]) -> str:
-    given = ", ".join(f"{name} {value}" for name, value in sorted(fixed.items())) or "no fields"
-    degrees = ", ".join(str(t) for t in _tensor_degrees(shape, machine))
-    return (
-        f"no layout of {count} accelerators has {given}: tensor parallelism must divide a node of "
-        f"{machine.accelerators_per_node} and the heads ({degrees} would), the degrees must multiply to "
-        f"{count}, and the micro-batch must divide each replica's batch"
     )
