@@ -681,7 +681,8 @@ def model_states_bytes(layouts: Layouts, held: HeldParams, precision: str, optim
 
 
 def activation_bytes(shape: ModelShape, layouts: Layouts, first_stage_layers: Array, precision: str) -> Array:
-    """Activations on the first pipeline stage, the fullest under 1F1B (Korthikanti et al. 2022 §4.2.3).
+    """Activations on the first pipeline stage, the fullest under 1F1B: `cluster.activation_bytes` (the one
+    model of activation memory, which `cluster.training_memory` reports too) of these layouts.
 
     Notes
     -----
@@ -693,54 +694,17 @@ def activation_bytes(shape: ModelShape, layouts: Layouts, first_stage_layers: Ar
     layer's working set. The first stage holds min(p, m) micro-batches in flight, times 1 + (p - 1)/(p·v)
     with an interleaved schedule; a single stage also holds the fp32 logits, 4·s·b·V/t.
     """
-    t, p, c, b = (
-        layouts.tensor_parallel,
-        layouts.pipeline_parallel,
-        layouts.context_parallel,
-        layouts.micro_batch,
+    return cluster.activation_bytes(
+        shape,
+        tensor_parallel=layouts.tensor_parallel,
+        pipeline_parallel=layouts.pipeline_parallel,
+        context_parallel=layouts.context_parallel,
+        micro_batch=layouts.micro_batch,
+        micro_batches=layouts.micro_batches,
+        interleave=layouts.interleave,
+        sequence_split=layouts.sequence_split,
+        recomputation=layouts.recomputation,
+        flash_attention=layouts.flash_attention,
+        first_stage_layers=first_stage_layers,
+        precision=precision,
     )
-    sp_split, rec, flash, full = (
-        layouts.sequence_split,
-        layouts.recomputation,
-        layouts.flash_attention,
-        layouts.full_recomputation,
-    )
-    h, a, s = float(shape.d_model), float(shape.heads), float(shape.sequence_length)
-    sc = s / c
-    sbh = sc * b * h
-    # Q, K, V and the output projection's input, at 2 bytes each (4 + 4·kv/a of s·b·h in a plain
-    # transformer); latent attention also keeps its latents.
-    qk, hv = float(shape.query_key_width), float(shape.head_width)
-    kv = float(shape.key_value_heads)
-    attention_widths = (
-        a * qk + a * qk + a * hv + a * hv + (shape.q_lora_rank or 0) + (shape.kv_lora_rank or 0)
-        if shape.latent_attention
-        else a * qk + 2 * kv * hv + a * hv
-    )
-    # Training in fp8, the inputs the backward pass of a GEMM needs are kept in fp8 (Transformer Engine;
-    # DeepSeek-V3 §3.3.3): the output projection's and the down-projection's at 1 byte instead of 2.
-    cached = 1.0 if precision == "fp8" else 2.0
-    inside_blocks = (2.0 * (attention_widths - a * hv) + cached * a * hv) / h
-    mlp_ffn = (4.0 if shape.activation == "swiglu" else 2.0) + cached
-    # A routed MLP keeps the activations of every row it runs (top-k times the capacity factor, and the
-    # shared experts'), the dispatched inputs and combined outputs (k·h each) and fp32 router logits.
-    moe, routed, f_e = shape.moe_share, shape.routed_rows, float(shape.expert_width)
-    expert_rows = routed + float(shape.shared_experts or 0)
-    mlp_bytes = (1 - moe) * shape.ffn_width * mlp_ffn + moe * (
-        expert_rows * f_e * mlp_ffn + (2.0 + cached) * routed * h + 4.0 * float(shape.experts or 0)
-    )
-    per_layer = sbh * (10.0 / sp_split + inside_blocks / t) + sc * b * mlp_bytes / t
-    # (With FlashAttention everywhere, as a search has unless told otherwise, the scores' term is 0 and
-    # adding it would change nothing.)
-    working = (
-        per_layer if flash.all() else per_layer + np.where(flash | (rec >= 1), 0.0, 5.0 * a * sc * s * b / t)
-    )
-    stored = np.where(full, 2.0 * sbh / sp_split, working)
-    in_flight = np.minimum(p, layouts.micro_batches) * np.where(
-        layouts.interleave > 1, 1 + (p - 1) / (p * layouts.interleave), 1.0
-    )
-    activations = first_stage_layers * stored * in_flight + np.where(full, working, 0.0)
-    vocab = float(shape.vocabulary or 0)
-    logits = np.where(layouts.pipelined, 0.0, 4.0 * sc * b * vocab / t)  # fp32 logits, on the only stage
-    total: Array = activations + logits
-    return total
