@@ -278,7 +278,7 @@ def _moe_mlp(
     shape: ModelShape, layouts: Layouts, rates: Rates, dense_seconds: Array, dense_flops: Array
 ) -> tuple[Array, Array]:
     """Seconds and FLOPs of the MLP averaged over the layers when a share μ of them is routed
-    (Shazeer et al. 2017; DeepSeek-V3 §2.1.2): (1 - μ)·dense + μ·routed.
+    (Shazeer et al. 2017; DeepSeek-V3's shared and routed experts): (1 - μ)·dense + μ·routed.
 
     A routed MLP runs the router's logits (2·T·h·E), the shared experts as dense GEMMs and the routed rows
     r (top-k times the capacity factor) on this rank's E/e experts, each expert a GEMM of its own with its
@@ -566,7 +566,7 @@ def pipeline_bubble_seconds(layouts: Layouts, stage_seconds: Array) -> Array:
 
 
 def held_params(shape: ModelShape, layouts: Layouts, layers_per_stage: Array) -> HeldParams:
-    """The parameters one device holds (Narayanan et al. 2021 §2; DeepSeek-V3 §3.2).
+    """The parameters one device holds (the experts as DeepSeek-V3 §3.2 spreads them).
 
     Notes
     -----
