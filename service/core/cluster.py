@@ -13,8 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
+import numpy as np
+import numpy.typing as npt
+
 from service.core import units
 from service.core import validation as v
+
+Array = npt.NDArray[np.float64]
+Flags = npt.NDArray[np.bool_]
+Codes = npt.NDArray[np.int64]
 
 # Largest layer count, width, head count, context or micro-batch a shape may have: well beyond any published
 # model (the longest contexts are ~1e7 tokens), and small enough that every product below stays finite.
@@ -516,6 +523,7 @@ def training_memory(
     recomputation: str = "none",
     tensor_parallel: int = 1,
     sequence_parallel: bool = True,
+    flash_attention: bool = True,
 ) -> MemoryEstimate:
     """Training memory per accelerator, whether it fits, and the smallest data-parallel degree that fits.
 
@@ -527,15 +535,11 @@ def training_memory(
     stage 3 (w+g+K)·Ψ/N_d. With tensor parallelism of size t each accelerator holds Ψ = params/t, as in
     ZeRO's Table 1 with model parallelism (replicated layer norms and biases are ignored).
 
-    Activations per layer, Korthikanti et al. 2022 Table 2, with s the sequence length, b the micro-batch,
-    h d_model, a the heads and t the tensor-parallel size: no recomputation s·b·h·(34 + 5·a·s/h) at t = 1;
-    with tensor parallelism alone s·b·h·(10 + 24/t + 5·a·s/(h·t)), since the layer norms, dropouts and
-    residual inputs (10·s·b·h) are replicated on every rank; with sequence parallelism too (Megatron's
-    `sequence_parallel`, the default here) those are split along the sequence and the whole is
-    s·b·h·(34/t + 5·a·s/(h·t)). Selective recomputation drops the 5·a·s/(h·t) attention-score term; full
-    recomputation keeps only each layer's input, s·b·h·2, in every case (one row of Table 2). Table 2 counts
-    16-bit activations (1-byte dropout masks), so fp32 activations take about twice as much. Pipeline
-    parallelism and memory fragmentation are not modelled.
+    Activations are the cluster model's (`activation_bytes`) on one pipeline stage of every layer and one
+    micro-batch of `shape.micro_batch` sequences, so a plan at a given MFU reports what the layout search
+    checks for the same layout: for a plain transformer Korthikanti et al. 2022 Table 2's s·b·h·(10 + 24/t)
+    a layer with tensor parallelism alone, s·b·h·34/t with sequence parallelism (the default), the scores'
+    5·a·s²·b/t only without FlashAttention or recomputation. Memory fragmentation is not modelled.
 
     The data-parallel degree needed is the smallest N_d with fixed + sharded/N_d ≤ memory_bytes, solved in
     closed form; None when no degree up to `units.MAX_ACCELERATORS` fits (always so at stage 0 when it does
@@ -548,19 +552,22 @@ def training_memory(
     w, g, K = state_bytes(precision, optimizer)
     mode = _choice("recomputation", recomputation, RECOMPUTATION_MODES)
     t = _whole_at_most("tensor_parallel", tensor_parallel, units.MAX_ACCELERATORS)
-    if not isinstance(sequence_parallel, bool):
-        raise v.InvalidInput("sequence_parallel", f"must be true or false, got {sequence_parallel!r}")
-    if shape is not None:
-        _check_shape(shape)
-        if shape.heads % t:
-            # Megatron splits attention heads across tensor-parallel ranks.
-            raise v.InvalidInput("tensor_parallel", f"must divide the heads ({shape.heads}), got {t}")
+    for name, flag in (("sequence_parallel", sequence_parallel), ("flash_attention", flash_attention)):
+        if not isinstance(flag, bool):
+            raise v.InvalidInput(name, f"must be true or false, got {flag!r}")
+    activations = _activations_alone(
+        shape,
+        mode,
+        t,
+        sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention,
+        precision=precision,
+    )
 
     Psi = psi_total / t
     replicated_per_param, sharded_per_param = zero_split(w, g, K)[stage]
     replicated = replicated_per_param * Psi
     sharded = sharded_per_param * Psi
-    activations = _activation_bytes(shape, mode, t, sequence_parallel) if shape is not None else 0.0
 
     def model_states_at(degree: int) -> float:
         return replicated + sharded / degree
@@ -601,23 +608,123 @@ def zero_split(w: int, g: int, K: int) -> tuple[tuple[int, int], ...]:
     return ((w + g + K, 0), (w + g, K), (w, g + K), (0, w + g + K))
 
 
-def _activation_bytes(shape: ModelShape, mode: str, tensor_parallel: int, sequence_parallel: bool) -> float:
-    """Korthikanti et al. 2022 Table 2, summed over layers; symbols as in `training_memory`."""
-    s, b, h, a, t = (
-        float(shape.sequence_length),
-        float(shape.micro_batch),
-        float(shape.d_model),
-        float(shape.heads),
-        float(tensor_parallel),
+def activation_bytes(
+    shape: ModelShape,
+    *,
+    tensor_parallel: Array,
+    pipeline_parallel: Array,
+    context_parallel: Array,
+    micro_batch: Array,
+    micro_batches: Array,
+    interleave: Array,
+    sequence_split: Array,
+    recomputation: Codes,
+    flash_attention: Flags,
+    first_stage_layers: Array,
+    precision: str,
+) -> Array:
+    """Activation memory of the first pipeline stage, the fullest under 1F1B (Korthikanti et al. 2022
+    §4.2.3), for many layouts at once: the one model of activations, for the cluster model's step
+    (`step_terms.activation_bytes`) and for `training_memory`.
+
+    Notes
+    -----
+    Per layer (Korthikanti et al. 2022 Table 2, generalised to grouped K/V and any MLP), with s the
+    sequence length over the c context-parallel ranks, b the micro-batch, h d_model, a the heads and t the
+    tensor-parallel degree: inside the tensor-parallel blocks, Q, K, V and the output projection's input,
+    (4 + 4·kv/a)·s·b·h, and the MLP's (4 or, with SwiGLU, 6)·s·b·ffn, split t ways; outside them, the norms'
+    and blocks' inputs and the dropout masks, 10·s·b·h, split only by sequence parallelism (`sequence_split`
+    t, else 1). A plain transformer thus gives Table 2's s·b·h·(10 + 24/t) with tensor parallelism alone
+    and s·b·h·34/t with sequence parallelism. Without FlashAttention the scores add 5·a·s²·b/t (Table 2's
+    5as/h term), which selective recomputation drops; full recomputation keeps each layer's input,
+    2·s·b·h (split by sequence parallelism), plus one layer's working set. The first stage's layers hold
+    min(p, m) micro-batches in flight, times 1 + (p - 1)/(p·v) with an interleaved schedule; a single stage
+    also holds the fp32 logits, 4·s·b·V/t. Training in fp8 caches the inputs of the output projection and
+    the MLP's down-projection in fp8; a routed MLP keeps every row it runs, its dispatched and combined
+    rows and fp32 router logits.
+    """
+    t, p, c, b = tensor_parallel, pipeline_parallel, context_parallel, micro_batch
+    sp_split, rec, flash = sequence_split, recomputation, flash_attention
+    full = rec == 2
+    h, a, s = float(shape.d_model), float(shape.heads), float(shape.sequence_length)
+    sc = s / c
+    sbh = sc * b * h
+    # Q, K, V and the output projection's input, at 2 bytes each (4 + 4·kv/a of s·b·h in a plain
+    # transformer); latent attention also keeps its latents.
+    qk, hv = float(shape.query_key_width), float(shape.head_width)
+    kv = float(shape.key_value_heads)
+    attention_widths = (
+        a * qk + a * qk + a * hv + a * hv + (shape.q_lora_rank or 0) + (shape.kv_lora_rank or 0)
+        if shape.latent_attention
+        else a * qk + 2 * kv * hv + a * hv
     )
-    if mode == "full":
-        return shape.layers * s * b * h * 2.0
-    # Of the 34·s·b·h without attention scores, 24 are inside the tensor-parallel blocks; the other 10 are
-    # split only by sequence parallelism.
-    per_layer = s * b * h * (34.0 / t if sequence_parallel else 10.0 + 24.0 / t)
-    if mode == "none":
-        per_layer += s * b * h * 5.0 * a * s / (h * t)
-    return shape.layers * per_layer
+    # Training in fp8, the inputs the backward pass of a GEMM needs are kept in fp8 (Transformer Engine;
+    # DeepSeek-V3 §3.3.3): the output projection's and the down-projection's at 1 byte instead of 2.
+    cached = 1.0 if precision == "fp8" else 2.0
+    inside_blocks = (2.0 * (attention_widths - a * hv) + cached * a * hv) / h
+    mlp_ffn = (4.0 if shape.activation == "swiglu" else 2.0) + cached
+    # A routed MLP keeps the activations of every row it runs (top-k times the capacity factor, and the
+    # shared experts'), the dispatched inputs and combined outputs (k·h each) and fp32 router logits.
+    moe, routed, f_e = shape.moe_share, shape.routed_rows, float(shape.expert_width)
+    expert_rows = routed + float(shape.shared_experts or 0)
+    mlp_bytes = (1 - moe) * shape.ffn_width * mlp_ffn + moe * (
+        expert_rows * f_e * mlp_ffn + (2.0 + cached) * routed * h + 4.0 * float(shape.experts or 0)
+    )
+    per_layer = sbh * (10.0 / sp_split + inside_blocks / t) + sc * b * mlp_bytes / t
+    # (With FlashAttention everywhere, as a search has unless told otherwise, the scores' term is 0 and
+    # adding it would change nothing.)
+    working = (
+        per_layer if flash.all() else per_layer + np.where(flash | (rec >= 1), 0.0, 5.0 * a * sc * s * b / t)
+    )
+    stored = np.where(full, 2.0 * sbh / sp_split, working)
+    in_flight = np.minimum(p, micro_batches) * np.where(interleave > 1, 1 + (p - 1) / (p * interleave), 1.0)
+    activations = first_stage_layers * stored * in_flight + np.where(full, working, 0.0)
+    vocab = float(shape.vocabulary or 0)
+    logits = np.where(p > 1, 0.0, 4.0 * sc * b * vocab / t)  # fp32 logits, on the only stage
+    total: Array = activations + logits
+    return total
+
+
+def _activations_alone(
+    shape: ModelShape | None,
+    mode: str,
+    tensor_parallel: int,
+    *,
+    sequence_parallel: bool,
+    flash_attention: bool,
+    precision: str,
+) -> float:
+    """`activation_bytes` of a shape (checked first; 0 without one) on one pipeline stage, one micro-batch
+    of `shape.micro_batch` sequences, without context parallelism."""
+    if shape is None:
+        return 0.0
+    _check_shape(shape)
+    if shape.heads % tensor_parallel:
+        # Megatron splits attention heads across tensor-parallel ranks.
+        raise v.InvalidInput(
+            "tensor_parallel", f"must divide the heads ({shape.heads}), got {tensor_parallel}"
+        )
+    t = float(tensor_parallel)
+
+    def one(value: float) -> Array:
+        return np.array([value], dtype=np.float64)
+
+    return float(
+        activation_bytes(
+            shape,
+            tensor_parallel=one(t),
+            pipeline_parallel=one(1.0),
+            context_parallel=one(1.0),
+            micro_batch=one(float(shape.micro_batch)),
+            micro_batches=one(1.0),
+            interleave=one(1.0),
+            sequence_split=one(t if sequence_parallel and t > 1 else 1.0),
+            recomputation=np.array([RECOMPUTATION_MODES.index(mode)], dtype=np.int64),
+            flash_attention=np.array([flash_attention]),
+            first_stage_layers=one(float(shape.layers)),
+            precision=precision,
+        )[0]
+    )
 
 
 def _smallest_degree(

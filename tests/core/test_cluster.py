@@ -364,11 +364,11 @@ def test_tensor_parallelism_splits_the_model_states():
 # --- training_memory: activations (Korthikanti et al. 2022, Table 2) ----------------------------------------
 
 
-def test_activations_without_recomputation_follow_table_2():
+def test_activations_without_recomputation_or_flash_attention_follow_table_2():
     s, b, h, a, layers = 2048, 2, 4096, 32, 32
     model = ModelShape(layers=layers, d_model=h, heads=a, sequence_length=s, micro_batch=b)
 
-    result = memory(shape=model, recomputation="none")
+    result = memory(shape=model, recomputation="none", flash_attention=False)
 
     assert result.activations_bytes == pytest.approx(layers * s * b * h * (34 + 5 * a * s / h), rel=1e-12)
 
@@ -376,17 +376,27 @@ def test_activations_without_recomputation_follow_table_2():
 def test_selective_recomputation_drops_exactly_the_attention_score_term():
     model = shape()
 
-    none = memory(shape=model, recomputation="none").activations_bytes
-    selective = memory(shape=model, recomputation="selective").activations_bytes
+    none = memory(shape=model, recomputation="none", flash_attention=False).activations_bytes
+    selective = memory(shape=model, recomputation="selective", flash_attention=False).activations_bytes
 
     attention_scores = 32 * 5 * 32 * 2048 * 2048 * 1
     assert none - selective == pytest.approx(attention_scores, rel=1e-12)
 
 
-def test_full_recomputation_keeps_only_each_layers_input():
+def test_flash_attention_stores_no_attention_scores_so_selective_recomputation_saves_nothing_more():
+    none = memory(shape=shape(), recomputation="none").activations_bytes
+    selective = memory(shape=shape(), recomputation="selective").activations_bytes
+
+    assert none == selective == pytest.approx(32 * 2048 * 4096 * 34, rel=1e-12)
+
+
+def test_full_recomputation_keeps_each_layers_input_and_one_layers_working_set():
     result = memory(shape=shape(micro_batch=4), recomputation="full", tensor_parallel=4)
 
-    assert result.activations_bytes == pytest.approx(32 * 2048 * 4 * 4096 * 2, rel=1e-12)
+    # s·b·h = 2048 · 4 · 4096: each of the 32 layers keeps its input, 2·s·b·h split 4 ways by sequence
+    # parallelism, and the layer being recomputed holds s·b·h·34/4 (Table 2 with t = 4).
+    sbh = 2048 * 4 * 4096
+    assert result.activations_bytes == pytest.approx(32 * 2 * sbh / 4 + 34 * sbh / 4, rel=1e-12)
 
 
 @pytest.mark.parametrize("mode", ["none", "selective"])
@@ -419,21 +429,36 @@ def test_llama_65b_at_t_8_selective_needs_17_45_gb_of_activations_without_sequen
 def test_tensor_parallelism_alone_does_not_split_the_layer_norm_and_dropout_activations():
     s, b, h, a, t = 2048, 1, 8192, 64, 8
 
-    result = memory(shape=LLAMA_65B, recomputation="none", tensor_parallel=t, sequence_parallel=False)
+    result = memory(
+        shape=LLAMA_65B,
+        recomputation="none",
+        tensor_parallel=t,
+        sequence_parallel=False,
+        flash_attention=False,
+    )
 
     assert result.activations_bytes == pytest.approx(80 * s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
 
 
 @pytest.mark.parametrize("mode", ["none", "selective", "full"])
-def test_sequence_parallelism_changes_nothing_without_tensor_parallelism_and_nothing_under_full_recomputation(
-    mode,
-):
+def test_sequence_parallelism_changes_nothing_without_tensor_parallelism(mode):
     def activations(**options):
         return memory(shape=shape(), recomputation=mode, **options).activations_bytes
 
     assert activations(sequence_parallel=False) == activations(sequence_parallel=True)
-    if mode == "full":  # Table 2 stores each layer's 2·s·b·h input whatever the parallelism
-        assert activations(tensor_parallel=8, sequence_parallel=False) == activations(tensor_parallel=8)
+
+
+@pytest.mark.parametrize(("sequence_parallel", "per_sbh"), [(False, 32 * 2 + 13), (True, 32 * 2 / 8 + 4.25)])
+def test_under_full_recomputation_sequence_parallelism_splits_the_stored_layer_inputs(
+    sequence_parallel, per_sbh
+):
+    # t = 8: each layer's 2·s·b·h input, split 8 ways with sequence parallelism, and one layer's working
+    # set, s·b·h·(10 + 24/8) or s·b·h·34/8 (Table 2).
+    result = memory(
+        shape=shape(), recomputation="full", tensor_parallel=8, sequence_parallel=sequence_parallel
+    )
+
+    assert result.activations_bytes == pytest.approx(2048 * 4096 * per_sbh, rel=1e-12)
 
 
 def test_sequence_parallelism_is_assumed_unless_turned_off():
@@ -450,7 +475,7 @@ def test_sequence_parallelism_is_assumed_unless_turned_off():
 
 def test_recomputation_saves_memory_in_order_none_selective_full():
     by_mode = {
-        mode: memory(shape=shape(), recomputation=mode).activations_bytes
+        mode: memory(shape=shape(), recomputation=mode, flash_attention=False).activations_bytes
         for mode in ("none", "selective", "full")
     }
 
@@ -582,6 +607,7 @@ def test_min_accelerators_is_minimal_for_any_size(params, memory_bytes, stage, l
         ("tensor_parallel", 3),  # does not divide MPT-7B's 32 heads
         ("sequence_parallel", "yes"),
         ("sequence_parallel", 1),
+        ("flash_attention", "no"),
         ("shape", "32 layers"),
     ],
 )

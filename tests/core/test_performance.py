@@ -7,8 +7,9 @@ import statistics
 
 import pytest
 
+from bench.moe_runs import MIXTRAL_8X7B
 from bench.published_runs import CALIBRATION_RUNS, HELD_OUT_RUNS, LLAMA3_405B, LLAMA3_CLUSTER, SELENE
-from service.core import performance
+from service.core import cluster, performance
 from service.core.cluster import ModelShape
 from service.core.performance import Layout, step
 from service.core.validation import InvalidInput
@@ -153,6 +154,25 @@ def test_the_first_stage_holds_p_micro_batches_in_flight():
     fewer = step(GPT_175B, SELENE, layout(global_batch=4 * 2, micro_batch=1))
     # With 2 micro-batches only 2 are ever in flight, not 8.
     assert fewer.activations_bytes == pytest.approx(one.activations_bytes * 2 / 8)
+
+
+@pytest.mark.parametrize("shape", [GPT_175B, MIXTRAL_8X7B], ids=["dense", "mixture-of-experts"])
+@pytest.mark.parametrize("recomputation", ["none", "selective", "full"])
+@pytest.mark.parametrize("flash_attention", [True, False])
+def test_a_plan_at_a_given_mfu_reports_the_memory_the_layout_search_checks(
+    shape, recomputation, flash_attention
+):
+    # One activation model: cluster.training_memory (plans given an MFU) and the step (the search's fit
+    # check) agree on a layout both can describe: one stage, one micro-batch, no expert parallelism.
+    options = {"recomputation": recomputation, "flash_attention": flash_attention, "zero_stage": 1}
+    stepped = step(shape, SELENE, layout(pipeline_parallel=1, data_parallel=8, global_batch=8, **options))
+    reported = cluster.training_memory(
+        shape.params, SELENE.memory_bytes, data_parallel=8, tensor_parallel=8, shape=shape, **options
+    )
+
+    assert reported.activations_bytes == pytest.approx(stepped.activations_bytes, rel=1e-12)
+    assert reported.model_states_bytes == pytest.approx(stepped.model_states_bytes, rel=1e-12)
+    assert reported.fits == stepped.fits
 
 
 def test_llama3_405b_fits_on_h100_as_meta_laid_it_out_without_interleaving():
