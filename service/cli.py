@@ -71,7 +71,6 @@ def setup() -> None:
     click.echo("database migrated to head")
     with database.sessionmaker() as session:
         load = load_builtin_hardware(actors.act_as(session, "setup"))
-    database.built_in_hardware.forget()  # this process plans on the catalog just loaded
     click.echo(
         f"built-in hardware: {len(load.created)} created, {len(load.updated)} updated, "
         f"{len(load.repriced)} repriced, {len(load.unchanged)} unchanged"

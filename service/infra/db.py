@@ -15,7 +15,6 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.data.built_in_hardware import BUILT_IN_HARDWARE, BuiltInHardware
 from service.infra import json_provider, prepared, write_gate
 from service.infra.actors import act_as
 from service.infra.config import Config
@@ -221,17 +220,11 @@ class Database:
 
     def __init__(self, engine: Engine, readiness_engine: Engine | None = None):
         self.engine = engine
-        # Shared by every session of this database (services/hardware.py); it reads with the sessionmaker
-        # made below, whichever that is by then.
-        self.built_in_hardware = BuiltInHardware(read_apart=lambda: self.read_sessionmaker())  # noqa: PLW0108
-        shared = {BUILT_IN_HARDWARE: self.built_in_hardware}
-        self.sessionmaker: sessionmaker[Session] = sessionmaker(
-            bind=engine, expire_on_commit=False, info=shared
-        )
+        self.sessionmaker: sessionmaker[Session] = sessionmaker(bind=engine, expire_on_commit=False)
         # Sessions that only read (`reading`): on SQLite they never wait for the write lock, on PostgreSQL
         # they open no transaction.
         self.read_sessionmaker: sessionmaker[Session] = sessionmaker(
-            bind=reading(engine), expire_on_commit=False, info=shared
+            bind=reading(engine), expire_on_commit=False
         )
         # /readyz's (create_readiness_engine); SQLite's probe reads like any request.
         self.readiness_sessionmaker: sessionmaker[Session] = (

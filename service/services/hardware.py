@@ -9,7 +9,6 @@ from decimal import Decimal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from service.data.built_in_hardware import BUILT_IN_HARDWARE, BuiltInHardware, read_profile
 from service.data.catalog import PRECISIONS
 from service.data.models import (
     HARDWARE_FIGURES,
@@ -65,19 +64,15 @@ def list_hardware(
     return paginate(session, stmt, HardwareProfile, limit, after)
 
 
-def get_hardware(session: Session, slug: str, *, to_read: bool = False) -> HardwareProfile:
-    """The profile `slug` names. `to_read`: the caller only reads it and puts it into no session, not even
-    through an object that refers to it (a new plan's hardware, written with a Core INSERT): a built-in
-    profile the process keeps is then the kept one itself, not a copy merged into `session` (a tenth of the
-    reads of a new plan, issue 24)."""
-    built_in: BuiltInHardware | None = session.info.get(BUILT_IN_HARDWARE)
-    if built_in is not None and (kept := built_in.get(session, slug, shared=to_read)) is not None:
-        return kept
-    profile = read_profile(session, slug)
+def get_hardware(session: Session, slug: str) -> HardwareProfile:
+    """The profile `slug` names, with its prices."""
+    profile = session.scalars(
+        select(HardwareProfile)
+        .where(HardwareProfile.slug == slug)
+        .options(selectinload(HardwareProfile.prices))
+    ).first()
     if profile is None:
         raise NotFoundError(f"No hardware profile {slug!r}.")
-    if built_in is not None and profile.built_in:
-        built_in.keep(slug)
     return profile
 
 

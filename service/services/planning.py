@@ -184,12 +184,11 @@ def resolve_hardware(session: Session, reference: str | InlineHardware) -> engin
 def find_hardware_profile(
     session: Session, reference: str | InlineHardware, *, field: str = "hardware"
 ) -> HardwareProfile | None:
-    """The stored profile a slug names (None for inline hardware); `field` is the request's for it. Only to
-    be read (get_hardware's `to_read`): plans, allocations and estimates are evaluated from it."""
+    """The stored profile a slug names (None for inline hardware); `field` is the request's for it."""
     if not isinstance(reference, str):
         return None
     try:
-        return get_hardware(session, reference, to_read=True)
+        return get_hardware(session, reference)
     except NotFoundError:
         raise InvalidFieldError(field, f"No hardware profile {reference!r} (see GET /v1/hardware).") from None
 

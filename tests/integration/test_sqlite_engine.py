@@ -100,7 +100,6 @@ def test_a_plan_is_evaluated_before_its_transaction_takes_the_write_lock(make_ap
         seen.append(" ".join(statement.split()))
 
     plan = {"organization": "acme", "pf_days": 100, "hardware": "h100-sxm", "accelerators": 64}
-    # The first plan on a built-in profile reads it in a transaction of its own, once (BuiltInHardware).
     assert client.post("/v1/plans", json=plan, headers=auth).status_code == 201
     event.listen(get_db(app).engine, "before_cursor_execute", record)
     for headers in (auth, {**auth, "Idempotency-Key": "plan-1"}):
