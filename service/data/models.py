@@ -5,10 +5,9 @@ from __future__ import annotations
 import enum
 import json
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -43,11 +42,9 @@ from sqlalchemy.orm import (
     DeclarativeBase,
     Mapped,
     aliased,
-    make_transient_to_detached,
     mapped_column,
     relationship,
 )
-from sqlalchemy.orm.instrumentation import manager_of_class
 from sqlalchemy.sql.selectable import ScalarSelect
 from sqlalchemy.types import TypeEngine
 
@@ -133,27 +130,6 @@ def table_of(model: type[Base]) -> Table:
     table = model.__table__
     assert isinstance(table, Table), f"{model.__name__} maps a table"
     return table
-
-
-Entity = TypeVar("Entity", bound="Base")
-
-
-def built(model: type[Entity], values: Mapping[str, Any]) -> Entity:
-    """A new entity holding `values` (columns, and relationships without back-references) as `model(**values)`
-    makes it, but without an attribute event for each: a plan's 40 cost a twentieth of its request (issue 24).
-    For an entity the ORM never flushes (its row is written with a Core statement) nor adds to a session."""
-    entity: Entity = manager_of_class(model).new_instance()
-    entity.__dict__.update(values)
-    return entity
-
-
-def as_read(model: type[Entity], values: Mapping[str, Any]) -> Entity:
-    """An entity from the column values a Core statement read, in the state the ORM would load it in but in no
-    session (detached): where loading the entity through the ORM would cost more than the statement (setting
-    up its row processing is done anew on every execution; issue 24). `values` must hold every column."""
-    entity = built(model, values)
-    make_transient_to_detached(entity)
-    return entity
 
 
 def id_by_slug(model: type[Organization | HardwareProfile], slug: str) -> ScalarSelect[uuid.UUID]:

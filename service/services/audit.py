@@ -94,11 +94,7 @@ def _object_id(obj: Audited) -> str:
 def changed_fields(obj: Base) -> list[str]:
     """The fields of `obj` set or changed since it was read (all it has, for a new one)."""
     state = inspect(obj)
-    listed = _listed(type(obj))
-    if state.transient:  # never stored: all it has, which its instance dict holds (a plan's fields among 45
-        # attributes, without asking each for its history: issue 24)
-        return sorted(listed.intersection(state.dict))
-    return sorted(key for key in listed if state.attrs[key].history.has_changes())
+    return sorted(key for key in _listed(type(obj)) if state.attrs[key].history.has_changes())
 
 
 @functools.cache

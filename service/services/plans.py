@@ -26,10 +26,8 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     SQLColumnExpression,
-    bindparam,
     case,
     exists,
-    insert,
     or_,
     select,
     update,
@@ -49,16 +47,13 @@ from service.data.models import (
     Organization,
     Plan,
     PlanStatus,
-    as_read,
     budget_hardware,
-    built,
     id_by_slug,
     money_literal,
     table_of,
     utcnow,
 )
 from service.infra import actors, metrics
-from service.infra.prepared import Prepared
 from service.services import (
     audit,
     calibrations,
@@ -133,7 +128,12 @@ def evaluate_new(
 ) -> Plan:
     """A request evaluated into a draft, not yet stored (`store_new` stores it): reads only, so that it can
     run before the request's writing transaction (db.reading_session)."""
-    organization, budget, calibration_id = _reads(session, request, scope)
+    organization = organizations.in_body(
+        session.scalar(select(Organization).where(Organization.slug == request.organization)),
+        request.organization,
+        scope=scope,
+    )
+    budget = _charged_budget(session, request.budget_id, organization)
     inputs = request.inputs()
     if request.budget == REMAINING:
         assert budget is not None, "PlanRequestSchema requires budget_id with budget"
@@ -158,7 +158,7 @@ def evaluate_new(
         # budget, not the caller, supplied.
         _check_currency(hardware.currency, budget)
     # The organisation's own efficiency for the hardware, when it has calibrated one (calibrations.py).
-    own = None if profile is None else calibrations.by_id(session, calibration_id)
+    own = None if profile is None else calibrations.in_force(session, organization.id, profile.id)
     constants = performance.CALIBRATION if own is None else calibrations.constants_with(own)
     outcome = planning.allocate_on(inputs, hardware, law, None if serving is None else serving[0], constants)
     run = outcome.estimate
@@ -179,9 +179,9 @@ def evaluate_new(
         calibration=constants,
         own_calibration=None if own is None else calibrations.snapshot_of(own),
     )
-    return built(
-        Plan,
-        {
+    return Plan(
+        **{
+            "id": uuid.uuid4(),
             "organization": organization,
             "budget_id": None if budget is None else budget.id,
             "hardware": profile,
@@ -212,18 +212,21 @@ def evaluate_new(
 
 
 def store_new(session: Session, plan: Plan) -> Plan:
-    """Store a draft `evaluate_new` made (in this session or another): its row and its audit entry."""
+    """Store a draft `evaluate_new` made (in this session or another): its row, and its audit entry (the
+    flush's, services/audit.py)."""
     plan.created_by = actors.actor(session)
+    plan_summaries.keep_with(plan)
+    session.add(plan)
     try:
-        _insert(session, plan)
+        session.flush()
     except IntegrityError:  # its organisation, budget or hardware profile was deleted since it was read
         raise ConflictError("The plan's budget or hardware profile was just deleted.") from None
     metrics.count_on_commit(session, metrics.PLANS_CREATED)
     return plan
 
 
-# What a new plan's columns hold besides what create_plan sets (the columns' defaults, which an object built
-# before its INSERT would otherwise lack).
+# What a new plan's columns hold besides what evaluate_new sets: its summary (plan_summaries.keep_with) is
+# written from the values the plan holds before its INSERT, when the columns' defaults are not yet applied.
 _NEW_PLAN = {
     "committed_at": None,
     "cancelled_at": None,
@@ -234,28 +237,6 @@ _NEW_PLAN = {
     "tokens_trained": 0.0,
     "version": 1,
 }
-
-
-def _insert(session: Session, plan: Plan) -> None:
-    """Write a new plan with one INSERT of the row as built, and its audit entry: the unit of work's flush of
-    it cost more than the plan's other statements together (issue 24). The plan stays out of the session,
-    every column set (nothing needs reading again) and its relationships those it was built with."""
-    plan.id = uuid.uuid4()
-    # The fields the request set, as the flush hook lists them: neither the columns' defaults nor the foreign
-    # keys of the relationships set (a flush fills those in after the hook).
-    fields = audit.changed_fields(plan)
-    plan.organization_id = plan.organization.id
-    plan.hardware_id = None if plan.hardware is None else plan.hardware.id
-    plan.law_id = None if plan.law is None else plan.law.id
-    entry = audit.entry(session, "create", plan, [name for name in fields if name not in _NEW_PLAN])
-    plan_summaries.keep_with(plan)
-    values = plan.__dict__  # read as the instance holds them: 40 instrumented reads cost more than the INSERT
-    _INSERT.execute(session, {key: values.get(key) for key in _PLAN_COLUMNS})
-    audit.record_entry(session, entry)
-
-
-_PLAN_COLUMNS = tuple(column.key for column in PLANS.columns)
-_INSERT = Prepared(insert(PLANS))
 
 
 def _priced_hardware(
@@ -282,61 +263,21 @@ def _end_of_run(start_at: datetime, seconds: float) -> datetime:
     return end_at
 
 
-@dataclass(frozen=True)
-class ChargedBudget:
-    """What a new plan reads of the budget it is charged to (its allowed hardware and caps are the
-    commit's)."""
-
-    id: uuid.UUID
-    currency: str
-    remaining: Decimal
-
-
-def _reads(
-    session: Session, request: PlanRequest, scope: uuid.UUID | None
-) -> tuple[Organization, ChargedBudget | None, uuid.UUID | None]:
-    """What a new plan reads, in one statement: the organisation it belongs to, the budget it is charged to if
-    any, and the organisation's calibration in force for the hardware named, if any."""
-    slug = request.hardware if isinstance(request.hardware, str) else None
-    parameters = {"slug": request.organization, "id": request.budget_id, "hardware": slug}
-    row = _READS.first(session, parameters)
-    found = (
-        None if row is None else as_read(Organization, dict(zip(_ORGANIZATION_COLUMNS, row, strict=False)))
-    )
-    organization = organizations.in_body(found, request.organization, scope=scope)
-    assert row is not None, "in_body refuses an organisation not found"
-    budget_id, currency, calibration_id, amount, committed, overrun = row[_BUDGET_ID:]
-    if request.budget_id is not None and budget_id is None:
-        raise InvalidFieldError(
-            "budget_id", f"No budget {request.budget_id} in organization {organization.slug!r}."
-        )
-    budget = None if budget_id is None else ChargedBudget(budget_id, currency, amount - committed - overrun)
-    return organization, budget, calibration_id
+def _charged_budget(
+    session: Session, budget_id: uuid.UUID | None, organization: Organization
+) -> Budget | None:
+    """The budget a new plan is charged to, if it names one: the organisation's, or a 422 at budget_id."""
+    if budget_id is None:
+        return None
+    budget = session.scalars(
+        select(Budget).where(Budget.id == budget_id, Budget.organization_id == organization.id)
+    ).first()
+    if budget is None:
+        raise InvalidFieldError("budget_id", f"No budget {budget_id} in organization {organization.slug!r}.")
+    return budget
 
 
-# Prepared (service/infra/prepared.py): every plan runs it. Without a budget_id the join matches nothing, and
-# for inline hardware (no slug) there is no calibration. What remains of a budget is Budget.remaining.
-_ORGANIZATION_COLUMNS = tuple(column.key for column in table_of(Organization).columns)
-_BUDGET_ID = len(_ORGANIZATION_COLUMNS)  # the first column after the organisation's
-_READS = Prepared(
-    select(
-        *table_of(Organization).columns,
-        Budget.id,
-        Budget.currency,
-        calibrations.latest_id(
-            Organization.id,
-            select(HardwareProfile.id).where(HardwareProfile.slug == bindparam("hardware")).scalar_subquery(),
-        ),
-        Budget.amount,
-        Budget.committed,
-        Budget.overrun,
-    )
-    .outerjoin(Budget, (Budget.id == bindparam("id")) & (Budget.organization_id == Organization.id))
-    .where(Organization.slug == bindparam("slug"))
-)
-
-
-def _check_chargeable(run: engine.Estimate, budget: ChargedBudget) -> None:
+def _check_chargeable(run: engine.Estimate, budget: Budget) -> None:
     """A plan charged to a budget must have a cost in the budget's currency."""
     if run.cost is None:
         raise InvalidFieldError(
@@ -347,7 +288,7 @@ def _check_chargeable(run: engine.Estimate, budget: ChargedBudget) -> None:
     _check_currency(run.currency, budget)
 
 
-def _check_currency(currency: str | None, budget: ChargedBudget) -> None:
+def _check_currency(currency: str | None, budget: Budget) -> None:
     if currency is not None and currency != budget.currency:
         raise InvalidFieldError(
             "budget_id",
