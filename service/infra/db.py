@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.infra import json_provider, prepared, write_gate
+from service.infra import json_provider, write_gate
 from service.infra.actors import act_as
 from service.infra.config import Config
 
@@ -190,9 +190,8 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
-        # Straight on the driver (service/infra/prepared.py): every transaction begins here.
         if gate is None or mode == "DEFERRED":
-            prepared.run(connection, f"BEGIN {mode}")
+            connection.exec_driver_sql(f"BEGIN {mode}")
         else:
             write_gate.begin(gate, connection, f"BEGIN {mode}")
 

@@ -29,8 +29,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, event
 
-from service.infra import prepared
-
 log = logging.getLogger(__name__)
 
 GATE_POLL_SECONDS = 0.0002  # between tries of the file lock another process holds
@@ -141,14 +139,14 @@ def begin(gate: WriteGate, connection: Connection, statement: str) -> None:
     Past the timeout, the statement tries SQLite's lock once, at once, so that the wait stays within the
     bound it had."""
     if gate.enter(_driver(connection.connection)) is not False:
-        prepared.run(connection, statement)
+        connection.exec_driver_sql(statement)
         return
     busy_timeout_ms = round(gate.timeout * 1000)
-    prepared.run(connection, "PRAGMA busy_timeout = 0")
+    connection.exec_driver_sql("PRAGMA busy_timeout = 0")
     try:
-        prepared.run(connection, statement)
+        connection.exec_driver_sql(statement)
     finally:
-        prepared.run(connection, f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        connection.exec_driver_sql(f"PRAGMA busy_timeout = {busy_timeout_ms}")
 
 
 def _driver(connection: Any) -> object:

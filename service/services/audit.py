@@ -31,7 +31,6 @@ from service.data.models import (
     utcnow,
 )
 from service.infra import actors
-from service.infra.prepared import Prepared
 from service.services.pagination import Cursor, Page, paginate
 
 # What the log records, and the name each kind has in it.
@@ -132,7 +131,7 @@ def record(session: Session, action: str, obj: Audited, fields: list[str]) -> No
 
 def record_entry(session: Session, row: dict[str, object]) -> None:
     """Write an entry `entry` made."""
-    _INSERT.execute(session, row)
+    session.execute(_INSERT, row)
 
 
 def entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:
@@ -140,7 +139,7 @@ def entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dic
     return {"id": uuid.uuid4(), "created_at": utcnow(), **_entry(session, action, obj, sorted(fields))}
 
 
-_INSERT = Prepared(insert(AUDIT_LOG))
+_INSERT = insert(AUDIT_LOG)
 
 
 def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> dict[str, object]:

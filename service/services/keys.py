@@ -14,11 +14,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from service.data.models import ApiKey, utcnow
-from service.infra.prepared import Prepared
 from service.services import organizations
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
@@ -71,32 +70,17 @@ def authenticate(session: Session, key: str, now: datetime | None = None) -> tup
     if parsed is None:
         return None
     key_id, secret = parsed
-    # The columns it needs, not the entity: every request of every endpoint runs this (_LOOK_UP).
-    stored = _LOOK_UP.first(session, {"key_id": key_id})
+    stored = session.scalar(select(ApiKey).where(ApiKey.key_id == key_id))
     # Compare a digest even for unknown ids, so that timing does not tell which ids exist.
-    expected = stored[0] if stored is not None else digest("")
+    expected = stored.secret_hash if stored is not None else digest("")
     if not hmac.compare_digest(digest(secret), expected) or stored is None:
         return None
-    _, role, organization_id, revoked_at, expires_at, last_used_at = stored
     now = now or utcnow()
-    if revoked_at is not None or (expires_at is not None and expires_at <= now):
+    if stored.revoked_at is not None or (stored.expires_at is not None and stored.expires_at <= now):
         return None
+    last_used_at = stored.last_used_at
     stale = last_used_at is None or (now - last_used_at).total_seconds() > LAST_USED_RESOLUTION
-    return Principal(key_id, role, organization_id), stale
-
-
-_KEYS = ApiKey.__table__.c
-# Every request of every endpoint runs it: prepared (service/infra/prepared.py), of the table's columns.
-_LOOK_UP = Prepared(
-    select(
-        _KEYS.secret_hash,
-        _KEYS.role,
-        _KEYS.organization_id,
-        _KEYS.revoked_at,
-        _KEYS.expires_at,
-        _KEYS.last_used_at,
-    ).where(_KEYS.key_id == bindparam("key_id"))
-)
+    return Principal(key_id, stored.role, stored.organization_id), stale
 
 
 def touch(session: Session, key_id: str, now: datetime | None = None) -> None:
