@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core import engine
+from service.core import allocate, engine
 from service.core.cluster import ModelShape
-from service.core.laws import MoEDesign
+from service.core.laws import MoEDesign, ScalingLaw
 from service.core.units import PF_DAY_FLOPS
 from service.core.validation import InvalidInput
 
@@ -413,7 +413,7 @@ CENTRE = engine.published("chinchilla-2022").law
 def spread_law(count: int = 41) -> engine.NamedLaw:
     """A fitted law with bootstrap fits whose exponents spread evenly around its own."""
     samples = tuple(
-        engine.ScalingLaw(E=CENTRE.E, A=CENTRE.A, B=CENTRE.B, alpha=CENTRE.alpha + shift, beta=CENTRE.beta)
+        ScalingLaw(E=CENTRE.E, A=CENTRE.A, B=CENTRE.B, alpha=CENTRE.alpha + shift, beta=CENTRE.beta)
         for shift in [0.002 * (k - count // 2) for k in range(count)]
     )
     return engine.NamedLaw(CENTRE, slug="ours", samples=samples)
@@ -428,7 +428,7 @@ def test_a_law_with_bootstrap_fits_gives_intervals_around_the_allocation():
         low, high = getattr(spread, name)
         assert low < getattr(result.allocation, name) < high, name
     # The bounds are the 2.5th and 97.5th percentiles of the allocations under each fit.
-    sizes = [engine.allocate.compute_optimal(1e23, sample).params for sample in spread_law().samples]
+    sizes = [allocate.compute_optimal(1e23, sample).params for sample in spread_law().samples]
     assert spread.params == pytest.approx(tuple(np.percentile(sizes, [2.5, 97.5])), rel=1e-12)
 
 
@@ -447,6 +447,6 @@ def test_a_fixed_model_gets_an_interval_for_its_loss_only():
 
 def test_fits_that_cannot_reach_a_target_are_left_out_of_its_interval():
     law = spread_law()
-    samples = (*law.samples, engine.ScalingLaw(E=2.5, A=CENTRE.A, B=CENTRE.B, alpha=0.34, beta=0.28))
+    samples = (*law.samples, ScalingLaw(E=2.5, A=CENTRE.A, B=CENTRE.B, alpha=0.34, beta=0.28))
     result = engine.plan(engine.Budget(target_loss=2.2), law=engine.NamedLaw(CENTRE, samples=samples))
     assert result.intervals.samples == 41  # the fit with E = 2.5 cannot reach 2.2
