@@ -194,13 +194,12 @@ def test_a_plan_far_outside_the_fitted_range_says_how_far():
 
 
 def test_a_model_that_does_not_fit_in_memory_gets_a_caveat_and_the_fewest_accelerators_that_fit():
-    result = engine.plan(
-        engine.Budget(flops=1e24), law=engine.published("chinchilla-2022"), on=cluster(zero_stage=3)
-    )
+    on = cluster(layout={"zero_stage": 3})
+    result = engine.plan(engine.Budget(flops=1e24), law=engine.published("chinchilla-2022"), on=on)
     memory = result.estimate.memory
     assert memory.fits
     tight = engine.estimate(
-        result.allocation.params, result.allocation.tokens, cluster(accelerators=8, zero_stage=3)
+        result.allocation.params, result.allocation.tokens, cluster(accelerators=8, layout={"zero_stage": 3})
     )
     assert not tight.memory.fits
     assert "does_not_fit_memory" in [c.code for c in tight.caveats]
@@ -241,7 +240,7 @@ def test_with_a_shape_the_hints_are_taken_at_deepseeks_own_compute_m_times_d():
     llama_65b = ModelShape(layers=80, d_model=8192, heads=64, sequence_length=2048)
     M = 72 * 80 * 8192**2 + 12 * 80 * 8192 * 2048
 
-    result = engine.fixed(65.2e9, 1.4e12, cluster(shape=llama_65b, zero_stage=3))
+    result = engine.fixed(65.2e9, 1.4e12, cluster(shape=llama_65b, layout={"zero_stage": 3}))
 
     assert result.hyperparameters.flops == pytest.approx(M * 1.4e12, rel=1e-12)
     assert result.hyperparameters.flops_definition == "MD"
@@ -309,7 +308,10 @@ def test_a_price_override_needs_a_currency_and_foreign_currencies_are_never_mixe
             "tokens_per_param",
         ),
         (lambda: engine.plan(engine.Budget(flops=1e22), on=cluster(precision="fp32")), "precision"),
-        (lambda: engine.plan(engine.Budget(flops=1e22), on=cluster(tensor_parallel=3)), "tensor_parallel"),
+        (
+            lambda: engine.plan(engine.Budget(flops=1e22), on=cluster(layout={"tensor_parallel": 3})),
+            "layout.tensor_parallel",
+        ),
         (lambda: engine.plan(engine.Budget(target_loss=1.5)), "target_loss"),
     ],
 )
@@ -349,7 +351,9 @@ def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(
             unique_tokens=unique,
             inference_tokens=inference,
             inference_batch=None if inference is None else batch,
-            on=cluster(hardware=H100_SERVING, mfu=mfu, accelerators=accelerators, zero_stage=stage),
+            on=cluster(
+                hardware=H100_SERVING, mfu=mfu, accelerators=accelerators, layout={"zero_stage": stage}
+            ),
         )
     except InvalidInput:
         return

@@ -143,7 +143,7 @@ def _at_given_mfu(params: float, tokens: float, flops: float, on: Cluster) -> _P
     assert on.mfu is not None
     mfu = on.mfu
     runtime = cluster.training_runtime(flops, on.accelerators, on.peak_flops_per_second, mfu)
-    fixed = on.fixed_layout  # the layout given, as far as the memory of plans at an MFU counts it
+    fixed = on.layout  # the layout given, as far as the memory of plans at an MFU counts it
     memory = cluster.training_memory(
         params,
         on.hardware.memory_bytes,

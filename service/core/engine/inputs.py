@@ -32,10 +32,6 @@ class Hardware:
     failures_per_accelerator_hour: float | None = None
 
 
-# Layout fields that were top-level cluster options before the layout object, and still work.
-DEPRECATED_LAYOUT_FIELDS = ("tensor_parallel", "zero_stage", "recomputation", "sequence_parallel")
-
-
 @dataclass(frozen=True)
 class Cluster:
     """The hardware a run is planned on, and how it is used. Without `mfu`, the cluster model
@@ -46,13 +42,9 @@ class Cluster:
     accelerators: int | None = None
     mfu: float | None = None
     precision: str = DEFAULT_PRECISION
-    zero_stage: int | None = None
     optimizer: str = "adam"
     shape: cluster.ModelShape | None = None
-    recomputation: str | None = None
-    tensor_parallel: int | None = None
-    sequence_parallel: bool | None = None
-    layout: Mapping[str, Any] = field(default_factory=dict)
+    layout: Mapping[str, Any] = field(default_factory=dict)  # the layout fields fixed; the rest are searched
     max_accelerators: int | None = None
     deadline_days: float | None = None  # for choosing the accelerator count of a model already chosen
     checkpoint_write_bytes_per_second: float | None = None
@@ -64,14 +56,6 @@ class Cluster:
     # The parameters a token passes through, for a mixture of experts given without its shape: the FLOPs
     # follow them, the memory the total (the cluster model assumes a fine-grained shape of both).
     active_params: float | None = None
-
-    @property
-    def fixed_layout(self) -> dict[str, Any]:
-        """The layout fields the request fixes, the deprecated top-level ones included."""
-        fixed = {
-            name: getattr(self, name) for name in DEPRECATED_LAYOUT_FIELDS if getattr(self, name) is not None
-        }
-        return {**fixed, **self.layout}
 
     @property
     def peak_flops_per_second(self) -> float:
@@ -86,11 +70,10 @@ class Cluster:
     @property
     def data_parallel(self) -> int:
         """Under a given MFU: accelerators over the tensor-parallel degree."""
-        t = int(self.fixed_layout.get("tensor_parallel", 1))
+        t = int(self.layout.get("tensor_parallel", 1))
         count = self.accelerators or 1
         if count % t:
-            where = "layout.tensor_parallel" if "tensor_parallel" in self.layout else "tensor_parallel"
-            raise v.InvalidInput(where, f"must divide accelerators ({count}), got {t}")
+            raise v.InvalidInput("layout.tensor_parallel", f"must divide accelerators ({count}), got {t}")
         return count // t
 
 

@@ -94,7 +94,7 @@ def _the_model_the_law_sized(
     of that model, its embeddings counted on top (and said so); otherwise the allocation as it is."""
     if on.shape is not None or law is None or (law.moe is None and law.counts_embeddings):
         return allocation.params, on, []
-    multiple = on.fixed_layout.get("tensor_parallel", 1)
+    multiple = on.layout.get("tensor_parallel", 1)
     if allocation.active_params is not None and allocation.experts and allocation.experts_per_token:
         shape = wall_clock.designed_moe_shape(
             allocation.active_params,

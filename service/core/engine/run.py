@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 
 from service.core import caveats, performance, wall_clock
-from service.core import validation as v
 from service.core.cluster import ModelShape
-from service.core.engine.inputs import DEPRECATED_LAYOUT_FIELDS, Cluster
+from service.core.engine.inputs import Cluster
 from service.core.hyper import hyperparameters_for
 from service.core.wall_clock import ClusterRun, Reliability, Sizing
 
@@ -28,13 +27,8 @@ def model_run(
 ) -> tuple[ClusterRun, Sizing | None, ModelShape, list[caveats.Caveat]]:
     """The cluster model's run of `params` on `tokens`: on the cluster's accelerators, or on the count it
     chooses; with the shape given, or one assumed (and said so)."""
-    notes: list[caveats.Caveat] = []
-    notes += caveats.deprecated_layout_fields(
-        [name for name in DEPRECATED_LAYOUT_FIELDS if getattr(on, name) is not None]
-    )
-    shape, shaped = modelled_shape(params, on)
-    notes += shaped
-    fixed = on.fixed_layout
+    shape, notes = modelled_shape(params, on)
+    fixed = dict(on.layout)
     performance.check_model_fields(shape, fixed)  # at any count: said as such, not as no count fitting
     machine, assumed = machine_of(on)
     if assumed:
@@ -57,21 +51,14 @@ def model_run(
             calibration=on.calibration,
         )
 
-    try:
-        if on.accelerators is not None:
-            return run_at(on.accelerators), None, shape, notes
-        sizing = wall_clock.choose_accelerators(
-            run_at,
-            machine.accelerators_per_node,
-            days=on.deadline_days,
-            max_accelerators=on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS,
-        )
-    except v.InvalidInput as error:
-        # A layout field given at the top level (deprecated) is refused where the request gave it.
-        name = error.argument.removeprefix("layout.")
-        if name in DEPRECATED_LAYOUT_FIELDS and name not in on.layout and getattr(on, name) is not None:
-            raise v.InvalidInput(name, error.message) from None
-        raise
+    if on.accelerators is not None:
+        return run_at(on.accelerators), None, shape, notes
+    sizing = wall_clock.choose_accelerators(
+        run_at,
+        machine.accelerators_per_node,
+        days=on.deadline_days,
+        max_accelerators=on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS,
+    )
     return sizing.run, sizing, shape, notes
 
 
@@ -79,7 +66,7 @@ def modelled_shape(params: float, on: Cluster) -> tuple[ModelShape, list[caveats
     """The shape a run of `params` is modelled with: the cluster's, scaled to the run's size when it is of
     another; or, without one, an assumed one (of a mixture of experts with `active_params`)."""
     shape = on.shape
-    multiple = on.fixed_layout.get("tensor_parallel", 1)
+    multiple = on.layout.get("tensor_parallel", 1)
     if shape is None:
         shape = (
             wall_clock.assumed_shape(params, heads_multiple=multiple)
