@@ -21,8 +21,8 @@ from service.services.errors import FieldPath, InvalidFieldError, InvalidParamet
 from service.services.hardware import get_hardware
 
 # --- Requests ---------------------------------------------------------------------------------------------
-# What the request schemas load (service/schemas/planning.py), fields in the order they document them. None:
-# not given, and the engine's default applies.
+# What the request schemas load (service/schemas/planning.py and cluster.py), fields in the order they
+# document them. None: not given, and the engine's default applies.
 
 
 @dataclass(frozen=True, kw_only=True)
