@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core import allocate, engine
+from service.core import allocate, engine, wall_clock
 from service.core.cluster import ModelShape
 from service.core.laws import MoEDesign, ScalingLaw
 from service.core.units import PF_DAY_FLOPS
@@ -57,6 +57,25 @@ def test_a_money_budget_buys_hours_at_the_price_and_the_estimate_spends_it():
     result = engine.plan(engine.Budget(cost=Decimal("250000.00"), currency="USD"), on=cluster())
     assert result.estimate.runtime.accelerator_hours == pytest.approx(100_000, rel=1e-9)
     assert result.estimate.cost == Decimal("250000.00")
+
+
+def test_a_money_budget_left_to_choose_its_count_runs_on_the_fewest_that_finish_within_a_year():
+    # At a given pace every count buys the same compute: the fewest accelerators would take decades.
+    budget = engine.Budget(cost=Decimal("5000000"), currency="USD")
+    result = engine.plan(budget, on=cluster(accelerators=None))
+    run = result.estimate
+    assert run.runtime.days <= wall_clock.LONGEST_RUN_DAYS
+    fewer = max(count for count in wall_clock.candidate_counts(8, 32_768) if count < run.accelerators)
+    assert run.runtime.days * run.accelerators / fewer > wall_clock.LONGEST_RUN_DAYS
+    assert "implausibly_long_run" not in codes(result)
+
+
+def test_a_run_longer_than_a_year_is_said_to_be_implausibly_long():
+    long = engine.estimate(7e10, 1.4e12, cluster(accelerators=8))
+    [caveat] = [caveat for caveat in long.caveats if caveat.code == "implausibly_long_run"]
+    assert caveat.details["days"] == pytest.approx(long.runtime.days)
+    assert caveat.details["accelerators"] == 8
+    assert "implausibly_long_run" not in codes(engine.estimate(7e10, 1.4e12, cluster()))
 
 
 def test_accelerator_hours_are_a_budget_too():

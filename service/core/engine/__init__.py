@@ -32,8 +32,10 @@ from service.core.engine.sizing import MAX_ROUNDS, UTILISATION_TOLERANCE, plan
 # repetition_constants_from_c4 caveat, extrapolation distances near the range in percent or as a factor.
 # 1.3: inference-aware allocation of a training budget; inference FLOPs, and the cost of serving.
 # 2.0: wall-clock time from the cluster model (core/performance.py) unless an MFU is given; layout search,
-# goodput, and the cluster size chosen when none is given.
-ENGINE_VERSION = "2.0.0"
+# goodput, and the cluster size chosen when none is given. 2.1: one accelerator-count policy
+# (wall_clock.chosen): a budget that leaves the count to the planner gets a run within its days or, without,
+# within a year, as a model already chosen did; the implausibly_long_run caveat on any run past a year.
+ENGINE_VERSION = "2.1.0"
 
 __all__ = [
     "ASSUMED_FLOPS_PER_MEMORY_BYTE",

@@ -89,6 +89,9 @@ def estimate(
     cost = None if price is None else cluster.training_cost(runtime.accelerator_hours, price)
     if law is not None and law.fitted_range is not None:
         notes += caveats.extrapolation(law.fitted_range, params, tokens, flops, law.slug or "the law")
+    accelerators = paced.run.accelerators if paced.run is not None else paced.cluster.accelerators
+    assert accelerators is not None, "a run at a given MFU has its accelerators"
+    notes += caveats.implausibly_long_run(runtime.seconds, accelerators)
     return Estimate(
         params=params,
         tokens=tokens,

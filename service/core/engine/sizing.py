@@ -5,6 +5,7 @@ candidate count is planned so and the policy chooses among them."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from service.core import units, wall_clock
@@ -40,7 +41,8 @@ def plan(
     When the cluster model sets the pace (no `mfu`) and the budget is money, accelerator-hours or days, the
     FLOPs they buy depend on the model the budget buys: the allocation is repeated at the utilisation the
     model achieved until the two agree, and never exceeds a limit. Without `accelerators`, each candidate
-    count is planned so, and the count whose plan trains on the most compute wins (fewer on a tie).
+    count is planned so, and of the plans within reach (wall_clock.chosen: the budget's days, or else a
+    year) the one that trains on the most compute wins (fewer accelerators on a tie).
     """
     rules = Rules(
         tokens_per_param=tokens_per_param,
@@ -66,49 +68,61 @@ def _plan_on(budget: Budget, rules: Rules, on: Cluster) -> Plan:
 
 
 def _plan_choosing_count(budget: Budget, rules: Rules, on: Cluster) -> Plan:
-    """The plan on the count whose limits buy the most compute (of counts within 0.1% of it, the fewest)."""
+    """The plan on the count `wall_clock.chosen` for a budget: of the counts whose plans are within reach,
+    the one whose limits buy the most compute (of those within 0.1% of it, the fewest accelerators)."""
     machine, _ = machine_of(on)
     most = on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS
     counts = wall_clock.candidate_counts(machine.accelerators_per_node, most)
-    plans: dict[int, Plan | None] = {}
+    plans: dict[int, Plan] = {}  # by the index of their count
+    refused: set[int] = set()  # indices of counts no plan fits
 
-    def plan_at(index: int) -> Plan | None:
-        if index not in plans:
+    def planned(indices: Iterable[int]) -> list[int]:
+        """The indices of the counts planned so far that have a plan, after planning `indices`."""
+        for index in sorted(set(indices) - plans.keys() - refused):
             try:
                 plans[index] = _plan_on(budget, rules, replace(on, accelerators=counts[index]))
             except v.InvalidInput:
-                plans[index] = None
-        return plans[index]
+                refused.add(index)
+        return sorted(plans)
 
-    def flops_at(index: int) -> float:
-        found = plan_at(index)
-        return -1.0 if found is None else found.allocation.flops
+    def seconds(index: int) -> float:
+        return _run_of(plans[index]).runtime.seconds
+
+    def flops(index: int) -> float:
+        return plans[index].allocation.flops
+
+    def most_compute(within: Sequence[int]) -> int:
+        most_flops = max(flops(index) for index in within)
+        return min(
+            (index for index in within if flops(index) >= most_flops * (1 - 1e-3)), key=counts.__getitem__
+        )
 
     # The compute a count's limits buy rises with the count while the deadline binds and falls slowly once
     # money does: every doubling first, then every count around the best doubling.
     step = wall_clock.COUNT_STEPS_PER_DOUBLING
-    coarse = sorted({*range(0, len(counts), step), len(counts) - 1})
-    around = max(coarse, key=lambda index: (flops_at(index), -index))
-    for index in range(max(0, around - step + 1), min(len(counts), around + step)):
-        flops_at(index)
-    tried = sum(found is not None for found in plans.values())
-    candidates = [found for found in plans.values() if found is not None]
-    # Most compute; of counts within 0.1% of it, the fewest accelerators.
-    most_flops = max((found.allocation.flops for found in candidates), default=0.0)
-    best = min(
-        (found for found in candidates if found.allocation.flops >= most_flops * (1 - 1e-3)),
-        key=lambda found: found.estimate.accelerators if found.estimate is not None else 0,
-        default=None,
-    )
-    if best is None or best.estimate is None:
+    coarse = planned({*range(0, len(counts), step), len(counts) - 1})
+    around = 0
+    if coarse:
+        around = wall_clock.chosen(
+            coarse, seconds, lambda within: max(within, key=lambda i: (flops(i), -i)), days=budget.days
+        )
+    tried = planned(range(max(0, around - step + 1), min(len(counts), around + step)))
+    if not tried:
         raise v.InvalidInput(
             "max_accelerators",
             f"no cluster of up to {most} accelerators runs a model this budget buys; allow more accelerators",
         )
-    if best.estimate.run is None:  # at a given MFU: the count is the sizing
+    best = plans[wall_clock.chosen(tried, seconds, most_compute, days=budget.days)]
+    run = _run_of(best)
+    if run.run is None:  # at a given MFU: the count is the sizing
         return best
-    sizing = Sizing(best.estimate.run, "budget", most, tried)
-    return replace(best, estimate=replace(best.estimate, sizing=sizing))
+    sizing = Sizing(run.run, "budget", most, len(tried))
+    return replace(best, estimate=replace(run, sizing=sizing))
+
+
+def _run_of(plan: Plan) -> Estimate:
+    assert plan.estimate is not None, "a plan on a cluster has its estimate"
+    return plan.estimate
 
 
 def _plan_at_achieved_rate(budget: Budget, rules: Rules, on: Cluster) -> Plan:
