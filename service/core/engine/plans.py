@@ -18,6 +18,8 @@ from service.core.hyper import Hyperparameters, hyperparameters_for
 
 @dataclass(frozen=True)
 class Plan:
+    """An allocation and what follows from it. Its `caveats` are its own, then its estimate's."""
+
     method: str  # fixed-ratio, compute-optimal, data-constrained or inference-aware
     allocation: allocate.Allocation
     limits: list[Limit]
