@@ -68,7 +68,7 @@ def core() -> None:
         2e-3,
     )
     h100 = engine.Hardware(name="H100", peak_flops={"bf16": 989.4e12}, memory_bytes=80e9)
-    on = engine.Cluster(hardware=h100, accelerators=1024, zero_stage=3)
+    on = engine.Cluster(hardware=h100, accelerators=1024, layout={"zero_stage": 3})
     show(
         "plan(1e24, law, cluster): allocation + estimate + memory",
         per_call(

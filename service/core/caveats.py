@@ -10,6 +10,7 @@ from service.core.fit import LawFit
 from service.core.isoflop_fit import BUDGET_TOLERANCE_DECADES, IsoflopFit, IsoflopUnavailable
 from service.core.laws import FittedRange
 from service.core.performance import Machine
+from service.core.wall_clock import LONGEST_RUN_DAYS, SECONDS_PER_DAY, within_reach
 
 EXTRAPOLATION = "extrapolation"
 REPEATED_DATA = "repeated_data"
@@ -28,6 +29,7 @@ ASSUMED_NETWORK = "assumed_network"  # the hardware profile gives no network fig
 SHAPE_SCALED = "shape_scaled"  # the shape given was scaled to the run's parameter count
 DEPRECATED_FIELD = "deprecated_field"  # a request field that still works but has a new place
 CALIBRATED = "calibrated"  # the cluster model ran with the organisation's own efficiency for the hardware
+IMPLAUSIBLY_LONG_RUN = "implausibly_long_run"  # longer than any pre-training run published, by far
 
 # Muennighoff et al. 2023: up to about 4 epochs, repeated tokens are worth nearly as much as fresh ones.
 MAX_WORTHWHILE_EPOCHS = 4.0
@@ -178,6 +180,26 @@ def mfu_given(mfu: float) -> Caveat:
         "layout; leave mfu out to have the model choose the layout and predict the pace.",
         {"mfu": mfu},
     )
+
+
+def implausibly_long_run(seconds: float, accelerators: int) -> list[Caveat]:
+    """A run past LONGEST_RUN_DAYS (core/wall_clock.py, where the published runs it is measured against are
+    cited): the planner chooses no such run while one within reach fits, so this is a run on the accelerators
+    given, or the fastest when none is within reach."""
+    if within_reach(seconds, None):
+        return []
+    days = seconds / SECONDS_PER_DAY
+    return [
+        Caveat(
+            IMPLAUSIBLY_LONG_RUN,
+            f"The run takes {days:.0f} days on {accelerators} accelerators, more than a year "
+            f"({LONGEST_RUN_DAYS:.0f} days): the longest published pre-training runs took a few months "
+            "(BLOOM 176B about 3.5, DeepSeek-V3 under 2), and the hardware would be a generation old before "
+            "it ended. More accelerators (max_accelerators, when the planner chooses them) or less compute "
+            "would bring it within reach.",
+            {"days": days, "accelerators": accelerators, "longest_days": LONGEST_RUN_DAYS},
+        )
+    ]
 
 
 def deprecated_layout_fields(names: list[str]) -> list[Caveat]:

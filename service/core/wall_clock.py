@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from service.core import goodput as goodput_model
 from service.core import performance
@@ -35,8 +35,15 @@ LARGEST_WIDTH = 204_800
 # Accelerator counts tried when the request leaves it to the planner: whole nodes, in steps of 2^(1/4).
 COUNT_STEPS_PER_DOUBLING = 4
 DEFAULT_MAX_ACCELERATORS = 32_768
-# Without a deadline, the cheapest cluster among those that finish within a year.
-UNHURRIED_DAYS = 365.0
+# The longest run the planner chooses when no deadline is given, and past which any run is implausibly long
+# (caveats.implausibly_long_run). The longest published LLM pre-training runs took a few months: BLOOM 176B
+# about 3.5 on 384 A100s (BigScience 2022, arXiv:2211.05100: March to July 2022), DeepSeek-V3 under two on
+# 2 048 H800s (DeepSeek-AI 2024, arXiv:2412.19437 §1). A year is three times the longest, and outlasts what
+# it plans with: data-centre accelerators have come a generation every two years (A100 2020, H100 2022, B200
+# 2024). Shorter would warn of runs a small cluster plausibly takes, and move what the planner has chosen for
+# a model already chosen since engine 2.0, within a year.
+LONGEST_RUN_DAYS = 365.0
+SECONDS_PER_DAY = 86_400.0
 
 
 # Shapes remembered per process, as searches are (performance.SEARCHES_REMEMBERED): a plan asks for the
@@ -320,6 +327,31 @@ def run_on_cluster(
     return ClusterRun(accelerators, found, steps, tokens_per_step, training, useful)
 
 
+Tried = TypeVar("Tried")
+
+
+def within_reach(seconds: float, days: float | None) -> bool:
+    """Whether a run of `seconds` is one the planner may choose: within the deadline `days`, or without
+    one within LONGEST_RUN_DAYS."""
+    return seconds <= (LONGEST_RUN_DAYS if days is None else days) * SECONDS_PER_DAY
+
+
+def chosen(
+    tried: Sequence[Tried],
+    seconds: Callable[[Tried], float],
+    best: Callable[[Sequence[Tried]], Tried],
+    *,
+    days: float | None,
+) -> Tried:
+    """The accelerator-count policy, the same for a model already chosen (`choose_accelerators`) and for a
+    budget (engine.sizing): of the runs `tried` (on `candidate_counts` that fit, fewest accelerators first),
+    those within reach (`within_reach`: the deadline, or LONGEST_RUN_DAYS) compete and `best` picks among
+    them, by what the request wants most (the fewest accelerators by a deadline, the fewest
+    accelerator-hours, the most compute a budget buys); when none is within reach, the fastest."""
+    within = [run for run in tried if within_reach(seconds(run), days)]
+    return best(within) if within else min(tried, key=seconds)
+
+
 def candidate_counts(accelerators_per_node: int, most: int) -> list[int]:
     """Accelerator counts to try: 1, 2, 4 … up to a node, then whole nodes growing by about 2^(1/4)."""
     node = accelerators_per_node
@@ -348,42 +380,42 @@ def choose_accelerators(
     days: float | None,
     max_accelerators: int = DEFAULT_MAX_ACCELERATORS,
 ) -> Sizing:
-    """The fewest accelerators whose run finishes within `days`, or, without a deadline, the count with the
-    fewest accelerator-hours (the cheapest at one price) among runs within UNHURRIED_DAYS, up to
-    `max_accelerators`. `run_at(count)` runs the
-    search at a count and raises InvalidInput where no layout fits; such counts are skipped."""
+    """The count `chosen` for a model already chosen, up to `max_accelerators`: the fewest accelerators
+    whose run finishes within `days`, or, without a deadline, the fewest accelerator-hours (the cheapest at
+    one price) among runs within LONGEST_RUN_DAYS. `run_at(count)` runs the search at a count and raises
+    InvalidInput where no layout fits; such counts are skipped."""
     most = v.whole("max_accelerators", max_accelerators)
-    counts = candidate_counts(accelerators_per_node, most)
     runs: list[ClusterRun] = []
-    closest: ClusterRun | None = None
-    for count in counts:
+    for count in candidate_counts(accelerators_per_node, most):
         try:
-            run = run_at(count)
+            runs.append(run_at(count))
         except v.InvalidInput:
             continue
-        runs.append(run)
-        if days is not None:
-            if run.seconds <= days * 86_400.0:
-                return Sizing(run, "days", most, len(runs))
-            if closest is None or run.seconds < closest.seconds:
-                closest = run
+        if days is not None and within_reach(runs[-1].seconds, days):
+            break  # the fewest that finish in time: more accelerators cannot be chosen
     if not runs:
         raise v.InvalidInput(
             "max_accelerators",
             f"no layout of up to {most} accelerators fits the model in memory; allow more accelerators",
         )
-    if days is not None:
-        assert closest is not None
+    if days is None:
+        # The cheapest run is usually the smallest cluster, which may take years.
+        cheapest = chosen(runs, _seconds, lambda within: min(within, key=_hours_then_seconds), days=None)
+        return Sizing(cheapest, "cost", most, len(runs))
+    fewest = chosen(runs, _seconds, lambda within: within[0], days=days)
+    if not within_reach(fewest.seconds, days):  # the fastest, then
         raise v.InvalidInput(
             "days",
             f"no cluster of up to {most} accelerators finishes within {days:g} days: the fastest, "
-            f"{closest.accelerators} accelerators, takes {closest.seconds / 86_400.0:.1f} days; allow more "
-            "accelerators (max_accelerators) or more days",
+            f"{fewest.accelerators} accelerators, takes {fewest.seconds / SECONDS_PER_DAY:.1f} days; allow "
+            "more accelerators (max_accelerators) or more days",
         )
-    # The cheapest run is usually the smallest cluster, which may take years: among runs within a year,
-    # or else the fastest.
-    within = [run for run in runs if run.seconds <= UNHURRIED_DAYS * 86_400.0]
-    if not within:
-        return Sizing(min(runs, key=lambda run: run.seconds), "cost", most, len(runs))
-    cheapest = min(within, key=lambda run: (run.accelerator_hours, run.seconds))
-    return Sizing(cheapest, "cost", most, len(runs))
+    return Sizing(fewest, "days", most, len(runs))
+
+
+def _seconds(run: ClusterRun) -> float:
+    return run.seconds
+
+
+def _hours_then_seconds(run: ClusterRun) -> tuple[float, float]:
+    return run.accelerator_hours, run.seconds

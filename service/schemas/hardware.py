@@ -46,7 +46,7 @@ class PeakFlopsSchema(StrictSchema):
 # whole in a profile, any positive number inline, as their memory bandwidths).
 MAX_ACCELERATORS_PER_NODE = 1_000_000
 MAX_LINK_BYTES_PER_SECOND = 10**16
-# What the planner assumes of hardware that does not give them (core/engine.py), and Llama 3's
+# What the planner assumes of hardware that does not give them (core/engine/run.py), and Llama 3's
 # interruptions (core/goodput.py).
 ASSUMED_ACCELERATORS_PER_NODE, ASSUMED_SCALE_UP_BYTES_PER_SECOND, ASSUMED_SCALE_OUT_BYTES_PER_SECOND = (
     ASSUMED_NETWORK

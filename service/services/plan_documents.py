@@ -4,7 +4,7 @@ and its `result` (the allocation document, which POST /v1/allocations answers wi
 
 Plans are immutable and are evaluated again from their inputs and snapshot (`flask plans verify`): these
 shapes are kept by every plan ever stored, so a change here is a change to what old plans mean. The API
-describes them (service/schemas/planning.py) and shows them as they are made here.
+describes them (service/schemas/planning_documents.py) and shows them as they are made here.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.core import allocate, engine, performance, wall_clock
+from service.core import allocate, caveats, engine, performance, wall_clock
 from service.core.cluster import ModelShape
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.validation import InvalidInput
@@ -21,8 +21,8 @@ from service.services.errors import FieldPath, InvalidFieldError, InvalidParamet
 from service.services.hardware import get_hardware
 
 # --- Requests ---------------------------------------------------------------------------------------------
-# What the request schemas load (service/schemas/planning.py), fields in the order they document them. None:
-# not given, and the engine's default applies.
+# What the request schemas load (service/schemas/planning.py and cluster.py), fields in the order they
+# document them. None: not given, and the engine's default applies.
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +39,13 @@ class InlineHardware:
     scale_up_bandwidth_bytes_per_second: float | None = None
     scale_out_bandwidth_bytes_per_second: float | None = None
     failures_per_accelerator_hour: float | None = None
+
+
+# Layout fields that were top-level cluster options before `layout`, and still work there: taken as fixed
+# layout fields (`layout`'s own win over them), reported with a deprecated_field warning, and refused where
+# the request gave them. Here rather than in the schema: a plan stores its request as given, and is evaluated
+# again from it without the schema (plan_documents.replay).
+DEPRECATED_LAYOUT_FIELDS = ("tensor_parallel", "zero_stage", "recomputation", "sequence_parallel")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +67,16 @@ class ClusterRequest:
     layout: Mapping[str, Any] | None = None  # the layout fields fixed; the others are searched
     reliability: Mapping[str, float] | None = None  # checkpoint_write_bytes_per_second, restart_seconds
     max_accelerators: int | None = None  # when accelerators is left to the planner (not in plans)
+
+    @property
+    def deprecated_fields(self) -> list[str]:
+        """The layout fields the request gives at the top level."""
+        return [name for name in DEPRECATED_LAYOUT_FIELDS if getattr(self, name) is not None]
+
+    @property
+    def fixed_layout(self) -> dict[str, Any]:
+        """The layout fields the request fixes: the top-level ones, and `layout`'s over them."""
+        return {**{name: getattr(self, name) for name in self.deprecated_fields}, **(self.layout or {})}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,7 +258,7 @@ def _cluster(
         hardware=hardware,
         accelerators=request.accelerators,
         shape=request.shape,
-        layout=dict(request.layout or {}),
+        layout=request.fixed_layout,
         checkpoint_write_bytes_per_second=(request.reliability or {}).get(
             "checkpoint_write_bytes_per_second"
         ),
@@ -282,7 +299,7 @@ def allocate_on(
             # The plan schemas require tokens with params, and hardware on every plan.
             assert request.tokens is not None, "a fixed plan's model has its tokens"
             assert hardware is not None, "a fixed plan has its cluster"
-            return engine.fixed(
+            plan = engine.fixed(
                 request.params,
                 request.tokens,
                 _cluster(request, hardware, calibration=calibration),
@@ -290,24 +307,26 @@ def allocate_on(
                 price_per_hour=request.price_per_hour,
                 currency=request.currency,
             )
-        return engine.plan(
-            engine.Budget(**{name: getattr(request, name) for name in _BUDGET_FIELDS}),
-            tokens_per_param=request.tokens_per_param,
-            law=law,
-            unique_tokens=request.unique_tokens,
-            inference_tokens=request.inference_tokens,
-            inference_hardware=inference_hardware,
-            inference_batch=request.inference_batch,
-            on=_cluster(request, hardware, calibration=calibration) if hardware is not None else None,
-        )
+        else:
+            plan = engine.plan(
+                engine.Budget(**{name: getattr(request, name) for name in _BUDGET_FIELDS}),
+                tokens_per_param=request.tokens_per_param,
+                law=law,
+                unique_tokens=request.unique_tokens,
+                inference_tokens=request.inference_tokens,
+                inference_hardware=inference_hardware,
+                inference_batch=request.inference_batch,
+                on=_cluster(request, hardware, calibration=calibration) if hardware is not None else None,
+            )
     except InvalidInput as error:
-        raise _field_error(error, PlanInputs) from error
+        raise _field_error(_where_given(error, request), PlanInputs) from error
+    return _plan_warned(plan, request)
 
 
 def make_estimate(session: Session, request: EstimateRequest, *, scope: uuid.UUID | None) -> engine.Estimate:
     """Time, cost and memory of training `params` on `tokens` on the request's cluster."""
     try:
-        return engine.estimate(
+        run = engine.estimate(
             request.params,
             request.tokens,
             _cluster(request, resolve_hardware(session, request.hardware), deadline_days=request.days),
@@ -316,7 +335,37 @@ def make_estimate(session: Session, request: EstimateRequest, *, scope: uuid.UUI
             law=resolve_law(session, request.law, scope=scope) if request.law is not None else None,
         )
     except InvalidInput as error:
-        raise _field_error(error, EstimateRequest) from error
+        raise _field_error(_where_given(error, request), EstimateRequest) from error
+    return _warned(run, request)
+
+
+def _where_given(error: InvalidInput, request: ClusterRequest) -> InvalidInput:
+    """A refusal of a layout field the request gave at the top level only names that field."""
+    name = error.argument.removeprefix("layout.")
+    if name in request.deprecated_fields and name not in (request.layout or {}):
+        return InvalidInput(name, error.message)
+    return error
+
+
+def _warned(run: engine.Estimate, request: ClusterRequest) -> engine.Estimate:
+    """The estimate with the deprecated_field warning first when the request gives top-level layout fields
+    and the cluster model ran (the layout search, or the choice of the count at a given MFU), as the
+    warning always came."""
+    notes = caveats.deprecated_layout_fields(request.deprecated_fields)
+    if not notes or (run.run is None and run.sizing is None):
+        return run
+    return dataclasses.replace(run, caveats=[*notes, *run.caveats])
+
+
+def _plan_warned(plan: engine.Plan, request: ClusterRequest) -> engine.Plan:
+    """The plan with its estimate `_warned`: a plan's caveats end with its estimate's, so the warning goes
+    where the estimate's begin."""
+    run = plan.estimate
+    if run is None or (warned := _warned(run, request)) is run:
+        return plan
+    own = plan.caveats[: len(plan.caveats) - len(run.caveats)]
+    assert plan.caveats[len(own) :] == run.caveats, "a plan's caveats end with its estimate's"
+    return dataclasses.replace(plan, estimate=warned, caveats=[*own, *warned.caveats])
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,20 @@ def test_without_accelerators_the_fewest_that_finish_by_the_deadline_are_chosen(
     assert body["accelerators"] % 8 == 0
 
 
+def test_five_million_dollars_without_a_deadline_are_planned_on_a_cluster_that_finishes_within_a_year(
+    client, catalog
+):
+    body = client.post(
+        "/v1/allocations",
+        json={"cost": "5000000", "currency": "USD", "hardware": "h100-sxm", "law": "chinchilla-2022"},
+    ).get_json()
+    run = body["estimate"]
+    assert run["performance"]["sizing"]["chosen_by"] == "budget"
+    assert run["days"] <= 365  # the cheapest compute would take 48 accelerators 617 days
+    assert Decimal(run["cost"]) <= Decimal("5000000")
+    assert "implausibly_long_run" not in codes(body)
+
+
 def test_five_million_dollars_and_60_days_on_h100s_buy_a_model_a_cluster_and_a_layout(client, catalog):
     response = client.post(
         "/v1/allocations",

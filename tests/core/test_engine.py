@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core import engine
+from service.core import allocate, engine, wall_clock
 from service.core.cluster import ModelShape
-from service.core.laws import MoEDesign
+from service.core.laws import MoEDesign, ScalingLaw
 from service.core.units import PF_DAY_FLOPS
 from service.core.validation import InvalidInput
 
@@ -57,6 +57,25 @@ def test_a_money_budget_buys_hours_at_the_price_and_the_estimate_spends_it():
     result = engine.plan(engine.Budget(cost=Decimal("250000.00"), currency="USD"), on=cluster())
     assert result.estimate.runtime.accelerator_hours == pytest.approx(100_000, rel=1e-9)
     assert result.estimate.cost == Decimal("250000.00")
+
+
+def test_a_money_budget_left_to_choose_its_count_runs_on_the_fewest_that_finish_within_a_year():
+    # At a given pace every count buys the same compute: the fewest accelerators would take decades.
+    budget = engine.Budget(cost=Decimal("5000000"), currency="USD")
+    result = engine.plan(budget, on=cluster(accelerators=None))
+    run = result.estimate
+    assert run.runtime.days <= wall_clock.LONGEST_RUN_DAYS
+    fewer = max(count for count in wall_clock.candidate_counts(8, 32_768) if count < run.accelerators)
+    assert run.runtime.days * run.accelerators / fewer > wall_clock.LONGEST_RUN_DAYS
+    assert "implausibly_long_run" not in codes(result)
+
+
+def test_a_run_longer_than_a_year_is_said_to_be_implausibly_long():
+    long = engine.estimate(7e10, 1.4e12, cluster(accelerators=8))
+    [caveat] = [caveat for caveat in long.caveats if caveat.code == "implausibly_long_run"]
+    assert caveat.details["days"] == pytest.approx(long.runtime.days)
+    assert caveat.details["accelerators"] == 8
+    assert "implausibly_long_run" not in codes(engine.estimate(7e10, 1.4e12, cluster()))
 
 
 def test_accelerator_hours_are_a_budget_too():
@@ -194,13 +213,12 @@ def test_a_plan_far_outside_the_fitted_range_says_how_far():
 
 
 def test_a_model_that_does_not_fit_in_memory_gets_a_caveat_and_the_fewest_accelerators_that_fit():
-    result = engine.plan(
-        engine.Budget(flops=1e24), law=engine.published("chinchilla-2022"), on=cluster(zero_stage=3)
-    )
+    on = cluster(layout={"zero_stage": 3})
+    result = engine.plan(engine.Budget(flops=1e24), law=engine.published("chinchilla-2022"), on=on)
     memory = result.estimate.memory
     assert memory.fits
     tight = engine.estimate(
-        result.allocation.params, result.allocation.tokens, cluster(accelerators=8, zero_stage=3)
+        result.allocation.params, result.allocation.tokens, cluster(accelerators=8, layout={"zero_stage": 3})
     )
     assert not tight.memory.fits
     assert "does_not_fit_memory" in [c.code for c in tight.caveats]
@@ -241,7 +259,7 @@ def test_with_a_shape_the_hints_are_taken_at_deepseeks_own_compute_m_times_d():
     llama_65b = ModelShape(layers=80, d_model=8192, heads=64, sequence_length=2048)
     M = 72 * 80 * 8192**2 + 12 * 80 * 8192 * 2048
 
-    result = engine.fixed(65.2e9, 1.4e12, cluster(shape=llama_65b, zero_stage=3))
+    result = engine.fixed(65.2e9, 1.4e12, cluster(shape=llama_65b, layout={"zero_stage": 3}))
 
     assert result.hyperparameters.flops == pytest.approx(M * 1.4e12, rel=1e-12)
     assert result.hyperparameters.flops_definition == "MD"
@@ -309,7 +327,10 @@ def test_a_price_override_needs_a_currency_and_foreign_currencies_are_never_mixe
             "tokens_per_param",
         ),
         (lambda: engine.plan(engine.Budget(flops=1e22), on=cluster(precision="fp32")), "precision"),
-        (lambda: engine.plan(engine.Budget(flops=1e22), on=cluster(tensor_parallel=3)), "tensor_parallel"),
+        (
+            lambda: engine.plan(engine.Budget(flops=1e22), on=cluster(layout={"tensor_parallel": 3})),
+            "layout.tensor_parallel",
+        ),
         (lambda: engine.plan(engine.Budget(target_loss=1.5)), "target_loss"),
     ],
 )
@@ -349,7 +370,9 @@ def test_every_plan_is_all_finite_numbers_or_a_clean_refusal(
             unique_tokens=unique,
             inference_tokens=inference,
             inference_batch=None if inference is None else batch,
-            on=cluster(hardware=H100_SERVING, mfu=mfu, accelerators=accelerators, zero_stage=stage),
+            on=cluster(
+                hardware=H100_SERVING, mfu=mfu, accelerators=accelerators, layout={"zero_stage": stage}
+            ),
         )
     except InvalidInput:
         return
@@ -413,7 +436,7 @@ CENTRE = engine.published("chinchilla-2022").law
 def spread_law(count: int = 41) -> engine.NamedLaw:
     """A fitted law with bootstrap fits whose exponents spread evenly around its own."""
     samples = tuple(
-        engine.ScalingLaw(E=CENTRE.E, A=CENTRE.A, B=CENTRE.B, alpha=CENTRE.alpha + shift, beta=CENTRE.beta)
+        ScalingLaw(E=CENTRE.E, A=CENTRE.A, B=CENTRE.B, alpha=CENTRE.alpha + shift, beta=CENTRE.beta)
         for shift in [0.002 * (k - count // 2) for k in range(count)]
     )
     return engine.NamedLaw(CENTRE, slug="ours", samples=samples)
@@ -428,7 +451,7 @@ def test_a_law_with_bootstrap_fits_gives_intervals_around_the_allocation():
         low, high = getattr(spread, name)
         assert low < getattr(result.allocation, name) < high, name
     # The bounds are the 2.5th and 97.5th percentiles of the allocations under each fit.
-    sizes = [engine.allocate.compute_optimal(1e23, sample).params for sample in spread_law().samples]
+    sizes = [allocate.compute_optimal(1e23, sample).params for sample in spread_law().samples]
     assert spread.params == pytest.approx(tuple(np.percentile(sizes, [2.5, 97.5])), rel=1e-12)
 
 
@@ -447,6 +470,6 @@ def test_a_fixed_model_gets_an_interval_for_its_loss_only():
 
 def test_fits_that_cannot_reach_a_target_are_left_out_of_its_interval():
     law = spread_law()
-    samples = (*law.samples, engine.ScalingLaw(E=2.5, A=CENTRE.A, B=CENTRE.B, alpha=0.34, beta=0.28))
+    samples = (*law.samples, ScalingLaw(E=2.5, A=CENTRE.A, B=CENTRE.B, alpha=0.34, beta=0.28))
     result = engine.plan(engine.Budget(target_loss=2.2), law=engine.NamedLaw(CENTRE, samples=samples))
     assert result.intervals.samples == 41  # the fit with E = 2.5 cannot reach 2.2

@@ -86,6 +86,41 @@ def test_a_deadline_no_cluster_meets_is_refused_saying_the_fastest():
     assert "fastest" in refused.value.message
 
 
+def test_without_a_deadline_a_run_past_a_year_is_chosen_only_when_no_count_finishes_sooner():
+    sizing = choose_accelerators(run_at, 8, days=None, max_accelerators=16)
+    assert sizing.run.seconds > wall_clock.LONGEST_RUN_DAYS * 86_400
+    assert sizing.run.accelerators == 16  # the fastest of those tried
+
+
+# Runs as the policy sees them: (accelerators, days, what the request wants most of).
+RUNS = [(8, 900.0, 3.0), (16, 450.0, 2.8), (32, 240.0, 1.0), (64, 120.0, 2.5)]
+
+
+def days_of(run):
+    return run[1] * 86_400
+
+
+def most_wanted(within):
+    return max(within, key=lambda run: run[2])
+
+
+@pytest.mark.parametrize(
+    ("days", "chosen"),
+    [
+        (None, (64, 120.0, 2.5)),  # within a year, the most wanted: not the 900-day run that wants more
+        (500.0, (16, 450.0, 2.8)),  # a deadline past a year replaces it
+        (200.0, (64, 120.0, 2.5)),
+    ],
+)
+def test_the_policy_picks_the_most_wanted_run_within_the_deadline_or_a_year(days, chosen):
+    assert wall_clock.chosen(RUNS, days_of, most_wanted, days=days) == chosen
+
+
+def test_when_no_run_is_within_reach_the_policy_picks_the_fastest():
+    assert wall_clock.chosen(RUNS[:2], days_of, most_wanted, days=None) == (16, 450.0, 2.8)
+    assert wall_clock.chosen(RUNS, days_of, most_wanted, days=100.0) == (64, 120.0, 2.5)
+
+
 def test_candidate_counts_are_whole_nodes_past_one_node():
     counts = wall_clock.candidate_counts(8, 1000)
     assert counts[:4] == [1, 2, 4, 8]

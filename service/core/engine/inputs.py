@@ -1,0 +1,142 @@
+"""What the engine is given, resolved: the hardware, the cluster it is used as, the law, the budget."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from service.core import cluster, performance
+from service.core import validation as v
+from service.core.laws import PUBLISHED_LAWS, FittedRange, MoEDesign, ScalingLaw
+
+DEFAULT_PRECISION = "bf16"
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """An accelerator as the engine needs it: dense peaks per precision, memory, and a price if known."""
+
+    name: str
+    peak_flops: Mapping[str, float]
+    memory_bytes: float
+    slug: str | None = None
+    price_per_hour: Decimal | None = None
+    currency: str | None = None
+    memory_bandwidth_bytes_per_second: float | None = None  # what serving needs (cluster.decoding_runtime)
+    # As installed (core/performance.py): None where the profile does not say.
+    accelerators_per_node: int | None = None
+    scale_up_bandwidth_bytes_per_second: float | None = None
+    scale_out_bandwidth_bytes_per_second: float | None = None
+    failures_per_accelerator_hour: float | None = None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The hardware a run is planned on, and how it is used. Without `mfu`, the cluster model
+    (core/performance.py) predicts the pace from the layout, searching the fields `layout` leaves out; without
+    `accelerators`, the planner chooses how many (`max_accelerators`, `deadline_days`)."""
+
+    hardware: Hardware
+    accelerators: int | None = None
+    mfu: float | None = None
+    precision: str = DEFAULT_PRECISION
+    optimizer: str = "adam"
+    shape: cluster.ModelShape | None = None
+    layout: Mapping[str, Any] = field(default_factory=dict)  # the layout fields fixed; the rest are searched
+    max_accelerators: int | None = None
+    deadline_days: float | None = None  # for choosing the accelerator count of a model already chosen
+    checkpoint_write_bytes_per_second: float | None = None
+    restart_seconds: float | None = None
+    # What a budget in money, hours or days is turned into FLOPs at when the model sets the pace: the
+    # allocation's FLOPs per accelerator-second over the peak, found by `plan`.
+    utilisation: float | None = None
+    calibration: performance.Calibration = performance.CALIBRATION  # a stored plan's, when it replays
+    # The parameters a token passes through, for a mixture of experts given without its shape: the FLOPs
+    # follow them, the memory the total (the cluster model assumes a fine-grained shape of both).
+    active_params: float | None = None
+
+    @property
+    def peak_flops_per_second(self) -> float:
+        peak = self.hardware.peak_flops.get(self.precision)
+        if peak is None:
+            available = ", ".join(sorted(self.hardware.peak_flops)) or "none"
+            raise v.InvalidInput(
+                "precision", f"{self.hardware.name} has no {self.precision} peak (available: {available})"
+            )
+        return peak
+
+    @property
+    def data_parallel(self) -> int:
+        """Under a given MFU: accelerators over the tensor-parallel degree."""
+        t = int(self.layout.get("tensor_parallel", 1))
+        count = self.accelerators or 1
+        if count % t:
+            raise v.InvalidInput("layout.tensor_parallel", f"must divide accelerators ({count}), got {t}")
+        return count // t
+
+
+@dataclass(frozen=True)
+class NamedLaw:
+    law: ScalingLaw
+    slug: str | None = None
+    name: str | None = None
+    source: str | None = None
+    fitted_range: FittedRange | None = None
+    note: str | None = None
+    samples: tuple[ScalingLaw, ...] = ()  # bootstrap fits of a fitted law: plans with it get intervals
+    # Whether the law's N counts the embedding and output layers (PublishedLaw.counts_embeddings). Inline
+    # and fitted laws say nothing about it: taken as counting them, as Hoffmann et al. 2022 and the
+    # 6·N·D the service budgets with do.
+    counts_embeddings: bool = True
+    moe: MoEDesign | None = None  # the mixture-of-experts design an MoE law assumes; None for dense laws
+
+
+def published(slug: str) -> NamedLaw:
+    entry = PUBLISHED_LAWS[slug]
+    return NamedLaw(
+        entry.law,
+        entry.slug,
+        entry.name,
+        entry.source,
+        entry.fitted_range,
+        entry.note or None,
+        counts_embeddings=entry.counts_embeddings,
+        moe=entry.moe,
+    )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits on a run. Compute limits (`flops`, or the money, hours and days a cluster turns into FLOPs)
+    can be combined and the tightest binds; `target_loss` asks for the least compute reaching a loss."""
+
+    flops: float | None = None
+    pf_days: float | None = None
+    target_loss: float | None = None
+    cost: Decimal | None = None
+    currency: str | None = None
+    accelerator_hours: float | None = None
+    days: float | None = None
+    price_per_hour: Decimal | None = None
+
+
+def price_of(
+    hardware: Hardware, price_per_hour: Decimal | None, currency: str | None
+) -> tuple[Decimal | None, str | None]:
+    """The price per accelerator-hour a run is costed at: the one given (with its currency), or else the
+    hardware's, never in another currency than the one asked for."""
+    if price_per_hour is not None:
+        if currency is None:
+            raise v.InvalidInput("currency", "is required with price_per_hour")
+        return price_per_hour, currency
+    if hardware.price_per_hour is None:
+        return None, None
+    if currency is not None and currency != hardware.currency:
+        raise v.InvalidInput(
+            "currency",
+            f"{hardware.name} is priced in {hardware.currency}, not {currency}; amounts in different "
+            "currencies are never mixed (give price_per_hour in your currency instead)",
+        )
+    return hardware.price_per_hour, hardware.currency
