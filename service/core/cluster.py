@@ -109,21 +109,21 @@ class ModelShape:
 
     def __post_init__(self) -> None:  # noqa: PLR0912 -- one check per field, each naming it
         for name in ("layers", "d_model", "heads", "sequence_length", "micro_batch"):
-            _whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
+            v.whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
         for name in ("kv_heads", "ffn", "vocabulary", "head_dim", "experts", *_POSITIVE_MOE, *_MLA_WIDTHS):
             if getattr(self, name) is not None:
-                _whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
+                v.whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
         for name in ("shared_experts", "dense_layers"):
             if getattr(self, name) is not None:
-                _whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION, minimum=0)
+                v.whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION, minimum=0)
         if self.mtp_depth is not None:
-            _whole_at_most("mtp_depth", self.mtp_depth, MAX_MTP_DEPTH, minimum=0)
+            v.whole_at_most("mtp_depth", self.mtp_depth, MAX_MTP_DEPTH, minimum=0)
         if self.head_dim is None and self.d_model % self.heads:
             raise v.InvalidInput("heads", f"must divide d_model ({self.d_model}), got {self.heads}")
         if self.kv_heads is not None and self.heads % self.kv_heads:
             raise v.InvalidInput("kv_heads", f"must divide the heads ({self.heads}), got {self.kv_heads}")
         if self.activation is not None:
-            _choice("activation", self.activation, ACTIVATIONS)
+            v.choice("activation", self.activation, ACTIVATIONS)
         if self.experts is None:
             for name in MOE_FIELDS:
                 if getattr(self, name) is not None:
@@ -397,7 +397,7 @@ def training_runtime(flops: float, accelerators: int, peak_flops_per_second: flo
     GPU-hours include them and run higher.
     """
     total = v.positive("flops", flops, maximum=units.MAX_FLOPS)
-    count = _whole_at_most("accelerators", accelerators, units.MAX_ACCELERATORS)
+    count = v.whole_at_most("accelerators", accelerators, units.MAX_ACCELERATORS)
     rate = units.effective_flops_per_second(peak_flops_per_second, mfu)
     # A peak · MFU near the smallest float makes the time overflow; no real accelerator is that slow.
     seconds = total / (count * rate) if count * rate > 0 else math.inf
@@ -461,7 +461,7 @@ def decoding_runtime(
     N = v.positive("params", params, maximum=units.MAX_PARAMS)
     D = v.positive("tokens", tokens, maximum=units.MAX_TOKENS * 1e3)
     bandwidth = v.positive("memory_bandwidth_bytes_per_second", memory_bandwidth_bytes_per_second)
-    count = _whole_at_most("batch", batch, MAX_INFERENCE_BATCH)
+    count = v.whole_at_most("batch", batch, MAX_INFERENCE_BATCH)
     bound_argument = {
         "memory_bandwidth": "memory_bandwidth_bytes_per_second",
         "compute": "peak_flops_per_second",
@@ -488,7 +488,7 @@ def recomputation_flops_factor(recomputation: str) -> float:
     paper measures at a few percent; it is counted as 1. MFU is quoted against the 6·N·D model FLOPs, so this
     factor converts to hardware FLOPs (HFU), not to wall-clock time at a given MFU.
     """
-    mode = _choice("recomputation", recomputation, RECOMPUTATION_MODES)
+    mode = v.choice("recomputation", recomputation, RECOMPUTATION_MODES)
     return 8.0 / 6.0 if mode == "full" else 1.0
 
 
@@ -547,11 +547,11 @@ def training_memory(
     """
     psi_total = v.positive("params", params, maximum=units.MAX_PARAMS)
     capacity = v.positive("memory_bytes", memory_bytes, maximum=MAX_MEMORY_BYTES)
-    N_d = _whole_at_most("data_parallel", data_parallel, units.MAX_ACCELERATORS)
-    stage = _whole_at_most("zero_stage", zero_stage, ZERO_STAGES[-1], minimum=ZERO_STAGES[0])
+    N_d = v.whole_at_most("data_parallel", data_parallel, units.MAX_ACCELERATORS)
+    stage = v.whole_at_most("zero_stage", zero_stage, ZERO_STAGES[-1], minimum=ZERO_STAGES[0])
     w, g, K = state_bytes(precision, optimizer)
-    mode = _choice("recomputation", recomputation, RECOMPUTATION_MODES)
-    t = _whole_at_most("tensor_parallel", tensor_parallel, units.MAX_ACCELERATORS)
+    mode = v.choice("recomputation", recomputation, RECOMPUTATION_MODES)
+    t = v.whole_at_most("tensor_parallel", tensor_parallel, units.MAX_ACCELERATORS)
     for name, flag in (("sequence_parallel", sequence_parallel), ("flash_attention", flash_attention)):
         if not isinstance(flag, bool):
             raise v.InvalidInput(name, f"must be true or false, got {flag!r}")
@@ -596,8 +596,8 @@ def training_memory(
 def state_bytes(precision: str, optimizer: str) -> tuple[int, int, int]:
     """Bytes per parameter of a weight, a gradient and the optimizer state (w, g, K in ZeRO's §3.1) at a
     training precision: K loses the fp32 master copy where the weights are fp32 already."""
-    K_mixed = OPTIMIZER_STATE_BYTES[_choice("optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))]
-    w, g, master_copy = _PRECISION_STORAGE[_choice("precision", precision, tuple(_PRECISION_STORAGE))]
+    K_mixed = OPTIMIZER_STATE_BYTES[v.choice("optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))]
+    w, g, master_copy = _PRECISION_STORAGE[v.choice("precision", precision, tuple(_PRECISION_STORAGE))]
     return w, g, K_mixed if master_copy else K_mixed - FP32_MASTER_WEIGHT_BYTES
 
 
@@ -762,16 +762,3 @@ def _smallest_degree(
 def _check_shape(shape: object) -> None:
     if not isinstance(shape, ModelShape):
         raise v.InvalidInput("shape", f"must be a ModelShape, got {type(shape).__name__}")
-
-
-def _whole_at_most(argument: str, value: int, maximum: int, *, minimum: int = 1) -> int:
-    number = v.whole(argument, value, minimum=minimum)
-    if number > maximum:
-        raise v.InvalidInput(argument, f"must be at most {maximum}, got {value!r}")
-    return number
-
-
-def _choice(argument: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise v.InvalidInput(argument, f"must be one of {', '.join(allowed)}; got {value!r}")
-    return value
