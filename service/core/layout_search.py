@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from service.core import cluster
 from service.core import validation as v
-from service.core.cluster import ModelShape
+from service.core.shape import ModelShape
 
 Array = npt.NDArray[np.float64]
 Columns = dict[str, Any]  # one array per layout field, as `performance.evaluate` takes them

@@ -34,7 +34,7 @@ import numpy.typing as npt
 from service.core import cluster, layout_search
 from service.core import step_terms as terms
 from service.core import validation as v
-from service.core.cluster import ModelShape
+from service.core.shape import ModelShape
 
 Array = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]

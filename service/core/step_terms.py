@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.core import cluster
-from service.core.cluster import ModelShape
+from service.core.shape import ModelShape
 
 Array = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]

@@ -8,22 +8,24 @@ import marshmallow as ma
 from marshmallow import validate
 
 from service.core.cluster import (
-    ACTIVATIONS,
     DECODING_BOUNDS,
-    LATENT_ATTENTION_FIELDS,
     MAX_INFERENCE_BATCH,
     MAX_MEMORY_BYTES,
-    MAX_MTP_DEPTH,
-    MAX_SHAPE_DIMENSION,
-    MOE_FIELDS,
     OPTIMIZER_STATE_BYTES,
     RECOMPUTATION_MODES,
-    SERVING_BYTES_PER_PARAM,
-    ModelShape,
 )
 from service.core.engine import ENGINE_VERSION
 from service.core.hyper import FLOPS_DEFINITIONS
 from service.core.laws import ScalingLaw
+from service.core.shape import (
+    ACTIVATIONS,
+    LATENT_ATTENTION_FIELDS,
+    MAX_MTP_DEPTH,
+    MAX_SHAPE_DIMENSION,
+    MOE_FIELDS,
+    SERVING_BYTES_PER_PARAM,
+    ModelShape,
+)
 from service.core.units import (
     MAX_ACCELERATORS,
     MAX_FLOPS,

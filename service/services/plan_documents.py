@@ -16,9 +16,9 @@ from decimal import Decimal
 from typing import Any
 
 from service.core import allocate, caveats, cluster, engine, performance
-from service.core.cluster import SERVING_BYTES_PER_PARAM
 from service.core.hyper import Hyperparameters
 from service.core.laws import FittedRange, MoEDesign, ScalingLaw
+from service.core.shape import SERVING_BYTES_PER_PARAM, ModelShape
 from service.data.catalog import PRECISIONS
 from service.services import planning
 from service.services.documents import JsonObject, format_optional_money, from_document, to_document
@@ -364,7 +364,7 @@ def _performance(estimate: engine.Estimate) -> dict[str, Any]:
     }
 
 
-def moe_document(shape: cluster.ModelShape) -> dict[str, Any]:
+def moe_document(shape: ModelShape) -> dict[str, Any]:
     """What a shape's parameters are made of: active ones, embeddings, the experts and latent attention."""
     return {
         "active_params": float(shape.active_params),

@@ -10,8 +10,8 @@ import pytest
 from bench.moe_runs import MIXTRAL_8X7B
 from bench.published_runs import CALIBRATION_RUNS, HELD_OUT_RUNS, LLAMA3_405B, LLAMA3_CLUSTER, SELENE
 from service.core import cluster, performance
-from service.core.cluster import ModelShape
 from service.core.performance import Layout, step
+from service.core.shape import ModelShape
 from service.core.validation import InvalidInput
 
 GPT_175B = ModelShape(layers=96, d_model=12288, heads=96, sequence_length=2048, vocabulary=51_200)

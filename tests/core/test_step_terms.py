@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from service.core import step_terms as terms
-from service.core.cluster import ModelShape
+from service.core.shape import ModelShape
 
 RATES = terms.Rates(
     peak_flops_per_second=1e15,
