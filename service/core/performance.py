@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.core import cluster, layout_search
+from service.core import layout_search
 from service.core import step_terms as terms
 from service.core import validation as v
+from service.core.memory import MAX_MEMORY_BYTES, RECOMPUTATION_MODES, ZERO_STAGES
 from service.core.shape import ModelShape
 
 Array = npt.NDArray[np.float64]
@@ -43,7 +44,6 @@ Codes = npt.NDArray[np.int64]
 # 1.1.0: mixture of experts (expert parallelism, its all-to-all), latent attention, multi-token prediction;
 # in fp8, attention at the bf16 peak and GEMM inputs cached in fp8.
 MODEL_VERSION = "1.1.0"
-RECOMPUTATION_MODES = cluster.RECOMPUTATION_MODES  # none, selective, full: coded 0, 1, 2 in arrays
 # The step's constants (`step_terms` says where each comes from), where callers have found them.
 WIRE_BYTES = terms.WIRE_BYTES
 OPTIMIZER_UPDATE_BYTES = terms.OPTIMIZER_UPDATE_BYTES
@@ -109,7 +109,7 @@ class Machine:
 
     def __post_init__(self) -> None:
         v.positive("peak_flops_per_second", self.peak_flops_per_second)
-        v.positive("memory_bytes", self.memory_bytes, maximum=cluster.MAX_MEMORY_BYTES)
+        v.positive("memory_bytes", self.memory_bytes, maximum=MAX_MEMORY_BYTES)
         v.positive("memory_bandwidth_bytes_per_second", self.memory_bandwidth_bytes_per_second)
         v.whole("accelerators_per_node", self.accelerators_per_node)
         v.positive("scale_up_bandwidth_bytes_per_second", self.scale_up_bytes_per_second)
@@ -476,7 +476,7 @@ def check_fixed_fields(
         )
     if "recomputation" in fixed and fixed["recomputation"] not in RECOMPUTATION_MODES:
         raise v.InvalidInput("layout.recomputation", f"must be one of {', '.join(RECOMPUTATION_MODES)}")
-    if "zero_stage" in fixed and fixed["zero_stage"] not in cluster.ZERO_STAGES:
+    if "zero_stage" in fixed and fixed["zero_stage"] not in ZERO_STAGES:
         raise v.InvalidInput("layout.zero_stage", "must be 0, 1, 2 or 3")
     d = fixed.get("data_parallel")
     batch = fixed.get("global_batch")

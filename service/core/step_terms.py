@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.core import cluster
+from service.core import memory
 from service.core.shape import ModelShape
 
 Array = npt.NDArray[np.float64]
@@ -668,12 +668,12 @@ def model_states_bytes(layouts: Layouts, held: HeldParams, precision: str, optim
     Notes
     -----
     (w + g + K)·Ψ split by ZeRO stage into what every data-parallel rank keeps and what it shards
-    (`cluster.zero_split`): w, g, K the bytes per parameter of a weight, a gradient and the optimizer state
-    at the precision (`cluster.state_bytes`), Ψ the parameters held, the dense ones sharded over d ranks and
+    (`memory.zero_split`): w, g, K the bytes per parameter of a weight, a gradient and the optimizer state
+    at the precision (`memory.state_bytes`), Ψ the parameters held, the dense ones sharded over d ranks and
     the experts' over the d/e ranks that hold the same ones.
     """
     d, e = layouts.data_parallel, layouts.expert_parallel
-    split = np.array(cluster.zero_split(*cluster.state_bytes(precision, optimizer)), dtype=np.float64)
+    split = np.array(memory.zero_split(*memory.state_bytes(precision, optimizer)), dtype=np.float64)
     sharded = held.dense / d if held.experts is None else held.dense / d + held.experts / (d / e)
     zero = layouts.zero_stage
     states: Array = split[zero, 0] * held.total + split[zero, 1] * sharded  # (indexing is typed Any)
@@ -681,8 +681,8 @@ def model_states_bytes(layouts: Layouts, held: HeldParams, precision: str, optim
 
 
 def activation_bytes(shape: ModelShape, layouts: Layouts, first_stage_layers: Array, precision: str) -> Array:
-    """Activations on the first pipeline stage, the fullest under 1F1B: `cluster.activation_bytes` (the one
-    model of activation memory, which `cluster.training_memory` reports too) of these layouts.
+    """Activations on the first pipeline stage, the fullest under 1F1B: `memory.activation_bytes` (the one
+    model of activation memory, which `memory.training_memory` reports too) of these layouts.
 
     Notes
     -----
@@ -694,7 +694,7 @@ def activation_bytes(shape: ModelShape, layouts: Layouts, first_stage_layers: Ar
     layer's working set. The first stage holds min(p, m) micro-batches in flight, times 1 + (p - 1)/(p·v)
     with an interleaved schedule; a single stage also holds the fp32 logits, 4·s·b·V/t.
     """
-    return cluster.activation_bytes(
+    return memory.activation_bytes(
         shape,
         tensor_parallel=layouts.tensor_parallel,
         pipeline_parallel=layouts.pipeline_parallel,

@@ -7,16 +7,11 @@ from typing import ClassVar
 import marshmallow as ma
 from marshmallow import validate
 
-from service.core.cluster import (
-    DECODING_BOUNDS,
-    MAX_INFERENCE_BATCH,
-    MAX_MEMORY_BYTES,
-    OPTIMIZER_STATE_BYTES,
-    RECOMPUTATION_MODES,
-)
+from service.core.cluster import DECODING_BOUNDS, MAX_INFERENCE_BATCH
 from service.core.engine import ENGINE_VERSION
 from service.core.hyper import FLOPS_DEFINITIONS
 from service.core.laws import ScalingLaw
+from service.core.memory import MAX_MEMORY_BYTES, OPTIMIZER_STATE_BYTES, RECOMPUTATION_MODES
 from service.core.shape import (
     ACTIVATIONS,
     LATENT_ATTENTION_FIELDS,
