@@ -44,15 +44,6 @@ Codes = npt.NDArray[np.int64]
 # 1.1.0: mixture of experts (expert parallelism, its all-to-all), latent attention, multi-token prediction;
 # in fp8, attention at the bf16 peak and GEMM inputs cached in fp8.
 MODEL_VERSION = "1.1.0"
-# The step's constants (`step_terms` says where each comes from), where callers have found them.
-WIRE_BYTES = terms.WIRE_BYTES
-OPTIMIZER_UPDATE_BYTES = terms.OPTIMIZER_UPDATE_BYTES
-ELEMENTWISE_PASSES_WIDTH = terms.ELEMENTWISE_PASSES_WIDTH
-ELEMENTWISE_PASSES_SCORES = terms.ELEMENTWISE_PASSES_SCORES
-BACKWARD_PER_FORWARD = terms.BACKWARD_PER_FORWARD
-SCALE_UP_LATENCY_SECONDS = terms.SCALE_UP_LATENCY_SECONDS
-SCALE_OUT_LATENCY_SECONDS = terms.SCALE_OUT_LATENCY_SECONDS
-COMMUNICATION_SMS = terms.COMMUNICATION_SMS
 
 
 @dataclass(frozen=True)
