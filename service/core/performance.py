@@ -17,8 +17,8 @@ constants calibrated on published runs (`CALIBRATION`, fitted by `bench/calibrat
 * the pipeline bubble (p - 1)/(v · m) of the ideal time (Narayanan et al. 2021, §2.2).
 
 Every formula is written once over numpy arrays, so one call evaluates one layout or the thousands a layout
-search enumerates (`evaluate`). Each part is a function of `step_terms`, with its formula and source, which
-`evaluate` composes.
+search enumerates (`evaluate`). Each part is a function, with its formula and source, of `step_terms` (one
+device's own work) or `parallel_terms` (what spreading the step over devices adds), which `evaluate` composes.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.core import layout_search
+from service.core import layout_search, parallel_terms
 from service.core import step_terms as terms
 from service.core import validation as v
 from service.core.memory import MAX_MEMORY_BYTES, RECOMPUTATION_MODES, ZERO_STAGES
@@ -254,25 +254,25 @@ def evaluate(
 ) -> dict[str, Array]:
     """Step time, its parts and memory for many layouts at once: `columns` holds one array per `Layout`
     field (recomputation coded 0 none, 1 selective, 2 full; expert_overlap 1, 0 or -1 for whichever is
-    faster), the layouts already checked. The parts are `step_terms`' functions, composed: a layer's parts
-    on the busiest pipeline stage times the micro-batches, the bubble, data-parallel traffic and the
-    optimizer update."""
+    faster), the layouts already checked. The parts are `step_terms`' and `parallel_terms`' functions,
+    composed: a layer's parts on the busiest pipeline stage times the micro-batches, the bubble,
+    data-parallel traffic and the optimizer update."""
     x = terms.Layouts.of(shape, columns)
     rates = _rates(machine, calibration)
     gemms = terms.layer_gemms(shape, x, rates)
-    all_to_all = terms.expert_all_to_all_layer_seconds(shape, x, rates, precision)
-    compute, exposed_all_to_all, overlapped = terms.expert_overlap(
+    all_to_all = parallel_terms.expert_all_to_all_layer_seconds(shape, x, rates, precision)
+    compute, exposed_all_to_all, overlapped = parallel_terms.expert_overlap(
         shape, x, terms.layer_compute_seconds(gemms, x), all_to_all
     )
-    layer = terms.LayerSeconds(
+    layer = parallel_terms.LayerSeconds(
         compute=compute,
         memory_bound=terms.layer_memory_bound_seconds(shape, x, rates),
-        tensor_parallel=terms.tensor_parallel_layer_seconds(shape, x, rates),
-        context_parallel=terms.context_parallel_layer_seconds(shape, x, rates),
+        tensor_parallel=parallel_terms.tensor_parallel_layer_seconds(shape, x, rates),
+        context_parallel=parallel_terms.context_parallel_layer_seconds(shape, x, rates),
         expert_parallel=exposed_all_to_all,
     )
     output = terms.output_layer(shape, x, rates)
-    stages = terms.pipeline_stages(shape, x, layer, output)
+    stages = parallel_terms.pipeline_stages(shape, x, layer, output)
     held = terms.held_params(shape, x, stages.layers_per_stage)
     m, busy = x.micro_batches, stages.busiest_layers
     breakdown = {
@@ -280,10 +280,10 @@ def evaluate(
         "memory_bound": m * stages.memory_bound_seconds,
         "tensor_parallel": m * busy * layer.tensor_parallel,
         "context_parallel": m * busy * layer.context_parallel,
-        "pipeline_bubble": terms.pipeline_bubble_seconds(x, stages.seconds),
-        "pipeline_transfers": m * terms.pipeline_transfer_seconds(shape, x, rates),
+        "pipeline_bubble": parallel_terms.pipeline_bubble_seconds(x, stages.seconds),
+        "pipeline_transfers": m * parallel_terms.pipeline_transfer_seconds(shape, x, rates),
         "expert_parallel": m * busy * layer.expert_parallel,
-        "data_parallel": terms.data_parallel_seconds(x, rates, held, stages.seconds),
+        "data_parallel": parallel_terms.data_parallel_seconds(x, rates, held, stages.seconds),
         "optimizer": terms.optimizer_seconds(x, rates, held),
     }
     seconds = sum(breakdown.values())

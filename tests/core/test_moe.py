@@ -15,8 +15,8 @@ import pytest
 from bench.moe_runs import DEEPSEEK_V3, H100, H800, H800_FP8, MIXTRAL_8X7B, megatron_flops_per_step
 from service.core import cluster, performance, wall_clock
 from service.core import validation as v
+from service.core.parallel_terms import COMMUNICATION_SMS
 from service.core.shape import MAX_MTP_DEPTH, ModelShape
-from service.core.step_terms import COMMUNICATION_SMS
 
 
 def test_deepseek_v3_has_its_published_total_and_active_parameters():
