@@ -66,7 +66,7 @@ from service.services import plan_documents
 from service.services.plan_documents import HYPERPARAMETERS_NOTE, INFERENCE_MINIMISES
 from service.services.planning import AllocationRequest, EstimateRequest, InlineHardware
 
-# What the engine's memory model trains at (core/cluster.py): every catalog precision but int8, which
+# What the engine's memory model trains at (core/memory.py): every catalog precision but int8, which
 # profiles quote for inference.
 TRAINING_PRECISIONS = tuple(precision for precision in PRECISIONS if precision != "int8")
 
