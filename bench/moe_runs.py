@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.core import performance
-from service.core.cluster import ModelShape
 from service.core.performance import Machine
+from service.core.shape import ModelShape
 
 H800 = Machine(
     peak_flops_per_second=989.4e12,

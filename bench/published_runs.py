@@ -25,8 +25,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from service.core.cluster import ModelShape
 from service.core.performance import Layout, Machine
+from service.core.shape import ModelShape
 
 SELENE = Machine(
     peak_flops_per_second=312e12,

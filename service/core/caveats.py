@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from service.core.cluster import ModelShape
 from service.core.fit import LawFit
 from service.core.isoflop_fit import BUDGET_TOLERANCE_DECADES, IsoflopFit, IsoflopUnavailable
 from service.core.laws import FittedRange
 from service.core.performance import Machine
+from service.core.shape import ModelShape
 from service.core.wall_clock import LONGEST_RUN_DAYS, SECONDS_PER_DAY, within_reach
 
 EXTRAPOLATION = "extrapolation"

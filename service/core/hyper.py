@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from service.core import units
 from service.core import validation as v
-from service.core.cluster import ModelShape
+from service.core.shape import ModelShape
 
 DEEPSEEK_LLM_2024 = "DeepSeek-AI 2024, DeepSeek LLM (arXiv 2401.02954), §3.1"
 # Which compute C the hints were evaluated at: the plan's 6·N·D, or DeepSeek's own M·D (a shape is given).

@@ -15,13 +15,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.core import cluster
 from service.core import validation as v
-from service.core.cluster import ModelShape
+from service.core.memory import RECOMPUTATION_MODES, ZERO_STAGES
+from service.core.shape import ModelShape
 
 Array = npt.NDArray[np.float64]
 Columns = dict[str, Any]  # one array per layout field, as `performance.evaluate` takes them
-RECOMPUTATION_MODES = cluster.RECOMPUTATION_MODES
 
 # What the search tries for the fields a request leaves out.
 MICRO_BATCHES = (1, 2, 4, 8, 16)
@@ -65,7 +64,7 @@ def candidates(
         rows = [(*row, 1) for row in rows]
     base = np.array(rows, dtype=np.int64)
     modes = options("recomputation", list(RECOMPUTATION_MODES))
-    stages = options("zero_stage", list(cluster.ZERO_STAGES))
+    stages = options("zero_stage", list(ZERO_STAGES))
     overlap = int(fixed["expert_overlap"]) if "expert_overlap" in fixed else -1  # -1: the faster
     extra = np.array(
         [(RECOMPUTATION_MODES.index(mode), stage) for mode in modes for stage in stages], dtype=np.int64

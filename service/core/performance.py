@@ -17,8 +17,8 @@ constants calibrated on published runs (`CALIBRATION`, fitted by `bench/calibrat
 * the pipeline bubble (p - 1)/(v · m) of the ideal time (Narayanan et al. 2021, §2.2).
 
 Every formula is written once over numpy arrays, so one call evaluates one layout or the thousands a layout
-search enumerates (`evaluate`). Each part is a function of `step_terms`, with its formula and source, which
-`evaluate` composes.
+search enumerates (`evaluate`). Each part is a function, with its formula and source, of `step_terms` (one
+device's own work) or `parallel_terms` (what spreading the step over devices adds), which `evaluate` composes.
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.core import cluster, layout_search
+from service.core import layout_search, parallel_terms
 from service.core import step_terms as terms
 from service.core import validation as v
-from service.core.cluster import ModelShape
+from service.core.memory import MAX_MEMORY_BYTES, RECOMPUTATION_MODES, ZERO_STAGES
+from service.core.shape import ModelShape
 
 Array = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]
@@ -43,16 +44,6 @@ Codes = npt.NDArray[np.int64]
 # 1.1.0: mixture of experts (expert parallelism, its all-to-all), latent attention, multi-token prediction;
 # in fp8, attention at the bf16 peak and GEMM inputs cached in fp8.
 MODEL_VERSION = "1.1.0"
-RECOMPUTATION_MODES = cluster.RECOMPUTATION_MODES  # none, selective, full: coded 0, 1, 2 in arrays
-# The step's constants (`step_terms` says where each comes from), where callers have found them.
-WIRE_BYTES = terms.WIRE_BYTES
-OPTIMIZER_UPDATE_BYTES = terms.OPTIMIZER_UPDATE_BYTES
-ELEMENTWISE_PASSES_WIDTH = terms.ELEMENTWISE_PASSES_WIDTH
-ELEMENTWISE_PASSES_SCORES = terms.ELEMENTWISE_PASSES_SCORES
-BACKWARD_PER_FORWARD = terms.BACKWARD_PER_FORWARD
-SCALE_UP_LATENCY_SECONDS = terms.SCALE_UP_LATENCY_SECONDS
-SCALE_OUT_LATENCY_SECONDS = terms.SCALE_OUT_LATENCY_SECONDS
-COMMUNICATION_SMS = terms.COMMUNICATION_SMS
 
 
 @dataclass(frozen=True)
@@ -109,7 +100,7 @@ class Machine:
 
     def __post_init__(self) -> None:
         v.positive("peak_flops_per_second", self.peak_flops_per_second)
-        v.positive("memory_bytes", self.memory_bytes, maximum=cluster.MAX_MEMORY_BYTES)
+        v.positive("memory_bytes", self.memory_bytes, maximum=MAX_MEMORY_BYTES)
         v.positive("memory_bandwidth_bytes_per_second", self.memory_bandwidth_bytes_per_second)
         v.whole("accelerators_per_node", self.accelerators_per_node)
         v.positive("scale_up_bandwidth_bytes_per_second", self.scale_up_bytes_per_second)
@@ -263,25 +254,25 @@ def evaluate(
 ) -> dict[str, Array]:
     """Step time, its parts and memory for many layouts at once: `columns` holds one array per `Layout`
     field (recomputation coded 0 none, 1 selective, 2 full; expert_overlap 1, 0 or -1 for whichever is
-    faster), the layouts already checked. The parts are `step_terms`' functions, composed: a layer's parts
-    on the busiest pipeline stage times the micro-batches, the bubble, data-parallel traffic and the
-    optimizer update."""
+    faster), the layouts already checked. The parts are `step_terms`' and `parallel_terms`' functions,
+    composed: a layer's parts on the busiest pipeline stage times the micro-batches, the bubble,
+    data-parallel traffic and the optimizer update."""
     x = terms.Layouts.of(shape, columns)
     rates = _rates(machine, calibration)
     gemms = terms.layer_gemms(shape, x, rates)
-    all_to_all = terms.expert_all_to_all_layer_seconds(shape, x, rates, precision)
-    compute, exposed_all_to_all, overlapped = terms.expert_overlap(
+    all_to_all = parallel_terms.expert_all_to_all_layer_seconds(shape, x, rates, precision)
+    compute, exposed_all_to_all, overlapped = parallel_terms.expert_overlap(
         shape, x, terms.layer_compute_seconds(gemms, x), all_to_all
     )
-    layer = terms.LayerSeconds(
+    layer = parallel_terms.LayerSeconds(
         compute=compute,
         memory_bound=terms.layer_memory_bound_seconds(shape, x, rates),
-        tensor_parallel=terms.tensor_parallel_layer_seconds(shape, x, rates),
-        context_parallel=terms.context_parallel_layer_seconds(shape, x, rates),
+        tensor_parallel=parallel_terms.tensor_parallel_layer_seconds(shape, x, rates),
+        context_parallel=parallel_terms.context_parallel_layer_seconds(shape, x, rates),
         expert_parallel=exposed_all_to_all,
     )
     output = terms.output_layer(shape, x, rates)
-    stages = terms.pipeline_stages(shape, x, layer, output)
+    stages = parallel_terms.pipeline_stages(shape, x, layer, output)
     held = terms.held_params(shape, x, stages.layers_per_stage)
     m, busy = x.micro_batches, stages.busiest_layers
     breakdown = {
@@ -289,10 +280,10 @@ def evaluate(
         "memory_bound": m * stages.memory_bound_seconds,
         "tensor_parallel": m * busy * layer.tensor_parallel,
         "context_parallel": m * busy * layer.context_parallel,
-        "pipeline_bubble": terms.pipeline_bubble_seconds(x, stages.seconds),
-        "pipeline_transfers": m * terms.pipeline_transfer_seconds(shape, x, rates),
+        "pipeline_bubble": parallel_terms.pipeline_bubble_seconds(x, stages.seconds),
+        "pipeline_transfers": m * parallel_terms.pipeline_transfer_seconds(shape, x, rates),
         "expert_parallel": m * busy * layer.expert_parallel,
-        "data_parallel": terms.data_parallel_seconds(x, rates, held, stages.seconds),
+        "data_parallel": parallel_terms.data_parallel_seconds(x, rates, held, stages.seconds),
         "optimizer": terms.optimizer_seconds(x, rates, held),
     }
     seconds = sum(breakdown.values())
@@ -476,7 +467,7 @@ def check_fixed_fields(
         )
     if "recomputation" in fixed and fixed["recomputation"] not in RECOMPUTATION_MODES:
         raise v.InvalidInput("layout.recomputation", f"must be one of {', '.join(RECOMPUTATION_MODES)}")
-    if "zero_stage" in fixed and fixed["zero_stage"] not in cluster.ZERO_STAGES:
+    if "zero_stage" in fixed and fixed["zero_stage"] not in ZERO_STAGES:
         raise v.InvalidInput("layout.zero_stage", "must be 0, 1, 2 or 3")
     d = fixed.get("data_parallel")
     batch = fixed.get("global_batch")

@@ -68,3 +68,18 @@ def whole(argument: str, value: int, *, minimum: int = 1) -> int:
     if value < minimum:
         raise InvalidInput(argument, f"must be at least {minimum}, got {value!r}")
     return value
+
+
+def whole_at_most(argument: str, value: int, maximum: int, *, minimum: int = 1) -> int:
+    """A whole number in [minimum, maximum]."""
+    number = whole(argument, value, minimum=minimum)
+    if number > maximum:
+        raise InvalidInput(argument, f"must be at most {maximum}, got {value!r}")
+    return number
+
+
+def choice(argument: str, value: str, allowed: tuple[str, ...]) -> str:
+    """One of the `allowed` strings."""
+    if value not in allowed:
+        raise InvalidInput(argument, f"must be one of {', '.join(allowed)}; got {value!r}")
+    return value

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 from service.core import goodput as goodput_model
 from service.core import performance
 from service.core import validation as v
-from service.core.cluster import ModelShape
 from service.core.performance import CALIBRATION, Calibration, Machine, Search
+from service.core.shape import ModelShape
 
 # A shape assumed for a model given only by its parameter count: width = 128 · layers (GPT-3 175B: 12288 =
 # 128 · 96; Llama 3 405B: 16384 ≈ 130 · 126; Kaplan et al. 2020 §3.1 find the loss flat over a wide band of

@@ -6,15 +6,13 @@ from __future__ import annotations
 import marshmallow as ma
 from marshmallow import validate
 
-from service.core.cluster import (
+from service.core.memory import MAX_MEMORY_BYTES, OPTIMIZER_STATE_BYTES, RECOMPUTATION_MODES
+from service.core.shape import (
     ACTIVATIONS,
     LATENT_ATTENTION_FIELDS,
-    MAX_MEMORY_BYTES,
     MAX_MTP_DEPTH,
     MAX_SHAPE_DIMENSION,
     MOE_FIELDS,
-    OPTIMIZER_STATE_BYTES,
-    RECOMPUTATION_MODES,
     ModelShape,
 )
 from service.core.units import MAX_ACCELERATORS

@@ -8,9 +8,9 @@ from datetime import date
 import marshmallow as ma
 from marshmallow import validate
 
-from service.core.cluster import MAX_MEMORY_BYTES
 from service.core.engine import ASSUMED_NETWORK
 from service.core.goodput import LLAMA3_FAILURES_PER_ACCELERATOR_HOUR
+from service.core.memory import MAX_MEMORY_BYTES
 from service.core.units import MAX_PEAK_FLOPS_PER_SECOND
 from service.data.catalog import PRECISIONS
 from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema, requires

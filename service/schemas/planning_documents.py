@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import marshmallow as ma
 
-from service.core.cluster import DECODING_BOUNDS, SERVING_BYTES_PER_PARAM
+from service.core.cluster import DECODING_BOUNDS
 from service.core.engine import ENGINE_VERSION
 from service.core.hyper import FLOPS_DEFINITIONS
+from service.core.shape import SERVING_BYTES_PER_PARAM
 from service.schemas.common import CaveatSchema, DocumentSchema
 from service.schemas.fields import MoneyField, PairField
 from service.schemas.hardware import PeakFlopsSchema

@@ -15,10 +15,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from service.core import allocate, caveats, cluster, engine, performance
-from service.core.cluster import SERVING_BYTES_PER_PARAM
+from service.core import allocate, caveats, engine, performance
 from service.core.hyper import Hyperparameters
 from service.core.laws import FittedRange, MoEDesign, ScalingLaw
+from service.core.memory import MemoryEstimate
+from service.core.shape import SERVING_BYTES_PER_PARAM, ModelShape
 from service.data.catalog import PRECISIONS
 from service.services import planning
 from service.services.documents import JsonObject, format_optional_money, from_document, to_document
@@ -364,7 +365,7 @@ def _performance(estimate: engine.Estimate) -> dict[str, Any]:
     }
 
 
-def moe_document(shape: cluster.ModelShape) -> dict[str, Any]:
+def moe_document(shape: ModelShape) -> dict[str, Any]:
     """What a shape's parameters are made of: active ones, embeddings, the experts and latent attention."""
     return {
         "active_params": float(shape.active_params),
@@ -389,7 +390,7 @@ def layout_document(layout: performance.Layout) -> dict[str, Any]:
     return {name: getattr(layout, name) for name in performance.LAYOUT_FIELDS}
 
 
-def _memory(memory: cluster.MemoryEstimate) -> dict[str, Any]:
+def _memory(memory: MemoryEstimate) -> dict[str, Any]:
     return {
         "zero_stage": int(memory.zero_stage),
         "data_parallel": int(memory.data_parallel),

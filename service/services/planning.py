@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from service.core import allocate, caveats, engine, performance, wall_clock
-from service.core.cluster import ModelShape
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
+from service.core.shape import ModelShape
 from service.core.validation import InvalidInput
 from service.data.models import FittedLaw, HardwareProfile
 from service.services import laws

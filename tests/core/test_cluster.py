@@ -11,15 +11,14 @@ from hypothesis import strategies as st
 
 from service.core import units
 from service.core.cluster import (
-    OPTIMIZER_STATE_BYTES,
-    ModelShape,
     decoding_runtime,
     recomputation_flops_factor,
     training_cost,
     training_flops,
-    training_memory,
     training_runtime,
 )
+from service.core.memory import OPTIMIZER_STATE_BYTES, training_memory
+from service.core.shape import ModelShape
 from service.core.validation import InvalidInput
 
 A100_BF16_FLOPS_PER_SECOND = 312e12  # dense peak, NVIDIA A100 datasheet (hardware.md)

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.core import allocate, engine, wall_clock
-from service.core.cluster import ModelShape
 from service.core.laws import MoEDesign, ScalingLaw
+from service.core.shape import ModelShape
 from service.core.units import PF_DAY_FLOPS
 from service.core.validation import InvalidInput
 

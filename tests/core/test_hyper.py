@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.core import units
-from service.core.cluster import ModelShape
 from service.core.hyper import DEEPSEEK_FLOPS, SIX_N_D_FLOPS, deepseek_flops, hyperparameters_for
+from service.core.shape import ModelShape
 from service.core.validation import InvalidInput
 
 

@@ -15,7 +15,8 @@ import pytest
 from bench.moe_runs import DEEPSEEK_V3, H100, H800, H800_FP8, MIXTRAL_8X7B, megatron_flops_per_step
 from service.core import cluster, performance, wall_clock
 from service.core import validation as v
-from service.core.cluster import ModelShape
+from service.core.parallel_terms import COMMUNICATION_SMS
+from service.core.shape import MAX_MTP_DEPTH, ModelShape
 
 
 def test_deepseek_v3_has_its_published_total_and_active_parameters():
@@ -60,7 +61,7 @@ def test_training_flops_follow_the_active_parameters():
         ({"experts": 8, "experts_per_token": 2, "dense_layers": 4}, "dense_layers"),
         ({"q_lora_rank": 16}, "q_lora_rank"),
         ({"kv_lora_rank": 16, "kv_heads": 2}, "kv_heads"),
-        ({"mtp_depth": cluster.MAX_MTP_DEPTH + 1}, "mtp_depth"),
+        ({"mtp_depth": MAX_MTP_DEPTH + 1}, "mtp_depth"),
     ],
 )
 def test_a_shape_that_cannot_be_is_refused_naming_the_field(fields, named):
@@ -110,7 +111,7 @@ def test_overlapping_the_all_to_all_hides_it_under_compute_at_the_cost_of_the_sm
     overlapped = performance.step(DEEPSEEK_V3, H800, deepseek_v3_layout())
     # The layers' GEMMs slow down by the SMs taken; the output layer's, after the last all-to-all, do not.
     slower = overlapped.breakdown["compute"] / plain.breakdown["compute"]
-    assert 1 < slower <= 1 / (1 - performance.COMMUNICATION_SMS)
+    assert 1 < slower <= 1 / (1 - COMMUNICATION_SMS)
     assert overlapped.breakdown["expert_parallel"] < plain.breakdown["expert_parallel"]
     assert overlapped.seconds < plain.seconds
 

@@ -9,9 +9,10 @@ import pytest
 
 from bench.moe_runs import MIXTRAL_8X7B
 from bench.published_runs import CALIBRATION_RUNS, HELD_OUT_RUNS, LLAMA3_405B, LLAMA3_CLUSTER, SELENE
-from service.core import cluster, performance
-from service.core.cluster import ModelShape
+from service.core import performance
+from service.core.memory import training_memory
 from service.core.performance import Layout, step
+from service.core.shape import ModelShape
 from service.core.validation import InvalidInput
 
 GPT_175B = ModelShape(layers=96, d_model=12288, heads=96, sequence_length=2048, vocabulary=51_200)
@@ -162,11 +163,11 @@ def test_the_first_stage_holds_p_micro_batches_in_flight():
 def test_a_plan_at_a_given_mfu_reports_the_memory_the_layout_search_checks(
     shape, recomputation, flash_attention
 ):
-    # One activation model: cluster.training_memory (plans given an MFU) and the step (the search's fit
+    # One activation model: memory.training_memory (plans given an MFU) and the step (the search's fit
     # check) agree on a layout both can describe: one stage, one micro-batch, no expert parallelism.
     options = {"recomputation": recomputation, "flash_attention": flash_attention, "zero_stage": 1}
     stepped = step(shape, SELENE, layout(pipeline_parallel=1, data_parallel=8, global_batch=8, **options))
-    reported = cluster.training_memory(
+    reported = training_memory(
         shape.params, SELENE.memory_bytes, data_parallel=8, tensor_parallel=8, shape=shape, **options
     )
 

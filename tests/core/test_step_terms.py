@@ -2,8 +2,8 @@
 
 The rates are round numbers so the arithmetic can be followed: a peak of 1e15 FLOP/s at efficiency 0.5
 (5e14 achieved) with 1 µs per GEMM kernel, 1e12 bytes/s of HBM, nodes of 8 with 1e11 bytes/s inside and
-1e10 between them (latencies 3 µs and 10 µs, the module's). The shapes are small: 1024 wide, 8 heads of 128,
-a context of 1024, so one sequence puts T = 1024 rows through every GEMM.
+1e10 between them (latencies 3 µs and 10 µs, parallel_terms'). The shapes are small: 1024 wide, 8 heads of
+128, a context of 1024, so one sequence puts T = 1024 rows through every GEMM.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from service.core import parallel_terms as parallel
 from service.core import step_terms as terms
-from service.core.cluster import ModelShape
+from service.core.shape import ModelShape
 
 RATES = terms.Rates(
     peak_flops_per_second=1e15,
@@ -165,7 +166,7 @@ def test_without_flash_attention_the_scores_are_moved_too_and_selective_recomput
     ],
 )
 def test_tensor_parallel_collectives_are_ring_or_tree_all_reduces_of_a_layers_activations(overrides, seconds):
-    assert one(terms.tensor_parallel_layer_seconds(DENSE, layouts(**overrides), RATES)) == pytest.approx(
+    assert one(parallel.tensor_parallel_layer_seconds(DENSE, layouts(**overrides), RATES)) == pytest.approx(
         seconds, rel=1e-12
     )
 
@@ -183,7 +184,9 @@ def test_tensor_parallel_collectives_are_ring_or_tree_all_reduces_of_a_layers_ac
 )
 def test_context_parallelism_exchanges_the_other_chunks_keys_and_values(context_parallel, seconds):
     x = layouts(GROUPED, context_parallel=context_parallel)
-    assert one(terms.context_parallel_layer_seconds(GROUPED, x, RATES)) == pytest.approx(seconds, rel=1e-12)
+    assert one(parallel.context_parallel_layer_seconds(GROUPED, x, RATES)) == pytest.approx(
+        seconds, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize(
@@ -207,13 +210,13 @@ def test_the_expert_all_to_all_sends_each_token_once_to_each_node_its_experts_ar
     overrides, precision, seconds
 ):
     x = layouts(EXPERTS, **overrides)
-    assert one(terms.expert_all_to_all_layer_seconds(EXPERTS, x, RATES, precision)) == pytest.approx(
+    assert one(parallel.expert_all_to_all_layer_seconds(EXPERTS, x, RATES, precision)) == pytest.approx(
         seconds, rel=1e-12
     )
 
 
 def test_a_dense_model_has_no_all_to_all():
-    assert terms.expert_all_to_all_layer_seconds(DENSE, layouts(), RATES, "bf16") == 0.0
+    assert parallel.expert_all_to_all_layer_seconds(DENSE, layouts(), RATES, "bf16") == 0.0
 
 
 @pytest.mark.parametrize(
@@ -230,7 +233,9 @@ def test_a_dense_model_has_no_all_to_all():
 )
 def test_an_overlapped_all_to_all_hides_under_compute_that_runs_on_fewer_sms(code, all_to_all, expected):
     x = layouts(EXPERTS, expert_parallel=4, data_parallel=4, expert_overlap=code)
-    compute, exposed, overlapped = terms.expert_overlap(EXPERTS, x, np.array([1e-3]), np.array([all_to_all]))
+    compute, exposed, overlapped = parallel.expert_overlap(
+        EXPERTS, x, np.array([1e-3]), np.array([all_to_all])
+    )
     assert (one(compute), one(exposed), bool(overlapped[0])) == pytest.approx(expected, rel=1e-12)
 
 
@@ -257,8 +262,8 @@ def test_a_prediction_module_runs_the_output_layer_again_and_its_projection():
     assert one(output.memory_bound_seconds) == pytest.approx(2 * 1.2288e-5, rel=1e-12)
 
 
-def layer(compute: float = 1.0) -> terms.LayerSeconds:
-    return terms.LayerSeconds(
+def layer(compute: float = 1.0) -> parallel.LayerSeconds:
+    return parallel.LayerSeconds(
         compute=np.array([compute]),
         memory_bound=np.array([0.25]),
         tensor_parallel=np.array([0.25]),
@@ -287,7 +292,7 @@ def output(compute: float) -> terms.OutputLayer:
 )
 def test_the_busiest_stage_sets_the_pipelines_pace(output_seconds, busiest, stage):
     shape = dataclasses.replace(DENSE, layers=126)
-    stages = terms.pipeline_stages(
+    stages = parallel.pipeline_stages(
         shape, layouts(shape, pipeline_parallel=16), layer(), output(output_seconds)
     )
 
@@ -304,7 +309,7 @@ def test_the_busiest_stage_sets_the_pipelines_pace(output_seconds, busiest, stag
 def test_stages_keep_a_layer_each_when_the_spare_slots_outnumber_what_the_ends_can_give_up():
     # 75 layers on 34 stages: 3 a stage, 27 spare; the first keeps max(1, 3 - 14) = 1.
     shape = dataclasses.replace(DENSE, layers=75)
-    stages = terms.pipeline_stages(shape, layouts(shape, pipeline_parallel=34), layer(), output(0.0))
+    stages = parallel.pipeline_stages(shape, layouts(shape, pipeline_parallel=34), layer(), output(0.0))
     assert (one(stages.layers_per_stage), one(stages.first_stage_layers)) == (3, 1)
 
 
@@ -322,7 +327,7 @@ def test_stages_keep_a_layer_each_when_the_spare_slots_outnumber_what_the_ends_c
 def test_pipeline_transfers_send_a_micro_batchs_activations_across_each_boundary_both_ways(
     overrides, seconds
 ):
-    assert one(terms.pipeline_transfer_seconds(DENSE, layouts(**overrides), RATES)) == pytest.approx(
+    assert one(parallel.pipeline_transfer_seconds(DENSE, layouts(**overrides), RATES)) == pytest.approx(
         seconds, rel=1e-12
     )
 
@@ -330,8 +335,8 @@ def test_pipeline_transfers_send_a_micro_batchs_activations_across_each_boundary
 def test_the_bubble_is_p_minus_1_over_v_stage_times():
     # (p - 1)/(v·m) of the ideal m · 10 s: 3/2 · 10 s.
     x = layouts(pipeline_parallel=4, interleave=2, global_batch=8)
-    assert one(terms.pipeline_bubble_seconds(x, np.array([10.0]))) == 15.0
-    assert one(terms.pipeline_bubble_seconds(layouts(), np.array([10.0]))) == 0.0
+    assert one(parallel.pipeline_bubble_seconds(x, np.array([10.0]))) == 15.0
+    assert one(parallel.pipeline_bubble_seconds(layouts(), np.array([10.0]))) == 0.0
 
 
 # --- parameters, data parallelism, optimizer ----------------------------------------------------------------
@@ -377,7 +382,7 @@ def test_data_parallel_gradient_traffic_hides_under_the_backward_pass(zero_stage
         tensor_parallel=2, pipeline_parallel=2, data_parallel=4, global_batch=16, zero_stage=zero_stage
     )
     rates = dataclasses.replace(RATES, overlap=overlap)
-    exposed = terms.data_parallel_seconds(x, rates, dense_held(), np.array([3e-3]))
+    exposed = parallel.data_parallel_seconds(x, rates, dense_held(), np.array([3e-3]))
     assert one(exposed) == pytest.approx(seconds, rel=1e-12)
 
 
@@ -389,7 +394,7 @@ def test_experts_gradients_are_reduced_over_the_ranks_that_hold_the_same_experts
     # Inside a node. Dense: 16 842 752 bytes over 8, ring 2·7/8 · 16 842 752 / 1e11 + 14 · 3e-6 =
     # 3.3674816e-4.
     # Experts: 25 165 824 bytes over 8/4 = 2, ring 25 165 824 / 1e11 + 2 · 3e-6 = 2.5765824e-4.
-    exposed = terms.data_parallel_seconds(x, rates, held, np.array([3e-3]))
+    exposed = parallel.data_parallel_seconds(x, rates, held, np.array([3e-3]))
     assert one(exposed) == pytest.approx(3.3674816e-4 + 2.5765824e-4, rel=1e-12)
 
 

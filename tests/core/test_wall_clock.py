@@ -9,8 +9,8 @@ import pytest
 
 from bench.moe_runs import DEEPSEEK_V3
 from bench.published_runs import LLAMA3_405B, LLAMA3_CLUSTER
-from service.core import cluster, wall_clock
-from service.core.cluster import ModelShape
+from service.core import wall_clock
+from service.core.shape import ModelShape
 from service.core.validation import InvalidInput
 from service.core.wall_clock import Reliability, assumed_shape, choose_accelerators, run_on_cluster
 
@@ -179,6 +179,6 @@ def test_the_shape_a_sizing_chooses_is_checked_as_any_shape_is(monkeypatch):
     # width that the chosen 70B shape (8 192 wide) breaks and the template (128 wide) does not.
     template, aspect, heads_step = _templates()[0]
     assert wall_clock._sized(template, 7e10, aspect, heads_step).d_model > 4096
-    monkeypatch.setattr(cluster, "MAX_SHAPE_DIMENSION", 4096)
+    monkeypatch.setattr("service.core.shape.MAX_SHAPE_DIMENSION", 4096)
     with pytest.raises(InvalidInput, match="d_model"):
         wall_clock._sized(template, 7e10, aspect, heads_step)

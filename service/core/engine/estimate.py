@@ -8,9 +8,11 @@ from decimal import Decimal
 
 from service.core import caveats, cluster, performance, units
 from service.core import validation as v
-from service.core.cluster import MemoryEstimate, ModelShape, Runtime
+from service.core.cluster import Runtime
 from service.core.engine.inputs import Cluster, NamedLaw, price_of
 from service.core.engine.run import machine_of, model_run
+from service.core.memory import MemoryEstimate, state_bytes, training_memory
+from service.core.shape import ModelShape
 from service.core.wall_clock import ClusterRun, Sizing
 
 
@@ -147,7 +149,7 @@ def _at_given_mfu(params: float, tokens: float, flops: float, on: Cluster) -> _P
     mfu = on.mfu
     runtime = cluster.training_runtime(flops, on.accelerators, on.peak_flops_per_second, mfu)
     fixed = on.layout  # the layout given, as far as the memory of plans at an MFU counts it
-    memory = cluster.training_memory(
+    memory = training_memory(
         params,
         on.hardware.memory_bytes,
         data_parallel=on.data_parallel,
@@ -210,7 +212,7 @@ def step_of(run: Estimate, calibration: performance.Calibration) -> performance.
 
 def memory_of(step: performance.Step, on: Cluster) -> MemoryEstimate:
     layout = step.layout
-    w, g, K = cluster.state_bytes(on.precision, on.optimizer)
+    w, g, K = state_bytes(on.precision, on.optimizer)
     return MemoryEstimate(
         zero_stage=layout.zero_stage,
         data_parallel=layout.data_parallel,

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from service.core import cluster, performance
+from service.core import performance
 from service.core import validation as v
 from service.core.laws import PUBLISHED_LAWS, FittedRange, MoEDesign, ScalingLaw
+from service.core.shape import ModelShape
 
 DEFAULT_PRECISION = "bf16"
 
@@ -43,7 +44,7 @@ class Cluster:
     mfu: float | None = None
     precision: str = DEFAULT_PRECISION
     optimizer: str = "adam"
-    shape: cluster.ModelShape | None = None
+    shape: ModelShape | None = None
     layout: Mapping[str, Any] = field(default_factory=dict)  # the layout fields fixed; the rest are searched
     max_accelerators: int | None = None
     deadline_days: float | None = None  # for choosing the accelerator count of a model already chosen

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from service.core import caveats, performance, wall_clock
-from service.core.cluster import ModelShape
 from service.core.engine.inputs import Cluster
 from service.core.hyper import hyperparameters_for
+from service.core.shape import ModelShape
 from service.core.wall_clock import ClusterRun, Reliability, Sizing
 
 # Network of a profile that does not give one: an 8-accelerator node of DGX A100 class (NVLink 3, one

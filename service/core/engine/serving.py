@@ -9,7 +9,7 @@ from service.core import cluster, units
 from service.core import validation as v
 from service.core.engine.inputs import Budget, Cluster, Hardware, price_of
 
-# Precisions a server decodes bf16 weights at (cluster.SERVING_BYTES_PER_PARAM), in order of preference.
+# Precisions a server decodes bf16 weights at (shape.SERVING_BYTES_PER_PARAM), in order of preference.
 SERVING_PRECISIONS = ("bf16", "fp16")
 
 
