@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.infra import json_provider, write_gate
+from service.infra import json_provider
 from service.infra.actors import act_as
 from service.infra.config import Config
 
@@ -183,17 +183,10 @@ def _create_sqlite_engine(url: URL, busy_timeout_ms: int) -> Engine:
         cursor.execute(f"PRAGMA threads = {SQLITE_SORT_THREADS}")
         cursor.close()
 
-    # Writers queue at a gate rather than sleep in SQLite's busy handler (service/infra/write_gate.py); an
-    # in-memory database has one connection, and no file to put the gate's beside.
-    gate = None if file is None else write_gate.install(engine, file, busy_timeout_ms / 1000)
-
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
-        if gate is None or mode == "DEFERRED":
-            connection.exec_driver_sql(f"BEGIN {mode}")
-        else:
-            write_gate.begin(gate, connection, f"BEGIN {mode}")
+        connection.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
 
