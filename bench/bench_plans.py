@@ -39,7 +39,6 @@ import argparse
 import contextlib
 import io
 import itertools
-import json
 import os
 import random
 import re
@@ -64,10 +63,9 @@ from sqlalchemy.orm import Session
 
 from bench.machine import CpuMeter, CpuUse, describe
 from service.data.models import Organization, Plan
-from service.infra import json_provider
 from service.infra.config import Config
 from service.infra.db import create_db_engine, reading
-from service.services import plan_summaries, plans
+from service.services import plans
 from service.services.pagination import Cursor
 from tests.commands import ROOT, SERVE_COMMAND, SETUP_COMMAND, free_port, scratch_postgres_database
 
@@ -442,9 +440,8 @@ def merged(windows: list[Throughput]) -> Throughput:
 
 # --- Bulk-loading the history -----------------------------------------------------------------------------
 
-# Varied per row; every other column is the template plan's stored value. Its summary (the JSON a page serves,
-# services/plan_summaries.py) is the template's with these columns' members replaced.
-VARIED = ("id", "organization_id", "budget_id", "created_at", "summary")
+# Varied per row; every other column is the template plan's stored value.
+VARIED = ("id", "organization_id", "budget_id", "created_at")
 
 
 def fill_history(
@@ -464,24 +461,15 @@ def fill_history(
         missing = total - existing
         if missing <= 0:
             return 0, 0.0
-        summary = json.loads(
-            connection.scalar(select(PLANS.c.summary).where(PLANS.c.id == uuid.UUID(fixture.plan_id)))
-        )
     organizations = [ids[slug] for slug in slugs]
     budget = uuid.UUID(fixture.budget_id)
     step = span / missing
 
-    def rows() -> Iterator[tuple[uuid.UUID, uuid.UUID, uuid.UUID | None, datetime, str]]:
+    def rows() -> Iterator[tuple[uuid.UUID, uuid.UUID, uuid.UUID | None, datetime]]:
         for i in range(missing):
             n = i % len(organizations)
             id_, budget_id, created_at = uuid.uuid4(), budget if n == 0 else None, oldest - step * (i + 1)
-            members = {
-                "id": str(id_),
-                "organization": slugs[n],
-                "budget_id": None if budget_id is None else str(budget_id),
-                "created_at": created_at.isoformat(),
-            }
-            yield id_, organizations[n], budget_id, created_at, json_provider.served({**summary, **members})
+            yield id_, organizations[n], budget_id, created_at
 
     started = time.perf_counter()
     if engine.dialect.name == "postgresql":
@@ -700,8 +688,10 @@ def bare_seconds(engine: Engine, statement: Statement, repeat: int) -> float:
 def row_value_select(organization_id: uuid.UUID | None, after: Cursor | None):
     """Not the service's query: the same page with the organisation's id resolved first and the keyset as a
     row-value comparison, (created_at, id) < (:created_at, :id), which both databases can seek an index on.
-    The columns a page reads (plan_summaries.LISTED)."""
-    stmt = plan_summaries.LISTED
+    The columns a page reads: all but the plan's documents."""
+    stmt = select(
+        *(column for column in PLANS.columns if column.name not in ("inputs", "snapshot", "result"))
+    )
     if organization_id is not None:
         stmt = stmt.where(PLANS.c.organization_id == organization_id)
     if after is not None:

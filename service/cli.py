@@ -17,7 +17,7 @@ from service.core.engine import ENGINE_VERSION
 from service.data.models import Plan
 from service.infra import actors, migrate
 from service.infra.db import get_db
-from service.services import keys, plan_summaries, plans
+from service.services import keys, plans
 from service.services.catalog import load_builtin_hardware
 from service.services.errors import InvalidFieldError
 from service.workers import jobs, webhook_sender
@@ -153,23 +153,6 @@ def _every_plan(session: Session, batch: int = 500) -> Iterator[Plan]:
             return
         after = found[-1].id
         session.expunge_all()  # memory stays one batch's
-
-
-@plans_cli.command("summarize")
-@click.option("--batch", default=500, show_default=True, help="Plans written per transaction.")
-def plans_summarize(batch: int) -> None:
-    """Write the summary a page serves of every plan that has none or an old one: plans stored before
-    migration 0010, which pages otherwise render from their rows each time they are read. Safe to run while
-    the service runs, and again."""
-    written = 0
-    while True:
-        with get_db().sessionmaker() as session:
-            count = plan_summaries.write_behind(session, batch)
-            session.commit()
-        if not count:
-            break
-        written += count
-    click.echo(f"{written} plan summaries written")
 
 
 jobs_cli = AppGroup("jobs", help="Background fits.")

@@ -10,7 +10,6 @@ import flask_smorest
 from webargs.flaskparser import FlaskParser
 from werkzeug.routing import BaseConverter
 
-from service.infra import json_provider
 from service.schemas.fields import SLUG_PATTERN
 from service.services.pagination import Page
 from service.services.preconditions import etag
@@ -105,13 +104,6 @@ class Blueprint(flask_smorest.Blueprint):
 def page_response(page: Page, limit: int) -> tuple[dict, dict[str, str]]:
     """The list convention: `items`, `next_cursor` in the body and an RFC 8288 `Link: rel="next"`."""
     return {"items": page.items, "next_cursor": page.next_cursor}, _next_link(page, limit)
-
-
-def written_page_response(page: Page[str], limit: int) -> tuple[flask.Response, dict[str, str]]:
-    """page_response for items kept as the JSON they are served as (a plan's summary): the body written
-    around them, as Flask writes the page's schema dump (`next_cursor` first, then `items`), not dumped."""
-    body = f'{{"next_cursor":{json_provider.served(page.next_cursor)},"items":[{",".join(page.items)}]}}\n'
-    return flask.current_app.response_class(body, mimetype="application/json"), _next_link(page, limit)
 
 
 def _next_link(page: Page, limit: int) -> dict[str, str]:

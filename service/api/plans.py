@@ -13,7 +13,6 @@ from service.api.base import (
     conditional_read,
     etag_header,
     page_response,
-    written_page_response,
 )
 from service.api.idempotency import REPLAYED_HEADER_DOC, idempotent
 from service.data.models import Plan, PlanStatus
@@ -27,7 +26,6 @@ from service.schemas.plans import (
     PlanRequestSchema,
     PlanRevisionSchema,
     PlanSchema,
-    written_plan_document,
 )
 from service.schemas.usage import (
     ReversalRequestSchema,
@@ -45,11 +43,9 @@ CREATED_HEADERS = {**LOCATION_HEADER, **ETAG_HEADER, **REPLAYED_HEADER_DOC}
 TRANSITION_HEADERS = {**ETAG_HEADER, **REPLAYED_HEADER_DOC}
 
 
-def _created(plan: Plan) -> tuple:
-    """201 with the new plan, written around the summary just rendered for its row (PlanSchema documents
-    it, and would dump the same bytes)."""
-    body = flask.current_app.response_class(f"{written_plan_document(plan)}\n", mimetype="application/json")
-    return body, 201, {"Location": f"/v1/plans/{plan.id}", **etag_header(plan)}
+def _created(plan: Plan) -> tuple[Plan, dict[str, str]]:
+    """The new plan, with where it is and its ETag."""
+    return plan, {"Location": f"/v1/plans/{plan.id}", **etag_header(plan)}
 
 
 @blp.get("")
@@ -62,7 +58,7 @@ def list_plans(limit, cursor, **filters):
     page = plans.list_plans(
         get_session(), plans.PlanFilter(**filters), scope=scope(), limit=limit, after=cursor
     )
-    return written_page_response(page, limit)
+    return page_response(page, limit)
 
 
 def _evaluate_plan(reads: Session, request: plans.PlanRequest) -> Plan:

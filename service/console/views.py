@@ -30,7 +30,6 @@ from service.console.forms import (
 )
 from service.core import engine
 from service.data.models import PLAN_STATUSES, Budget, FittedLaw, HardwareProfile, Organization, utcnow
-from service.infra import json_provider
 from service.infra.db import get_session
 from service.schemas.budgets import BudgetSchema
 from service.schemas.common import ListQuerySchema
@@ -43,6 +42,7 @@ from service.schemas.plans import (
     PlanQuerySchema,
     PlanRequestSchema,
     PlanSchema,
+    PlanSummarySchema,
 )
 from service.schemas.reports import REPORT_GROUPS, REPORT_MEASURES, CostReportQuerySchema, UtilizationSchema
 from service.schemas.usage import BudgetForecastSchema, UsageRecordSchema
@@ -231,7 +231,7 @@ def plan_history() -> tuple[str, int]:
     else:
         limit, cursor = query.pop("limit", LIST_LIMIT), query.pop("cursor", None)
         page = plans.list_plans(session, plans.PlanFilter(**query), scope=scope(), limit=limit, after=cursor)
-        items = [json_provider.load(summary) for summary in page.items]
+        items = PlanSummarySchema(many=True).dump(page.items)
         next_page = _next_page_args(page.next_cursor)
     html = flask.render_template(
         "console/plans.html",

@@ -507,10 +507,6 @@ class Plan(Base):
     actual_cost: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default="0")
     tokens_trained: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     version: Mapped[int] = mapped_column(Integer)
-    # The plan as lists show it, the JSON a page serves, written with the row, and the version of the row it
-    # was written for: served only while that is the row's version (services/plan_summaries.py).
-    summary: Mapped[str | None] = mapped_column(Text)
-    summary_version: Mapped[int | None] = mapped_column(Integer)
 
     organization: Mapped[Organization] = relationship()
     hardware: Mapped[HardwareProfile | None] = relationship()

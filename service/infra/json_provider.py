@@ -33,12 +33,6 @@ class OrjsonProvider(DefaultJSONProvider):
             return super().dumps(obj, **kwargs)
 
 
-def served(document: Any) -> str:
-    """A document of JSON's own types as a response writes it (`OrjsonProvider`, compact), for a part of
-    responses kept written (a plan's summary)."""
-    return _written(document, separators=(",", ":"))  # as OrjsonProvider's fallback, Flask's: compact
-
-
 def load(text: str | bytes) -> Any:
     """A JSON column's value as the engines read it (their `json_deserializer`): orjson's, and the standard
     library's for what orjson refuses and `store` wrote nonetheless (a lone surrogate, an integer beyond 64
@@ -51,21 +45,9 @@ def load(text: str | bytes) -> Any:
 
 def store(document: Any) -> str:
     """A document as the database's JSON columns keep it (the engines' `json_serializer`): orjson's, which,
-    like the standard library's before it, refuses what JSON has no type for (a Decimal, an object)."""
-    return _written(document, separators=None)  # the standard library's, as the columns held before
-
-
-def served_by_orjson(document: Any) -> str | None:
-    """`served(document)` when orjson writes it, None when only the standard library can (text only \\u
-    escapes carry): a response written of parts must then be written whole, as Flask would."""
+    like the standard library's before it, refuses what JSON has no type for (a Decimal, an object); the
+    standard library's for text only \\u escapes carry (a lone surrogate)."""
     try:
         return orjson.dumps(document, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:
-        return None
-
-
-def _written(document: Any, separators: tuple[str, str] | None) -> str:
-    """orjson's text of `document`; for text only \\u escapes carry (a lone surrogate), the standard library's
-    with these `separators`."""
-    written = served_by_orjson(document)
-    return json.dumps(document, separators=separators) if written is None else written
+        return json.dumps(document)

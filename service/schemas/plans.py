@@ -11,8 +11,7 @@ from marshmallow import validate
 from webargs.fields import DelimitedList
 
 from service.core.units import MAX_ACCELERATORS, MAX_PARAMS, MAX_TOKENS
-from service.data.models import PLAN_STATUSES, Plan
-from service.infra import json_provider
+from service.data.models import PLAN_STATUSES
 from service.schemas.calibrations import OwnCalibrationSchema
 from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, StrictSchema, excludes, requires
 from service.schemas.fields import (
@@ -37,7 +36,7 @@ from service.schemas.planning import (
     allocation_rules,
     hardware_field,
 )
-from service.services import plan_documents, plan_summaries
+from service.services import plan_documents
 from service.services.planning import PlanInputs
 from service.services.plans import REMAINING, PlanRequest
 
@@ -154,10 +153,7 @@ class StoredDocument(ma.fields.Nested):
 
 
 class PlanSummarySchema(ma.Schema):
-    """A plan's figures and status, as lists show it; GET /v1/plans/{id} adds its documents.
-
-    Neither lists nor plans are dumped field by field: services/plan_summaries.py writes a summary, which a
-    test holds to this."""
+    """A plan's figures and status, as lists show it; GET /v1/plans/{id} adds its documents."""
 
     id = ma.fields.UUID()
     organization = ma.fields.String(attribute="organization_slug")
@@ -233,48 +229,9 @@ class PlanSchema(PlanSummarySchema):
     )
     result = StoredDocument(AllocationSchema, metadata={"description": "All outputs, as evaluated."})
 
-    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
-        """Written out by plan_document, as a page's summaries are (what a new plan costs, issue 24)."""
-        if self.only or self.exclude:
-            return super().dump(obj, many=many)
-        if self.many if many is None else many:
-            return [plan_document(plan) for plan in obj]
-        return plan_document(obj)
-
-
-def plan_document(plan: Plan) -> dict[str, Any]:
-    """PlanSchema's dump of a plan, member for member and in its order: its summary (plan_summaries) and its
-    documents. tests/api/test_plan_summaries.py holds the two to the same bytes for plans of every kind."""
-    return {**plan_summaries.summary_of(plan), **_documents(plan)}
-
-
-def written_plan_document(plan: Plan) -> str:
-    """plan_document's JSON as a response writes it, around the summary the plan's row keeps when that is of
-    the plan's version (plan_summaries.keep_with): a plan just stored is then not rendered a second time for
-    its response (issue 24). tests/api/test_plan_summaries.py holds it to the bytes of plan_document's."""
-    values = plan.__dict__  # only what is loaded: an unloaded summary is rendered, never read for this
-    summary = values.get("summary") if values.get("summary_version") == plan.version else None
-    documents = json_provider.served_by_orjson(_documents(plan))
-    if summary is None or documents is None:  # nothing kept, or text only the standard library writes
-        return json_provider.served(plan_document(plan))
-    return f"{summary[:-1]},{documents[1:]}"
-
-
-def _documents(plan: Plan) -> dict[str, Any]:
-    own = plan_documents.snapshot_own_calibration(plan.snapshot)
-    return {
-        "calibration": None if own is None else _OWN_CALIBRATION.dump(own),
-        "inputs": dict(plan.inputs),
-        "snapshot": dict(plan.snapshot),
-        "result": plan.result,
-    }
-
-
-_OWN_CALIBRATION = OwnCalibrationSchema()
-
 
 class PlanPageSchema(PageSchema):
-    """What GET /v1/plans answers: written around the plans' stored summaries (api/plans.py), not dumped."""
+    """What GET /v1/plans answers."""
 
     items = ma.fields.List(ma.fields.Nested(PlanSummarySchema), required=True)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
-from typing import Any, TypeVarTuple
+from typing import Any
 
 from sqlalchemy import (
     BindParameter,
@@ -33,7 +33,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, defer, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
 from service.core import engine, performance
@@ -50,7 +50,6 @@ from service.data.models import (
     budget_hardware,
     id_by_slug,
     money_literal,
-    table_of,
     utcnow,
 )
 from service.infra import actors, metrics
@@ -60,21 +59,17 @@ from service.services import (
     laws,
     organizations,
     plan_documents,
-    plan_summaries,
     planning,
 )
 from service.services.budgets import get_budget
 from service.services.documents import JsonObject, format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
-from service.services.pagination import Cursor, Page, paginate, paginate_rows
+from service.services.pagination import Cursor, Page, paginate
 from service.services.planning import InlineHardware, PlanInputs
 
 FLOAT_SLACK = 1e-9  # relative: sums of floats committed and released again need not return to exactly 0
 LAST_YEAR = 9998  # as for any time the API accepts
 REMAINING = "remaining"  # the budget's remaining amount is the plan's money budget
-PLANS = table_of(Plan)
-_PLANS = PLANS.c
-Columns = TypeVarTuple("Columns")  # of a select that _filtered narrows, and returns as it came
 
 # `scope` below: the organisation whose plans the caller may see, or None for all (an admin). Plans of other
 # organisations behave as if they did not exist.
@@ -206,7 +201,6 @@ def evaluate_new(
             "cost": run.cost,
             "currency": run.currency,
             "created_at": now,
-            **_NEW_PLAN,
         },
     )
 
@@ -215,7 +209,6 @@ def store_new(session: Session, plan: Plan) -> Plan:
     """Store a draft `evaluate_new` made (in this session or another): its row, and its audit entry (the
     flush's, services/audit.py)."""
     plan.created_by = actors.actor(session)
-    plan_summaries.keep_with(plan)
     session.add(plan)
     try:
         session.flush()
@@ -223,20 +216,6 @@ def store_new(session: Session, plan: Plan) -> Plan:
         raise ConflictError("The plan's budget or hardware profile was just deleted.") from None
     metrics.count_on_commit(session, metrics.PLANS_CREATED)
     return plan
-
-
-# What a new plan's columns hold besides what evaluate_new sets: its summary (plan_summaries.keep_with) is
-# written from the values the plan holds before its INSERT, when the columns' defaults are not yet applied.
-_NEW_PLAN = {
-    "committed_at": None,
-    "cancelled_at": None,
-    "started_at": None,
-    "finished_at": None,
-    "actual_accelerator_hours": 0.0,
-    "actual_cost": Decimal(0),
-    "tokens_trained": 0.0,
-    "version": 1,
-}
 
 
 def _priced_hardware(
@@ -372,33 +351,33 @@ class PlanFilter:
 
 def list_plans(
     session: Session, where: PlanFilter, *, scope: uuid.UUID | None, limit: int, after: Cursor | None
-) -> Page[str]:
-    """Newest first, a page at a time (keyset on created_at, id: as cheap deep down as on top): each plan's
-    summary, the JSON a list serves (plan_summaries)."""
-    page = paginate_rows(session, _filtered(plan_summaries.LISTED, where, scope), PLANS, limit, after)
-    return Page(plan_summaries.summaries(session, page.items), page.next_cursor)
+) -> Page[Plan]:
+    """Newest first, a page at a time (keyset on created_at, id: as cheap deep down as on top), without their
+    documents, which lists do not show."""
+    stmt = select(Plan).options(*_loaded(), defer(Plan.inputs), defer(Plan.snapshot), defer(Plan.result))
+    return paginate(session, _filtered(stmt, where, scope), Plan, limit, after)
 
 
-def _filtered(stmt: Select[*Columns], where: PlanFilter, scope: uuid.UUID | None) -> Select[*Columns]:
+def _filtered(stmt: Select[Plan], where: PlanFilter, scope: uuid.UUID | None) -> Select[Plan]:
     # `organization_id = (SELECT id ...)` seeks the (organization_id, created_at, id) index, where
     # `IN (SELECT ...)` made the databases walk every organisation's plans.
     if scope is not None:
-        stmt = stmt.where(_PLANS.organization_id == scope)
+        stmt = stmt.where(Plan.organization_id == scope)
     if where.organization is not None:
-        stmt = stmt.where(_PLANS.organization_id == id_by_slug(Organization, where.organization))
+        stmt = stmt.where(Plan.organization_id == id_by_slug(Organization, where.organization))
     if where.budget_id is not None:
-        stmt = stmt.where(_PLANS.budget_id == where.budget_id)
+        stmt = stmt.where(Plan.budget_id == where.budget_id)
     if where.hardware is not None:
-        stmt = stmt.where(_PLANS.hardware_id == id_by_slug(HardwareProfile, where.hardware))
+        stmt = stmt.where(Plan.hardware_id == id_by_slug(HardwareProfile, where.hardware))
     if where.status is not None:
-        stmt = stmt.where(_PLANS.status == where.status)
+        stmt = stmt.where(Plan.status == where.status)
     if where.label is not None:
         key, value = where.label
-        stmt = stmt.where(_PLANS.labels[key].as_string() == value)
+        stmt = stmt.where(Plan.labels[key].as_string() == value)
     if where.created_from is not None:
-        stmt = stmt.where(_PLANS.created_at >= where.created_from)
+        stmt = stmt.where(Plan.created_at >= where.created_from)
     if where.created_to is not None:
-        stmt = stmt.where(_PLANS.created_at < where.created_to)
+        stmt = stmt.where(Plan.created_at < where.created_to)
     return stmt
 
 
@@ -594,7 +573,6 @@ def _move(session: Session, plan: Plan, from_status: str, **values: Any) -> None
     audit.record(
         session, "commit" if values["status"] == PlanStatus.COMMITTED else "cancel", plan, sorted(values)
     )
-    plan_summaries.rewrite_on_commit(session, plan.id)
 
 
 def give_back(  # noqa: PLR0917 -- the three figures a budget reserves, and the entry that says why

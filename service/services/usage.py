@@ -42,7 +42,7 @@ from service.data.models import (
     utcnow,
 )
 from service.infra import actors
-from service.services import audit, events, plan_summaries
+from service.services import audit, events
 from service.services.documents import format_money, format_optional_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
@@ -322,7 +322,6 @@ def _update(session: Session, plan: Plan, **values: Any) -> None:
     for name, value in values.items():
         set_committed_value(plan, name, value)
     set_committed_value(plan, "version", plan.version + 1)
-    plan_summaries.rewrite_on_commit(session, plan.id)
 
 
 def _tokens_trained(session: Session, plan_id: uuid.UUID) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from service import cli
 from service.data.models import Plan
@@ -106,31 +106,6 @@ def test_an_inference_aware_plan_of_engine_1_2_0_served_nothing_and_verifies_apa
 
     assert verified.exit_code == 0, verified.output
     assert "1 plans of older engines (1.2.0: 1, 1 of them would now differ)" in verified.output
-
-
-def test_summarize_writes_the_summaries_of_plans_stored_before_them_and_pages_read_the_same(
-    app, client, session
-):
-    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
-    ids = [uuid.UUID(client.post("/v1/plans", json=INLINE_PLAN).get_json()["id"]) for _ in range(3)]
-    page = client.get("/v1/plans").get_data()
-    # As migration 0010 leaves the plans stored before it, and one whose row moved on without its summary.
-    session.execute(update(Plan).where(Plan.id.in_(ids[:2])).values(summary=None, summary_version=None))
-    session.execute(update(Plan).where(Plan.id == ids[2]).values(version=Plan.version + 1))
-    session.commit()
-    runner = app.test_cli_runner()
-
-    written = runner.invoke(args=["plans", "summarize", "--batch", "2"])
-
-    assert written.exit_code == 0, written.output
-    assert "3 plan summaries written" in written.output
-    for plan in session.scalars(select(Plan).where(Plan.id.in_(ids))):
-        session.refresh(plan)
-        assert plan.summary is not None
-        assert plan.summary_version == plan.version
-    assert client.get("/v1/plans").get_data() == page
-    again = runner.invoke(args=["plans", "summarize"])
-    assert "0 plan summaries written" in again.output
 
 
 def test_verify_goes_through_every_plan_a_batch_at_a_time(app, client, session):
