@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import flask
 from sqlalchemy.orm import Session
 
@@ -65,6 +67,12 @@ def _evaluate_plan(reads: Session, request: plans.PlanRequest) -> Plan:
     """The plan a request makes, evaluated before the request's transaction (which on SQLite holds the write
     lock from its first statement): what the transaction then does is store it."""
     return plans.evaluate_new(reads, request, scope=scope())
+
+
+def _evaluate_revision(reads: Session, _changes: dict, plan_id: uuid.UUID) -> Plan:
+    """The revision a request makes, evaluated before the request's transaction, as a new plan is."""
+    changes = flask.request.get_json()  # as sent: merged into the parent's request, then validated whole
+    return plans.evaluate_revision(reads, plan_id, changes, validate=PlanRequestSchema().load, scope=scope())
 
 
 @blp.post("")
@@ -136,18 +144,14 @@ def cancel_plan(plan_id):
 
 @blp.post("/<uuid:plan_id>/revise")
 @requires("planner")
-@idempotent(blp)
 @blp.arguments(PlanRevisionSchema)
+@idempotent(blp, prepare=_evaluate_revision, peek=False)
 @blp.response(201, PlanSchema, headers=CREATED_HEADERS)
 @blp.alt_response(404, response="NOT_FOUND")
-def revise_plan(_changes, plan_id):
+def revise_plan(_changes, plan_id, prepared):
     """What-if: a new draft from this plan's request with changes (JSON merge patch: null removes a member),
     e.g. more accelerators, another price or another law. It names this plan as its parent."""
-    changes = flask.request.get_json()  # as sent: merged into the parent's request, then validated whole
-    revised = plans.revise_plan(
-        get_session(), plan_id, changes, validate=PlanRequestSchema().load, scope=scope()
-    )
-    return _created(revised)
+    return _created(plans.store_new(get_session(), prepared))
 
 
 # --- The run: started, its usage reported, completed or failed --------------------------------------------

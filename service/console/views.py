@@ -30,7 +30,7 @@ from service.console.forms import (
 )
 from service.core import engine
 from service.data.models import PLAN_STATUSES, Budget, FittedLaw, HardwareProfile, Organization, utcnow
-from service.infra.db import get_session
+from service.infra.db import get_session, reading_session
 from service.schemas.budgets import BudgetSchema
 from service.schemas.common import ListQuerySchema
 from service.schemas.laws import FrontierQuerySchema
@@ -209,7 +209,11 @@ def save_plan() -> WerkzeugResponse | tuple[str, int]:
     if not errors:
         try:
             request = PlanRequestSchema().load(request)
-            return _once(session, lambda: flask.url_for(".plan_page", plan_id=_create(session, request)))
+            with reading_session() as reads:  # evaluated before the writing transaction, as the API does
+                draft = plans.evaluate_new(reads, request, scope=scope())
+            return _once(
+                session, lambda: flask.url_for(".plan_page", plan_id=plans.store_new(session, draft).id)
+            )
         except (ma.ValidationError, InvalidFieldError) as error:  # nothing saved: _once rolls back
             errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
     context = {"form": form, "errors": errors, "result": None, "chart": None}
@@ -288,10 +292,6 @@ def change_plan(plan_id: uuid.UUID, action: str) -> WerkzeugResponse | tuple[str
         raise
     except ServiceError as error:  # rolled back by _once; e.g. the budget cannot hold it: said on the page
         return plan_page(plan_id, error=error.detail, status=409)
-
-
-def _create(session: Session, request: plans.PlanRequest) -> uuid.UUID:
-    return plans.create_plan(session, request, scope=scope()).id
 
 
 def _once(session: Session, act: Callable[[], str]) -> WerkzeugResponse:

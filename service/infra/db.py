@@ -258,9 +258,6 @@ def get_session() -> Session:
     never waits for the write lock, on PostgreSQL none) for GET, HEAD and OPTIONS and views marked
     `only_reads`."""
     if "db_session" not in flask.g:
-        # What the request read before it writes (reading_session) is done with once it has a session of its
-        # own: closed, so that a request never holds two connections while it writes.
-        _close(flask.g.pop("reading_session", None))
         database = get_db()
         session = (database.read_sessionmaker if _request_only_reads() else database.sessionmaker)()
         principal = flask.g.get("principal")
@@ -272,24 +269,21 @@ def get_session() -> Session:
 
 @contextlib.contextmanager
 def reading_session() -> Iterator[Session]:
-    """A session for what a request reads before it may write (the key's lookup, a plan's reads): the
+    """A session for what a request reads before it may write (the key's lookup, a plan's evaluation): the
     request's own, except on SQLite for a request that writes, whose transaction holds the database's write
-    lock from its first statement. There it is one of its own, begun DEFERRED, so that no other writer waits
-    while it reads."""
+    lock from its first statement. There it is one of its own, begun DEFERRED and closed as the block ends,
+    so that no other writer waits while it reads; what it read is then detached, and goes into the request's
+    session with what refers to it (a new plan's organisation, say)."""
     database = get_db()
     if database.engine.dialect.name != "sqlite" or _request_only_reads():
         yield get_session()
         return
-    # One per request, closed when the request opens its own (get_session) or ends: the key's lookup and a
-    # plan's reads share it, a session, a checkout and a BEGIN fewer (issue 24).
-    if "reading_session" not in flask.g:
-        flask.g.reading_session = database.read_sessionmaker()
-    yield flask.g.reading_session
+    with database.read_sessionmaker() as session:
+        yield session
 
 
 def _close_session(_exc: BaseException | None) -> None:
-    for name in ("reading_session", "db_session"):
-        _close(flask.g.pop(name, None))
+    _close(flask.g.pop("db_session", None))
 
 
 def _close(session: Session | None) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import marshmallow as ma
 from marshmallow import validate
 
+from service.core import engine
 from service.core.memory import MAX_MEMORY_BYTES, OPTIMIZER_STATE_BYTES, RECOMPUTATION_MODES
 from service.core.shape import (
     ACTIVATIONS,
@@ -36,7 +37,6 @@ from service.schemas.hardware import (
     accelerators_per_node_field,
     failures_field,
 )
-from service.services.planning import InlineHardware
 
 # What the engine's memory model trains at (core/cluster.py): every catalog precision but int8, which
 # profiles quote for inference.
@@ -56,7 +56,7 @@ class InlineHardwareSchema(StrictSchema):
     failures_per_accelerator_hour = failures_field()
 
     RULES = (requires("price_per_hour", "currency"),)
-    REQUEST = InlineHardware
+    REQUEST = engine.Hardware
 
 
 class InlineServingHardwareSchema(InlineHardwareSchema):

@@ -25,22 +25,6 @@ from service.services.hardware import get_hardware
 # document them. None: not given, and the engine's default applies.
 
 
-@dataclass(frozen=True, kw_only=True)
-class InlineHardware:
-    """Hardware a request describes rather than names."""
-
-    name: str
-    peak_flops: Mapping[str, float]
-    memory_bytes: float
-    memory_bandwidth_bytes_per_second: float | None = None
-    price_per_hour: Decimal | None = None
-    currency: str | None = None
-    accelerators_per_node: int | None = None
-    scale_up_bandwidth_bytes_per_second: float | None = None
-    scale_out_bandwidth_bytes_per_second: float | None = None
-    failures_per_accelerator_hour: float | None = None
-
-
 # Layout fields that were top-level cluster options before `layout`, and still work there: taken as fixed
 # layout fields (`layout`'s own win over them), reported with a deprecated_field warning, and refused where
 # the request gave them. Here rather than in the schema: a plan stores its request as given, and is evaluated
@@ -52,7 +36,7 @@ DEPRECATED_LAYOUT_FIELDS = ("tensor_parallel", "zero_stage", "recomputation", "s
 class ClusterRequest:
     """Where and how a run is trained."""
 
-    hardware: str | InlineHardware | None = None  # a profile's slug, or inline
+    hardware: str | engine.Hardware | None = None  # a profile's slug, or inline
     accelerators: int | None = None
     mfu: float | None = None
     precision: str | None = None
@@ -93,7 +77,7 @@ class AllocationRequest(ClusterRequest):
     law: str | ScalingLaw | None = None  # a published or fitted law's slug, or inline coefficients
     unique_tokens: float | None = None
     inference_tokens: float | None = None
-    inference_hardware: str | InlineHardware | None = None
+    inference_hardware: str | engine.Hardware | None = None
     inference_batch: int | None = None
 
 
@@ -111,7 +95,7 @@ class PlanInputs(AllocationRequest):
 class EstimateRequest(ClusterRequest):
     """A model already chosen, on a cluster: how long, at what cost, in how much memory."""
 
-    hardware: str | InlineHardware
+    hardware: str | engine.Hardware
     params: float
     tokens: float
     law: str | ScalingLaw | None = None  # to predict the model's loss
@@ -122,24 +106,6 @@ class EstimateRequest(ClusterRequest):
 def _names(request: type) -> frozenset[str]:
     return frozenset(field.name for field in dataclasses.fields(request))
 
-
-# Request fields that engine.Cluster and engine.Budget take as they are, by the same names (mfu, ...,
-# restart_seconds; flops, ..., price_per_hour): the hardware, accelerators, shape and layout are resolved
-# first; the deadline, utilisation and calibration are the engine's own.
-_CLUSTER_OPTIONS = _names(engine.Cluster) - {
-    "hardware",
-    "accelerators",
-    "shape",
-    "layout",
-    "checkpoint_write_bytes_per_second",
-    "restart_seconds",
-    "deadline_days",
-    "utilisation",
-    "calibration",
-    "active_params",
-}
-_BUDGET_FIELDS = _names(engine.Budget)
-assert _CLUSTER_OPTIONS | _BUDGET_FIELDS <= _names(PlanInputs), "engine arguments the requests do not name"
 
 # Core arguments that are not request fields, and the request field responsible for them.
 _ARGUMENT_FIELDS: dict[str, FieldPath] = {
@@ -194,12 +160,12 @@ def named_law(fitted: FittedLaw | None, reference: str | ScalingLaw) -> engine.N
     return engine.NamedLaw(reference, name="inline law")
 
 
-def resolve_hardware(session: Session, reference: str | InlineHardware) -> engine.Hardware:
+def resolve_hardware(session: Session, reference: str | engine.Hardware) -> engine.Hardware:
     return hardware_of(find_hardware_profile(session, reference), reference)
 
 
 def find_hardware_profile(
-    session: Session, reference: str | InlineHardware, *, field: str = "hardware"
+    session: Session, reference: str | engine.Hardware, *, field: str = "hardware"
 ) -> HardwareProfile | None:
     """The stored profile a slug names (None for inline hardware); `field` is the request's for it."""
     if not isinstance(reference, str):
@@ -210,35 +176,24 @@ def find_hardware_profile(
         raise InvalidFieldError(field, f"No hardware profile {reference!r} (see GET /v1/hardware).") from None
 
 
-def hardware_of(profile: HardwareProfile | None, reference: str | InlineHardware) -> engine.Hardware:
-    """The engine's view of a stored profile (with the price in force now), or of inline hardware."""
-    if profile is not None:
-        price = profile.current_price
-        return engine.Hardware(
-            name=profile.name,
-            slug=profile.slug,
-            peak_flops=profile.peak_flops,
-            memory_bytes=float(profile.memory_bytes),
-            price_per_hour=price.price_per_hour if price else None,
-            currency=price.currency if price else None,
-            memory_bandwidth_bytes_per_second=float(profile.memory_bandwidth_bytes_per_second),
-            accelerators_per_node=profile.accelerators_per_node,
-            scale_up_bandwidth_bytes_per_second=_float(profile.scale_up_bandwidth_bytes_per_second),
-            scale_out_bandwidth_bytes_per_second=_float(profile.scale_out_bandwidth_bytes_per_second),
-            failures_per_accelerator_hour=profile.failures_per_accelerator_hour,
-        )
-    assert isinstance(reference, InlineHardware), "a slug names a profile"
+def hardware_of(profile: HardwareProfile | None, reference: str | engine.Hardware) -> engine.Hardware:
+    """The engine's view of a stored profile (with the price in force now), or the inline hardware itself."""
+    if profile is None:
+        assert isinstance(reference, engine.Hardware), "a slug names a profile"
+        return reference
+    price = profile.current_price
     return engine.Hardware(
-        name=reference.name,
-        peak_flops=dict(reference.peak_flops),
-        memory_bytes=reference.memory_bytes,
-        price_per_hour=reference.price_per_hour,
-        currency=reference.currency,
-        memory_bandwidth_bytes_per_second=reference.memory_bandwidth_bytes_per_second,
-        accelerators_per_node=reference.accelerators_per_node,
-        scale_up_bandwidth_bytes_per_second=reference.scale_up_bandwidth_bytes_per_second,
-        scale_out_bandwidth_bytes_per_second=reference.scale_out_bandwidth_bytes_per_second,
-        failures_per_accelerator_hour=reference.failures_per_accelerator_hour,
+        name=profile.name,
+        slug=profile.slug,
+        peak_flops=profile.peak_flops,
+        memory_bytes=float(profile.memory_bytes),
+        price_per_hour=price.price_per_hour if price else None,
+        currency=price.currency if price else None,
+        memory_bandwidth_bytes_per_second=float(profile.memory_bandwidth_bytes_per_second),
+        accelerators_per_node=profile.accelerators_per_node,
+        scale_up_bandwidth_bytes_per_second=_float(profile.scale_up_bandwidth_bytes_per_second),
+        scale_out_bandwidth_bytes_per_second=_float(profile.scale_out_bandwidth_bytes_per_second),
+        failures_per_accelerator_hour=profile.failures_per_accelerator_hour,
     )
 
 
@@ -253,20 +208,36 @@ def _cluster(
     deadline_days: float | None = None,
     calibration: performance.Calibration = performance.CALIBRATION,
 ) -> engine.Cluster:
-    options = {name: value for name in _CLUSTER_OPTIONS if (value := getattr(request, name)) is not None}
+    """The engine's cluster of a request: each field it takes, named here."""
+    reliability = request.reliability or {}
     return engine.Cluster(
         hardware=hardware,
         accelerators=request.accelerators,
+        mfu=request.mfu,
+        precision=request.precision or engine.DEFAULT_PRECISION,
+        optimizer=request.optimizer or engine.DEFAULT_OPTIMIZER,
         shape=request.shape,
         layout=request.fixed_layout,
-        checkpoint_write_bytes_per_second=(request.reliability or {}).get(
-            "checkpoint_write_bytes_per_second"
-        ),
-        restart_seconds=(request.reliability or {}).get("restart_seconds"),
+        max_accelerators=request.max_accelerators,
         deadline_days=deadline_days,
+        checkpoint_write_bytes_per_second=reliability.get("checkpoint_write_bytes_per_second"),
+        restart_seconds=reliability.get("restart_seconds"),
         calibration=calibration,
         active_params=getattr(request, "active_params", None),
-        **options,
+    )
+
+
+def _budget(request: AllocationRequest) -> engine.Budget:
+    """The engine's limits of a request: each field it takes, named here."""
+    return engine.Budget(
+        flops=request.flops,
+        pf_days=request.pf_days,
+        target_loss=request.target_loss,
+        cost=request.cost,
+        currency=request.currency,
+        accelerator_hours=request.accelerator_hours,
+        days=request.days,
+        price_per_hour=request.price_per_hour,
     )
 
 
@@ -309,7 +280,7 @@ def allocate_on(
             )
         else:
             plan = engine.plan(
-                engine.Budget(**{name: getattr(request, name) for name in _BUDGET_FIELDS}),
+                _budget(request),
                 tokens_per_param=request.tokens_per_param,
                 law=law,
                 unique_tokens=request.unique_tokens,

@@ -42,6 +42,7 @@ from service.core.units import CENT
 from service.data.models import (
     CAP_SLACK,
     Budget,
+    FittedLaw,
     HardwareProfile,
     LedgerEntry,
     Organization,
@@ -65,7 +66,7 @@ from service.services.budgets import get_budget
 from service.services.documents import JsonObject, format_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
-from service.services.planning import InlineHardware, PlanInputs
+from service.services.planning import PlanInputs
 
 FLOAT_SLACK = 1e-9  # relative: sums of floats committed and released again need not return to exactly 0
 LAST_YEAR = 9998  # as for any time the API accepts
@@ -80,7 +81,7 @@ class PlanRequest(PlanInputs):
     """A plan's inputs, and where it belongs (what PlanRequestSchema loads)."""
 
     organization: str  # slug
-    hardware: str | InlineHardware  # a plan always names its cluster (PlanRequestSchema requires it)
+    hardware: str | engine.Hardware  # a plan always names its cluster (PlanRequestSchema requires it)
     budget_id: uuid.UUID | None = None  # charged to it when committed
     budget: str | None = None  # REMAINING: the budget's remaining amount is the money budget (cost)
     name: str | None = None
@@ -107,13 +108,6 @@ def evaluate(
 # --- Creating ---------------------------------------------------------------------------------------------
 
 
-def create_plan(
-    session: Session, request: PlanRequest, *, scope: uuid.UUID | None, parent: Plan | None = None
-) -> Plan:
-    """Evaluate a request and store it as a draft."""
-    return store_new(session, evaluate_new(session, request, scope=scope, parent=parent))
-
-
 def evaluate_new(
     session: Session,
     request: PlanRequest,
@@ -121,8 +115,9 @@ def evaluate_new(
     scope: uuid.UUID | None,
     parent: Plan | None = None,
 ) -> Plan:
-    """A request evaluated into a draft, not yet stored (`store_new` stores it): reads only, so that it can
-    run before the request's writing transaction (db.reading_session)."""
+    """A request evaluated into a draft, not yet stored: reads only, so that every caller (the API, its
+    revisions, the console) runs it before its writing transaction (db.reading_session), and then stores
+    the draft with `store_new`."""
     organization = organizations.in_body(
         session.scalar(select(Organization).where(Organization.slug == request.organization)),
         request.organization,
@@ -132,13 +127,7 @@ def evaluate_new(
     inputs = request.inputs()
     if request.budget == REMAINING:
         assert budget is not None, "PlanRequestSchema requires budget_id with budget"
-        # Down to the cent: plans cost whole cents (rounded half-up), so a money budget of 0.005 more than a
-        # cent could buy a plan the budget cannot hold.
-        remaining = budget.remaining.quantize(CENT, ROUND_DOWN)
-        if remaining <= 0:
-            metrics.BUDGET_CONFLICTS.labels(limit="amount").inc()
-            raise ConflictError(f"Budget {budget.id} has nothing remaining.", limit="amount")
-        inputs = dataclasses.replace(inputs, cost=remaining, currency=budget.currency)
+        inputs = dataclasses.replace(inputs, cost=_remaining(budget), currency=budget.currency)
 
     profile, hardware, price_effective_at = _priced_hardware(session, request.hardware, "hardware")
     fitted, law = None, None
@@ -163,9 +152,6 @@ def evaluate_new(
     if budget is not None:
         _check_chargeable(run, budget)
 
-    now = utcnow()
-    start_at = request.start_at or now
-    end_at = _end_of_run(start_at, run.runtime.seconds)
     snapshot = plan_documents.snapshot_document(
         hardware,
         price_effective_at,
@@ -174,35 +160,62 @@ def evaluate_new(
         calibration=constants,
         own_calibration=None if own is None else calibrations.snapshot_of(own),
     )
+    return _draft(request, inputs, outcome, snapshot, organization, budget, profile, fitted, parent)
+
+
+def _draft(  # noqa: PLR0917 -- what a draft is made of, each read or evaluated by evaluate_new
+    request: PlanRequest,
+    inputs: PlanInputs,
+    outcome: engine.Plan,
+    snapshot: JsonObject,
+    organization: Organization,
+    budget: Budget | None,
+    profile: HardwareProfile | None,
+    fitted: FittedLaw | None,
+    parent: Plan | None,
+) -> Plan:
+    """The draft plan of an evaluated request: its documents, and the figures lists show as columns."""
+    run = outcome.estimate
+    assert run is not None, "the engine estimates the run of every plan on hardware"
+    now = utcnow()
+    start_at = request.start_at or now
     return Plan(
-        **{
-            "id": uuid.uuid4(),
-            "organization": organization,
-            "budget_id": None if budget is None else budget.id,
-            "hardware": profile,
-            "law": fitted,
-            "parent_id": None if parent is None else parent.id,
-            "name": request.name,
-            "labels": dict(request.labels or {}),
-            "status": PlanStatus.DRAFT,
-            "start_at": start_at,
-            "end_at": end_at,
-            "inputs": plan_documents.inputs_document(inputs),
-            "snapshot": snapshot,
-            "result": plan_documents.result_document(outcome, snapshot),
-            "method": outcome.method,
-            "params": outcome.allocation.params,
-            "tokens": outcome.allocation.tokens,
-            "flops": outcome.allocation.flops,
-            "predicted_loss": outcome.allocation.predicted_loss,
-            "accelerators": run.cluster.accelerators,
-            "days": run.runtime.days,
-            "accelerator_hours": run.runtime.accelerator_hours,
-            "cost": run.cost,
-            "currency": run.currency,
-            "created_at": now,
-        },
+        id=uuid.uuid4(),
+        organization=organization,
+        budget_id=None if budget is None else budget.id,
+        hardware=profile,
+        law=fitted,
+        parent_id=None if parent is None else parent.id,
+        name=request.name,
+        labels=dict(request.labels or {}),
+        status=PlanStatus.DRAFT,
+        start_at=start_at,
+        end_at=_end_of_run(start_at, run.runtime.seconds),
+        inputs=plan_documents.inputs_document(inputs),
+        snapshot=snapshot,
+        result=plan_documents.result_document(outcome, snapshot),
+        method=outcome.method,
+        params=outcome.allocation.params,
+        tokens=outcome.allocation.tokens,
+        flops=outcome.allocation.flops,
+        predicted_loss=outcome.allocation.predicted_loss,
+        accelerators=run.cluster.accelerators,
+        days=run.runtime.days,
+        accelerator_hours=run.runtime.accelerator_hours,
+        cost=run.cost,
+        currency=run.currency,
+        created_at=now,
     )
+
+
+def _remaining(budget: Budget) -> Decimal:
+    """What remains of a budget, as a plan's money budget: down to the cent, since plans cost whole cents
+    (rounded half-up) and a money budget of 0.005 more than a cent could buy a plan the budget cannot hold."""
+    remaining = budget.remaining.quantize(CENT, ROUND_DOWN)
+    if remaining <= 0:
+        metrics.BUDGET_CONFLICTS.labels(limit="amount").inc()
+        raise ConflictError(f"Budget {budget.id} has nothing remaining.", limit="amount")
+    return remaining
 
 
 def store_new(session: Session, plan: Plan) -> Plan:
@@ -219,7 +232,7 @@ def store_new(session: Session, plan: Plan) -> Plan:
 
 
 def _priced_hardware(
-    session: Session, reference: str | InlineHardware, field: str
+    session: Session, reference: str | engine.Hardware, field: str
 ) -> tuple[HardwareProfile | None, engine.Hardware, datetime | None]:
     """The profile `reference` (the request's `field`) names (None for inline hardware), the engine's view of
     it with the price in force now, and when that price took effect."""
@@ -276,7 +289,7 @@ def _check_currency(currency: str | None, budget: Budget) -> None:
         )
 
 
-def revise_plan(
+def evaluate_revision(
     session: Session,
     plan_id: uuid.UUID,
     changes: JsonObject,
@@ -284,7 +297,8 @@ def revise_plan(
     validate: Callable[[dict[str, Any]], PlanRequest],
     scope: uuid.UUID | None,
 ) -> Plan:
-    """A new draft from a plan's request with `changes` merged in.
+    """A new draft from a plan's request with `changes` merged in, evaluated as `evaluate_new` evaluates
+    (reads only; `store_new` stores it).
 
     `changes` is a JSON merge patch (RFC 7396: null removes a member) of the parent's request as a document;
     `validate` turns the merged document into a request (PlanRequestSchema's load), which is validated as a
@@ -305,7 +319,7 @@ def revise_plan(
     request = merge_patch(request, changes)
     if changes.get("budget") is not None:
         request.pop("cost", None)  # "remaining" replaces the parent's money budget
-    return create_plan(session, validate(request), scope=scope, parent=parent)
+    return evaluate_new(session, validate(request), scope=scope, parent=parent)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

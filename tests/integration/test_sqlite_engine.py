@@ -87,7 +87,8 @@ def test_postgres_urls_without_a_driver_get_psycopg_3():
 
 def test_a_plan_is_evaluated_before_its_transaction_takes_the_write_lock(make_app, tmp_path):
     """What a new plan reads (its organisation, budget and calibration) and the engine's work happen before
-    the transaction that stores it begins IMMEDIATE: other writers wait only for the storing."""
+    the transaction that stores it begins IMMEDIATE, a revision's as a new plan's: other writers wait only
+    for the storing."""
     app = make_app(f"sqlite:///{tmp_path / 'planner.db'}")
     assert app.test_cli_runner().invoke(args=["setup"]).exit_code == 0
     with get_db(app).sessionmaker() as session:
@@ -100,14 +101,21 @@ def test_a_plan_is_evaluated_before_its_transaction_takes_the_write_lock(make_ap
         seen.append(" ".join(statement.split()))
 
     plan = {"organization": "acme", "pf_days": 100, "hardware": "h100-sxm", "accelerators": 64}
-    assert client.post("/v1/plans", json=plan, headers=auth).status_code == 201
+    first = client.post("/v1/plans", json=plan, headers=auth)
+    assert first.status_code == 201
     event.listen(get_db(app).engine, "before_cursor_execute", record)
-    for headers in (auth, {**auth, "Idempotency-Key": "plan-1"}):
+    revise = f"/v1/plans/{first.get_json()['id']}/revise"
+    for path, body, headers in (
+        ("/v1/plans", plan, auth),
+        ("/v1/plans", plan, {**auth, "Idempotency-Key": "plan-1"}),
+        (revise, {"accelerators": 128}, auth),
+        (revise, {"accelerators": 256}, {**auth, "Idempotency-Key": "revision-1"}),
+    ):
         seen.clear()
-        assert client.post("/v1/plans", json=plan, headers=headers).status_code == 201
+        assert client.post(path, json=body, headers=headers).status_code == 201
         lock = seen.index("BEGIN IMMEDIATE")  # the storing transaction's
-        # One reading transaction, the key's lookup and the plan's reads both in it (db.reading_session).
-        assert seen[:lock].count("BEGIN DEFERRED") == 1
+        # Reading transactions for the key's lookup and the plan's evaluation (db.reading_session).
+        assert seen[:lock].count("BEGIN DEFERRED") == 2
         assert any("FROM api_keys" in statement for statement in seen[:lock])
         assert any("FROM organizations" in statement for statement in seen[:lock])
         assert not any("FROM organizations" in statement for statement in seen[lock:])

@@ -18,7 +18,15 @@ look up. Callers use what this package exports; its modules, by job:
 from __future__ import annotations
 
 from service.core.engine.estimate import Estimate, estimate, step_of
-from service.core.engine.inputs import DEFAULT_PRECISION, Budget, Cluster, Hardware, NamedLaw, published
+from service.core.engine.inputs import (
+    DEFAULT_OPTIMIZER,
+    DEFAULT_PRECISION,
+    Budget,
+    Cluster,
+    Hardware,
+    NamedLaw,
+    published,
+)
 from service.core.engine.intervals import MAX_INTERVAL_FITS, Intervals, frontier_intervals
 from service.core.engine.limits import CLUSTER_LIMITS, DEFAULT_MFU, Limit
 from service.core.engine.plans import Plan, fixed
@@ -42,6 +50,7 @@ __all__ = [
     "ASSUMED_NETWORK",
     "CLUSTER_LIMITS",
     "DEFAULT_MFU",
+    "DEFAULT_OPTIMIZER",
     "DEFAULT_PRECISION",
     "ENGINE_VERSION",
     "EPOCHS_WITHOUT_GAIN",

@@ -13,6 +13,7 @@ from service.core.laws import PUBLISHED_LAWS, FittedRange, MoEDesign, ScalingLaw
 from service.core.shape import ModelShape
 
 DEFAULT_PRECISION = "bf16"
+DEFAULT_OPTIMIZER = "adam"
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Cluster:
     accelerators: int | None = None
     mfu: float | None = None
     precision: str = DEFAULT_PRECISION
-    optimizer: str = "adam"
+    optimizer: str = DEFAULT_OPTIMIZER
     shape: ModelShape | None = None
     layout: Mapping[str, Any] = field(default_factory=dict)  # the layout fields fixed; the rest are searched
     max_accelerators: int | None = None
