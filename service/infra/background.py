@@ -17,6 +17,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 log = logging.getLogger(__name__)
 
+WEBHOOK_SENDER = "webhook_sender"  # the app's extension that holds its process's webhook sender
+
 
 class Periodic:
     """A process's thread that calls `work` every `interval` seconds, the first time as it starts."""
@@ -94,3 +96,11 @@ def wake_after_response(key: str) -> None:
         def _wake(response: flask.Response) -> flask.Response:
             thread.wake()
             return response
+
+
+def wake(key: str) -> None:
+    """Have the app's thread `key`, if any, work now (outside an app context, or in tests: nothing)."""
+    if flask.has_app_context():
+        thread = flask.current_app.extensions.get(key)
+        if thread is not None:
+            thread.wake()

@@ -23,8 +23,6 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from sqlalchemy import event
-from sqlalchemy.orm import Session, SessionTransaction
 
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 if os.environ.get(MULTIPROC_DIR_VARIABLE):  # any process may count (`flask setup` too): its files go there
@@ -89,24 +87,3 @@ def exposition() -> flask.Response:
     else:
         registry = REGISTRY
     return flask.Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
-def count_on_commit(session: Session, counter: Counter) -> None:
-    """Add one to `counter` when `session` commits (not at all if it rolls back): counts of what was
-    stored, not of what was attempted."""
-    session.info.setdefault(_PENDING, []).append(counter)
-
-
-_PENDING = "metrics.pending"
-
-
-@event.listens_for(Session, "after_commit")
-def _count_committed(session: Session) -> None:
-    for counter in session.info.pop(_PENDING, ()):
-        counter.inc()
-
-
-@event.listens_for(Session, "after_soft_rollback")
-def _forget_rolled_back(session: Session, previous_transaction: SessionTransaction) -> None:
-    if previous_transaction.parent is None:  # the whole transaction, not a savepoint within it
-        session.info.pop(_PENDING, None)

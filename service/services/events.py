@@ -9,6 +9,7 @@ reversal and crossed again is one event.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
@@ -16,6 +17,8 @@ from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
 from service.data.models import Counter, Event, Webhook, WebhookDelivery, utcnow
+from service.infra import background
+from service.infra.after_commit import on_commit
 
 # The types, with what their `data` holds: the one list (the API's enum and filter).
 EVENT_TYPES = (
@@ -64,5 +67,7 @@ def publish(
     for hook_id, types in session.execute(wanted.add_columns(Webhook.event_types)):
         if not types or type in types:
             session.add(WebhookDelivery(webhook_id=hook_id, event_id=event_id, next_attempt_at=now))
+            # This process's sender delivers it as soon as it is committed, not at its next poll.
+            on_commit(session, functools.partial(background.wake, background.WEBHOOK_SENDER))
     session.flush()
     return event

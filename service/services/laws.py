@@ -24,6 +24,7 @@ from service.core.laws import PUBLISHED_LAWS, FittedRange, ScalingLaw
 from service.core.validation import InvalidInput
 from service.data.models import FitJob, FittedLaw, Organization
 from service.infra import metrics
+from service.infra.after_commit import on_commit
 from service.services import organizations
 from service.services.documents import JsonObject, from_document, to_document
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
@@ -253,7 +254,7 @@ def submit_fit(session: Session, request: FitRequest, *, scope: uuid.UUID | None
             session.add(job)
     except IntegrityError:
         raise ConflictError(f"A fit for a scaling law {slug!r} was just queued.") from None
-    metrics.count_on_commit(session, metrics.FIT_JOBS.labels(event="queued"))
+    on_commit(session, metrics.FIT_JOBS.labels(event="queued").inc)
     return job
 
 

@@ -54,6 +54,7 @@ from service.data.models import (
     utcnow,
 )
 from service.infra import actors, metrics
+from service.infra.after_commit import on_commit
 from service.services import (
     audit,
     calibrations,
@@ -227,7 +228,7 @@ def store_new(session: Session, plan: Plan) -> Plan:
         session.flush()
     except IntegrityError:  # its organisation, budget or hardware profile was deleted since it was read
         raise ConflictError("The plan's budget or hardware profile was just deleted.") from None
-    metrics.count_on_commit(session, metrics.PLANS_CREATED)
+    on_commit(session, metrics.PLANS_CREATED.inc)
     return plan
 
 
@@ -477,7 +478,7 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
     # The budget's UPDATE admits no plan without a cost (_admits).
     assert plan.cost is not None, "a plan charged to a budget has a cost"
     _ledger_entry(session, plan, "commit", plan.cost, plan.flops, plan.accelerator_hours, now)
-    metrics.count_on_commit(session, metrics.PLANS_COMMITTED)
+    on_commit(session, metrics.PLANS_COMMITTED.inc)
     session.flush()
     session.refresh(plan)
     return plan

@@ -25,6 +25,7 @@ from sqlalchemy import ColumnElement, and_, or_, select, update
 
 from service.data.models import FitJob, utcnow
 from service.infra import actors, http_status, metrics
+from service.infra.after_commit import on_commit
 from service.infra.background import wake_after_response
 from service.infra.db import Database, get_db
 from service.services import laws
@@ -66,7 +67,7 @@ def claim_next(database: Database, lease: timedelta = LEASE) -> tuple[uuid.UUID,
                 .returning(FitJob.attempt)
             ).scalar()
             if claimed is not None:
-                metrics.count_on_commit(session, metrics.FIT_JOBS.labels(event="started"))
+                on_commit(session, metrics.FIT_JOBS.labels(event="started").inc)
                 session.commit()
                 return job_id, claimed
         session.rollback()
@@ -127,9 +128,7 @@ def _finish(
             .returning(FitJob.id)
         ).first()
         if finished is not None:
-            metrics.count_on_commit(
-                session, metrics.FIT_JOBS.labels(event="failed" if error else "succeeded")
-            )
+            on_commit(session, metrics.FIT_JOBS.labels(event="failed" if error else "succeeded").inc)
             session.commit()
         else:  # another runner holds a later attempt: its outcome, not ours
             session.rollback()

@@ -25,10 +25,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import flask
-from sqlalchemy import ColumnElement, event, select, update
-from sqlalchemy.orm import Session, UOWTransaction
+from sqlalchemy import ColumnElement, select, update
 
 from service.data.models import Event, Organization, Webhook, WebhookDelivery, utcnow
+from service.infra import background
 from service.infra.background import Periodic, started_by_requests, wake_after_response
 from service.infra.db import Database, get_db
 from service.schemas.events import EventSchema
@@ -48,8 +48,7 @@ CLAIM_BATCH = 10
 # What is kept of a receiver's answer or of an error, for GET .../deliveries.
 ERROR_CHARACTERS = 300
 USER_AGENT = "compute-planner-webhooks/1"
-EXTENSION_KEY = "webhook_sender"
-_QUEUED = "webhook_deliveries_queued"  # session.info: this transaction queued a delivery
+EXTENSION_KEY = background.WEBHOOK_SENDER
 
 
 @dataclass(frozen=True)
@@ -227,36 +226,12 @@ class Sender(Periodic):
         deliver_due(self.database, settings=self.settings)
 
 
-def _note_queued(session: Session, _flush_context: UOWTransaction) -> None:
-    if any(isinstance(obj, WebhookDelivery) for obj in session.new):
-        session.info[_QUEUED] = True
-
-
-def _wake_after_commit(session: Session) -> None:
-    if session.info.pop(_QUEUED, False) and flask.has_app_context():
-        sender = flask.current_app.extensions.get(EXTENSION_KEY)
-        if sender is not None:
-            sender.wake()
-
-
-def _forget_queued(session: Session) -> None:
-    session.info.pop(_QUEUED, None)
-
-
 def init_app(app: flask.Flask) -> None:
     config = app.extensions["planner.config"]
     settings = Settings(config.webhook_timeout_seconds, config.webhook_max_attempts)
     # Never in tests, which call deliver_due: a thread would poll databases that tests make and drop.
     in_process = config.webhooks_in_process and not config.testing
     started_by_requests(app, EXTENSION_KEY, Sender(get_db(app), settings) if in_process else None)
-    # A transaction that queued a delivery (events.publish) wakes this process's sender when it commits.
-    for name, listener in (
-        ("after_flush", _note_queued),
-        ("after_commit", _wake_after_commit),
-        ("after_rollback", _forget_queued),
-    ):
-        if not event.contains(Session, name, listener):
-            event.listen(Session, name, listener)
 
 
 def wake_sender() -> None:
