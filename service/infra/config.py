@@ -1,7 +1,8 @@
 """The one place that reads the environment.
 
 Every setting the service understands is a field of `Config`, documented in the README's configuration
-table. Other modules receive a `Config`; none of them read `os.environ`.
+table. Other modules receive a `Config`; none of them read `os.environ`, but for prometheus_client's own
+PROMETHEUS_MULTIPROC_DIR, which gunicorn.conf.py sets and service/infra/metrics.py reads as the library does.
 """
 
 from __future__ import annotations
