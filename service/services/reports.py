@@ -53,9 +53,6 @@ from service.data.models import (
 from service.services.budgets import get_budget
 from service.services.errors import InvalidParameterError
 
-GRANULARITIES = ("day", "week", "month", "none")
-MEASURES = ("planned", "actual", "both")
-GROUPS = ("organization", "budget", "hardware", "status")  # and label:<key>
 MAX_ROWS = 100_000
 MILLION = 10**MONEY_SCALE
 LAST_DAY = datetime(9999, 1, 1, tzinfo=UTC)
