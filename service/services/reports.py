@@ -108,32 +108,44 @@ class CostReport:
 
 def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -> CostReport:
     """Plans starting in [start, end), grouped by period and `group_by`, with their sums per currency."""
-    found = _planned(session, query, scope, statuses=(query.status or PlanStatus.COMMITTED,))
-    names = _names(session, query.group_by, found, offset=0 if query.granularity == "none" else 1)
+    found = planned_sums(session, query, scope, statuses=(query.status or PlanStatus.COMMITTED,))
+    names = group_slugs(session, query.group_by, found, offset=0 if query.granularity == "none" else 1)
     rows = []
     for record in found:
         values = list(record)
         row: dict[str, Any] = {}
         if query.granularity != "none":
-            row.update(_bounds(values.pop(0), query.granularity))
+            row.update(period_bounds(values.pop(0), query.granularity))
         for name in query.group_by:
             raw = values.pop(0)
             row[name] = names.get((name, raw), raw)
         row["currency"] = values.pop(0)
         row.update(zip(("plans", "accelerator_hours", "flops"), values[:3], strict=True))
-        row["cost"] = _cost(values[3:])
+        row["cost"] = summed_cost(values[3:])
         rows.append(row)
     return CostReport(query, rows, _totals(rows))
 
 
-def _planned(
+def _totals(rows: list[dict[str, Any]]) -> list[Totals]:
+    by_currency: dict[str | None, Totals] = {}
+    for row in rows:
+        totals = by_currency.setdefault(row["currency"], Totals(row["currency"]))
+        totals.plans += row["plans"]
+        totals.accelerator_hours += row["accelerator_hours"]
+        totals.flops += row["flops"]
+        if row["cost"] is not None:
+            totals.cost = (totals.cost or Decimal(0)) + row["cost"]
+    return sorted(by_currency.values(), key=lambda totals: totals.currency or "")
+
+
+def planned_sums(
     session: Session, query: CostQuery, scope: uuid.UUID | None, *, statuses: Sequence[str]
 ) -> Sequence[Any]:
-    """Per (period, groups, currency): plans, accelerator_hours, flops and the cost sums (see _cost_sums) of
+    """Per (period, groups, currency): plans, accelerator_hours, flops and the cost sums (see cost_sums) of
     the plans in `statuses` starting in the window."""
     dialect = session.get_bind().dialect.name
-    period = _period(query.granularity, dialect, Plan.start_at)
-    groups = [_group_column(name) for name in query.group_by]
+    period = period_column(query.granularity, dialect, Plan.start_at)
+    groups = [group_column(name) for name in query.group_by]
     keys: list[SQLColumnExpression[Any]] = [*([period] if period is not None else []), *groups, Plan.currency]
     stmt = (
         select(
@@ -141,7 +153,7 @@ def _planned(
             func.count().label("plans"),
             func.sum(Plan.accelerator_hours).label("accelerator_hours"),
             func.sum(Plan.flops).label("flops"),
-            *_cost_sums(dialect, Plan.cost),
+            *cost_sums(dialect, Plan.cost),
         )
         .where(Plan.start_at >= query.start, Plan.start_at < query.end)
         .where(Plan.status.in_(statuses) if len(statuses) > 1 else Plan.status == statuses[0])
@@ -153,10 +165,13 @@ def _planned(
         stmt = stmt.where(Plan.organization_id == scope)
     if query.organization is not None:
         stmt = stmt.where(Plan.organization_id == id_by_slug(Organization, query.organization))
-    return _at_most_max_rows(session.execute(_plan_filters(stmt, query)).all())
+    return at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
 
 
-def _too_many_rows() -> InvalidParameterError:
+# --- What the reports share ---------------------------------------------------------------------------------
+
+
+def too_many_rows() -> InvalidParameterError:
     return InvalidParameterError(
         "granularity",
         f"The report would have more than {MAX_ROWS} rows; narrow the window, coarsen the granularity "
@@ -164,13 +179,13 @@ def _too_many_rows() -> InvalidParameterError:
     )
 
 
-def _at_most_max_rows(found: Sequence[Any]) -> Sequence[Any]:
+def at_most_max_rows(found: Sequence[Any]) -> Sequence[Any]:
     if len(found) > MAX_ROWS:
-        raise _too_many_rows()
+        raise too_many_rows()
     return found
 
 
-def _cost_sums(
+def cost_sums(
     dialect: str, amount: SQLColumnExpression[Decimal | None]
 ) -> list[Label[Decimal | None]] | list[Label[int]]:
     """Exact sums of amounts. SQLite holds amounts as integer millionths, whose 64-bit sum overflows past
@@ -184,8 +199,8 @@ def _cost_sums(
     ]
 
 
-def _cost(sums: Sequence[Decimal | int | None]) -> Decimal | None:
-    """The cost of a row from what _cost_sums summed: None when no plan in it has one."""
+def summed_cost(sums: Sequence[Decimal | int | None]) -> Decimal | None:
+    """The cost of a row from what cost_sums summed: None when no plan in it has one."""
     if len(sums) == 1:
         return None if sums[0] is None else Decimal(sums[0])
     units, millionths = sums
@@ -197,7 +212,7 @@ def _cost(sums: Sequence[Decimal | int | None]) -> Decimal | None:
 Columns = TypeVarTuple("Columns")
 
 
-def _plan_filters(stmt: Select[*Columns], query: CostQuery) -> Select[*Columns]:
+def plan_filters(stmt: Select[*Columns], query: CostQuery) -> Select[*Columns]:
     """The filters on a plan's own columns but its organisation's (which each measure takes where its
     index has it)."""
     if query.budget_id is not None:
@@ -207,7 +222,7 @@ def _plan_filters(stmt: Select[*Columns], query: CostQuery) -> Select[*Columns]:
     return stmt
 
 
-def _period(
+def period_column(
     granularity: str, dialect: str, moment: SQLColumnExpression[datetime] | SQLColumnExpression[date]
 ) -> ColumnElement[str | datetime] | None:
     """The period of a UTC timestamp or date column, as cheap to compute per row as each database allows: on
@@ -227,7 +242,9 @@ def _period(
     return func.date_trunc(granularity, instant).label("period")
 
 
-def _bounds(period: str | datetime, granularity: str) -> dict[str, str]:
+def period_bounds(period: str | datetime, granularity: str) -> dict[str, str]:
+    """A row's period_start and period_end (ISO dates) from the period a database gave: SQLite's day or month
+    prefix, or the Monday it computed, or PostgreSQL's date_trunc."""
     if isinstance(period, datetime):
         first = period.date()
     else:
@@ -241,7 +258,8 @@ def _bounds(period: str | datetime, granularity: str) -> dict[str, str]:
     return {"period_start": first.isoformat(), "period_end": end.isoformat()}
 
 
-def _group_column(name: str) -> SQLColumnExpression[uuid.UUID | str | None]:
+def group_column(name: str) -> SQLColumnExpression[uuid.UUID | str | None]:
+    """The column of a plan that the group `name` (organization, budget, hardware, status, label:<key>) is."""
     if name == "organization":
         return Plan.organization_id
     if name == "budget":
@@ -253,7 +271,7 @@ def _group_column(name: str) -> SQLColumnExpression[uuid.UUID | str | None]:
     return cast(Plan.labels[name.removeprefix("label:")].as_string(), String).label(name)
 
 
-def _names(
+def group_slugs(
     session: Session, group_by: Sequence[str], found: Sequence[Any], *, offset: int
 ) -> dict[tuple[str, Any], Any]:
     """Slugs for the ids rows are grouped by (organisations, hardware), and budget ids as strings."""
@@ -277,16 +295,37 @@ def _names(
     return names
 
 
-def _totals(rows: list[dict[str, Any]]) -> list[Totals]:
-    by_currency: dict[str | None, Totals] = {}
-    for row in rows:
-        totals = by_currency.setdefault(row["currency"], Totals(row["currency"]))
-        totals.plans += row["plans"]
-        totals.accelerator_hours += row["accelerator_hours"]
-        totals.flops += row["flops"]
-        if row["cost"] is not None:
-            totals.cost = (totals.cost or Decimal(0)) + row["cost"]
-    return sorted(by_currency.values(), key=lambda totals: totals.currency or "")
+def usage_per_plan(
+    keys: list[SQLColumnExpression[Any]], query: CostQuery, scope: uuid.UUID | None, dialect: str
+) -> Subquery:
+    """The days of usage in the query's window summed per plan and `keys` (the plan, its period, its
+    currency), in the caller's scope and the query's organisation: what reports of spend join to plans."""
+    first_day, end_day = _days(query)
+    stmt = (
+        select(
+            *keys,
+            func.sum(UsageDay.accelerator_hours).label("accelerator_hours"),
+            *cost_sums(dialect, UsageDay.cost),
+        )
+        .where(UsageDay.day >= first_day, UsageDay.day < end_day)
+        .group_by(*keys)
+    )
+    if scope is not None:
+        stmt = stmt.where(UsageDay.organization_id == scope)
+    if query.organization is not None:
+        stmt = stmt.where(UsageDay.organization_id == id_by_slug(Organization, query.organization))
+    return stmt.subquery("per_plan")
+
+
+def _days(query: CostQuery) -> tuple[date, date]:
+    """The UTC days that begin in [start, end), as [first, end): a day of spend counts, like a plan, when it
+    begins in the window."""
+
+    def first_on_or_after(moment: datetime) -> date:
+        day = moment.date()
+        return day if moment.time() == datetime.min.time() else day + timedelta(days=1)
+
+    return first_on_or_after(query.start), first_on_or_after(query.end)
 
 
 # --- Planned against actual ------------------------------------------------------------------------------
@@ -342,11 +381,11 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
     planned = (
         []
         if query.measure == "actual"
-        else _planned(session, query, scope, statuses=_planned_statuses(query))
+        else planned_sums(session, query, scope, statuses=_planned_statuses(query))
     )
     actual = _actual(session, query, scope)
     offset = 0 if query.granularity == "none" else 1
-    names = _names(session, query.group_by, [*planned, *actual], offset=offset)
+    names = group_slugs(session, query.group_by, [*planned, *actual], offset=offset)
     display = _display_names(session, query.group_by, [*planned, *actual], offset=offset)
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
 
@@ -354,7 +393,7 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
         values = list(record)
         key: dict[str, Any] = {}
         if query.granularity != "none":
-            key.update(_bounds(values.pop(0), query.granularity))
+            key.update(period_bounds(values.pop(0), query.granularity))
         for name in query.group_by:
             raw = values.pop(0)
             key[name] = names.get((name, raw), raw)
@@ -366,10 +405,12 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
 
     for record in planned:
         row, (plans, hours, _flops, *sums) = row_of(record)
-        row.update(planned_plans=plans, planned_accelerator_hours=hours, planned_cost=_cost(sums))
+        row.update(planned_plans=plans, planned_accelerator_hours=hours, planned_cost=summed_cost(sums))
     for record in actual:
         row, (plans, hours, *sums) = row_of(record)
-        row.update(actual_plans=plans, actual_accelerator_hours=hours, actual_cost=_cost(sums) or Decimal(0))
+        row.update(
+            actual_plans=plans, actual_accelerator_hours=hours, actual_cost=summed_cost(sums) or Decimal(0)
+        )
     if query.granularity != "none":
         _fill_periods(rows, query)
     ordered = [_with_variance(rows[key]) for key in sorted(rows, key=_sort_key)]
@@ -378,39 +419,6 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
 
 def _planned_statuses(query: CostQuery) -> tuple[str, ...]:
     return (query.status,) if query.status is not None else tuple(CHARGED_STATUSES)
-
-
-def _usage_per_plan(
-    keys: list[SQLColumnExpression[Any]], query: CostQuery, scope: uuid.UUID | None, dialect: str
-) -> Subquery:
-    """The days of usage in the query's window summed per plan and `keys` (the plan, its period, its
-    currency), in the caller's scope and the query's organisation: what reports of spend join to plans."""
-    first_day, end_day = _days(query)
-    stmt = (
-        select(
-            *keys,
-            func.sum(UsageDay.accelerator_hours).label("accelerator_hours"),
-            *_cost_sums(dialect, UsageDay.cost),
-        )
-        .where(UsageDay.day >= first_day, UsageDay.day < end_day)
-        .group_by(*keys)
-    )
-    if scope is not None:
-        stmt = stmt.where(UsageDay.organization_id == scope)
-    if query.organization is not None:
-        stmt = stmt.where(UsageDay.organization_id == id_by_slug(Organization, query.organization))
-    return stmt.subquery("per_plan")
-
-
-def _days(query: CostQuery) -> tuple[date, date]:
-    """The UTC days that begin in [start, end), as [first, end): a day of spend counts, like a plan, when it
-    begins in the window."""
-
-    def first_on_or_after(moment: datetime) -> date:
-        day = moment.date()
-        return day if moment.time() == datetime.min.time() else day + timedelta(days=1)
-
-    return first_on_or_after(query.start), first_on_or_after(query.end)
 
 
 def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequence[Any]:
@@ -422,14 +430,14 @@ def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequ
     and period rather than one per day.
     """
     dialect = session.get_bind().dialect.name
-    period = _period(query.granularity, dialect, UsageDay.day)
+    period = period_column(query.granularity, dialect, UsageDay.day)
     inner_keys: list[SQLColumnExpression[Any]] = [
         UsageDay.plan_id,
         *([period] if period is not None else []),
         UsageDay.currency,
     ]
-    per_plan = _usage_per_plan(inner_keys, query, scope, dialect)
-    groups = [_group_column(name) for name in query.group_by]
+    per_plan = usage_per_plan(inner_keys, query, scope, dialect)
+    groups = [group_column(name) for name in query.group_by]
     keys: list[SQLColumnExpression[Any]] = [
         *([per_plan.c.period] if period is not None else []),
         *groups,
@@ -457,7 +465,7 @@ def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequ
     )
     if query.status is not None:
         stmt = stmt.where(Plan.status == query.status)
-    return _at_most_max_rows(session.execute(_plan_filters(stmt, query)).all())
+    return at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
 
 
 def _display_names(
@@ -507,7 +515,7 @@ def _fill_periods(rows: dict[tuple[Any, ...], dict[str, Any]], query: CostQuery)
     periods = _periods(query)
     combinations = {key[2:]: rows[key] for key in rows} or {(): {}}
     if len(periods) * len(combinations) > MAX_ROWS:
-        raise _too_many_rows()
+        raise too_many_rows()
     for bounds in periods:
         for rest, example in combinations.items():
             key = (bounds["period_start"], bounds["period_end"], *rest)
@@ -531,7 +539,7 @@ def _periods(query: CostQuery) -> list[dict[str, str]]:
             first -= timedelta(days=first.weekday())
         elif query.granularity == "month":
             first = first.replace(day=1)
-        bounds = _bounds(datetime(first.year, first.month, first.day), query.granularity)
+        bounds = period_bounds(datetime(first.year, first.month, first.day), query.granularity)
         periods.append(bounds)
         end = date.fromisoformat(bounds["period_end"])
         moment = datetime(end.year, end.month, end.day, tzinfo=UTC)
@@ -613,10 +621,10 @@ def focus_rows(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -
     if query.granularity not in FOCUS_GRANULARITIES or query.group_by:
         raise ValueError("FOCUS charges are one plan's in a day or a month")  # the schema keeps them so
     dialect = session.get_bind().dialect.name
-    period = _period(query.granularity, dialect, UsageDay.day)
+    period = period_column(query.granularity, dialect, UsageDay.day)
     assert period is not None  # a day or a month
     keys: list[SQLColumnExpression[Any]] = [period, UsageDay.plan_id, UsageDay.currency]
-    per_plan = _usage_per_plan(keys, query, scope, dialect)
+    per_plan = usage_per_plan(keys, query, scope, dialect)
     sums = [per_plan.c.cost] if dialect != "sqlite" else [per_plan.c.cost_units, per_plan.c.cost_millionths]
     stmt = (
         select(
@@ -643,19 +651,19 @@ def focus_rows(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -
     )
     if query.status is not None:
         stmt = stmt.where(Plan.status == query.status)
-    found = _at_most_max_rows(session.execute(_plan_filters(stmt, query)).all())
+    found = at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
     return [_focus_row(record, query.granularity, cost_columns=len(sums)) for record in found]
 
 
 def _focus_row(record: Sequence[Any], granularity: str, *, cost_columns: int) -> dict[str, Any]:
     values = list(record)
     period, currency, hours = values[:3]
-    cost = _cost(values[3 : 3 + cost_columns]) or Decimal(0)
+    cost = summed_cost(values[3 : 3 + cost_columns]) or Decimal(0)
     plan_id, plan_name, labels, status, org_slug, org_name, budget_id, budget_name, hardware = values[
         3 + cost_columns :
     ]
-    charge = _bounds(period, granularity)
-    billing = _bounds(charge["period_start"][:7], "month")  # the calendar month of the charge
+    charge = period_bounds(period, granularity)
+    billing = period_bounds(charge["period_start"][:7], "month")  # the calendar month of the charge
     tags = dict(labels or {})
     if budget_id is not None:
         tags[f"{TAG_PREFIX}budget_id"] = str(budget_id)
