@@ -7,7 +7,7 @@ import flask
 from service.api.base import Blueprint
 from service.infra.db import get_session
 from service.schemas.reports import CostReportQuerySchema, CostReportSchema, FocusQuerySchema
-from service.services import focus, reports
+from service.services import focus, reports, spend
 from service.services.errors import InvalidParameterError
 from service.web.auth import READERS, requires, scope
 from service.web.csv_files import CSV_TYPE, csv_response, spend_csv
@@ -61,7 +61,7 @@ def cost_report(*, from_, to, measure, granularity=None, group_by, status=None, 
     if measure == "planned":
         report = reports.cost_report(session, query, scope=scope())
     else:
-        report = reports.spend_report(session, query, scope=scope())
+        report = spend.spend_report(session, query, scope=scope())
 
     @flask.after_this_request
     def _vary(response):  # Accept chooses the format: caches must keep the two apart
