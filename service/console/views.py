@@ -47,6 +47,7 @@ from service.schemas.plans import (
 from service.schemas.reports import REPORT_GROUPS, REPORT_MEASURES, CostReportQuerySchema, UtilizationSchema
 from service.schemas.usage import BudgetForecastSchema, UsageRecordSchema
 from service.services import (
+    budget_utilization,
     budgets,
     hardware,
     idempotency,
@@ -342,7 +343,7 @@ def budget_list() -> str:
 @requires(*READERS)
 def budget_page(budget_id: uuid.UUID) -> str:
     session = get_session()
-    use = reports.utilization(session, budget_id, scope=scope(), now=utcnow())
+    use = budget_utilization.utilization(session, budget_id, scope=scope(), now=utcnow())
     budget = BudgetSchema().dump(use.budget)
     utilization = UtilizationSchema().dump(use)
     ledger = plans.list_ledger(session, budget_id, scope=scope(), limit=LIST_LIMIT, after=None)

@@ -4,7 +4,7 @@ The cost report (`cost_report`: GET /v1/reports/costs with measure=planned, the 
 estimated to cost: plans of one status (committed unless the query names another) by the period of their
 start_at and by organisation, budget, hardware, status or label, with totals per currency. Finance teams and
 their scripts read it, as JSON or CSV, from before the service knew what runs spent: its rows and columns stay
-as they are.
+as they are. A budget's utilisation (budget_utilization.py) is this report for one budget, month by month.
 
 The other reports are built from the pieces here: planned against actual (spend.py, measures actual and both)
 and the FOCUS export of what runs spent (focus.py). What they share keeps their money right:
@@ -24,8 +24,8 @@ import dataclasses
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any, TypeVarTuple
 
 from sqlalchemy import (
@@ -43,10 +43,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from service.core.units import CENT
 from service.data.models import (
     MONEY_SCALE,
-    Budget,
     HardwareProfile,
     Organization,
     Plan,
@@ -54,12 +52,10 @@ from service.data.models import (
     UsageDay,
     id_by_slug,
 )
-from service.services.budgets import get_budget
 from service.services.errors import InvalidParameterError
 
 MAX_ROWS = 100_000
 MILLION = 10**MONEY_SCALE
-LAST_DAY = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -330,64 +326,3 @@ def _days(query: CostQuery) -> tuple[date, date]:
         return day if moment.time() == datetime.min.time() else day + timedelta(days=1)
 
     return first_on_or_after(query.start), first_on_or_after(query.end)
-
-
-# --- Budget utilisation -----------------------------------------------------------------------------------
-
-
-MAX_LISTED_MONTHS = 1200
-
-
-def _months(start: datetime, end: datetime) -> list[str]:
-    """Every month (YYYY-MM) that [start, end) touches; [] if more than MAX_LISTED_MONTHS."""
-    first, last = start.year * 12 + start.month - 1, end.year * 12 + end.month - 1
-    if end == datetime(end.year, end.month, 1, tzinfo=UTC):
-        last -= 1  # a period ending at midnight on the 1st does not touch that month
-    if last - first >= MAX_LISTED_MONTHS:
-        return []
-    return [f"{index // 12:04d}-{index % 12 + 1:02d}" for index in range(first, last + 1)]
-
-
-@dataclass(frozen=True)
-class MonthUse:
-    month: str  # YYYY-MM
-    plans: int
-    committed: Decimal
-    cumulative: Decimal
-
-
-@dataclass(frozen=True)
-class Utilization:
-    budget: Budget
-    as_of: datetime
-    months: list[MonthUse]
-    burn_rate_per_day: Decimal | None  # committed over the days of the period elapsed; None before it starts
-    runs_out_at: datetime | None  # when the amount is spent at that rate; None if it never is
-
-
-def utilization(
-    session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | None, now: datetime
-) -> Utilization:
-    """A budget's committed plans month by month (by start_at) over its period, and its burn rate."""
-    budget = get_budget(session, budget_id, scope=scope)
-    report = cost_report(
-        session,
-        CostQuery(start=budget.period_start, end=budget.period_end, granularity="month", budget_id=budget.id),
-        scope=scope,
-    )
-    found = {row["period_start"][:7]: row for row in report.rows}
-    months, cumulative = [], Decimal(0)
-    for month in _months(budget.period_start, budget.period_end) or sorted(found):
-        row = found.get(month, {"plans": 0, "cost": None})
-        committed = row["cost"] or Decimal(0)
-        cumulative += committed
-        months.append(MonthUse(month, row["plans"], committed, cumulative))
-    elapsed = (min(now, budget.period_end) - budget.period_start).total_seconds() / 86_400
-    if elapsed <= 0:
-        return Utilization(budget, now, months, None, None)
-    rate = budget.committed / Decimal(elapsed)
-    runs_out = None
-    days_left = (LAST_DAY - budget.period_start).days
-    if rate > 0 and budget.amount / rate < days_left:  # beyond year 9998 it never runs out, in practice
-        runs_out = budget.period_start + timedelta(days=float(budget.amount / rate))
-    return Utilization(budget, now, months, rate.quantize(CENT, ROUND_HALF_UP), runs_out)
