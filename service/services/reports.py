@@ -3,8 +3,9 @@
 The cost report (`cost_report`: GET /v1/reports/costs with measure=planned, the default) is what plans are
 estimated to cost: plans of one status (committed unless the query names another) by the period of their
 start_at and by organisation, budget, hardware, status or label, with totals per currency. Finance teams and
-their scripts read it, as JSON or CSV, from before the service knew what runs spent: its rows and columns stay
-as they are. A budget's utilisation (budget_utilization.py) is this report for one budget, month by month.
+their scripts have read it, as JSON or CSV, since before the service knew what runs spent: its rows and
+columns stay as they are. A budget's utilisation (budget_utilization.py) is this report for one budget, month
+by month.
 
 The other reports are built from the pieces here: planned against actual (spend.py, measures actual and both)
 and the FOCUS export of what runs spent (focus.py). What they share keeps their money right:
@@ -60,6 +61,8 @@ MILLION = 10**MONEY_SCALE
 
 @dataclass(frozen=True)
 class CostQuery:
+    """What every report is asked for: the window, its periods, the groups, the filters and the measure."""
+
     start: datetime  # inclusive
     end: datetime  # exclusive
     granularity: str = "none"
