@@ -20,7 +20,7 @@ from service.schemas.common import ListQuerySchema
 from service.schemas.plans import LedgerPageSchema
 from service.schemas.reports import UtilizationSchema
 from service.schemas.usage import BudgetForecastSchema
-from service.services import budgets, plans, reports, usage
+from service.services import budget_utilization, budgets, plans, usage
 from service.web.auth import READERS, requires, scope
 
 blp = Blueprint("budgets", __name__, url_prefix="/v1/budgets", description="Organisations' budgets")
@@ -121,7 +121,7 @@ def utilization(budget_id):
     """Committed against the amount over the budget's period: month by month (each plan in the month of its
     start_at, with the running total), the burn rate (committed per day of the period so far) and the day
     the amount runs out at that rate."""
-    return reports.utilization(get_session(), budget_id, scope=scope(), now=utcnow())
+    return budget_utilization.utilization(get_session(), budget_id, scope=scope(), now=utcnow())
 
 
 @blp.get("/<uuid:budget_id>/forecast")

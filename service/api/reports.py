@@ -7,7 +7,7 @@ import flask
 from service.api.base import Blueprint
 from service.infra.db import get_session
 from service.schemas.reports import CostReportQuerySchema, CostReportSchema, FocusQuerySchema
-from service.services import reports
+from service.services import focus, reports, spend
 from service.services.errors import InvalidParameterError
 from service.web.auth import READERS, requires, scope
 from service.web.csv_files import CSV_TYPE, csv_response, spend_csv
@@ -61,7 +61,7 @@ def cost_report(*, from_, to, measure, granularity=None, group_by, status=None, 
     if measure == "planned":
         report = reports.cost_report(session, query, scope=scope())
     else:
-        report = reports.spend_report(session, query, scope=scope())
+        report = spend.spend_report(session, query, scope=scope())
 
     @flask.after_this_request
     def _vary(response):  # Accept chooses the format: caches must keep the two apart
@@ -93,7 +93,7 @@ def _wants_csv(format: str | None) -> bool:
             "content": {
                 CSV_TYPE: {
                     "schema": {"type": "string"},
-                    "example": ",".join(reports.FOCUS_COLUMNS) + "\r\n",
+                    "example": ",".join(focus.FOCUS_COLUMNS) + "\r\n",
                 }
             },
         }
@@ -110,9 +110,9 @@ def focus_export(*, from_, to, granularity, **filters):
 
 def _focus(from_, to, granularity: str, **filters):
     query = reports.CostQuery(start=from_, end=to, granularity=granularity, measure="actual", **filters)
-    rows = reports.focus_rows(get_session(), query, scope=scope())
+    rows = focus.focus_rows(get_session(), query, scope=scope())
     filename = f"focus_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}.csv"
-    return csv_response(list(reports.FOCUS_COLUMNS), rows, filename, exact_money=True)
+    return csv_response(list(focus.FOCUS_COLUMNS), rows, filename, exact_money=True)
 
 
 def _focus_granularity(granularity: str | None, group_by: tuple[str, ...]) -> str:
@@ -124,6 +124,6 @@ def _focus_granularity(granularity: str | None, group_by: tuple[str, ...]) -> st
         raise InvalidParameterError("measure", "A FOCUS export is what runs spent: measure actual.")
     if granularity in (None, "none"):
         return "day"
-    if granularity not in reports.FOCUS_GRANULARITIES:
+    if granularity not in focus.FOCUS_GRANULARITIES:
         raise InvalidParameterError("granularity", "A FOCUS charge period is a day or a month.")
     return granularity

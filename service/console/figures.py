@@ -15,7 +15,7 @@ from service.console import charts
 from service.console.formatting import money
 from service.core import allocate, engine, performance
 from service.core.validation import InvalidInput
-from service.services import planning, reports
+from service.services import planning, spend
 from service.services.errors import InvalidFieldError
 
 DEFAULT_REFERENCE_LAW = "chinchilla-2022"  # the IsoFLOP chart's law when the plan uses a fixed ratio
@@ -255,14 +255,14 @@ def burn_chart(utilization: Mapping[str, Any]) -> Markup:
 MAX_STACKED_GROUPS = len(charts.PALETTE)  # one colour each; the smallest beyond are drawn together as "other"
 
 
-def planned_actual_charts(report: reports.SpendReport) -> list[Markup]:
+def planned_actual_charts(report: spend.SpendReport) -> list[Markup]:
     """Per currency (amounts in two are never drawn on one scale), planned beside actual for every period of
     a report of actual spend, stacked by its first group (by name where it has one); [] for a report with
     no periods."""
     if report.query.granularity == "none":
         return []
     group = report.query.group_by[0] if report.query.group_by else None
-    shown_by = reports.NAMED_GROUPS.get(group or "", group)
+    shown_by = spend.NAMED_GROUPS.get(group or "", group)
     periods = sorted({row["period_start"] for row in report.rows})
     drawn = []
     for currency in sorted({row["currency"] for row in report.rows if row["currency"] is not None}):

@@ -47,6 +47,7 @@ from service.schemas.plans import (
 from service.schemas.reports import REPORT_GROUPS, REPORT_MEASURES, CostReportQuerySchema, UtilizationSchema
 from service.schemas.usage import BudgetForecastSchema, UsageRecordSchema
 from service.services import (
+    budget_utilization,
     budgets,
     hardware,
     idempotency,
@@ -55,6 +56,7 @@ from service.services import (
     planning,
     plans,
     reports,
+    spend,
     transactions,
     usage,
 )
@@ -341,7 +343,7 @@ def budget_list() -> str:
 @requires(*READERS)
 def budget_page(budget_id: uuid.UUID) -> str:
     session = get_session()
-    use = reports.utilization(session, budget_id, scope=scope(), now=utcnow())
+    use = budget_utilization.utilization(session, budget_id, scope=scope(), now=utcnow())
     budget = BudgetSchema().dump(use.budget)
     utilization = UtilizationSchema().dump(use)
     ledger = plans.list_ledger(session, budget_id, scope=scope(), limit=LIST_LIMIT, after=None)
@@ -407,7 +409,7 @@ def cost_report() -> tuple[str, int]:
     return flask.render_template(
         "console/costs.html",
         report=report,
-        charts=figures.planned_actual_charts(report) if isinstance(report, reports.SpendReport) else [],
+        charts=figures.planned_actual_charts(report) if isinstance(report, spend.SpendReport) else [],
         measures=REPORT_MEASURES,
         query=args,
         shown=report_form(args),
@@ -428,12 +430,12 @@ def cost_report_csv() -> flask.Response:
     query = CostReportQuerySchema().load(report_query(flask.request.args))
     report = _report(query)
     filename = f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}.csv"
-    if isinstance(report, reports.SpendReport):
+    if isinstance(report, spend.SpendReport):
         return spend_csv(report, filename)
     return csv_response(report.columns, report.rows, filename)
 
 
-def _report(query: Mapping[str, Any]) -> reports.CostReport | reports.SpendReport:
+def _report(query: Mapping[str, Any]) -> reports.CostReport | spend.SpendReport:
     filters = {name: query[name] for name in ("organization", "budget_id", "hardware") if name in query}
     cost_query = reports.CostQuery(
         start=query["from_"],
@@ -446,7 +448,7 @@ def _report(query: Mapping[str, Any]) -> reports.CostReport | reports.SpendRepor
     )
     if cost_query.measure == "planned":
         return reports.cost_report(get_session(), cost_query, scope=scope())
-    return reports.spend_report(get_session(), cost_query, scope=scope())
+    return spend.spend_report(get_session(), cost_query, scope=scope())
 
 
 # --- shared lookups -------------------------------------------------------------------------------------

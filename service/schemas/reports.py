@@ -13,7 +13,7 @@ from service.data.models import PLAN_STATUSES
 from service.schemas.common import GREATER_THAN, StrictSchema
 from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime, signed_money
 from service.services.documents import format_money
-from service.services.reports import FOCUS_GRANULARITIES
+from service.services.focus import FOCUS_GRANULARITIES
 
 REPORT_GRANULARITIES = ("day", "week", "month", "none")
 REPORT_MEASURES = ("planned", "actual", "both")

@@ -13,7 +13,7 @@ import flask
 
 from service.core.units import CENT
 from service.services.documents import format_money
-from service.services.reports import SpendReport
+from service.services.spend import SpendReport
 
 CSV_TYPE = "text/csv"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would evaluate such a cell (OWASP)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 
 from service.data.models import Plan, UsageDay
-from service.services.reports import FOCUS_COLUMNS
+from service.services.focus import FOCUS_COLUMNS
 from tests.api.test_reports import PlanSpec as PlannedSpec
 from tests.api.test_reports import World, insert_plans, make_world
 from tests.conftest import bearer

@@ -1,0 +1,179 @@
+"""The FOCUS export: what runs spent, as usage charges of the FinOps Open Cost and Usage Specification (FOCUS
+1.1), for the FinOps tools that gather an organisation's cloud and on-premises costs in one place, and the
+finance teams who read them there (GET /v1/reports/focus, and format=focus on GET /v1/reports/costs).
+
+A row is one plan's spend in one UTC day or calendar month of the window, read from its usage days summed per
+plan (reports.usage_per_plan): actual spend only, since FOCUS describes billed charges and a plan is a
+forecast. Amounts keep every digit, to the millionth, for the tools that sum them again.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import SQLColumnExpression, select
+from sqlalchemy.orm import Session
+
+from service.data.models import Budget, HardwareProfile, Organization, Plan, UsageDay
+from service.services.reports import (
+    MAX_ROWS,
+    CostQuery,
+    at_most_max_rows,
+    period_bounds,
+    period_column,
+    plan_filters,
+    summed_cost,
+    usage_per_plan,
+)
+
+# FinOps Open Cost and Usage Specification 1.1 (https://focus.finops.org/focus-specification/v1-1/): the
+# columns it names for a usage charge, in the order a reader meets them, then one of ours (x_, as FOCUS asks
+# of columns it does not define).
+FOCUS_VERSION = "1.1"
+FOCUS_COLUMNS = (
+    "BilledCost",
+    "EffectiveCost",
+    "ListCost",
+    "ContractedCost",
+    "BillingCurrency",
+    "BillingPeriodStart",
+    "BillingPeriodEnd",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ChargeCategory",
+    "ChargeClass",
+    "ChargeFrequency",
+    "ChargeDescription",
+    "BillingAccountId",
+    "BillingAccountName",
+    "SubAccountId",
+    "SubAccountName",
+    "ProviderName",
+    "PublisherName",
+    "InvoiceIssuerName",
+    "ServiceName",
+    "ServiceCategory",
+    "ResourceId",
+    "ResourceName",
+    "ResourceType",
+    "SkuId",
+    "SkuPriceId",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "PricingQuantity",
+    "PricingUnit",
+    "PricingCategory",
+    "Tags",
+    "x_PlanStatus",
+)
+FOCUS_GRANULARITIES = ("day", "month")
+PROVIDER = "Compute Planner"
+ACCELERATOR_HOURS_UNIT = "Accelerator-Hours"
+# Tags the service sets itself carry its prefix, so that they never collide with a plan's own labels.
+TAG_PREFIX = "planner/"
+
+
+def focus_rows(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -> list[dict[str, Any]]:
+    """What runs spent, one FOCUS usage charge per plan per UTC day (or month) of the window: billed charges,
+    so actual spend only (plans are forecasts, which FOCUS does not describe).
+
+    The service knows one price per run, the one charged: list, contracted, billed and effective cost are
+    that amount alike (no discount or commitment to amortise). The billing account is the organisation, the
+    sub-account the budget the plan is charged to; the SKU is the hardware profile; the tags are the plan's
+    labels and its budget.
+    """
+    if query.granularity not in FOCUS_GRANULARITIES or query.group_by:
+        raise ValueError("FOCUS charges are one plan's in a day or a month")  # the schema keeps them so
+    dialect = session.get_bind().dialect.name
+    period = period_column(query.granularity, dialect, UsageDay.day)
+    assert period is not None  # a day or a month
+    keys: list[SQLColumnExpression[Any]] = [period, UsageDay.plan_id, UsageDay.currency]
+    per_plan = usage_per_plan(keys, query, scope, dialect)
+    sums = [per_plan.c.cost] if dialect != "sqlite" else [per_plan.c.cost_units, per_plan.c.cost_millionths]
+    stmt = (
+        select(
+            per_plan.c.period,
+            per_plan.c.currency,
+            per_plan.c.accelerator_hours,
+            *sums,
+            Plan.id,
+            Plan.name,
+            Plan.labels,
+            Plan.status,
+            Organization.slug,
+            Organization.name,
+            Budget.id,
+            Budget.name,
+            HardwareProfile.slug,
+        )
+        .join_from(per_plan, Plan, Plan.id == per_plan.c.plan_id)
+        .join(Organization, Organization.id == Plan.organization_id)
+        .outerjoin(Budget, Budget.id == Plan.budget_id)
+        .outerjoin(HardwareProfile, HardwareProfile.id == Plan.hardware_id)
+        .order_by(per_plan.c.period, Plan.id)
+        .limit(MAX_ROWS + 1)
+    )
+    if query.status is not None:
+        stmt = stmt.where(Plan.status == query.status)
+    found = at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
+    return [_focus_row(record, query.granularity, cost_columns=len(sums)) for record in found]
+
+
+def _focus_row(record: Sequence[Any], granularity: str, *, cost_columns: int) -> dict[str, Any]:
+    values = list(record)
+    period, currency, hours = values[:3]
+    cost = summed_cost(values[3 : 3 + cost_columns]) or Decimal(0)
+    plan_id, plan_name, labels, status, org_slug, org_name, budget_id, budget_name, hardware = values[
+        3 + cost_columns :
+    ]
+    charge = period_bounds(period, granularity)
+    billing = period_bounds(charge["period_start"][:7], "month")  # the calendar month of the charge
+    tags = dict(labels or {})
+    if budget_id is not None:
+        tags[f"{TAG_PREFIX}budget_id"] = str(budget_id)
+        tags[f"{TAG_PREFIX}budget"] = budget_name
+    sku = hardware or "custom"  # hardware given inline with the plan has no profile
+    return {
+        "BilledCost": cost,
+        "EffectiveCost": cost,
+        "ListCost": cost,
+        "ContractedCost": cost,
+        "BillingCurrency": currency,
+        "BillingPeriodStart": _focus_time(billing["period_start"]),
+        "BillingPeriodEnd": _focus_time(billing["period_end"]),
+        "ChargePeriodStart": _focus_time(charge["period_start"]),
+        "ChargePeriodEnd": _focus_time(charge["period_end"]),
+        "ChargeCategory": "Usage",
+        "ChargeClass": None,  # not a correction of an earlier period's charge
+        "ChargeFrequency": "Usage-Based",
+        "ChargeDescription": f"{hours:.2f} accelerator-hours on {sku} for plan {plan_name or plan_id}",
+        "BillingAccountId": org_slug,
+        "BillingAccountName": org_name,
+        "SubAccountId": None if budget_id is None else str(budget_id),
+        "SubAccountName": budget_name,
+        "ProviderName": PROVIDER,
+        "PublisherName": PROVIDER,
+        "InvoiceIssuerName": PROVIDER,
+        "ServiceName": "Model training",
+        "ServiceCategory": "AI and Machine Learning",
+        "ResourceId": str(plan_id),
+        "ResourceName": plan_name,
+        "ResourceType": "Training run",
+        "SkuId": sku,
+        "SkuPriceId": None,
+        "ConsumedQuantity": hours,
+        "ConsumedUnit": ACCELERATOR_HOURS_UNIT,
+        "PricingQuantity": hours,
+        "PricingUnit": ACCELERATOR_HOURS_UNIT,
+        "PricingCategory": "Standard",
+        "Tags": json.dumps(tags, ensure_ascii=False, sort_keys=True, separators=(",", ":")),
+        "x_PlanStatus": status,
+    }
+
+
+def _focus_time(day: str) -> str:
+    return f"{day}T00:00:00Z"

@@ -1,0 +1,273 @@
+"""Planned against actual: what plans set aside beside what their runs spent, for the finance teams who follow
+spend against forecast by month and by budget, organisation, hardware or label (GET /v1/reports/costs with
+measure=both, or measure=actual for the actual side alone, as JSON or CSV; the console's cost report and its
+charts).
+
+The planned side is the plans starting in the window whose cost is reserved or spent (committed, running,
+completed and failed, or the one status the query names), by the period of their start_at, summed as the
+cost report sums them (reports.planned_sums). The actual side is what runs spent on the UTC days of the
+window, from their daily sums (models.UsageDay), by the period of each day. The variance is actual minus
+planned, and that as a percentage of planned.
+
+It is made for people to read: organisation and budget names beside their ids; every period of the window
+present, with zeros where nothing was planned or spent, so that a month without spend reads as zero rather
+than as missing; totals per currency.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import SQLColumnExpression, func, select
+from sqlalchemy.orm import Session
+
+from service.core.units import CENT
+from service.data.models import CHARGED_STATUSES, Budget, Organization, Plan, UsageDay
+from service.services.reports import (
+    MAX_ROWS,
+    CostQuery,
+    at_most_max_rows,
+    group_column,
+    group_slugs,
+    period_bounds,
+    period_column,
+    plan_filters,
+    planned_sums,
+    summed_cost,
+    too_many_rows,
+    usage_per_plan,
+)
+
+PLANNED_METRICS = ("planned_plans", "planned_accelerator_hours", "planned_cost")
+ACTUAL_METRICS = ("actual_plans", "actual_accelerator_hours", "actual_cost")
+VARIANCE_METRICS = ("variance_cost", "variance_percent")
+# Groups whose value is an id or slug: a person also reads the name beside it.
+NAMED_GROUPS = {"organization": "organization_name", "budget": "budget_name"}
+HUNDRED = Decimal(100)
+
+
+@dataclass
+class SpendReport:
+    """Planned (measure both), actual and their variance per (period, groups, currency); `totals` has the
+    same metrics per currency."""
+
+    query: CostQuery
+    rows: list[dict[str, Any]]
+    totals: list[dict[str, Any]]
+
+    @property
+    def key_columns(self) -> list[str]:
+        period = [] if self.query.granularity == "none" else ["period_start", "period_end"]
+        groups: list[str] = []
+        for name in self.query.group_by:
+            groups += [name, NAMED_GROUPS[name]] if name in NAMED_GROUPS else [name]
+        return [*period, *groups, "currency"]
+
+    @property
+    def metrics(self) -> list[str]:
+        if self.query.measure == "actual":
+            return list(ACTUAL_METRICS)
+        return [*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS]
+
+    @property
+    def columns(self) -> list[str]:
+        return [*self.key_columns, *self.metrics]
+
+    @property
+    def total_rows(self) -> list[dict[str, Any]]:
+        return self.totals
+
+
+def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -> SpendReport:
+    """What plans starting in [start, end) planned to spend (measure both) and what runs spent on the UTC days
+    in it, side by side per (period, groups, currency), with the variance (actual - planned).
+
+    A group seen in the window has a row in every period of it (zeros where it has nothing); a window with
+    nothing at all still has a row per period, of zeros, so that a month without spend reads as zero rather
+    than as missing.
+    """
+    planned = (
+        []
+        if query.measure == "actual"
+        else planned_sums(session, query, scope, statuses=_planned_statuses(query))
+    )
+    actual = _actual(session, query, scope)
+    offset = 0 if query.granularity == "none" else 1
+    names = group_slugs(session, query.group_by, [*planned, *actual], offset=offset)
+    display = _display_names(session, query.group_by, [*planned, *actual], offset=offset)
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def row_of(record: Sequence[Any]) -> tuple[dict[str, Any], list[Any]]:
+        values = list(record)
+        key: dict[str, Any] = {}
+        if query.granularity != "none":
+            key.update(period_bounds(values.pop(0), query.granularity))
+        for name in query.group_by:
+            raw = values.pop(0)
+            key[name] = names.get((name, raw), raw)
+            if name in NAMED_GROUPS:
+                key[NAMED_GROUPS[name]] = display.get((name, raw))
+        key["currency"] = values.pop(0)
+        row = rows.setdefault(tuple(key.values()), {**key, **_zeros(key["currency"])})
+        return row, values
+
+    for record in planned:
+        row, (plans, hours, _flops, *sums) = row_of(record)
+        row.update(planned_plans=plans, planned_accelerator_hours=hours, planned_cost=summed_cost(sums))
+    for record in actual:
+        row, (plans, hours, *sums) = row_of(record)
+        row.update(
+            actual_plans=plans, actual_accelerator_hours=hours, actual_cost=summed_cost(sums) or Decimal(0)
+        )
+    if query.granularity != "none":
+        _fill_periods(rows, query)
+    ordered = [_with_variance(rows[key]) for key in sorted(rows, key=_sort_key)]
+    return SpendReport(query, ordered, _spend_totals(ordered))
+
+
+def _planned_statuses(query: CostQuery) -> tuple[str, ...]:
+    return (query.status,) if query.status is not None else tuple(CHARGED_STATUSES)
+
+
+def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequence[Any]:
+    """Per (period, groups, currency): plans with usage, accelerator_hours and the cost sums of the usage days
+    in the window.
+
+    Summed per plan and period first, over usage_days alone (its (organization_id, day) index serves an
+    organisation's window), so that the join to plans for their groups and filters meets one row per plan
+    and period rather than one per day.
+    """
+    dialect = session.get_bind().dialect.name
+    period = period_column(query.granularity, dialect, UsageDay.day)
+    inner_keys: list[SQLColumnExpression[Any]] = [
+        UsageDay.plan_id,
+        *([period] if period is not None else []),
+        UsageDay.currency,
+    ]
+    per_plan = usage_per_plan(inner_keys, query, scope, dialect)
+    groups = [group_column(name) for name in query.group_by]
+    keys: list[SQLColumnExpression[Any]] = [
+        *([per_plan.c.period] if period is not None else []),
+        *groups,
+        per_plan.c.currency,
+    ]
+    sums = (
+        [func.sum(per_plan.c.cost).label("cost")]
+        if dialect != "sqlite"
+        else [
+            func.sum(per_plan.c.cost_units).label("cost_units"),
+            func.sum(per_plan.c.cost_millionths).label("cost_millionths"),
+        ]
+    )
+    stmt = (
+        select(
+            *keys,
+            func.count(func.distinct(per_plan.c.plan_id)).label("plans"),
+            func.sum(per_plan.c.accelerator_hours).label("accelerator_hours"),
+            *sums,
+        )
+        .join_from(per_plan, Plan, Plan.id == per_plan.c.plan_id)
+        .group_by(*keys)
+        .order_by(*keys)
+        .limit(MAX_ROWS + 1)
+    )
+    if query.status is not None:
+        stmt = stmt.where(Plan.status == query.status)
+    return at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
+
+
+def _display_names(
+    session: Session, group_by: Sequence[str], found: Sequence[Any], *, offset: int
+) -> dict[tuple[str, Any], str]:
+    """The names of the organisations and budgets that rows are grouped by, by their ids."""
+    names: dict[tuple[str, Any], str] = {}
+    for position, name in enumerate(group_by, start=offset):
+        if name not in NAMED_GROUPS:
+            continue
+        ids = {record[position] for record in found} - {None}
+        model = Organization if name == "organization" else Budget
+        pairs = session.execute(select(model.id, model.name).where(model.id.in_(ids)))
+        names.update(((name, key), value) for key, value in pairs)
+    return names
+
+
+def _zeros(currency: str | None) -> dict[str, Any]:
+    # Plans without a price (no currency) have no planned cost, rather than a cost of zero.
+    cost = None if currency is None else Decimal(0)
+    return {
+        "planned_plans": 0,
+        "planned_accelerator_hours": 0.0,
+        "planned_cost": cost,
+        "actual_plans": 0,
+        "actual_accelerator_hours": 0.0,
+        "actual_cost": Decimal(0),
+    }
+
+
+def _with_variance(row: dict[str, Any]) -> dict[str, Any]:
+    planned, actual = row["planned_cost"], row["actual_cost"]
+    variance = None if planned is None else actual - planned
+    row["variance_cost"] = variance
+    row["variance_percent"] = (
+        None if variance is None or not planned else float((variance / planned * HUNDRED).quantize(CENT))
+    )
+    return row
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[tuple[bool, str], ...]:
+    return tuple((value is not None, str(value)) for value in key)  # nulls first, as the database orders them
+
+
+def _fill_periods(rows: dict[tuple[Any, ...], dict[str, Any]], query: CostQuery) -> None:
+    """Adds a row of zeros for every period of the window that a group seen in it has no row in."""
+    periods = _periods(query)
+    combinations = {key[2:]: rows[key] for key in rows} or {(): {}}
+    if len(periods) * len(combinations) > MAX_ROWS:
+        raise too_many_rows()
+    for bounds in periods:
+        for rest, example in combinations.items():
+            key = (bounds["period_start"], bounds["period_end"], *rest)
+            if key not in rows:
+                group = {name: example.get(name) for name in example if name not in _METRIC_NAMES}
+                group.update(bounds)
+                group.setdefault("currency", None)
+                rows[key] = {**group, **_zeros(group["currency"])}
+
+
+_METRIC_NAMES = frozenset((*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS))
+
+
+def _periods(query: CostQuery) -> list[dict[str, str]]:
+    """The bounds of every period that [start, end) touches (at most MAX_ROWS + 1 of them)."""
+    periods: list[dict[str, str]] = []
+    moment = query.start
+    while moment < query.end and len(periods) <= MAX_ROWS:
+        first = moment.date()
+        if query.granularity == "week":
+            first -= timedelta(days=first.weekday())
+        elif query.granularity == "month":
+            first = first.replace(day=1)
+        bounds = period_bounds(datetime(first.year, first.month, first.day), query.granularity)
+        periods.append(bounds)
+        end = date.fromisoformat(bounds["period_end"])
+        moment = datetime(end.year, end.month, end.day, tzinfo=UTC)
+    return periods
+
+
+def _spend_totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_currency: dict[str | None, dict[str, Any]] = {}
+    for row in rows:
+        totals = by_currency.setdefault(
+            row["currency"], {"currency": row["currency"], **_zeros(row["currency"])}
+        )
+        for name in (*PLANNED_METRICS, *ACTUAL_METRICS):
+            if row[name] is not None and totals[name] is not None:
+                totals[name] += row[name]
+    return [
+        _with_variance(totals) for _, totals in sorted(by_currency.items(), key=lambda item: item[0] or "")
+    ]
