@@ -53,8 +53,13 @@ migrate: install
 	$(FLASK) setup
 
 ## Lint and type-check, then the whole test suite (also on PostgreSQL when TEST_DATABASE_URL is set).
+# On every core: `auto` is a pytest-xdist worker per physical core (psutil), 2 on CI's 2-core machines
+# and more on a bigger one, each with databases of its own (tests/conftest.py). TEST_WORKERS=1 (or 0: no
+# workers at all) on a machine that others are busy on.
+# `python -m pytest` imports the service from this directory, whichever checkout the virtualenv was made in.
+TEST_WORKERS ?= auto
 test: install lint typecheck
-	$(BIN)/pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 lint: install
 	$(BIN)/ruff check .
