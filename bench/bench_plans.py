@@ -545,7 +545,8 @@ def insert_sqlite(
         assert stored[0] == template.hex, "SQLite stores a Uuid as 32 hex digits"
 
         created_at = stored[columns.index("created_at")]
-        assert datetime.strptime(created_at, SQLITE_TIME), f"SQLite stores times as {SQLITE_TIME}"
+        # Naive on purpose: only the format is checked, and SQLite stores UTC times without an offset.
+        assert datetime.strptime(created_at, SQLITE_TIME), f"SQLite stores times as {SQLITE_TIME}"  # noqa: DTZ007
 
         def stored_rows() -> Iterator[tuple]:
             values = list(stored)

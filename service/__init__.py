@@ -18,7 +18,7 @@ from service.infra.config import Config
 from service.infra.db import Database, create_db_engine, create_readiness_engine, get_db
 from service.infra.json_provider import OrjsonProvider
 from service.infra.logs import configure_logging
-from service.services import audit, keys
+from service.services import keys
 from service.services.health import expected_head
 from service.web import auth, ratelimit
 from service.workers import idempotency_purger, jobs, webhook_sender
@@ -54,7 +54,6 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
         app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
             app.wsgi_app, x_for=config.trusted_proxy_hops, x_proto=0
         )
-    audit.install()
     init_api(app)
     console.init_app(app)
     jobs.init_app(app)

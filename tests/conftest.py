@@ -3,6 +3,12 @@
 Every test that touches the database runs once per database: SQLite always, PostgreSQL too when
 `TEST_DATABASE_URL` names one. Each test runs inside a transaction that is rolled back afterwards, so tests
 never see each other's rows; the code under test commits to a SAVEPOINT inside it.
+
+Under pytest-xdist (`make test` runs `-n auto`) each worker is a process with a database of its own: SQLite's
+file is in the worker's own tmp_path_factory, and PostgreSQL's is `<TEST_DATABASE_URL's database>_<worker>`
+(`planner_ci_..._gw0`), made on the same server when the worker starts, migrated by `database_url` and
+dropped when the worker ends. Workers then never wait on each other's row locks (the events counter, a slug
+taken in an uncommitted transaction) nor race to migrate one database.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from hypothesis import settings
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.orm import sessionmaker
 
 from service import create_app
@@ -41,13 +47,56 @@ settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
+SERVER_URL = os.environ.get("TEST_DATABASE_URL", "")
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... in a pytest-xdist worker; None otherwise
+
+
+def _database_of_this_process(server_url: str, worker: str | None) -> str:
+    """TEST_DATABASE_URL, or in an xdist worker the database of the worker's own on its server."""
+    if not server_url or worker is None:
+        return server_url
+    url = normalise_url(server_url)
+    return url.set(database=f"{url.database}_{worker}").render_as_string(hide_password=False)
+
+
+POSTGRES_URL = _database_of_this_process(SERVER_URL, WORKER)
 BACKENDS = ["sqlite"] + (["postgresql"] if POSTGRES_URL else [])
 
 
 def pytest_report_header(config):
-    where = normalise_url(POSTGRES_URL).render_as_string(hide_password=True) if POSTGRES_URL else "not set"
-    return f"database tests run on: {', '.join(BACKENDS)} (TEST_DATABASE_URL: {where})"
+    if not POSTGRES_URL:
+        return f"database tests run on: {', '.join(BACKENDS)} (TEST_DATABASE_URL: not set)"
+    where = normalise_url(POSTGRES_URL).render_as_string(hide_password=True)
+    each = (
+        ", each xdist worker on <database>_<worker id>"
+        if getattr(config.option, "numprocesses", None)
+        else ""
+    )
+    return f"database tests run on: {', '.join(BACKENDS)} (TEST_DATABASE_URL: {where}{each})"
+
+
+def _recreate_worker_database(*, create: bool) -> None:
+    """Drop the worker's PostgreSQL database if it exists (left by a worker that was killed, when `create`),
+    and create it afresh when `create`."""
+    name = normalise_url(POSTGRES_URL).database
+    admin = create_engine(normalise_url(SERVER_URL), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            if create:
+                connection.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+
+
+def pytest_configure(config):
+    if WORKER is not None and POSTGRES_URL:
+        _recreate_worker_database(create=True)
+
+
+def pytest_unconfigure(config):
+    if WORKER is not None and POSTGRES_URL:
+        _recreate_worker_database(create=False)
 
 
 def _sqlite_url(directory: Path) -> str:
@@ -303,6 +352,8 @@ def pytest_sessionfinish(session, exitstatus):
     """With REQUIRE_BROWSER_TESTS set (.ci/run sets it), a run in which the browser tests did not run (none
     passed, or some were skipped for want of a browser) fails."""
     if not os.environ.get("REQUIRE_BROWSER_TESTS") or exitstatus != pytest.ExitCode.OK:
+        return
+    if hasattr(session.config, "workerinput"):  # an xdist worker: its controller has every worker's reports
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     passed = [report for report in reporter.stats.get("passed", []) if _is_browser_test(report)]

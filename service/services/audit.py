@@ -106,6 +106,7 @@ def _listed(model: type[Base]) -> frozenset[str]:
     return frozenset(fields)
 
 
+@event.listens_for(Session, "before_flush")
 def _record(session: Session, flush_context: UOWTransaction, instances: object) -> None:
     entries = []
     for action, objects in (("create", session.new), ("update", session.dirty), ("delete", session.deleted)):
@@ -153,12 +154,6 @@ def _entry(session: Session, action: str, obj: Audited, fields: list[str]) -> di
         "request_id": actors.request_id(session),
         "fields": fields,
     }
-
-
-def install() -> None:
-    """Hook the audit log into every session (idempotent)."""
-    if not event.contains(Session, "before_flush", _record):
-        event.listen(Session, "before_flush", _record)
 
 
 def list_entries(

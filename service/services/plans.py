@@ -263,7 +263,9 @@ def _charged_budget(
     if budget_id is None:
         return None
     budget = session.scalars(
-        select(Budget).where(Budget.id == budget_id, Budget.organization_id == organization.id)
+        select(Budget)
+        .where(Budget.id == budget_id, Budget.organization_id == organization.id)
+        .execution_options(populate_existing=True)  # what remains now, not when the session first read it
     ).first()
     if budget is None:
         raise InvalidFieldError("budget_id", f"No budget {budget_id} in organization {organization.slug!r}.")

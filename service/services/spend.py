@@ -252,7 +252,7 @@ def _periods(query: CostQuery) -> list[dict[str, str]]:
             first -= timedelta(days=first.weekday())
         elif query.granularity == "month":
             first = first.replace(day=1)
-        bounds = period_bounds(datetime(first.year, first.month, first.day), query.granularity)
+        bounds = period_bounds(datetime(first.year, first.month, first.day, tzinfo=UTC), query.granularity)
         periods.append(bounds)
         end = date.fromisoformat(bounds["period_end"])
         moment = datetime(end.year, end.month, end.day, tzinfo=UTC)
