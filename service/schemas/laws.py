@@ -20,6 +20,7 @@ from service.schemas.common import (
 )
 from service.schemas.fields import (
     SLUG_PATTERN,
+    BoundedList,
     PairField,
     Text,
     WholeNumber,
@@ -32,6 +33,7 @@ from service.services.laws import Bootstrap, FitRequest, Runs
 
 MAX_FIT_RUNS = fit.MAX_RUNS
 MAX_BOOTSTRAP_SAMPLES = 5_000
+RUNS_COUNT = f"Give at least {fit.MIN_RUNS} runs, at most {MAX_FIT_RUNS}."
 MAX_BOOTSTRAP_WORK = 20_000_000  # samples x runs: a bootstrap job of a few minutes at most
 
 
@@ -71,13 +73,15 @@ class FitRequestSchema(StrictSchema):
         required=True, validate=validate.Length(min=1, max=200), metadata={"example": "Acme 2026 sweep"}
     )
     slug = slug_field(metadata={"description": "How plans name the law; made from the name if omitted."})
-    runs = ma.fields.List(
+    runs = BoundedList(
         ma.fields.Nested(FitRunSchema),
+        max_length=MAX_FIT_RUNS,
+        too_long=RUNS_COUNT,
         required=True,
         validate=validate.Length(
             min=fit.MIN_RUNS,
             max=MAX_FIT_RUNS,
-            error=f"Give at least {fit.MIN_RUNS} runs, at most {MAX_FIT_RUNS}.",
+            error=RUNS_COUNT,
         ),
         metadata={
             "description": f"At least {fit.MIN_RUNS} runs of at least {fit.MIN_MODEL_SIZES} model sizes, "
