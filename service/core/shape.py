@@ -72,7 +72,20 @@ class ModelShape:
     rope_head_dim: int | None = None
     mtp_depth: int | None = None
 
-    def __post_init__(self) -> None:  # noqa: PLR0912 -- one check per field, each naming it
+    def __post_init__(self) -> None:
+        # One check per field, each naming it; in this order, which decides the error a shape with several
+        # faults gets.
+        self._check_sizes()
+        if self.head_dim is None and self.d_model % self.heads:
+            raise v.InvalidInput("heads", f"must divide d_model ({self.d_model}), got {self.heads}")
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise v.InvalidInput("kv_heads", f"must divide the heads ({self.heads}), got {self.kv_heads}")
+        if self.activation is not None:
+            v.choice("activation", self.activation, ACTIVATIONS)
+        self._check_experts()
+        self._check_latent_attention()
+
+    def _check_sizes(self) -> None:
         for name in ("layers", "d_model", "heads", "sequence_length", "micro_batch"):
             v.whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION)
         for name in ("kv_heads", "ffn", "vocabulary", "head_dim", "experts", *_POSITIVE_MOE, *_MLA_WIDTHS):
@@ -83,31 +96,29 @@ class ModelShape:
                 v.whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION, minimum=0)
         if self.mtp_depth is not None:
             v.whole_at_most("mtp_depth", self.mtp_depth, MAX_MTP_DEPTH, minimum=0)
-        if self.head_dim is None and self.d_model % self.heads:
-            raise v.InvalidInput("heads", f"must divide d_model ({self.d_model}), got {self.heads}")
-        if self.kv_heads is not None and self.heads % self.kv_heads:
-            raise v.InvalidInput("kv_heads", f"must divide the heads ({self.heads}), got {self.kv_heads}")
-        if self.activation is not None:
-            v.choice("activation", self.activation, ACTIVATIONS)
+
+    def _check_experts(self) -> None:
         if self.experts is None:
             for name in MOE_FIELDS:
                 if getattr(self, name) is not None:
                     raise v.InvalidInput(name, "needs experts (a mixture-of-experts shape)")
-        else:
-            if self.experts_per_token is None:
-                raise v.InvalidInput("experts_per_token", "is required with experts")
-            if self.experts_per_token > self.experts:
-                raise v.InvalidInput(
-                    "experts_per_token",
-                    f"cannot exceed the experts ({self.experts}), got {self.experts_per_token}",
-                )
-            if self.dense_layers is not None and self.dense_layers >= self.layers:
-                raise v.InvalidInput(
-                    "dense_layers",
-                    f"must leave a mixture-of-experts layer of the {self.layers}, got {self.dense_layers}",
-                )
-            if self.capacity_factor is not None:
-                v.in_range("capacity_factor", self.capacity_factor, 1.0, float(self.experts))
+            return
+        if self.experts_per_token is None:
+            raise v.InvalidInput("experts_per_token", "is required with experts")
+        if self.experts_per_token > self.experts:
+            raise v.InvalidInput(
+                "experts_per_token",
+                f"cannot exceed the experts ({self.experts}), got {self.experts_per_token}",
+            )
+        if self.dense_layers is not None and self.dense_layers >= self.layers:
+            raise v.InvalidInput(
+                "dense_layers",
+                f"must leave a mixture-of-experts layer of the {self.layers}, got {self.dense_layers}",
+            )
+        if self.capacity_factor is not None:
+            v.in_range("capacity_factor", self.capacity_factor, 1.0, float(self.experts))
+
+    def _check_latent_attention(self) -> None:
         if self.kv_lora_rank is None:
             for name in LATENT_ATTENTION_FIELDS:
                 if getattr(self, name) is not None:
