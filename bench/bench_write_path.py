@@ -41,17 +41,15 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import requests
 
+from bench.bench_plans import ADMIN_KEY, AUTH, call, create_budget
 from bench.machine import CpuMeter, describe
 from tests.commands import ROOT, free_port, scratch_postgres_database
 
 BIN = Path(sys.executable).parent
-ADMIN_KEY = "cpk_benchadmin_" + "bench-secret-" * 4
-AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 LOADS = ("plan", "plan+key", "page", "plan/id", "allocation")
 WARMUP_SECONDS = 2
 
@@ -124,6 +122,10 @@ def serving(variant: Variant, database_url: str, log: Path) -> Iterator[tuple[st
         "PORT": str(port),
         "PLANNER_ADMIN_KEY": ADMIN_KEY,
     }
+    if database_url.startswith("postgresql"):
+        # Every variant's workers share the server's 100 connections: with the default pool (5, and 5 more
+        # on demand, per worker) ten variants' pools filled them, and requests got 503s for a connection.
+        env["DB_POOL_SIZE"] = "2"
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     subprocess.run(
         [BIN / "flask", "--app", "service", "setup"],
@@ -159,41 +161,20 @@ def serving(variant: Variant, database_url: str, log: Path) -> Iterator[tuple[st
                 process.wait()
 
 
-def _call(method: str, url: str, expect: int, **kwargs) -> dict:
-    response = requests.request(method, url, headers=AUTH, timeout=60, **kwargs)
-    if response.status_code != expect:
-        raise RuntimeError(f"{method} {url}: {response.status_code} {response.text[:500]}")
-    return response.json()
-
-
 def prepare(base: str) -> tuple[dict, str]:
     """The bench organisation and a budget it charges plans to; the plan's body and one plan's id."""
-    _call("POST", f"{base}/v1/organizations", 201, json={"slug": "bench", "name": "Bench"})
-    now = datetime.now(UTC)
-    budget = _call(
-        "POST",
-        f"{base}/v1/budgets",
-        201,
-        json={
-            "organization": "bench",
-            "name": "Pretraining",
-            "amount": "900000000000.00",
-            "currency": "USD",
-            "period_start": (now - timedelta(days=1)).isoformat(),
-            "period_end": (now + timedelta(days=3650)).isoformat(),
-        },
-    )
+    call("POST", f"{base}/v1/organizations", 201, json={"slug": "bench", "name": "Bench"})
     body = {
         "organization": "bench",
         "pf_days": 6000,
         "hardware": "h100-sxm",
         "accelerators": 1024,
         "law": "chinchilla-2022",
-        "budget_id": budget["id"],
+        "budget_id": create_budget(base, "Pretraining"),
         "name": "6000 PF-days on 1024 H100",
         "labels": {"team": "alpha"},
     }
-    return body, _call("POST", f"{base}/v1/plans", 201, json=body)["id"]
+    return body, call("POST", f"{base}/v1/plans", 201, json=body).json()["id"]
 
 
 def wrk_script(load: str, served: Served, directory: Path) -> tuple[str, Path]:
