@@ -57,13 +57,15 @@ migrate: install
 ## pyproject.toml.
 # On every core: `auto` is a pytest-xdist worker per physical core (psutil), 2 on CI's 2-core machines
 # and more on a bigger one, each with databases of its own (tests/conftest.py). TEST_WORKERS=1 (or 0: no
-# workers at all) on a machine that others are busy on. Coverage is CI's, not every run's: tracing each line
-# on Python 3.11 doubles the time of the tests that run in process (2.5 of 10 minutes, bench/RESULTS.md).
+# workers at all) on a machine that others are busy on. worksteal: a worker that runs out of tests takes some
+# of another's, so that none finishes long after the others on the suite's few slow tests. Coverage is CI's,
+# not every run's: tracing each line on Python 3.11 doubles the time of the tests that run in process.
 # `python -m pytest` imports the service from this directory, whichever checkout the virtualenv was made in.
 TEST_WORKERS ?= auto
 COVERAGE ?=
 test: install lint typecheck
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(if $(COVERAGE),--cov --cov-report=term-missing:skip-covered)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal \
+		$(if $(COVERAGE),--cov --cov-report=term-missing:skip-covered)
 
 lint: install
 	$(BIN)/ruff check .

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import uuid
@@ -34,16 +35,18 @@ def acme(client) -> str:
     return "acme"
 
 
+@functools.cache
+def _description() -> dict:
+    """The description the app serves, generated once (it is the code's, whatever the settings, as
+    openapi.yaml is): flask-smorest takes a good part of a second for each."""
+    app = create_app(Config(database_url="sqlite://", testing=True))
+    return app.test_client().get("/openapi.json").get_json()
+
+
 def _operations() -> list[str]:
-    spec = (
-        create_app(Config(database_url="sqlite://", testing=True))
-        .test_client()
-        .get("/openapi.json")
-        .get_json()
-    )
     return [
         f"{method.upper()} {path}"
-        for path, item in spec["paths"].items()
+        for path, item in _description()["paths"].items()
         for method in item
         if method != "parameters"
     ]
@@ -297,7 +300,7 @@ def test_the_api_conforms_to_its_description_under_fuzzing(app, client, world, m
     # As an admin, with If-Match: * so that updates and deletes get past their preconditions.
     headers = {"Authorization": client.environ_base["HTTP_AUTHORIZATION"], "If-Match": "*"}
     method, path = operation.split(" ")
-    schema = fuzzing.loaded(client.get("/openapi.json").get_json(), world)
+    schema = fuzzing.loaded(_description(), world)
     schema.app = app
 
     @given(case=schema[path][method].as_strategy())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
@@ -194,7 +195,11 @@ def test_a_statement_that_runs_past_the_timeout_is_cancelled():
 @pytest.mark.skipif(not POSTGRES_URL, reason="PostgreSQL's statement_timeout; set TEST_DATABASE_URL")
 def test_an_answer_that_never_comes_is_given_up_after_the_statement_timeout_and_2_s():
     """What ends a statement on a frozen database, whose own statement_timeout cannot fire (tests/reliability
-    freezes one): here the server's timeout is off, so that only the client's bound can end the wait."""
+    freezes one): here the server's timeout is off, so that only the client's bound can end the wait.
+
+    The contract test of psycopg's private `errors._WaitTimeout`, which `infra/db._BoundedConnection` catches
+    (docs/decisions/0002-write-path.md, "Private APIs")."""
+    assert hasattr(psycopg.errors, "_WaitTimeout"), "renamed: see docs/decisions/0002-write-path.md"
     engine = create_db_engine(Config(database_url=POSTGRES_URL, db_statement_timeout_ms=200))
     try:
         with engine.connect() as connection:

@@ -145,9 +145,10 @@ def _templates():
 
 
 def test_sizing_by_bisection_chooses_the_shape_a_scan_of_every_head_count_chooses():
+    # Five sizes a decade, each template's every head count scanned: the scan is what takes the time.
     sized = 0
     for params, (template, aspect, heads_step) in itertools.product(
-        np.geomspace(1e5, 1e14, 91), _templates()
+        np.geomspace(1e5, 1e14, 46), _templates()
     ):
         try:
             scanned = wall_clock._sized_by_scan(template, params, aspect, heads_step)
@@ -157,7 +158,7 @@ def test_sizing_by_bisection_chooses_the_shape_a_scan_of_every_head_count_choose
             continue
         assert wall_clock._sized(template, params, aspect, heads_step) == scanned, (params, template)
         sized += 1
-    assert sized > 300  # most sizes have a shape of every kind
+    assert sized > 150  # most sizes have a shape of every kind
 
 
 def test_the_head_counts_are_every_multiple_of_the_step_within_the_widest_width():

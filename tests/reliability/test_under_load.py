@@ -2,7 +2,8 @@
 nothing the server acknowledged is lost or left half-written.
 
 Each test runs 32 clients on 127.0.0.1 against gunicorn (2 workers x 8 threads) on the suite's own
-PostgreSQL cluster; RELIABILITY_SECONDS (default 30) sets how long the plain load runs.
+PostgreSQL cluster; RELIABILITY_SECONDS (default 10: a thousand requests and more; longer for a soak) sets
+how long the plain load runs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tests.reliability.conftest import (
 
 pytestmark = pytest.mark.reliability
 
-SECONDS = float(os.environ.get("RELIABILITY_SECONDS", "30"))
+SECONDS = float(os.environ.get("RELIABILITY_SECONDS", "10"))
 
 
 def test_a_mixed_load_gets_no_server_error_and_keeps_every_acknowledged_plan(server, cluster):
