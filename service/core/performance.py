@@ -71,7 +71,7 @@ class Calibration:
         return {**vars(self), "matmul_efficiency_by_hardware": dict(self.matmul_efficiency_by_hardware)}
 
 
-# Fitted by `python -m bench.calibrate_cluster` on the published runs in bench/published_runs.py.
+# Fitted by `python -m bench.calibrate_cluster` on the published runs in bench/cluster_runs.json.
 CALIBRATION = Calibration(
     matmul_efficiency=0.751,
     kernel_seconds=2e-6,
