@@ -1,7 +1,8 @@
 """Published mixture-of-experts runs, predicted by the cluster model (issue 22): `python -m bench.moe_runs`.
 
 Nothing here is fitted: the calibration is the dense one (`service.core.performance.CALIBRATION`, fitted on
-bench/published_runs.py), and the runs below only check it.
+the dense runs), and the runs below only check it. The runs are data in bench/cluster_runs.json (role
+"moe-check"), with the layout fields each source states; the rest are searched.
 
 Sources:
 * DeepSeek-V3: DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437. Shape: §4.2 (61 layers of
@@ -40,64 +41,21 @@ Sources:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from bench.published_runs import CLUSTERS, MOE_ENTRIES, SHAPES
 from service.core import performance
 from service.core.performance import Machine
 from service.core.shape import ModelShape
 
-H800 = Machine(
-    peak_flops_per_second=989.4e12,
-    memory_bytes=80e9,
-    memory_bandwidth_bytes_per_second=3.35e12,
-    accelerators_per_node=8,
-    scale_up_bytes_per_second=200e9,
-    scale_out_bytes_per_second=50e9,
-    slug="h800",
-)
-H800_FP8 = dataclasses.replace(
-    H800, peak_flops_per_second=1978.9e12, attention_peak_flops_per_second=989.4e12
-)
-
-DEEPSEEK_V3 = ModelShape(
-    layers=61,
-    d_model=7168,
-    heads=128,
-    head_dim=128,
-    sequence_length=4096,
-    vocabulary=129_280,
-    activation="swiglu",
-    ffn=18_432,
-    experts=256,
-    experts_per_token=8,
-    shared_experts=1,
-    expert_ffn=2048,
-    dense_layers=3,
-    kv_lora_rank=512,
-    q_lora_rank=1536,
-    rope_head_dim=64,
-    mtp_depth=1,
-)
-DEEPSEEK_V2 = ModelShape(
-    layers=60,
-    d_model=5120,
-    heads=128,
-    head_dim=128,
-    sequence_length=4096,
-    vocabulary=102_400,
-    activation="swiglu",
-    ffn=12_288,
-    experts=160,
-    experts_per_token=6,
-    shared_experts=2,
-    expert_ffn=1536,
-    dense_layers=1,
-    kv_lora_rank=512,
-    q_lora_rank=1536,
-    rope_head_dim=64,
-)
+H800 = CLUSTERS["deepseek-h800"]
+H800_FP8 = CLUSTERS["deepseek-h800-fp8"]
+H100 = CLUSTERS["megatron-h100"]
+DEEPSEEK_V3 = ModelShape(**SHAPES["deepseek-v3"])
+DEEPSEEK_V2 = ModelShape(**SHAPES["deepseek-v2"])
+MIXTRAL_8X7B = ModelShape(**SHAPES["mixtral-8x7b"])
+_SHAPES = {"deepseek-v3": DEEPSEEK_V3, "deepseek-v2": DEEPSEEK_V2, "mixtral-8x7b": MIXTRAL_8X7B}
 
 
 @dataclass(frozen=True)
@@ -130,83 +88,37 @@ def megatron_flops_per_step(shape: ModelShape, batch: int) -> float:
     return 12 * batch * s * L * h * h * (attention + mlp + (shape.vocabulary or 0) / (2 * L * h))
 
 
-MIXTRAL_8X7B = ModelShape(
-    layers=32,
-    d_model=4096,
-    heads=32,
-    kv_heads=8,
-    sequence_length=4096,
-    vocabulary=32_000,
-    activation="swiglu",
-    ffn=14_336,
-    experts=8,
-    experts_per_token=2,
-)
-H100 = Machine(
-    peak_flops_per_second=989.4e12,
-    memory_bytes=80e9,
-    memory_bandwidth_bytes_per_second=3.35e12,
-    accelerators_per_node=8,
-    scale_up_bytes_per_second=450e9,
-    scale_out_bytes_per_second=50e9,
-    slug="h100-sxm",
-)
-
-
-RUNS = (
-    MoERun(
-        "DeepSeek-V3 (671B, 37B active)",
-        DEEPSEEK_V3,
-        H800_FP8,
-        2048,
-        15_360,
-        {
-            "tensor_parallel": 1,
-            "pipeline_parallel": 16,
-            "expert_parallel": 64,
-            "zero_stage": 1,
-            "expert_overlap": True,
-        },
-        "fp8",
-        _step_of_gpu_hours(180e3, 2048, 15_360 * 4096),
-        "180K GPU-hours per trillion tokens",
-        "DeepSeek-V3 report §1, §3",
-    ),
-    MoERun(
-        "Mixtral 8x7B (47B, 13B active), 64 H100, Megatron-Core v0.9",
-        MIXTRAL_8X7B,
-        H100,
-        64,
-        256,
-        # --use-distributed-optimizer: Megatron's ZeRO-1.
-        {
-            "tensor_parallel": 1,
-            "pipeline_parallel": 4,
-            "expert_parallel": 8,
-            "micro_batch": 1,
-            "zero_stage": 1,
-        },
-        "bf16",
-        megatron_flops_per_step(MIXTRAL_8X7B, 256) / (468e12 * 64),
-        "468 TFLOP/s per GPU (Megatron's count)",
-        "NVIDIA/Megatron-LM MoE README",
-    ),
-    *(
-        MoERun(
-            f"DeepSeek-V2 (236B, 21B active), {count} GPUs",
-            DEEPSEEK_V2,
-            H800,
-            count,
-            9216,
-            {"tensor_parallel": 1, "pipeline_parallel": 16, "expert_parallel": 8, "zero_stage": 1},
-            "bf16",
-            _step_of_gpu_hours(172.8e3, count, 9216 * 4096),
-            "172.8K GPU-hours per trillion tokens",
-            "DeepSeek-V2 report §3.1.4",
+def _published_step_seconds(entry: dict[str, Any], shape: ModelShape) -> float:
+    """The step time the published figure gives: GPU-hours per trillion tokens, or TFLOP/s per GPU by
+    Megatron-LM's count."""
+    measured, batch = entry["measured"], entry["global_batch"]
+    if "gpu_hours_per_trillion_tokens" in measured:
+        tokens_per_step = batch * shape.sequence_length
+        return _step_of_gpu_hours(
+            measured["gpu_hours_per_trillion_tokens"], entry["accelerators"], tokens_per_step
         )
-        for count in (1024, 2048)
-    ),
-)
+    assert measured["accounting"] == "megatron-moe-2024", measured
+    flops = megatron_flops_per_step(shape, batch)
+    return flops / (measured["model_tflops_per_accelerator"] * 1e12 * entry["accelerators"])
+
+
+def _run(entry: dict[str, Any]) -> MoERun:
+    shape = _SHAPES[entry["shape"]]
+    return MoERun(
+        entry["name"],
+        shape,
+        CLUSTERS[entry["cluster"]],
+        entry["accelerators"],
+        entry["global_batch"],
+        entry["fixed_layout"],
+        entry["precision"],
+        _published_step_seconds(entry, shape),
+        entry["published"],
+        entry["source"],
+    )
+
+
+RUNS = tuple(_run(entry) for entry in MOE_ENTRIES)
 
 
 def predict(run: MoERun) -> performance.Search:

@@ -102,13 +102,10 @@ def _run(entry: dict[str, Any]) -> Run:
     )
 
 
-RUNS = tuple(_run(entry) for entry in _DATA["runs"])
-CALIBRATION_RUNS = tuple(
-    run for run, entry in zip(RUNS, _DATA["runs"], strict=True) if entry["role"] == "calibration"
-)
-HELD_OUT_RUNS = tuple(
-    run for run, entry in zip(RUNS, _DATA["runs"], strict=True) if entry["role"] == "held-out"
-)
+CALIBRATION_RUNS = tuple(_run(entry) for entry in _DATA["runs"] if entry["role"] == "calibration")
+HELD_OUT_RUNS = tuple(_run(entry) for entry in _DATA["runs"] if entry["role"] == "held-out")
+# The mixture-of-experts runs ("moe-check"), whose layouts are partly searched, are bench/moe_runs.py's.
+MOE_ENTRIES = tuple(entry for entry in _DATA["runs"] if entry["role"] == "moe-check")
 
 SELENE = CLUSTERS["selene"]
 LLAMA3_CLUSTER = CLUSTERS["llama3"]
