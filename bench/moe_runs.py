@@ -44,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.published_runs import CLUSTERS, MOE_ENTRIES, SHAPES
+from bench.published_runs import CLUSTERS, MOE_ENTRIES, SHAPES, published_step_seconds, shape_of
 from service.core import performance
 from service.core.performance import Machine
 from service.core.shape import ModelShape
@@ -52,10 +52,9 @@ from service.core.shape import ModelShape
 H800 = CLUSTERS["deepseek-h800"]
 H800_FP8 = CLUSTERS["deepseek-h800-fp8"]
 H100 = CLUSTERS["megatron-h100"]
-DEEPSEEK_V3 = ModelShape(**SHAPES["deepseek-v3"])
-DEEPSEEK_V2 = ModelShape(**SHAPES["deepseek-v2"])
-MIXTRAL_8X7B = ModelShape(**SHAPES["mixtral-8x7b"])
-_SHAPES = {"deepseek-v3": DEEPSEEK_V3, "deepseek-v2": DEEPSEEK_V2, "mixtral-8x7b": MIXTRAL_8X7B}
+DEEPSEEK_V3 = SHAPES["deepseek-v3"]
+DEEPSEEK_V2 = SHAPES["deepseek-v2"]
+MIXTRAL_8X7B = SHAPES["mixtral-8x7b"]
 
 
 @dataclass(frozen=True)
@@ -76,43 +75,17 @@ class MoERun:
         return self.global_batch * self.shape.sequence_length
 
 
-def _step_of_gpu_hours(gpu_hours_per_trillion: float, accelerators: int, tokens_per_step: int) -> float:
-    return gpu_hours_per_trillion * 3600 / accelerators * tokens_per_step / 1e12
-
-
-def megatron_flops_per_step(shape: ModelShape, batch: int) -> float:
-    """Megatron-LM's count (training.py, 2024) for a grouped-query SwiGLU mixture of experts."""
-    L, h, s, a = shape.layers, shape.d_model, shape.sequence_length, shape.heads
-    attention = 1 + shape.key_value_heads / a + s / h
-    mlp = shape.ffn_width / h * (shape.experts_per_token or 1) * (1.5 if shape.activation == "swiglu" else 1)
-    return 12 * batch * s * L * h * h * (attention + mlp + (shape.vocabulary or 0) / (2 * L * h))
-
-
-def _published_step_seconds(entry: dict[str, Any], shape: ModelShape) -> float:
-    """The step time the published figure gives: GPU-hours per trillion tokens, or TFLOP/s per GPU by
-    Megatron-LM's count."""
-    measured, batch = entry["measured"], entry["global_batch"]
-    if "gpu_hours_per_trillion_tokens" in measured:
-        tokens_per_step = batch * shape.sequence_length
-        return _step_of_gpu_hours(
-            measured["gpu_hours_per_trillion_tokens"], entry["accelerators"], tokens_per_step
-        )
-    assert measured["accounting"] == "megatron-moe-2024", measured
-    flops = megatron_flops_per_step(shape, batch)
-    return flops / (measured["model_tflops_per_accelerator"] * 1e12 * entry["accelerators"])
-
-
 def _run(entry: dict[str, Any]) -> MoERun:
-    shape = _SHAPES[entry["shape"]]
+    shape, batch, accelerators = shape_of(entry), entry["global_batch"], entry["accelerators"]
     return MoERun(
         entry["name"],
         shape,
         CLUSTERS[entry["cluster"]],
-        entry["accelerators"],
-        entry["global_batch"],
+        accelerators,
+        batch,
         entry["fixed_layout"],
         entry["precision"],
-        _published_step_seconds(entry, shape),
+        published_step_seconds(entry["measured"], shape, batch, accelerators),
         entry["published"],
         entry["source"],
     )

@@ -25,6 +25,7 @@ Sources:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,18 +45,22 @@ class Run:
     layout: Layout
     seconds: float  # measured step time
     source: str
-    organisation: str = ""
+    organisation: str
 
 
-def megatron_seconds(shape: ModelShape, layout: Layout, accelerators: int, tflops: float) -> float:
-    """Narayanan et al. 2021 eq. 3: FLOPs per iteration with full recomputation, at the reported TFLOP/s."""
+# --- What a published figure says of a step's time ----------------------------------------------------------
+# A source reports a step time, GPU-hours per trillion tokens, or model TFLOP/s per accelerator, which are
+# FLOPs per step by the source's own count (its `accounting`) over the step time.
+
+
+def narayanan_flops_per_step(shape: ModelShape, global_batch: int) -> float:
+    """Narayanan et al. 2021 eq. 3: FLOPs per iteration with full recomputation."""
     layers, d, s, vocabulary = shape.layers, shape.d_model, shape.sequence_length, shape.vocabulary
     assert vocabulary is not None, "eq. 3 counts the output layer"
-    flops = 96 * layout.global_batch * s * layers * d**2 * (1 + s / (6 * d) + vocabulary / (16 * layers * d))
-    return flops / (tflops * 1e12 * accelerators)
+    return 96 * global_batch * s * layers * d**2 * (1 + s / (6 * d) + vocabulary / (16 * layers * d))
 
 
-def palm_seconds(shape: ModelShape, layout: Layout, accelerators: int, tflops: float) -> float:
+def palm_flops_per_step(shape: ModelShape, global_batch: int) -> float:
     """The PaLM accounting Llama 3 reports in (Chowdhery et al. 2022, appendix B): 6N + 12·L·h·s FLOPs a
     token, N the non-embedding parameters and half the embedding ones (the output layer)."""
     sequence = shape.sequence_length
@@ -63,17 +68,38 @@ def palm_seconds(shape: ModelShape, layout: Layout, accelerators: int, tflops: f
         6 * (shape.layers * shape.layer_params + shape.embedding_params / 2)
         + 12 * shape.layers * shape.d_model * sequence
     )
-    return per_token * layout.global_batch * sequence / (tflops * 1e12 * accelerators)
+    return per_token * global_batch * sequence
 
 
-ACCOUNTINGS = {"narayanan-2021-eq3": megatron_seconds, "palm": palm_seconds}
+def megatron_flops_per_step(shape: ModelShape, batch: int) -> float:
+    """Megatron-LM's count (training.py, 2024) for a grouped-query SwiGLU mixture of experts."""
+    L, h, s, a = shape.layers, shape.d_model, shape.sequence_length, shape.heads
+    attention = 1 + shape.key_value_heads / a + s / h
+    mlp = shape.ffn_width / h * (shape.experts_per_token or 1) * (1.5 if shape.activation == "swiglu" else 1)
+    return 12 * batch * s * L * h * h * (attention + mlp + (shape.vocabulary or 0) / (2 * L * h))
 
 
-def _step_seconds(measured: dict[str, Any], shape: ModelShape, layout: Layout) -> float:
+ACCOUNTINGS = {
+    "narayanan-2021-eq3": narayanan_flops_per_step,
+    "palm": palm_flops_per_step,
+    "megatron-moe-2024": megatron_flops_per_step,
+}
+
+
+def published_step_seconds(
+    measured: dict[str, Any], shape: ModelShape, global_batch: int, accelerators: int
+) -> float:
+    """The step time a run's `measured` figure gives."""
     if "step_seconds" in measured:
         return float(measured["step_seconds"])
-    accounting = ACCOUNTINGS[measured["accounting"]]
-    return accounting(shape, layout, layout.accelerators, measured["model_tflops_per_accelerator"])
+    if "gpu_hours_per_trillion_tokens" in measured:
+        tokens_per_step = global_batch * shape.sequence_length
+        return measured["gpu_hours_per_trillion_tokens"] * 3600 / accelerators * tokens_per_step / 1e12
+    flops = ACCOUNTINGS[measured["accounting"]](shape, global_batch)
+    return flops / (measured["model_tflops_per_accelerator"] * 1e12 * accelerators)
+
+
+# --- The data file ------------------------------------------------------------------------------------------
 
 
 def _fields(entry: dict[str, Any]) -> dict[str, Any]:
@@ -82,21 +108,28 @@ def _fields(entry: dict[str, Any]) -> dict[str, Any]:
 
 _DATA = json.loads(RUNS_FILE.read_text())
 CLUSTERS = {name: Machine(**_fields(entry)) for name, entry in _DATA["clusters"].items()}
-SHAPES = {name: _fields(entry) for name, entry in _DATA["shapes"].items()}
+SHAPE_FIELDS = {name: _fields(entry) for name, entry in _DATA["shapes"].items()}
+SHAPES = {name: ModelShape(**fields) for name, fields in SHAPE_FIELDS.items()}
+
+
+def shape_of(entry: dict[str, Any]) -> ModelShape:
+    """A run's shape: one the file names (at the run's own sequence length, if it gives one), or its own."""
+    if not isinstance(entry["shape"], str):
+        return ModelShape(**entry["shape"])
+    shape = SHAPES[entry["shape"]]
+    if "sequence_length" in entry:
+        return dataclasses.replace(shape, sequence_length=entry["sequence_length"])
+    return shape
 
 
 def _run(entry: dict[str, Any]) -> Run:
-    fields = SHAPES[entry["shape"]] if isinstance(entry["shape"], str) else entry["shape"]
-    shape = ModelShape(
-        **{**fields, **({"sequence_length": entry["sequence_length"]} if "sequence_length" in entry else {})}
-    )
-    layout = Layout(**entry["layout"])
+    shape, layout = shape_of(entry), Layout(**entry["layout"])
     return Run(
         name=entry["name"],
         shape=shape,
         machine=CLUSTERS[entry["cluster"]],
         layout=layout,
-        seconds=_step_seconds(entry["measured"], shape, layout),
+        seconds=published_step_seconds(entry["measured"], shape, layout.global_batch, layout.accelerators),
         source=entry["source"],
         organisation=entry["organisation"],
     )
@@ -110,5 +143,5 @@ MOE_ENTRIES = tuple(entry for entry in _DATA["runs"] if entry["role"] == "moe-ch
 SELENE = CLUSTERS["selene"]
 LLAMA3_CLUSTER = CLUSTERS["llama3"]
 # Llama 3 405B (Llama 3 paper, Table 3), as a request's `shape` gives it.
-LLAMA3_405B_FIELDS = SHAPES["llama3-405b"]
-LLAMA3_405B = ModelShape(**LLAMA3_405B_FIELDS)
+LLAMA3_405B_FIELDS = SHAPE_FIELDS["llama3-405b"]
+LLAMA3_405B = SHAPES["llama3-405b"]

@@ -12,7 +12,8 @@ import dataclasses
 
 import pytest
 
-from bench.moe_runs import DEEPSEEK_V3, H100, H800, H800_FP8, MIXTRAL_8X7B, megatron_flops_per_step
+from bench.moe_runs import DEEPSEEK_V3, H100, H800, H800_FP8, MIXTRAL_8X7B
+from bench.published_runs import megatron_flops_per_step
 from service.core import cluster, performance, wall_clock
 from service.core import validation as v
 from service.core.parallel_terms import COMMUNICATION_SMS

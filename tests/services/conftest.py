@@ -1,8 +1,9 @@
 """The world of the use-case tests: a session in, domain objects out, no HTTP.
 
 A test builds the least of it it needs: the organisation `acme`, the priced accelerator `lab-gpu`, budgets
-(`make_budget`) and plans (`make_plan`, the one way these tests make a plan). A plan names its model, its
-accelerators and its MFU, so the engine searches no layout and prices it in milliseconds.
+(`make_budget`, or `budget`: one of 1000.00 USD) and plans (`make_plan`, the one way these tests make a
+plan; `committed`: one committed to `budget`). A plan names its model, its accelerators and its MFU, so the
+engine searches no layout and prices it in milliseconds.
 
 The use cases of plans.py and usage.py flush but do not commit: their caller's transaction does
 (transactions.run_once, for a request). `run` plays that caller.
@@ -79,20 +80,21 @@ def ledger_of(session: Session, budget: Budget) -> list[LedgerEntry]:
     return list(session.scalars(stmt.order_by(LedgerEntry.created_at, LedgerEntry.amount.desc())))
 
 
-@pytest.fixture
-def acme(session) -> Organization:
-    organization = Organization(slug="acme", name="Acme")
+def add_organization(session: Session, slug: str) -> Organization:
+    organization = Organization(slug=slug, name=slug.title())
     session.add(organization)
     session.commit()
     return organization
+
+
+@pytest.fixture
+def acme(session) -> Organization:
+    return add_organization(session, "acme")
 
 
 @pytest.fixture
 def globex(session) -> Organization:
-    organization = Organization(slug="globex", name="Globex")
-    session.add(organization)
-    session.commit()
-    return organization
+    return add_organization(session, "globex")
 
 
 def add_gpu(
@@ -151,3 +153,14 @@ def make_plan(session, acme, lab_gpu) -> Callable[..., Plan]:
         return run(plans.store_new, session, draft)
 
     return make
+
+
+@pytest.fixture
+def budget(make_budget) -> Budget:
+    return make_budget()
+
+
+@pytest.fixture
+def committed(session, make_plan, budget) -> Plan:
+    """500.00 of the budget's 1000.00 reserved for 200 accelerator-hours and 6e10 tokens."""
+    return transition(session, make_plan(budget_id=budget.id), "commit")

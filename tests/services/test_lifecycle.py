@@ -27,16 +27,6 @@ from tests.services.conftest import (
 )
 
 
-@pytest.fixture
-def budget(make_budget) -> Budget:
-    return make_budget()
-
-
-@pytest.fixture
-def committed(session, make_plan, budget) -> Plan:
-    return transition(session, make_plan(budget_id=budget.id), "commit")
-
-
 def audited(session, plan: Plan) -> list[str]:
     entries = select(AuditEntry.action).where(AuditEntry.object_id == str(plan.id))
     return list(session.scalars(entries.order_by(AuditEntry.created_at)))

@@ -62,17 +62,6 @@ def crossings(session) -> list[tuple[str, str | None, float | None, str | None]]
     return [(e.type, e.data.get("measure"), e.data.get("threshold"), e.data.get("amount")) for e in raised]
 
 
-@pytest.fixture
-def budget(make_budget) -> Budget:
-    return make_budget()
-
-
-@pytest.fixture
-def committed(session, make_plan, budget) -> Plan:
-    """500.00 of the budget's 1000.00 reserved for 200 accelerator-hours and 6e10 tokens."""
-    return transition(session, make_plan(budget_id=budget.id), "commit")
-
-
 # --- A record -----------------------------------------------------------------------------------------------
 
 
