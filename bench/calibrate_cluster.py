@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import math
 import statistics
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -28,40 +29,44 @@ from bench.published_runs import CALIBRATION_RUNS, HELD_OUT_RUNS, Run
 from service.core import performance
 from service.core.performance import CALIBRATION, Calibration
 
-# (name, lower bound, upper bound): large-GEMM efficiency of A100 and H100 (cuBLAS reaches 80-90% of the
-# A100's peak and 65-80% of the H100's on large bf16 GEMMs), a kernel's fixed cost (a launch alone takes a
-# few microseconds; a partial last wave on a large GEMM tens), the
-# achieved HBM fraction, the achieved link fraction (NCCL bus bandwidth) and the overlap of data-parallel
-# traffic with compute.
+# (name, lower bound, upper bound): large-GEMM efficiency of the A100 80GB and the H100 SXM, the profiles
+# the runs train on (cuBLAS reaches 80-90% of the A100's peak and 65-80% of the H100's on large bf16 GEMMs),
+# a kernel's fixed cost (a launch alone takes a few microseconds; a partial last wave on a large GEMM tens),
+# the achieved HBM fraction, the achieved link fraction (NCCL bus bandwidth) and the overlap of
+# data-parallel traffic with compute.
 BOUNDS = (
-    ("a100", 0.5, 0.95),
-    ("h100", 0.4, 0.95),
+    ("a100-80gb", 0.5, 0.95),
+    ("h100-sxm", 0.4, 0.95),
     ("kernel_seconds", 2e-6, 2e-4),
     ("memory_efficiency", 0.3, 0.95),
     ("link_efficiency", 0.3, 0.95),
     ("overlap", 0.0, 1.0),
 )
+PROFILES = ("a100-80gb", "h100-sxm")
 
 
-def calibration_from(x: np.ndarray) -> Calibration:
+@dataclass(frozen=True)
+class Constants:
+    """What the fit sets: the hardware-independent constants and each profile's large-GEMM efficiency
+    (which the catalog's profiles carry)."""
+
+    calibration: Calibration
+    gemm: dict[str, float]
+
+
+def constants_from(x: np.ndarray) -> Constants:
     a100, h100, kernel, memory, link, overlap = (float(value) for value in x)
-    return Calibration(
-        matmul_efficiency=a100,
-        kernel_seconds=kernel,
-        memory_efficiency=memory,
-        link_efficiency=link,
-        overlap=overlap,
-        # The H800 is the H100's chip with its NVLink cut: the same GEMMs.
-        matmul_efficiency_by_hardware=(("a100", a100), ("h100", h100), ("h800", h100)),
+    calibration = dataclasses.replace(
+        CALIBRATION, kernel_seconds=kernel, memory_efficiency=memory, link_efficiency=link, overlap=overlap
     )
+    return Constants(calibration, {"a100-80gb": a100, "h100-sxm": h100})
 
 
-def as_vector(calibration: Calibration) -> np.ndarray:
-    by_hardware = dict(calibration.matmul_efficiency_by_hardware)
+def as_vector(constants: Constants) -> np.ndarray:
+    calibration = constants.calibration
     return np.array(
         [
-            by_hardware["a100"],
-            by_hardware["h100"],
+            *(constants.gemm[profile] for profile in PROFILES),
             calibration.kernel_seconds,
             calibration.memory_efficiency,
             calibration.link_efficiency,
@@ -70,11 +75,18 @@ def as_vector(calibration: Calibration) -> np.ndarray:
     )
 
 
-def predicted(run: Run, calibration: Calibration) -> float:
-    return performance.step(run.shape, run.machine, run.layout, calibration=calibration).seconds
+IN_CORE = Constants(
+    CALIBRATION, {run.hardware: run.machine.matmul_efficiency or 0.0 for run in CALIBRATION_RUNS}
+)
 
 
-def fit(runs: tuple[Run, ...] | list[Run], start: Calibration = CALIBRATION) -> Calibration:
+def predicted(run: Run, constants: Constants) -> float:
+    gemm = constants.gemm.get(run.hardware)  # None: no run left calibrates the profile
+    machine = dataclasses.replace(run.machine, matmul_efficiency=gemm)
+    return performance.step(run.shape, machine, run.layout, calibration=constants.calibration).seconds
+
+
+def fit(runs: tuple[Run, ...] | list[Run], start: Constants = IN_CORE) -> Constants:
     # The kernel cost spans decades, so the optimizer works on its logarithm.
     low = np.array([b[1] for b in BOUNDS])
     high = np.array([b[2] for b in BOUNDS])
@@ -86,8 +98,8 @@ def fit(runs: tuple[Run, ...] | list[Run], start: Calibration = CALIBRATION) -> 
         return x
 
     def residuals(y: np.ndarray) -> np.ndarray:
-        calibration = calibration_from(unpack(y))
-        return np.array([math.log(predicted(run, calibration) / run.seconds) for run in runs])
+        constants = constants_from(unpack(y))
+        return np.array([math.log(predicted(run, constants) / run.seconds) for run in runs])
 
     y0 = as_vector(start)
     y0[log_index] = math.log10(y0[log_index])
@@ -95,11 +107,11 @@ def fit(runs: tuple[Run, ...] | list[Run], start: Calibration = CALIBRATION) -> 
     lower[log_index], upper[log_index] = math.log10(low[log_index]), math.log10(high[log_index])
     y0 = np.clip(y0, lower + 1e-9, upper - 1e-9)
     result = least_squares(residuals, y0, bounds=(lower, upper), x_scale="jac")
-    return calibration_from(unpack(result.x))
+    return constants_from(unpack(result.x))
 
 
-def errors(runs, calibration: Calibration) -> list[float]:
-    return [predicted(run, calibration) / run.seconds - 1 for run in runs]
+def errors(runs, constants: Constants) -> list[float]:
+    return [predicted(run, constants) / run.seconds - 1 for run in runs]
 
 
 def summary(values: list[float]) -> str:
@@ -112,28 +124,25 @@ def main() -> None:
     parser.parse_args()
     print(describe())
     fitted = fit(CALIBRATION_RUNS)
-    print("\nConstants in the core:", CALIBRATION.as_dict())
+    print("\nConstants in the core:", CALIBRATION.as_dict(), "GEMM by profile:", IN_CORE.gemm)
     print(
         "Freshly fitted:       ",
-        {k: round(v, 4) if isinstance(v, float) and v < 1e3 else v for k, v in fitted.as_dict().items()},
+        {k: round(v, 4) if v < 1e3 else v for k, v in fitted.calibration.as_dict().items()},
+        "GEMM by profile:",
+        {k: round(v, 4) for k, v in fitted.gemm.items()},
     )
 
-    in_core = errors(CALIBRATION_RUNS, CALIBRATION)
+    in_core = errors(CALIBRATION_RUNS, IN_CORE)
     left_out = []
     for i, run in enumerate(CALIBRATION_RUNS):
         others = [other for j, other in enumerate(CALIBRATION_RUNS) if j != i]
         refitted = fit(others, start=fitted)
-        if not any(other.machine.slug == run.machine.slug for other in others):
-            # Nothing left calibrates this accelerator's efficiency: it gets the default, as uncalibrated
-            # hardware does.
-            refitted = dataclasses.replace(
-                refitted,
-                matmul_efficiency_by_hardware=tuple(
-                    (prefix, efficiency)
-                    for prefix, efficiency in refitted.matmul_efficiency_by_hardware
-                    if not (run.machine.slug or "").startswith(prefix)
-                ),
-            )
+        if not any(other.hardware == run.hardware for other in others):
+            # Nothing left calibrates this profile's efficiency: it gets the default of uncalibrated
+            # hardware, chosen as the core chooses it (the lowest of the profiles the runs calibrate).
+            gemm = {k: v for k, v in refitted.gemm.items() if k != run.hardware}
+            default = dataclasses.replace(refitted.calibration, matmul_efficiency=min(gemm.values()))
+            refitted = Constants(default, gemm)
         left_out.append(predicted(run, refitted) / run.seconds - 1)
 
     print(
@@ -155,20 +164,26 @@ def main() -> None:
 
     print("\n| held-out run | published s | predicted s | error |")
     print("|---|---:|---:|---:|")
-    held = errors(HELD_OUT_RUNS, CALIBRATION)
+    held = errors(HELD_OUT_RUNS, IN_CORE)
     for run, error in zip(HELD_OUT_RUNS, held, strict=True):
         print(f"| {run.name} | {run.seconds:.3f} | {run.seconds * (1 + error):.3f} | {100 * error:+.1f}% |")
     print(f"\nHeld out: {summary(held)}.")
     changed = {
         field.name
         for field in dataclasses.fields(Calibration)
-        if field.name != "matmul_efficiency_by_hardware"
-        and not math.isclose(getattr(fitted, field.name), getattr(CALIBRATION, field.name), rel_tol=0.02)
+        if field.name != "matmul_efficiency"
+        and not math.isclose(
+            getattr(fitted.calibration, field.name), getattr(CALIBRATION, field.name), rel_tol=0.02
+        )
+    } | {
+        profile
+        for profile in PROFILES
+        if not math.isclose(fitted.gemm[profile], IN_CORE.gemm[profile], rel_tol=0.02)
     }
     if changed:
         print(
-            f"\nThe fit moved {', '.join(sorted(changed))} by more than 2%: "
-            "paste the fitted constants into the core."
+            f"\nThe fit moved {', '.join(sorted(changed))} by more than 2%: paste the fitted constants into "
+            "the core and the GEMM efficiencies into the catalog's profiles."
         )
 
 

@@ -44,14 +44,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.published_runs import CLUSTERS, MOE_ENTRIES, SHAPES, published_step_seconds, shape_of
+from bench.published_runs import MOE_ENTRIES, SHAPES, machine, published_step_seconds, shape_of
 from service.core import performance
 from service.core.performance import Machine
 from service.core.shape import ModelShape
 
-H800 = CLUSTERS["deepseek-h800"]
-H800_FP8 = CLUSTERS["deepseek-h800-fp8"]
-H100 = CLUSTERS["megatron-h100"]
+H800 = machine("deepseek-h800")
+H800_FP8 = machine("deepseek-h800", "fp8")
+H100 = machine("megatron-h100")
 DEEPSEEK_V3 = SHAPES["deepseek-v3"]
 DEEPSEEK_V2 = SHAPES["deepseek-v2"]
 MIXTRAL_8X7B = SHAPES["mixtral-8x7b"]
@@ -80,7 +80,7 @@ def _run(entry: dict[str, Any]) -> MoERun:
     return MoERun(
         entry["name"],
         shape,
-        CLUSTERS[entry["cluster"]],
+        machine(entry["cluster"], entry["precision"]),
         accelerators,
         batch,
         entry["fixed_layout"],

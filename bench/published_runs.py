@@ -33,6 +33,7 @@ from typing import Any
 
 from service.core.performance import Layout, Machine
 from service.core.shape import ModelShape
+from service.data.catalog import builtin_hardware
 
 RUNS_FILE = Path(__file__).with_name("cluster_runs.json")
 
@@ -46,6 +47,7 @@ class Run:
     seconds: float  # measured step time
     source: str
     organisation: str
+    hardware: str  # the built-in profile the cluster is
 
 
 # --- What a published figure says of a step's time ----------------------------------------------------------
@@ -107,9 +109,49 @@ def _fields(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 _DATA = json.loads(RUNS_FILE.read_text())
-CLUSTERS = {name: Machine(**_fields(entry)) for name, entry in _DATA["clusters"].items()}
+# A cluster: a built-in hardware profile as installed (its network in the catalog's units).
+CLUSTERS: dict[str, dict[str, Any]] = _DATA["clusters"]
 SHAPE_FIELDS = {name: _fields(entry) for name, entry in _DATA["shapes"].items()}
 SHAPES = {name: ModelShape(**fields) for name, fields in SHAPE_FIELDS.items()}
+_CATALOG = {spec.slug: spec for spec in builtin_hardware()}
+_GIGA = 1e9
+
+
+def hardware_request(cluster: str) -> dict[str, Any]:
+    """The cluster as a request's inline `hardware` gives it: what a user copies from GET /v1/hardware/{slug}
+    and sets the network of."""
+    entry = CLUSTERS[cluster]
+    spec = _CATALOG[entry["hardware"]]
+    return {
+        "name": f"{spec.name} ({cluster})",
+        "peak_flops": dict(spec.peak_flops),
+        "memory_bytes": spec.memory_bytes,
+        "memory_bandwidth_bytes_per_second": spec.memory_bandwidth_bytes_per_second,
+        "accelerators_per_node": entry["accelerators_per_node"],
+        "scale_up_bandwidth_bytes_per_second": entry["scale_up_gb_per_second_per_direction"] * _GIGA,
+        "scale_out_bandwidth_bytes_per_second": entry["scale_out_gb_per_second_per_direction"] * _GIGA,
+        "efficiency": spec.efficiency,
+    }
+
+
+def machine(cluster: str, precision: str = "bf16") -> Machine:
+    """The cluster as the core's step-time model reads it, training at `precision` (as the engine's
+    `machine_of` builds it from the same request)."""
+    hardware = hardware_request(cluster)
+    efficiency = hardware["efficiency"]
+    peaks = hardware["peak_flops"]
+    return Machine(
+        peak_flops_per_second=peaks[precision],
+        memory_bytes=hardware["memory_bytes"],
+        memory_bandwidth_bytes_per_second=hardware["memory_bandwidth_bytes_per_second"],
+        accelerators_per_node=hardware["accelerators_per_node"],
+        scale_up_bytes_per_second=hardware["scale_up_bandwidth_bytes_per_second"],
+        scale_out_bytes_per_second=hardware["scale_out_bandwidth_bytes_per_second"],
+        attention_peak_flops_per_second=peaks["bf16"] if precision == "fp8" else None,
+        matmul_efficiency=efficiency["gemm"].get(precision),
+        memory_efficiency=efficiency.get("memory"),
+        link_efficiency=efficiency.get("link"),
+    )
 
 
 def shape_of(entry: dict[str, Any]) -> ModelShape:
@@ -127,11 +169,12 @@ def _run(entry: dict[str, Any]) -> Run:
     return Run(
         name=entry["name"],
         shape=shape,
-        machine=CLUSTERS[entry["cluster"]],
+        machine=machine(entry["cluster"], entry.get("precision", "bf16")),
         layout=layout,
         seconds=published_step_seconds(entry["measured"], shape, layout.global_batch, layout.accelerators),
         source=entry["source"],
         organisation=entry["organisation"],
+        hardware=CLUSTERS[entry["cluster"]]["hardware"],
     )
 
 
@@ -140,8 +183,8 @@ HELD_OUT_RUNS = tuple(_run(entry) for entry in _DATA["runs"] if entry["role"] ==
 # The mixture-of-experts runs ("moe-check"), whose layouts are partly searched, are bench/moe_runs.py's.
 MOE_ENTRIES = tuple(entry for entry in _DATA["runs"] if entry["role"] == "moe-check")
 
-SELENE = CLUSTERS["selene"]
-LLAMA3_CLUSTER = CLUSTERS["llama3"]
+SELENE = machine("selene")
+LLAMA3_CLUSTER = machine("llama3")
 # Llama 3 405B (Llama 3 paper, Table 3), as a request's `shape` gives it.
 LLAMA3_405B_FIELDS = SHAPE_FIELDS["llama3-405b"]
 LLAMA3_405B = SHAPES["llama3-405b"]

@@ -32,7 +32,12 @@ from service.api.base import SlugConverter
 from service.infra import http_status
 from service.schemas.budgets import BUDGET_PATCH
 from service.schemas.common import StrictSchema, greater_than_to_property, rules_document
-from service.schemas.fields import SLUG_PATTERN, MoneyField, slug_or_object_to_property
+from service.schemas.fields import (
+    SLUG_PATTERN,
+    MoneyField,
+    nullable_nested_to_property,
+    slug_or_object_to_property,
+)
 from service.schemas.hardware import HARDWARE_PATCH, HARDWARE_REPLACE
 from service.schemas.laws import FitRequestSchema
 from service.schemas.planning import InlineHardwareSchema, InlineLawSchema, InlineServingHardwareSchema
@@ -189,6 +194,10 @@ def init_api(app: flask.Flask) -> Api:
     # One place through which both /openapi.json and `flask openapi write` get the document.
     raw_to_dict = api.spec.to_dict
     api.spec.to_dict = lambda: http_status.normalise_spec(_with_common_responses(raw_to_dict()))
+    # Before any component is described: each is converted as it is registered.
+    api.ma_plugin.converter.add_attribute_function(slug_or_object_to_property)
+    api.ma_plugin.converter.add_attribute_function(greater_than_to_property)
+    api.ma_plugin.converter.add_attribute_function(nullable_nested_to_property)
     for name in COMMON_RESPONSES.values():
         api.spec.components.get_ref("response", name)  # registers the lazily described response
     api.spec.components.schema("InlineHardware", schema=InlineHardwareSchema)
@@ -200,8 +209,6 @@ def init_api(app: flask.Flask) -> Api:
     api.spec.components.schema("CostReport", schema=CostReportSchema)
     for name, schema in NAMED_VARIANTS.items():
         api.spec.components.schema(name, schema=schema)
-    api.ma_plugin.converter.add_attribute_function(slug_or_object_to_property)
-    api.ma_plugin.converter.add_attribute_function(greater_than_to_property)
     app.before_request(_check_body)
     app.after_request(_conditional_get)
     app.add_url_rule("/docs/static/<path:filename>", "swagger_ui_static", _swagger_ui_static)

@@ -11,28 +11,17 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from scipy.optimize import minimize_scalar
 
 from service.core import validation as v
-from service.core.performance import Calibration
+from service.core.performance import EFFICIENCY_RANGE
 
-# The efficiencies a fit may return: a large GEMM below 5% of the peak is a measurement (or a layout) gone
-# wrong rather than a constant of the cluster; 1 is the peak itself.
-EFFICIENCY_BOUNDS = (0.05, 1.0)
+# The efficiencies a fit may return: those a profile may state.
+EFFICIENCY_BOUNDS = EFFICIENCY_RANGE
 # The bounded solve stops when the efficiency is known to this absolute tolerance.
 EFFICIENCY_TOLERANCE = 1e-7
-
-
-def with_matmul_efficiency(calibration: Calibration, hardware_slug: str, efficiency: float) -> Calibration:
-    """`calibration` with `efficiency` for `hardware_slug`: first among the per-hardware prefixes, so that it
-    wins over a prefix the slug extends ("h100" for "h100-sxm"); an entry for the slug itself is replaced
-    (a duplicate key would collapse to the older value in the snapshot's JSON object)."""
-    v.in_range("matmul_efficiency", efficiency, 0.0, 1.0, low_inclusive=False)
-    by_hardware = calibration.matmul_efficiency_by_hardware
-    others = tuple((prefix, value) for prefix, value in by_hardware if prefix != hardware_slug)
-    return replace(calibration, matmul_efficiency_by_hardware=((hardware_slug, efficiency), *others))
 
 
 def relative_error(measured: float, predicted: float) -> float:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from service.core.fit import LawFit
 from service.core.isoflop_fit import BUDGET_TOLERANCE_DECADES, IsoflopFit, IsoflopUnavailable
 from service.core.laws import FittedRange
-from service.core.performance import Machine
+from service.core.performance import Calibration, Machine
 from service.core.shape import ModelShape
 from service.core.wall_clock import LONGEST_RUN_DAYS, SECONDS_PER_DAY, within_reach
 
@@ -26,6 +26,9 @@ NOT_AN_ISOFLOP_SWEEP = "not_an_isoflop_sweep"  # of a fitted law's IsoFLOP fit (
 MFU_GIVEN = "mfu_given"  # the request's MFU set the pace, not the cluster model
 ASSUMED_SHAPE = "assumed_shape"  # the cluster model ran on a shape the request did not give
 ASSUMED_NETWORK = "assumed_network"  # the hardware profile gives no network figures
+UNCALIBRATED_HARDWARE = (
+    "uncalibrated_hardware"  # no run calibrates the hardware's efficiency at the precision
+)
 SHAPE_SCALED = "shape_scaled"  # the shape given was scaled to the run's parameter count
 DEPRECATED_FIELD = "deprecated_field"  # a request field that still works but has a new place
 CALIBRATED = "calibrated"  # the cluster model ran with the organisation's own efficiency for the hardware
@@ -266,6 +269,21 @@ def assumed_network(hardware: str, machine: Machine) -> Caveat:
     )
 
 
+def uncalibrated_hardware(
+    hardware: str, precision: str, machine: Machine, calibration: Calibration
+) -> Caveat:
+    """No published or measured run calibrates what this hardware achieves of its peak at the precision:
+    the model runs at the fractions of hardware nobody calibrated, and its interval is wider."""
+    gemm = machine.matmul_efficiency or calibration.matmul_efficiency
+    return Caveat(
+        UNCALIBRATED_HARDWARE,
+        f"No run calibrates {hardware} at {precision}: the cluster model assumes large GEMMs reach "
+        f"{gemm:.3g} of its peak, as on hardware nobody calibrated; its figures are less certain. Calibrate "
+        "on your own runs (POST /v1/calibrations) or set the profile's efficiency.",
+        {"precision": precision, "matmul_efficiency": gemm},
+    )
+
+
 def shape_scaled(given: ModelShape, used: ModelShape, params: float) -> Caveat:
     return Caveat(
         SHAPE_SCALED,
@@ -276,14 +294,17 @@ def shape_scaled(given: ModelShape, used: ModelShape, params: float) -> Caveat:
     )
 
 
-def calibrated(hardware: str, efficiency: float, default: float, runs: int, calibration_id: str) -> Caveat:
+def calibrated(
+    hardware: str, efficiency: float, default: float | None, runs: int, calibration_id: str
+) -> Caveat:
     """The cluster model's large-GEMM efficiency for this hardware is the organisation's own, fitted to the
-    measured throughput of its runs (core/calibrate.py), not the one fitted on published runs."""
+    measured throughput of its runs (core/calibrate.py), not the one its profile states (`default`; None in
+    plans from before profiles stated one)."""
+    stated = "" if default is None else f" (its profile: {default:.3g})"
     return Caveat(
         CALIBRATED,
         f"The cluster model ran at your own large-GEMM efficiency on {hardware}, {efficiency:.3g} of the "
-        f"peak (published runs: {default:.3g}), calibrated on {runs} of your runs (calibration "
-        f"{calibration_id}).",
+        f"peak{stated}, calibrated on {runs} of your runs (calibration {calibration_id}).",
         {
             "calibration_id": calibration_id,
             "hardware": hardware,

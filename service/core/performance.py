@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -43,43 +44,78 @@ Codes = npt.NDArray[np.int64]
 
 # 1.1.0: mixture of experts (expert parallelism, its all-to-all), latent attention, multi-token prediction;
 # in fp8, attention at the bf16 peak and GEMM inputs cached in fp8.
-MODEL_VERSION = "1.1.0"
+# 1.2.0: efficiencies are the hardware profile's (Efficiency), none looked up by name; uncalibrated hardware
+# at the lower calibrated GEMM fraction.
+MODEL_VERSION = "1.2.0"
+
+
+PROVENANCES = ("calibrated", "derived", "uncalibrated")
+# What an achieved fraction of a peak may be: below 5% is a measurement (or a layout) gone wrong rather than
+# a figure of the hardware; 1 is the peak itself.
+EFFICIENCY_RANGE = (0.05, 1.0)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What an accelerator achieves of its peaks, as its hardware profile states it, and where that came from.
+
+    `gemm` is the large-GEMM fraction of the dense peak by training precision; `memory` the fraction of the
+    HBM bandwidth element-wise kernels reach; `link` the fraction of a link's bandwidth collectives reach
+    (NCCL bus bandwidth). A figure left out is the calibration's (`Calibration`). `provenance` says how the
+    figures were found: `calibrated` on published or measured runs of this hardware (`basis` names them),
+    `derived` from another part's calibration by a stated architectural argument, or `uncalibrated`.
+    Nothing in the model reads a hardware's name: two profiles with the same figures give the same answers.
+    """
+
+    gemm: Mapping[str, float]
+    provenance: str
+    basis: str
+    memory: float | None = None
+    link: float | None = None
+
+    def __post_init__(self) -> None:
+        for precision, value in self.gemm.items():
+            v.in_range(f"efficiency.gemm.{precision}", value, *EFFICIENCY_RANGE)
+        for name in ("memory", "link"):
+            value = getattr(self, name)
+            if value is not None:
+                v.in_range(f"efficiency.{name}", value, *EFFICIENCY_RANGE)
+        v.choice("efficiency.provenance", self.provenance, PROVENANCES)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**vars(self), "gemm": dict(self.gemm)}
+
+    def calibrated_at(self, precision: str) -> bool:
+        """Whether the GEMM figure at `precision` rests on runs (calibrated) or an argument from them."""
+        return self.provenance != "uncalibrated" and precision in self.gemm
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """The constants the model cannot derive: fitted on published runs (`bench/calibrate_cluster.py`)."""
+    """The constants the model cannot derive, fitted on published runs (`bench/calibrate_cluster.py`): for
+    hardware whose profile states no efficiency of its own, the large-GEMM, memory and link fractions are
+    these (an uncalibrated part, which the answer says)."""
 
     matmul_efficiency: float  # large-GEMM fraction of the dense peak, for hardware without its own
     kernel_seconds: float  # fixed cost of a GEMM kernel besides its FLOPs: launch and the last partial wave
     memory_efficiency: float  # achieved fraction of the HBM bandwidth in element-wise kernels
     link_efficiency: float  # achieved fraction of a link's bandwidth in collectives (NCCL bus bandwidth)
     overlap: float  # fraction of data-parallel / ZeRO traffic hidden under the compute it overlaps
-    # Large-GEMM efficiency per accelerator generation, where published runs calibrate one (by the
-    # hardware slug's prefix).
-    matmul_efficiency_by_hardware: tuple[tuple[str, float], ...] = ()
-
-    def matmul_efficiency_for(self, hardware_slug: str | None) -> float:
-        for prefix, efficiency in self.matmul_efficiency_by_hardware:
-            if hardware_slug is not None and hardware_slug.startswith(prefix):
-                return efficiency
-        return self.matmul_efficiency
 
     def as_dict(self) -> dict[str, Any]:
-        # Its fields are numbers but one, made a mapping here: dataclasses.asdict's deep copy of each cost a
-        # plan more than the rest of its snapshot (issue 24).
-        return {**vars(self), "matmul_efficiency_by_hardware": dict(self.matmul_efficiency_by_hardware)}
+        return dict(vars(self))
 
 
-# Fitted by `python -m bench.calibrate_cluster` on the published runs in bench/cluster_runs.json.
+# Fitted by `python -m bench.calibrate_cluster` on the published runs in bench/cluster_runs.json. The GEMM
+# fraction here is what hardware no run calibrates gets: the lower of the two generations the runs calibrate
+# (A100 0.751, H100 0.609; the catalog's profiles carry their own), since a part nobody has measured more
+# often falls short of its paper advantage than beats it.
 CALIBRATION = Calibration(
-    matmul_efficiency=0.751,
+    matmul_efficiency=0.609,
     kernel_seconds=2e-6,
     memory_efficiency=0.750,
     link_efficiency=0.715,
     overlap=1.0,
-    # The H800 is the H100's chip with its NVLink cut: the same GEMMs.
-    matmul_efficiency_by_hardware=(("a100", 0.751), ("h100", 0.609), ("h800", 0.609)),
 )
 
 
@@ -93,10 +129,14 @@ class Machine:
     accelerators_per_node: int
     scale_up_bytes_per_second: float
     scale_out_bytes_per_second: float
-    slug: str | None = None
     # The dense peak attention runs at when it differs (training in fp8, attention stays in bf16: Transformer
     # Engine's recipes and DeepSeek-V3 §3.3 keep it out of fp8); None: the peak.
     attention_peak_flops_per_second: float | None = None
+    # Achieved fractions of the peak at the training precision, the HBM bandwidth and the links, as the
+    # hardware's profile states them (`Efficiency`); None: the calibration's.
+    matmul_efficiency: float | None = None
+    memory_efficiency: float | None = None
+    link_efficiency: float | None = None
 
     def __post_init__(self) -> None:
         v.positive("peak_flops_per_second", self.peak_flops_per_second)
@@ -309,13 +349,14 @@ def evaluate(
 
 def _rates(machine: Machine, calibration: Calibration) -> terms.Rates:
     peak = machine.peak_flops_per_second
-    link = calibration.link_efficiency
+    link = machine.link_efficiency or calibration.link_efficiency
+    memory = machine.memory_efficiency or calibration.memory_efficiency
     return terms.Rates(
         peak_flops_per_second=peak,
         attention_flops_per_second=machine.attention_peak_flops_per_second or peak,
-        matmul_efficiency=calibration.matmul_efficiency_for(machine.slug),
+        matmul_efficiency=machine.matmul_efficiency or calibration.matmul_efficiency,
         kernel_seconds=calibration.kernel_seconds,
-        memory_bytes_per_second=machine.memory_bandwidth_bytes_per_second * calibration.memory_efficiency,
+        memory_bytes_per_second=machine.memory_bandwidth_bytes_per_second * memory,
         accelerators_per_node=float(machine.accelerators_per_node),
         scale_up_bytes_per_second=machine.scale_up_bytes_per_second * link,
         scale_out_bytes_per_second=machine.scale_out_bytes_per_second * link,

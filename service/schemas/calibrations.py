@@ -154,7 +154,10 @@ class CalibrationFitSchema(ma.Schema):
     method = ma.fields.String()
     model_version = ma.fields.String()
     default_matmul_efficiency = ma.fields.Float(
-        metadata={"description": "The efficiency fitted on published runs for this hardware."}
+        metadata={
+            "description": "What the cluster model ran the hardware at before: its profile's efficiency at "
+            "the runs' precision, or the default of uncalibrated hardware."
+        }
     )
     previous = ma.fields.Nested(
         PreviousCalibrationSchema,
@@ -199,5 +202,13 @@ class OwnCalibrationSchema(ma.Schema):
     id = ma.fields.String()
     hardware = ma.fields.String()
     matmul_efficiency = ma.fields.Float()
+    default_matmul_efficiency = ma.fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "The efficiency the hardware's profile states at the plan's precision (or the "
+            "default of uncalibrated hardware), which this replaced; null in plans from before profiles "
+            "stated one."
+        },
+    )
     runs = ma.fields.Integer(metadata={"description": "The measured runs it was fitted on."})
     created_at = ma.fields.String()

@@ -33,6 +33,7 @@ from service.schemas.hardware import (
     MAX_LINK_BYTES_PER_SECOND,
     SCALE_OUT,
     SCALE_UP,
+    InlineEfficiencySchema,
     PeakFlopsSchema,
     accelerators_per_node_field,
     failures_field,
@@ -54,6 +55,13 @@ class InlineHardwareSchema(StrictSchema):
     scale_up_bandwidth_bytes_per_second = positive_float(MAX_LINK_BYTES_PER_SECOND, SCALE_UP)
     scale_out_bandwidth_bytes_per_second = positive_float(MAX_LINK_BYTES_PER_SECOND, SCALE_OUT)
     failures_per_accelerator_hour = failures_field()
+    efficiency = ma.fields.Nested(
+        InlineEfficiencySchema,
+        metadata={
+            "description": "What it achieves of its peaks (as a profile states it, GET /v1/hardware/{slug}); "
+            "left out, the uncalibrated default, with an uncalibrated_hardware warning."
+        },
+    )
 
     RULES = (requires("price_per_hour", "currency"),)
     REQUEST = engine.Hardware

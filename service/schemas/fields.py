@@ -263,6 +263,17 @@ def slug_or_object_to_property(self, field, **kwargs) -> dict:
     }
 
 
+def nullable_nested_to_property(self, field, ret, **kwargs) -> dict:
+    """apispec attribute function: a nested object that may be null is the object or null, not "the object
+    or any object" (apispec's second branch, `{type: object, nullable: true}`, would admit anything)."""
+    if not (isinstance(field, ma.fields.Nested) and field.allow_none and "anyOf" in ret):
+        return {}
+    return {
+        "anyOf": [branch for branch in ret["anyOf"] if "$ref" in branch]
+        + [{"nullable": True, "enum": [None]}]
+    }
+
+
 class PairField(ma.fields.List):
     """[low, high]."""
 

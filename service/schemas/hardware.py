@@ -11,6 +11,7 @@ from marshmallow import validate
 from service.core.engine import ASSUMED_NETWORK
 from service.core.goodput import LLAMA3_FAILURES_PER_ACCELERATOR_HOUR
 from service.core.memory import MAX_MEMORY_BYTES
+from service.core.performance import EFFICIENCY_RANGE, PROVENANCES, Efficiency
 from service.core.units import MAX_PEAK_FLOPS_PER_SECOND
 from service.data.catalog import PRECISIONS
 from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema, requires
@@ -40,6 +41,69 @@ class PeakFlopsSchema(StrictSchema):
     def _at_least_one(self, data, **kwargs):
         if not data:
             raise ma.ValidationError("Give the peak at one precision at least.")
+
+
+def _fraction(description: str, **kwargs) -> Number:
+    low, high = EFFICIENCY_RANGE
+    return Number(
+        validate=validate.Range(low, high),
+        metadata={"description": f"{description} In [{low:g}, {high:g}].", **kwargs.pop("metadata", {})},
+        **kwargs,
+    )
+
+
+class GemmEfficiencySchema(StrictSchema):
+    """Large-GEMM fraction of the dense peak, by training precision."""
+
+    fp32 = _fraction("At the FP32 peak.")
+    tf32 = _fraction("At the TF32 peak.")
+    bf16 = _fraction("At the BF16 peak.", metadata={"example": 0.609})
+    fp16 = _fraction("At the FP16 peak.")
+    fp8 = _fraction("At the FP8 peak.")
+
+    @ma.validates_schema
+    def _at_least_one(self, data, **kwargs):
+        if not data:
+            raise ma.ValidationError("Give the efficiency at one precision at least.")
+
+
+class EfficiencySchema(StrictSchema):
+    """What the hardware achieves of its peaks in training, and how that is known. The cluster model reads
+    these, never the hardware's name: profiles with the same figures get the same answers."""
+
+    gemm = ma.fields.Nested(
+        GemmEfficiencySchema,
+        required=True,
+        metadata={
+            "minProperties": 1,
+            "description": "Large-GEMM fraction of the dense peak by precision (cuBLAS reaches 0.6-0.9). A "
+            "precision left out runs at the uncalibrated default, with an uncalibrated_hardware warning.",
+        },
+    )
+    memory = _fraction(
+        "Fraction of the memory bandwidth element-wise kernels reach; default the model's fitted one."
+    )
+    link = _fraction(
+        "Fraction of a link's bandwidth collectives reach (NCCL bus bandwidth); default the fitted one."
+    )
+    provenance = ma.fields.String(
+        required=True,
+        validate=validate.OneOf(PROVENANCES),
+        metadata={
+            "description": "calibrated: fitted on measured runs of this hardware (basis names them); "
+            "derived: from another part's calibration by a stated argument; uncalibrated: a guess, which "
+            "answers warn of (uncalibrated_hardware)."
+        },
+    )
+    basis = Text(
+        required=True,
+        validate=validate.Length(min=1, max=500),
+        metadata={"description": "The runs it was calibrated on, or the argument it was derived by."},
+    )
+
+
+class InlineEfficiencySchema(EfficiencySchema):
+    REQUEST = Efficiency
 
 
 # How hardware is installed in a cluster: a stored profile and inline hardware take the same figures (bytes/s
@@ -153,6 +217,14 @@ class HardwareSchema(StrictSchema):
         metadata={"description": SCALE_OUT, "example": 50 * 10**9},
     )
     failures_per_accelerator_hour = failures_field(allow_none=True)
+    efficiency = ma.fields.Nested(
+        EfficiencySchema,
+        allow_none=True,
+        metadata={
+            "description": "What it achieves of its peaks and how that is known; null: stated nowhere, run "
+            "at the uncalibrated default with an uncalibrated_hardware warning."
+        },
+    )
     source = Text(
         required=True, validate=validate.Length(min=1, max=500), metadata={"example": "our datasheet"}
     )

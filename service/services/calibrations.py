@@ -9,6 +9,7 @@ kept with the runs it came from, their throughput as measured and as predicted b
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session, selectinload
 from service.core import calibrate, engine, performance
 from service.data.models import Calibration, HardwareProfile, Organization, Plan, id_by_slug
 from service.infra import actors
-from service.services import organizations, plan_documents
+from service.services import organizations, plan_documents, planning
 from service.services.errors import InvalidFieldError, NotFoundError
 from service.services.model_accuracy import Measurement, measurements, predicted_tokens_per_second
 from service.services.pagination import Cursor, Page, paginate
@@ -73,15 +74,40 @@ _CALIBRATIONS = Calibration.__table__.c
 _LATEST = select(latest_id(bindparam("organization_id"), bindparam("hardware_id")))  # built once
 
 
-def constants_with(own: Calibration) -> performance.Calibration:
-    """The cluster model's constants with the organisation's efficiency for its hardware."""
-    return calibrate.with_matmul_efficiency(performance.CALIBRATION, own.hardware.slug, own.matmul_efficiency)
-
-
-def snapshot_of(own: Calibration) -> dict[str, Any]:
-    return plan_documents.own_calibration_document(
-        str(own.id), own.hardware.slug, own.matmul_efficiency, len(own.runs), own.created_at
+def applied(own: Calibration, hardware: engine.Hardware) -> engine.Hardware:
+    """The hardware with the organisation's own large-GEMM efficiency, fitted on its runs, at every
+    precision it has a peak at (its memory and link figures stay the profile's)."""
+    stated = hardware.efficiency
+    return dataclasses.replace(
+        hardware,
+        efficiency=performance.Efficiency(
+            gemm=dict.fromkeys(hardware.peak_flops, own.matmul_efficiency),
+            provenance="calibrated",
+            basis=f"calibration {own.id}: {len(own.runs)} of the organisation's runs",
+            memory=None if stated is None else stated.memory,
+            link=None if stated is None else stated.link,
+        ),
     )
+
+
+def snapshot_of(own: Calibration, stated: float | None) -> dict[str, Any]:
+    """`own` as a plan's snapshot names it; `stated`: the profile's own efficiency it replaced."""
+    return plan_documents.own_calibration_document(
+        str(own.id),
+        own.hardware.slug,
+        own.matmul_efficiency,
+        default=stated,
+        runs=len(own.runs),
+        created_at=own.created_at,
+    )
+
+
+def stated_efficiency(hardware: engine.Hardware, precision: str) -> float:
+    """The large-GEMM efficiency the cluster model runs `hardware` at without an organisation's own: the
+    profile's at the precision, or the default of uncalibrated hardware."""
+    efficiency = hardware.efficiency
+    stated = None if efficiency is None else efficiency.gemm.get(precision)
+    return performance.CALIBRATION.matmul_efficiency if stated is None else stated
 
 
 # --- Fitting ----------------------------------------------------------------------------------------------
@@ -92,7 +118,6 @@ class _Run:
     plan: Plan
     measured: Measurement
     run: engine.Estimate  # the plan's estimate, replayed: its shape, machine and chosen layout
-    constants: performance.Calibration  # what the plan was made with
 
 
 def create_calibration(
@@ -116,10 +141,7 @@ def create_calibration(
     measured = [run.measured.tokens_per_second for run in runs]
 
     def predict(efficiency: float) -> list[float]:
-        return [
-            _throughput(run.run, calibrate.with_matmul_efficiency(run.constants, profile.slug, efficiency))
-            for run in runs
-        ]
+        return [_throughput(run.run, efficiency) for run in runs]
 
     fitted = calibrate.fit_matmul_efficiency(measured, predict)
     before = [_predicted(run.plan) for run in runs]
@@ -149,7 +171,9 @@ def create_calibration(
         fit={
             "method": FIT_METHOD,
             "model_version": performance.MODEL_VERSION,
-            "default_matmul_efficiency": performance.CALIBRATION.matmul_efficiency_for(profile.slug),
+            "default_matmul_efficiency": stated_efficiency(
+                planning.hardware_of(profile, profile.slug), runs[0].run.cluster.precision
+            ),
             "previous": None
             if previous is None
             else {"id": str(previous.id), "matmul_efficiency": previous.matmul_efficiency},
@@ -242,12 +266,12 @@ def _replayed(plan: Plan, measured: Measurement) -> _Run:
     except InvalidFieldError as error:  # a stored plan always replays; say which one did not
         raise InvalidFieldError("plans", f"Plan {plan.id} no longer evaluates: {error.detail}") from error
     assert outcome.estimate is not None, "a plan has its run on a cluster"
-    return _Run(plan, measured, outcome.estimate, plan_documents.snapshot_calibration(plan.snapshot))
+    return _Run(plan, measured, outcome.estimate)
 
 
-def _throughput(run: engine.Estimate, constants: performance.Calibration) -> float:
-    """Tokens per second of the whole cluster at the run's layout, under `constants`."""
-    step = engine.step_of(run, constants)  # modelled plans only (_modelled), at a layout that ran
+def _throughput(run: engine.Estimate, matmul_efficiency: float) -> float:
+    """Tokens per second of the whole cluster at the run's layout, its GEMMs at `matmul_efficiency`."""
+    step = engine.step_of(run, matmul_efficiency)  # modelled plans only (_modelled), at a layout that ran
     assert run.shape is not None, "a modelled run has its shape"
     return step.layout.global_batch * run.shape.sequence_length / step.seconds
 

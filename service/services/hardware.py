@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
@@ -45,6 +46,7 @@ class HardwareFields(Changes):
     scale_up_bandwidth_bytes_per_second: int | None = None
     scale_out_bandwidth_bytes_per_second: int | None = None
     failures_per_accelerator_hour: float | None = None
+    efficiency: Mapping[str, Any] | None = None  # core.performance.Efficiency's fields
     source: str | None = None
     note: str | None = None
     price_per_hour: Decimal | None = None

@@ -58,18 +58,17 @@ def snapshot_document(
     law: engine.NamedLaw | None,
     serving: tuple[engine.Hardware, datetime | None] | None = None,
     *,
-    calibration: performance.Calibration = performance.CALIBRATION,
     own_calibration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What an evaluation depends on besides its inputs. `serving`: the inference hardware and when its
-    price took effect, when the plan serves on hardware of its own. `calibration`: the cluster model's
-    constants, with the organisation's own efficiency for the hardware when it has calibrated one and the
-    model set the pace; `own_calibration` then says which (`own_calibration_document`)."""
+    price took effect, when the plan serves on hardware of its own. `hardware` with the organisation's own
+    efficiency when it has calibrated one and the model set the pace; `own_calibration` then says which
+    (`own_calibration_document`)."""
     return {
         "engine_version": engine.ENGINE_VERSION,
         "cluster_model": {
             "version": performance.MODEL_VERSION,
-            "calibration": calibration.as_dict(),
+            "calibration": performance.CALIBRATION.as_dict(),
             "organization_calibration": own_calibration,
         },
         "hardware": _hardware_snapshot(hardware, price_effective_at),
@@ -97,6 +96,7 @@ def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime |
         "memory_bytes": hardware.memory_bytes,
         "memory_bandwidth_bytes_per_second": hardware.memory_bandwidth_bytes_per_second,
         **{name: getattr(hardware, name) for name in CLUSTER_FIGURES},
+        "efficiency": None if hardware.efficiency is None else hardware.efficiency.as_dict(),
         "price_per_hour": format_optional_money(hardware.price_per_hour),
         "currency": hardware.currency,
         "price_effective_at": None if price_effective_at is None else price_effective_at.isoformat(),
@@ -106,10 +106,17 @@ def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime |
 def snapshot_hardware(snapshot: JsonObject, role: str = "hardware") -> engine.Hardware | None:
     """The hardware a snapshot holds for `role` (hardware or inference_hardware). Snapshots of engines
     before 1.3.0 hold no inference hardware and no memory bandwidth: those plans served nothing. Snapshots
-    from before the cluster figures hold none of them: not given, as for hardware that does not say."""
+    from before the cluster figures hold none of them: not given, as for hardware that does not say.
+    Snapshots from before efficiencies were the hardware's (issue 48) ran at the efficiency their constants
+    gave the slug's prefix (`_legacy_efficiency`)."""
     hardware = snapshot.get(role)
     if hardware is None:
         return None
+    if "efficiency" in hardware:
+        stated = hardware["efficiency"]
+        efficiency = None if stated is None else performance.Efficiency(**stated)
+    else:
+        efficiency = _legacy_efficiency(snapshot, hardware)
     price = hardware["price_per_hour"]
     return engine.Hardware(
         name=hardware["name"],
@@ -120,29 +127,55 @@ def snapshot_hardware(snapshot: JsonObject, role: str = "hardware") -> engine.Ha
         currency=hardware["currency"],
         memory_bandwidth_bytes_per_second=hardware.get("memory_bandwidth_bytes_per_second"),
         **{name: hardware.get(name) for name in CLUSTER_FIGURES},
+        efficiency=efficiency,
     )
+
+
+def _legacy_efficiency(snapshot: JsonObject, hardware: JsonObject) -> performance.Efficiency | None:
+    """What a snapshot from before issue 48 ran the hardware at: its constants' efficiency for the first
+    slug prefix its slug starts with (the organisation's own first), at every precision; None where no
+    prefix matched (it ran at the constants' default, as uncalibrated hardware does now)."""
+    model = snapshot.get("cluster_model") or {}
+    by_prefix = (model.get("calibration") or {}).get("matmul_efficiency_by_hardware") or {}
+    slug = hardware.get("slug")
+    for prefix, value in by_prefix.items():
+        if slug is not None and slug.startswith(prefix):
+            return performance.Efficiency(
+                gemm=dict.fromkeys(hardware["peak_flops"], value),
+                provenance="calibrated",
+                basis=f"cluster model {model.get('version')}'s constants for {prefix}",
+            )
+    return None
 
 
 def snapshot_calibration(snapshot: JsonObject) -> performance.Calibration:
     """The cluster model's constants a plan was evaluated with (the current ones for snapshots before 2.0,
-    which never used them: they replay at their MFU)."""
+    which never used them: they replay at their MFU). Before issue 48 the constants also held efficiencies
+    by slug prefix: those are the hardware's now (`snapshot_hardware`)."""
     model = snapshot.get("cluster_model")
     if model is None:
         return performance.CALIBRATION
     constants = dict(model["calibration"])
-    constants["matmul_efficiency_by_hardware"] = tuple(constants["matmul_efficiency_by_hardware"].items())
+    constants.pop("matmul_efficiency_by_hardware", None)
     return performance.Calibration(**constants)
 
 
 def own_calibration_document(
-    calibration_id: str, hardware: str, efficiency: float, runs: int, created_at: datetime
+    calibration_id: str,
+    hardware: str,
+    efficiency: float,
+    *,
+    default: float | None,
+    runs: int,
+    created_at: datetime,
 ) -> dict[str, Any]:
-    """The organisation's calibration a plan used, as its snapshot names it (its constants are already in
-    the snapshot's `calibration`: this says where the hardware's efficiency came from)."""
+    """The organisation's calibration a plan used, as its snapshot names it (its efficiency is already the
+    snapshot's hardware's: this says where it came from, and what the profile states, `default`)."""
     return {
         "id": calibration_id,
         "hardware": hardware,
         "matmul_efficiency": efficiency,
+        "default_matmul_efficiency": default,
         "runs": runs,
         "created_at": created_at.isoformat(),
     }
@@ -177,7 +210,7 @@ def result_document(plan: engine.Plan, snapshot: JsonObject) -> dict[str, Any]:
     document = allocation_document(plan)
     own = snapshot_own_calibration(snapshot)
     if own is not None:
-        default = performance.CALIBRATION.matmul_efficiency_for(own["hardware"])
+        default = own.get("default_matmul_efficiency")
         note = caveats.calibrated(own["hardware"], own["matmul_efficiency"], default, own["runs"], own["id"])
         document["warnings"].append(_caveats([note])[0])
     return document

@@ -194,6 +194,7 @@ def hardware_of(profile: HardwareProfile | None, reference: str | engine.Hardwar
         scale_up_bandwidth_bytes_per_second=_float(profile.scale_up_bandwidth_bytes_per_second),
         scale_out_bandwidth_bytes_per_second=_float(profile.scale_out_bandwidth_bytes_per_second),
         failures_per_accelerator_hour=profile.failures_per_accelerator_hour,
+        efficiency=None if profile.efficiency is None else performance.Efficiency(**profile.efficiency),
     )
 
 

@@ -36,7 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
-from service.core import engine, performance
+from service.core import engine
 from service.core.laws import ScalingLaw
 from service.core.units import CENT
 from service.data.models import (
@@ -144,22 +144,25 @@ def evaluate_new(
         _check_currency(hardware.currency, budget)
     # The organisation's own efficiency for the hardware, when it has calibrated one (calibrations.py).
     own = None if profile is None else calibrations.in_force(session, organization.id, profile.id)
-    constants = performance.CALIBRATION if own is None else calibrations.constants_with(own)
-    outcome = planning.allocate_on(inputs, hardware, law, None if serving is None else serving[0], constants)
+    modelled = hardware if own is None else calibrations.applied(own, hardware)
+    outcome = planning.allocate_on(inputs, modelled, law, None if serving is None else serving[0])
     run = outcome.estimate
     assert run is not None, "the engine estimates the run of every plan on hardware"
-    if run.run is None:  # paced by the MFU given: the cluster model's constants played no part
-        own, constants = None, performance.CALIBRATION
+    if run.run is None:  # paced by the MFU given: the hardware's efficiency played no part
+        own, modelled = None, hardware
     if budget is not None:
         _check_chargeable(run, budget)
 
     snapshot = plan_documents.snapshot_document(
-        hardware,
+        modelled,
         price_effective_at,
         outcome.law,
         serving,
-        calibration=constants,
-        own_calibration=None if own is None else calibrations.snapshot_of(own),
+        own_calibration=None
+        if own is None
+        else calibrations.snapshot_of(
+            own, calibrations.stated_efficiency(hardware, inputs.precision or engine.DEFAULT_PRECISION)
+        ),
     )
     return _draft(request, inputs, outcome, snapshot, organization, budget, profile, fitted, parent)
 

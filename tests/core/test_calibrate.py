@@ -30,27 +30,22 @@ def modelled_runs() -> list[engine.Estimate]:
     ]
 
 
-def throughput(run: engine.Estimate, calibration: performance.Calibration) -> float:
-    step = engine.step_of(run, calibration)
+def throughput(run: engine.Estimate, efficiency: float) -> float:
+    step = engine.step_of(run, efficiency)
     return step.layout.global_batch * run.shape.sequence_length / step.seconds
 
 
-def at_efficiency(efficiency: float) -> performance.Calibration:
-    return calibrate.with_matmul_efficiency(performance.CALIBRATION, "lab-gpu", efficiency)
-
-
-def test_the_step_of_a_runs_own_layout_under_its_own_constants_is_the_step_it_was_planned_with():
+def test_the_step_of_a_runs_own_layout_at_its_own_efficiency_is_the_step_it_was_planned_with():
     for run in modelled_runs():
-        assert engine.step_of(run, performance.CALIBRATION) == run.run.search.best
+        # Lab GPU states no efficiency: it runs at the default of uncalibrated hardware.
+        assert engine.step_of(run, performance.CALIBRATION.matmul_efficiency) == run.run.search.best
 
 
 def test_the_fit_recovers_the_efficiency_that_generated_the_measurements():
     runs = modelled_runs()
-    measured = [throughput(run, at_efficiency(0.5)) for run in runs]
+    measured = [throughput(run, 0.5) for run in runs]
 
-    fitted = calibrate.fit_matmul_efficiency(
-        measured, lambda e: [throughput(run, at_efficiency(e)) for run in runs]
-    )
+    fitted = calibrate.fit_matmul_efficiency(measured, lambda e: [throughput(run, e) for run in runs])
 
     assert fitted.efficiency == pytest.approx(0.5, abs=1e-3)
     assert fitted.objective == pytest.approx(0, abs=1e-10)
@@ -60,27 +55,10 @@ def test_the_fit_recovers_the_efficiency_that_generated_the_measurements():
 
 def test_runs_faster_than_the_peak_allows_fit_at_the_upper_bound_and_say_so():
     runs = modelled_runs()
-    measured = [10 * throughput(run, at_efficiency(1.0)) for run in runs]
-    fitted = calibrate.fit_matmul_efficiency(
-        measured, lambda e: [throughput(run, at_efficiency(e)) for run in runs]
-    )
+    measured = [10 * throughput(run, 1.0) for run in runs]
+    fitted = calibrate.fit_matmul_efficiency(measured, lambda e: [throughput(run, e) for run in runs])
     assert fitted.efficiency == calibrate.EFFICIENCY_BOUNDS[1]
     assert fitted.at_bound
-
-
-def test_an_efficiency_for_a_slug_comes_before_the_prefix_it_extends_and_replaces_its_own_entry():
-    calibration = calibrate.with_matmul_efficiency(performance.CALIBRATION, "h100-sxm", 0.42)
-    assert calibration.matmul_efficiency_for("h100-sxm") == 0.42
-    default_h100 = performance.CALIBRATION.matmul_efficiency_for("h100")
-    assert calibration.matmul_efficiency_for("h100-pcie") == default_h100
-    again = calibrate.with_matmul_efficiency(calibration, "h100-sxm", 0.5)
-    assert [prefix for prefix, _ in again.matmul_efficiency_by_hardware].count("h100-sxm") == 1
-    assert again.matmul_efficiency_for("h100-sxm") == 0.5
-
-
-def test_an_efficiency_outside_0_to_1_is_refused_naming_it():
-    with pytest.raises(InvalidInput, match=r"^matmul_efficiency: must be in \(0, 1\]"):
-        calibrate.with_matmul_efficiency(performance.CALIBRATION, "lab-gpu", 1.2)
 
 
 def test_errors_are_measured_over_predicted_less_one_and_summarised_with_the_worst_signed():

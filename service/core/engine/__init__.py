@@ -43,7 +43,9 @@ from service.core.engine.sizing import MAX_ROUNDS, UTILISATION_TOLERANCE, plan
 # goodput, and the cluster size chosen when none is given. 2.1: one accelerator-count policy
 # (wall_clock.chosen): a budget that leaves the count to the planner gets a run within its days or, without,
 # within a year, as a model already chosen did; the implausibly_long_run caveat on any run past a year.
-ENGINE_VERSION = "2.1.0"
+# 2.2: a hardware's efficiencies are its profile's (performance.Efficiency), never read from its name; the
+# uncalibrated_hardware caveat.
+ENGINE_VERSION = "2.2.0"
 
 __all__ = [
     "ASSUMED_FLOPS_PER_MEMORY_BYTE",

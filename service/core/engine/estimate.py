@@ -3,6 +3,7 @@ model predicts or at the MFU given."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
@@ -191,22 +192,22 @@ def training_flops(params: float, tokens: float, on: Cluster) -> float:
     return cluster.training_flops(params, tokens, on.shape)
 
 
-def step_of(run: Estimate, calibration: performance.Calibration) -> performance.Step:
-    """The step of the layout the cluster model chose for `run`, under other constants: that one layout
-    (no search), on the same shape and machine. What a refit of the constants evaluates for each measured
-    run, many times over."""
+def step_of(run: Estimate, matmul_efficiency: float) -> performance.Step:
+    """The step of the layout the cluster model chose for `run` were the hardware's large GEMMs to reach
+    `matmul_efficiency` of the peak: that one layout (no search), on the same shape and machine. What a refit
+    of the efficiency evaluates for each measured run, many times over."""
     if run.run is None or run.shape is None:
         raise v.InvalidInput(
             "mfu", "the run was planned at a given MFU: the cluster model did not set its pace"
         )
-    machine, _ = machine_of(run.cluster)
+    machine = dataclasses.replace(machine_of(run.cluster)[0], matmul_efficiency=matmul_efficiency)
     return performance.step(
         run.shape,
         machine,
         run.run.search.best.layout,
         precision=run.cluster.precision,
         optimizer=run.cluster.optimizer,
-        calibration=calibration,
+        calibration=run.cluster.calibration,
     )
 
 

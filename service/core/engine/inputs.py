@@ -32,6 +32,8 @@ class Hardware:
     scale_up_bandwidth_bytes_per_second: float | None = None
     scale_out_bandwidth_bytes_per_second: float | None = None
     failures_per_accelerator_hour: float | None = None
+    # What it achieves of its peaks and bandwidths, and how that is known; None: uncalibrated.
+    efficiency: performance.Efficiency | None = None
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,9 @@ def model_run(
     machine, assumed = machine_of(on)
     if assumed:
         notes.append(caveats.assumed_network(on.hardware.name, machine))
+    efficiency = on.hardware.efficiency
+    if efficiency is None or not efficiency.calibrated_at(on.precision):
+        notes.append(caveats.uncalibrated_hardware(on.hardware.name, on.precision, machine, on.calibration))
     batch = on.layout.get("global_batch") or default_global_batch(params, tokens, shape)
     reliability = reliability_of(on)
 
@@ -112,6 +115,7 @@ def machine_of(on: Cluster) -> tuple[performance.Machine, bool]:
     bandwidth = hardware.memory_bandwidth_bytes_per_second
     if bandwidth is None:
         bandwidth = on.peak_flops_per_second / ASSUMED_FLOPS_PER_MEMORY_BYTE
+    efficiency = hardware.efficiency
     machine = performance.Machine(
         peak_flops_per_second=on.peak_flops_per_second,
         memory_bytes=hardware.memory_bytes,
@@ -119,9 +123,11 @@ def machine_of(on: Cluster) -> tuple[performance.Machine, bool]:
         accelerators_per_node=given[0] or per_node,
         scale_up_bytes_per_second=given[1] or up,
         scale_out_bytes_per_second=given[2] or out,
-        slug=hardware.slug,
         # Training in fp8, attention stays in bf16 (performance.Machine).
         attention_peak_flops_per_second=hardware.peak_flops.get("bf16") if on.precision == "fp8" else None,
+        matmul_efficiency=None if efficiency is None else efficiency.gemm.get(on.precision),
+        memory_efficiency=None if efficiency is None else efficiency.memory,
+        link_efficiency=None if efficiency is None else efficiency.link,
     )
     return machine, any(value is None for value in (*given, hardware.memory_bandwidth_bytes_per_second))
 

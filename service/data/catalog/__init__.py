@@ -44,6 +44,7 @@ class HardwareSpec:
     scale_up_bandwidth_bytes_per_second: int | None  # per accelerator, one direction
     scale_out_bandwidth_bytes_per_second: int | None  # per accelerator, one direction
     failures_per_accelerator_hour: float | None
+    efficiency: dict[str, Any]  # core.performance.Efficiency's fields: every built-in profile states it
     source: str
     note: str | None
     price: PriceSpec | None
@@ -70,12 +71,20 @@ def _hardware(entry: dict[str, Any]) -> HardwareSpec:
         scale_up_bandwidth_bytes_per_second=_gb_per_second(entry["scale_up_gb_per_second_per_direction"]),
         scale_out_bandwidth_bytes_per_second=_gb_per_second(entry["scale_out_gb_per_second_per_direction"]),
         failures_per_accelerator_hour=None if failures is None else float(failures),
+        efficiency=_floats(entry["efficiency"]),
         source=entry["source"],
         note=entry.get("note"),
         price=None
         if price is None
         else PriceSpec(Decimal(price["per_hour"]), price["currency"], price["as_of"], price["source"]),
     )
+
+
+def _floats(document: Any) -> Any:
+    """A JSON document read with Decimal numbers, with floats instead (as the database keeps JSON)."""
+    if isinstance(document, dict):
+        return {key: _floats(value) for key, value in document.items()}
+    return float(document) if isinstance(document, Decimal) else document
 
 
 def _gb_per_second(figure: Decimal | int | None) -> int | None:

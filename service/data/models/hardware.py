@@ -47,6 +47,7 @@ HARDWARE_FIGURES = (
     "scale_up_bandwidth_bytes_per_second",
     "scale_out_bandwidth_bytes_per_second",
     "failures_per_accelerator_hour",
+    "efficiency",
     "source",
     "note",
 )
@@ -109,6 +110,9 @@ class HardwareProfile(Base):
     scale_up_bandwidth_bytes_per_second: Mapped[int | None] = mapped_column(BigInteger)
     scale_out_bandwidth_bytes_per_second: Mapped[int | None] = mapped_column(BigInteger)
     failures_per_accelerator_hour: Mapped[float | None] = mapped_column(Float)
+    # What it achieves of its peaks and how that is known (core.performance.Efficiency as a mapping); NULL:
+    # stated nowhere, run at the fractions of uncalibrated hardware.
+    efficiency: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     source: Mapped[str] = mapped_column(Text)
     note: Mapped[str | None] = mapped_column(Text)
     built_in: Mapped[bool] = mapped_column(Boolean, default=False)

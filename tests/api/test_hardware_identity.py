@@ -1,0 +1,135 @@
+"""A hardware's efficiency is a figure of its profile: the same figures give the same answer under any name,
+inline or stored, and hardware nobody calibrated says so (issue 48)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from service.data.models import HARDWARE_FIGURES
+from service.schemas.cluster import InlineHardwareSchema
+from service.services import plan_documents
+from service.services.catalog import load_builtin_hardware
+from tests.api.test_plans import OMIT, plan_body
+from tests.problems import assert_problem
+
+RUN = {"params": 7e9, "tokens": 1.4e11, "accelerators": 64}
+# What GET /v1/hardware/{slug} shows that a request may send back (the rest is the service's), and what of
+# it inline hardware takes.
+WRITABLE = ("peak_flops", *HARDWARE_FIGURES)
+INLINE = tuple(name for name in InlineHardwareSchema().load_fields if name in WRITABLE)
+
+
+@pytest.fixture
+def catalog(session):
+    load_builtin_hardware(session)
+
+
+def estimate(client, hardware) -> dict:
+    response = client.post("/v1/estimates", json={**RUN, "hardware": hardware})
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def patch(client, slug: str, changes: dict):
+    etag = client.get(f"/v1/hardware/{slug}").headers["ETag"]
+    return client.patch(f"/v1/hardware/{slug}", json=changes, headers={"If-Match": etag})
+
+
+def codes(body) -> list[str]:
+    return [warning["code"] for warning in body["warnings"]]
+
+
+def test_every_built_in_profile_says_where_its_efficiency_came_from(client, catalog):
+    items = client.get("/v1/hardware?limit=100").get_json()["items"]
+    assert items
+    for profile in items:
+        efficiency = profile["efficiency"]
+        assert efficiency["provenance"] in ("calibrated", "derived", "uncalibrated"), profile["slug"]
+        assert efficiency["basis"], profile["slug"]
+        assert set(efficiency["gemm"]) <= set(profile["peak_flops"]), profile["slug"]
+    by_slug = {profile["slug"]: profile["efficiency"]["provenance"] for profile in items}
+    assert by_slug["h100-sxm"] == by_slug["a100-80gb"] == "calibrated"
+    assert by_slug["mi300x"] == "uncalibrated"
+
+
+def test_the_same_figures_inline_or_under_another_slug_give_the_same_answer(client, catalog):
+    profile = client.get("/v1/hardware/h100-sxm").get_json()
+    published = estimate(client, "h100-sxm")
+
+    inline = estimate(client, {name: profile[name] for name in INLINE})
+    copy = {name: profile[name] for name in WRITABLE}
+    assert client.post("/v1/hardware", json={**copy, "slug": "acme-h100"}).status_code == 201
+    renamed = estimate(client, "acme-h100")
+
+    for other in (inline, renamed):
+        assert other["days"] == published["days"]
+        assert other["performance"]["step_seconds"] == published["performance"]["step_seconds"]
+    assert "uncalibrated_hardware" not in codes(published)
+
+
+def test_figures_without_an_efficiency_run_at_the_uncalibrated_default_and_say_so(client, catalog):
+    profile = client.get("/v1/hardware/h100-sxm").get_json()
+    bare = estimate(client, {name: profile[name] for name in INLINE if name != "efficiency"})
+    [note] = [warning for warning in bare["warnings"] if warning["code"] == "uncalibrated_hardware"]
+    assert note["details"] == {"precision": "bf16", "matmul_efficiency": 0.609}
+    assert "uncalibrated_hardware" in codes(estimate(client, "mi300x"))
+
+
+def test_a_profiles_efficiency_can_be_set_and_moves_the_answer(client, catalog):
+    profile = client.get("/v1/hardware/h100-sxm").get_json()
+    copy = {name: profile[name] for name in WRITABLE}
+    assert client.post("/v1/hardware", json={**copy, "slug": "our-h100"}).status_code == 201
+    before = estimate(client, "our-h100")
+    slower = {"gemm": {"bf16": 0.45}, "provenance": "calibrated", "basis": "our Megatron runs, May 2026"}
+    response = patch(client, "our-h100", {"efficiency": slower})
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["efficiency"] == slower
+    assert estimate(client, "our-h100")["days"] > 1.2 * before["days"]
+    cleared = patch(client, "our-h100", {"efficiency": None}).get_json()
+    assert cleared["efficiency"] is None
+    assert "uncalibrated_hardware" in codes(estimate(client, "our-h100"))
+
+
+@pytest.mark.parametrize(
+    ("efficiency", "pointer"),
+    [
+        ({"gemm": {"bf16": 1.5}, "provenance": "derived", "basis": "x"}, "#/hardware/efficiency/gemm/bf16"),
+        ({"gemm": {"bf16": 0.01}, "provenance": "derived", "basis": "x"}, "#/hardware/efficiency/gemm/bf16"),
+        ({"gemm": {}, "provenance": "derived", "basis": "x"}, "#/hardware/efficiency/gemm"),
+        ({"gemm": {"bf16": 0.6}, "provenance": "guessed", "basis": "x"}, "#/hardware/efficiency/provenance"),
+        ({"gemm": {"bf16": 0.6}, "provenance": "derived"}, "#/hardware/efficiency/basis"),
+    ],
+)
+def test_a_bad_efficiency_is_a_422_naming_the_field(client, catalog, efficiency, pointer):
+    profile = client.get("/v1/hardware/h100-sxm").get_json()
+    hardware = {**{name: profile[name] for name in INLINE}, "efficiency": efficiency}
+    response = client.post("/v1/estimates", json={**RUN, "hardware": hardware})
+    assert [error["pointer"] for error in assert_problem(response, 422)["errors"]] == [pointer]
+
+
+def test_a_plan_from_before_profiles_stated_efficiencies_replays_at_the_one_its_constants_gave(
+    client, catalog
+):
+    # Snapshots of engine 2.1 kept efficiencies by slug prefix in the constants and none in the hardware.
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    body = plan_body(hardware="h100-sxm", mfu=OMIT, accelerators=8, start_at=OMIT)
+    response = client.post("/v1/plans", json=body)
+    assert response.status_code == 201, response.get_json()
+    plan = response.get_json()
+    snapshot = plan["snapshot"]
+    legacy = copy.deepcopy(snapshot)
+    del legacy["hardware"]["efficiency"]
+    legacy["cluster_model"]["calibration"] |= {
+        "matmul_efficiency": 0.751,
+        "matmul_efficiency_by_hardware": {"a100": 0.751, "h100": 0.5},
+    }
+    same_today = copy.deepcopy(snapshot)
+    same_today["hardware"]["efficiency"]["gemm"]["bf16"] = 0.5
+
+    def step(snapshot) -> float:
+        return plan_documents.replay(plan["inputs"], snapshot).estimate.run.search.best.seconds
+
+    assert step(legacy) == step(same_today) > step(snapshot)
+    assert step(snapshot) == plan["result"]["estimate"]["performance"]["step_seconds"]
