@@ -1,16 +1,29 @@
-"""Fit the cluster model's constants on the published runs, and say how well it predicts runs it never saw.
+"""Fit the cluster model's constants on published runs, and judge it on organisations it never saw.
 
-    .venv/bin/python -m bench.calibrate_cluster
+    .venv/bin/python -m bench.calibrate_cluster            # the whole report (a few minutes)
+    .venv/bin/python -m bench.calibrate_cluster --quick    # the constants in the core only: no refits
 
-Fits `service.core.performance.Calibration` (least squares on log(predicted / published) step time, each
-constant within physical bounds) to `bench.published_runs.CALIBRATION_RUNS`, then prints:
+Reads every run of `bench/cluster_runs.json` whose step time and layout are published (roles
+"calibration", "held-out" and "check") and every whole run ("whole-run"), and prints markdown for
+bench/RESULTS.md:
 
-* per run, the published and predicted step time under the constants in the core (`CALIBRATION`), and the
-  freshly fitted ones (paste them into the core when they move);
-* leave-one-out: each run predicted by constants fitted on the others, which is the error a user gets;
-* the held-out runs (`HELD_OUT_RUNS`), which no fit sees.
+* **Through the API, as shipped**: each run sent as a user would send it (`POST /v1/estimates` with the
+  shape, the layout as published, the accelerators, the precision and the hardware inline as its catalog
+  profile shows it, network as installed), the step time answered against the published one; then the same
+  request with the layout left to the search (only the global batch and context parallelism given: the
+  batch is a training choice and context parallelism is not searched), its signed error (negative: the
+  search promises more than the publishing team got); and each whole run's accelerator-hours against the
+  published total.
+* **Leave one organisation out** (not with --quick): the constants (kernel cost, memory and link
+  efficiency, overlap, and the large-GEMM efficiency of each accelerator family at each precision) fitted
+  on the other organisations' runs, least squares on log(predicted / published) within physical bounds, and
+  the left-out organisation's runs predicted with them, by category and overall: the error a user from an
+  organisation the model has not seen gets. A family or precision that only the left-out organisation ran
+  gets the default of uncalibrated hardware, as in the service.
+* The constants fitted on every run, to compare with the core's.
 
-Takes a few seconds. Prints markdown for bench/RESULTS.md.
+The core's evaluation and the API's agree to the last digit for the constants in the core (checked here for
+every run); the refits run in the core, where the constants can be swapped.
 """
 
 from __future__ import annotations
@@ -19,172 +32,351 @@ import argparse
 import dataclasses
 import math
 import statistics
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from bench.machine import describe
-from bench.published_runs import CALIBRATION_RUNS, HELD_OUT_RUNS, Run
+from bench.published_runs import (
+    CLUSTERS,
+    STEP_ENTRIES,
+    WHOLE_RUN_ENTRIES,
+    Run,
+    hardware_request,
+    run_of,
+    shape_of,
+)
+from service import create_app
 from service.core import performance
 from service.core.performance import CALIBRATION, Calibration
+from service.infra import migrate
+from service.infra.db import get_db
+from service.services import keys
 
-# (name, lower bound, upper bound): large-GEMM efficiency of the A100 80GB and the H100 SXM, the profiles
-# the runs train on (cuBLAS reaches 80-90% of the A100's peak and 65-80% of the H100's on large bf16 GEMMs),
-# a kernel's fixed cost (a launch alone takes a few microseconds; a partial last wave on a large GEMM tens),
-# the achieved HBM fraction, the achieved link fraction (NCCL bus bandwidth) and the overlap of
-# data-parallel traffic with compute.
-BOUNDS = (
-    ("a100-80gb", 0.5, 0.95),
-    ("h100-sxm", 0.4, 0.95),
+# The accelerator families whose large-GEMM efficiency one fit shares: the profiles of one chip (the catalog
+# derives the others' from the calibrated one). fp16 and bf16 run at the same peak on the same tensor cores.
+FAMILY = {
+    "a100-40gb": "a100",
+    "a100-80gb": "a100",
+    "h100-sxm": "h100",
+    "h100-pcie": "h100",
+    "h200": "h100",
+    "b200": "b200",
+    "gb200": "b200",
+}
+# (name, lower bound, upper bound) of the constants every run shares: a kernel's fixed cost (a launch alone
+# takes a few microseconds, a partial last wave on a large GEMM tens), the achieved HBM fraction, the achieved
+# link fraction (NCCL bus bandwidth) and the overlap of data-parallel traffic with compute.
+SHARED = (
     ("kernel_seconds", 2e-6, 2e-4),
     ("memory_efficiency", 0.3, 0.95),
     ("link_efficiency", 0.3, 0.95),
     ("overlap", 0.0, 1.0),
 )
-PROFILES = ("a100-80gb", "h100-sxm")
+GEMM_BOUNDS = (0.3, 0.95)  # cuBLAS reaches 65-90% of a dense peak on large GEMMs
+LONG_CONTEXT = 16_384
+LARGE_SCALE = 1_024  # accelerators
+
+
+def gemm_key(run: Run) -> str:
+    precision = "bf16" if run.precision == "fp16" else run.precision
+    return f"{FAMILY.get(run.hardware, run.hardware)}/{precision}"
+
+
+def categories(run: Run) -> list[str]:
+    """What a run exercises beyond a dense bf16 step on a calibrated part, as issue 48 groups errors."""
+    layout, found = run.layout, []
+    if run.hardware not in ("a100-80gb", "h100-sxm") or run.precision == "fp8":
+        found.append("hardware")
+    if (
+        layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel > 1
+        or layout.zero_stage == 3
+    ):
+        found.append("parallelism")
+    if run.shape.sequence_length >= LONG_CONTEXT:
+        found.append("context length")
+    if layout.accelerators >= LARGE_SCALE:
+        found.append("scale")
+    return found or ["baseline"]
 
 
 @dataclass(frozen=True)
 class Constants:
-    """What the fit sets: the hardware-independent constants and each profile's large-GEMM efficiency
-    (which the catalog's profiles carry)."""
-
     calibration: Calibration
-    gemm: dict[str, float]
+    gemm: dict[str, float]  # by gemm_key
+
+    def machine(self, run: Run) -> performance.Machine:
+        gemm = self.gemm.get(gemm_key(run), self.calibration.matmul_efficiency)
+        return dataclasses.replace(run.machine, matmul_efficiency=gemm)
 
 
-def constants_from(x: np.ndarray) -> Constants:
-    a100, h100, kernel, memory, link, overlap = (float(value) for value in x)
-    calibration = dataclasses.replace(
-        CALIBRATION, kernel_seconds=kernel, memory_efficiency=memory, link_efficiency=link, overlap=overlap
-    )
-    return Constants(calibration, {"a100-80gb": a100, "h100-sxm": h100})
-
-
-def as_vector(constants: Constants) -> np.ndarray:
-    calibration = constants.calibration
-    return np.array(
-        [
-            *(constants.gemm[profile] for profile in PROFILES),
-            calibration.kernel_seconds,
-            calibration.memory_efficiency,
-            calibration.link_efficiency,
-            calibration.overlap,
-        ]
-    )
-
-
-IN_CORE = Constants(
-    CALIBRATION, {run.hardware: run.machine.matmul_efficiency or 0.0 for run in CALIBRATION_RUNS}
-)
+def in_core(runs: Iterable[Run]) -> Constants:
+    """The constants the service runs at: the core's, and each run's profile's GEMM fraction (the catalog)."""
+    gemm = {}
+    for run in runs:
+        if run.machine.matmul_efficiency is not None:
+            gemm.setdefault(gemm_key(run), run.machine.matmul_efficiency)
+    return Constants(CALIBRATION, gemm)
 
 
 def predicted(run: Run, constants: Constants) -> float:
-    gemm = constants.gemm.get(run.hardware)  # None: no run left calibrates the profile
-    machine = dataclasses.replace(run.machine, matmul_efficiency=gemm)
-    return performance.step(run.shape, machine, run.layout, calibration=constants.calibration).seconds
+    return performance.step(
+        run.shape,
+        constants.machine(run),
+        run.layout,
+        precision=run.precision,
+        calibration=constants.calibration,
+    ).seconds
 
 
-def fit(runs: tuple[Run, ...] | list[Run], start: Constants = IN_CORE) -> Constants:
-    # The kernel cost spans decades, so the optimizer works on its logarithm.
-    low = np.array([b[1] for b in BOUNDS])
-    high = np.array([b[2] for b in BOUNDS])
-    log_index = 2
+def error(run: Run, seconds: float) -> float:
+    """predicted / published - 1: negative when the model promises a faster step than the run got."""
+    return seconds / run.seconds - 1
 
-    def unpack(y: np.ndarray) -> np.ndarray:
-        x = y.copy()
-        x[log_index] = 10 ** y[log_index]
-        return x
+
+def fit(runs: Sequence[Run], start: Constants) -> Constants:
+    keys = sorted({gemm_key(run) for run in runs})
+    low = np.array([GEMM_BOUNDS[0]] * len(keys) + [math.log10(SHARED[0][1])] + [b[1] for b in SHARED[1:]])
+    high = np.array([GEMM_BOUNDS[1]] * len(keys) + [math.log10(SHARED[0][2])] + [b[2] for b in SHARED[1:]])
+
+    def unpack(y: np.ndarray) -> Constants:
+        kernel, memory, link, overlap = y[len(keys) :]
+        calibration = dataclasses.replace(
+            start.calibration,
+            kernel_seconds=float(10**kernel),
+            memory_efficiency=float(memory),
+            link_efficiency=float(link),
+            overlap=float(overlap),
+        )
+        gemm = dict(zip(keys, (float(value) for value in y[: len(keys)]), strict=True))
+        # What a family no run left calibrates gets, chosen as the core chooses it.
+        default = min(value for key, value in gemm.items() if key.endswith("/bf16")) if gemm else 0.609
+        return Constants(dataclasses.replace(calibration, matmul_efficiency=default), gemm)
 
     def residuals(y: np.ndarray) -> np.ndarray:
-        constants = constants_from(unpack(y))
+        constants = unpack(y)
         return np.array([math.log(predicted(run, constants) / run.seconds) for run in runs])
 
-    y0 = as_vector(start)
-    y0[log_index] = math.log10(y0[log_index])
-    lower, upper = low.copy(), high.copy()
-    lower[log_index], upper[log_index] = math.log10(low[log_index]), math.log10(high[log_index])
-    y0 = np.clip(y0, lower + 1e-9, upper - 1e-9)
-    result = least_squares(residuals, y0, bounds=(lower, upper), x_scale="jac")
-    return constants_from(unpack(result.x))
+    c = start.calibration
+    y0 = np.array(
+        [start.gemm.get(key, c.matmul_efficiency) for key in keys]
+        + [math.log10(c.kernel_seconds), c.memory_efficiency, c.link_efficiency, c.overlap]
+    )
+    y0 = np.clip(y0, low + 1e-9, high - 1e-9)
+    return unpack(least_squares(residuals, y0, bounds=(low, high), x_scale="jac").x)
 
 
-def errors(runs, constants: Constants) -> list[float]:
-    return [predicted(run, constants) / run.seconds - 1 for run in runs]
+# --- Through the API ----------------------------------------------------------------------------------------
 
 
-def summary(values: list[float]) -> str:
-    absolute = [abs(value) for value in values]
-    return f"mean absolute error {100 * statistics.mean(absolute):.2f}%, worst {100 * max(absolute):.2f}%"
+def estimate_body(entry: dict[str, Any], layout: dict[str, Any] | None) -> dict[str, Any]:
+    """The request a user sends for a published run: its shape and hardware as installed, at its precision."""
+    shape = shape_of(entry)
+    fields = dataclasses.asdict(shape)
+    body: dict[str, Any] = {
+        "params": shape.params,
+        "hardware": hardware_request(entry["cluster"]),
+        "precision": entry.get("precision", "bf16"),
+        "shape": {
+            name: value for name, value in fields.items() if value is not None and name != "micro_batch"
+        },
+    }
+    if layout is not None:
+        body["layout"] = layout
+    return body
+
+
+class Api:
+    """The service in process, on a fresh SQLite database: requests as a user sends them."""
+
+    def __init__(self, directory: str) -> None:
+        self.app = create_app({"database_url": f"sqlite:///{directory}/judge.db", "log_level": "WARNING"})
+        database = get_db(self.app)
+        migrate.upgrade(database.engine)
+        with database.sessionmaker() as session:
+            key = keys.create_key(session, keys.NewKey(role="admin", name="cluster judge")).key
+        self.headers = {"Authorization": f"Bearer {key}"}
+        self.client = self.app.test_client()
+
+    def estimate(self, body: dict[str, Any]) -> dict[str, Any]:
+        response = self.client.post("/v1/estimates", json=body, headers=self.headers)
+        if response.status_code != 200:
+            return {"problem": response.get_json()}
+        answer: dict[str, Any] = response.get_json()
+        return answer
+
+
+def step_request(entry: dict[str, Any], run: Run, *, searched: bool) -> dict[str, Any]:
+    layout = dataclasses.asdict(run.layout)
+    if searched:
+        layout = {"global_batch": run.layout.global_batch, "context_parallel": run.layout.context_parallel}
+    # Tokens for ten steps: the step time does not depend on them.
+    body = estimate_body(entry, layout)
+    body |= {
+        "tokens": 10.0 * run.layout.global_batch * run.shape.sequence_length,
+        "accelerators": run.layout.accelerators,
+    }
+    return body
+
+
+def whole_run_request(entry: dict[str, Any]) -> dict[str, Any]:
+    body = estimate_body(entry, entry.get("layout"))
+    body["tokens"] = entry["measured"]["tokens"]
+    if "accelerators" in entry:
+        body["accelerators"] = entry["accelerators"]
+    if "global_batch" in entry:
+        body.setdefault("layout", {})["global_batch"] = entry["global_batch"]
+    return body
+
+
+# --- Reporting ----------------------------------------------------------------------------------------------
+
+
+def pct(value: float) -> str:
+    return f"{100 * value:+.1f}%"
+
+
+def stats(errors: Sequence[float]) -> str:
+    absolute = [abs(e) for e in errors]
+    return (
+        f"{len(errors)} runs: median |error| {100 * statistics.median(absolute):.1f}%, mean "
+        f"{100 * statistics.fmean(absolute):.1f}%, worst {pct(max(errors, key=abs))}, signed mean "
+        f"{pct(statistics.fmean(errors))}, within 15%: {sum(a <= 0.15 for a in absolute)}"
+    )
+
+
+def grouped(runs: Sequence[Run], errors: Sequence[float], key: Callable[[Run], Iterable[str]]) -> None:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for run, value in zip(runs, errors, strict=True):
+        for name in key(run):
+            groups[name].append(value)
+    print("\n| group | runs | median abs | mean abs | worst | signed mean |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, values in sorted(groups.items()):
+        absolute = [abs(v) for v in values]
+        print(
+            f"| {name} | {len(values)} | {100 * statistics.median(absolute):.1f}% | "
+            f"{100 * statistics.fmean(absolute):.1f}% | {pct(max(values, key=abs))} | "
+            f"{pct(statistics.fmean(values))} |"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="the constants in the core only: no refits")
+    args = parser.parse_args()
     print(describe())
-    fitted = fit(CALIBRATION_RUNS)
-    print("\nConstants in the core:", CALIBRATION.as_dict(), "GEMM by profile:", IN_CORE.gemm)
+    entries = list(STEP_ENTRIES)
+    runs = [run_of(entry) for entry in entries]
+    shipped = in_core(runs)
+    organisations = sorted({run.organisation for run in runs})
+    hardware = sorted({CLUSTERS[e["cluster"]]["hardware"] for e in (*entries, *WHOLE_RUN_ENTRIES)})
     print(
-        "Freshly fitted:       ",
-        {k: round(v, 4) if v < 1e3 else v for k, v in fitted.calibration.as_dict().items()},
-        "GEMM by profile:",
-        {k: round(v, 4) for k, v in fitted.gemm.items()},
+        f"\n{len(runs)} step-time runs from {len(organisations)} organisations ({', '.join(organisations)}), "
+        f"{len(WHOLE_RUN_ENTRIES)} whole runs; accelerators: {', '.join(hardware)}."
     )
+    with tempfile.TemporaryDirectory() as directory:
+        api = Api(directory)
+        steps_through_api(api, entries, runs, shipped)
+        whole_runs_through_api(api)
+    if not args.quick:
+        leave_one_organisation_out(runs, shipped)
 
-    in_core = errors(CALIBRATION_RUNS, IN_CORE)
-    left_out = []
-    for i, run in enumerate(CALIBRATION_RUNS):
-        others = [other for j, other in enumerate(CALIBRATION_RUNS) if j != i]
-        refitted = fit(others, start=fitted)
-        if not any(other.hardware == run.hardware for other in others):
-            # Nothing left calibrates this profile's efficiency: it gets the default of uncalibrated
-            # hardware, chosen as the core chooses it (the lowest of the profiles the runs calibrate).
-            gemm = {k: v for k, v in refitted.gemm.items() if k != run.hardware}
-            default = dataclasses.replace(refitted.calibration, matmul_efficiency=min(gemm.values()))
-            refitted = Constants(default, gemm)
-        left_out.append(predicted(run, refitted) / run.seconds - 1)
 
+def steps_through_api(api: Api, entries: list[dict[str, Any]], runs: list[Run], shipped: Constants) -> None:
+    print("\n## Through the API, as shipped (POST /v1/estimates, the published layout)\n")
     print(
-        "\n| run | layout (t·p·d, micro-batch, interleave, recomputation) | published s | predicted s "
-        "| error | left out |"
+        "| run | organisation | hardware, precision | layout t·p·d·c | published s | API s | error "
+        "| searched s | search error |"
     )
-    print("|---|---|---:|---:|---:|---:|")
-    for run, error, loo in zip(CALIBRATION_RUNS, in_core, left_out, strict=True):
+    print("|---|---|---|---|---:|---:|---:|---:|---:|")
+    api_errors, search_errors, refused = [], [], []
+    for entry, run in zip(entries, runs, strict=True):
+        answer = api.estimate(step_request(entry, run, searched=False))
+        core = predicted(run, shipped)
+        if "problem" in answer:
+            # The published layout does not fit memory by the model's count: the service refuses the
+            # request; its step time is the core's, and the refusal is counted.
+            refused.append(run.name)
+            seconds = core
+        else:
+            seconds = answer["performance"]["step_seconds"]
+            assert math.isclose(seconds, core, rel_tol=1e-9), (run.name, seconds, core)
+        api_errors.append(error(run, seconds))
+        searched = api.estimate(step_request(entry, run, searched=True))
+        if "problem" in searched:
+            found = "refused | "
+        else:
+            search_seconds = searched["performance"]["step_seconds"]
+            search_errors.append(error(run, search_seconds))
+            found = f"{search_seconds:.3f} | {pct(search_errors[-1])}"
         layout = run.layout
+        shown = f"{seconds:.3f}{' (refused)' if refused and refused[-1] == run.name else ''}"
         print(
-            f"| {run.name} | {layout.tensor_parallel}·{layout.pipeline_parallel}·{layout.data_parallel}"
-            f"{'·cp' + str(layout.context_parallel) if layout.context_parallel > 1 else ''}, "
-            f"{layout.micro_batch}, "
-            f"{layout.interleave}, {layout.recomputation} | {run.seconds:.3f} | "
-            f"{run.seconds * (1 + error):.3f} | {100 * error:+.1f}% | {100 * loo:+.1f}% |"
+            f"| {run.name} | {run.organisation} | {run.hardware} {run.precision} | {layout.tensor_parallel}·"
+            f"{layout.pipeline_parallel}·{layout.data_parallel}·{layout.context_parallel} | "
+            f"{run.seconds:.3f} | {shown} | {pct(api_errors[-1])} | {found} |"
         )
-    print(f"\nCalibration: {summary(in_core)}.")
-    print(f"Leave-one-out: {summary(left_out)}.")
+    print(f"\nPublished layouts: {stats(api_errors)}.")
+    print(
+        f"Refused by the API as not fitting memory, though published: {len(refused)} "
+        f"({'; '.join(refused) or 'none'}); their error above is the core's step time."
+    )
+    print(f"Searched layouts: {stats(search_errors)}.")
+    grouped(runs, api_errors, lambda run: [run.organisation])
+    grouped(runs, api_errors, categories)
 
-    print("\n| held-out run | published s | predicted s | error |")
-    print("|---|---:|---:|---:|")
-    held = errors(HELD_OUT_RUNS, IN_CORE)
-    for run, error in zip(HELD_OUT_RUNS, held, strict=True):
-        print(f"| {run.name} | {run.seconds:.3f} | {run.seconds * (1 + error):.3f} | {100 * error:+.1f}% |")
-    print(f"\nHeld out: {summary(held)}.")
-    changed = {
-        field.name
-        for field in dataclasses.fields(Calibration)
-        if field.name != "matmul_efficiency"
-        and not math.isclose(
-            getattr(fitted.calibration, field.name), getattr(CALIBRATION, field.name), rel_tol=0.02
-        )
-    } | {
-        profile
-        for profile in PROFILES
-        if not math.isclose(fitted.gemm[profile], IN_CORE.gemm[profile], rel_tol=0.02)
-    }
-    if changed:
+
+def whole_runs_through_api(api: Api) -> None:
+    print("\n## Whole runs through the API, as shipped\n")
+    print("| run | organisation | hardware | tokens | accelerators | published GPU-h | API GPU-h | error |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    errors = []
+    for entry in WHOLE_RUN_ENTRIES:
+        answer = api.estimate(whole_run_request(entry))
+        published = entry["measured"]["gpu_hours"]
+        if "problem" in answer:
+            print(
+                f"| {entry['name']} | {entry['organisation']} | refused: {answer['problem'].get('errors')} |"
+            )
+            continue
+        hours = answer["accelerator_hours"]
+        errors.append(hours / published - 1)
         print(
-            f"\nThe fit moved {', '.join(sorted(changed))} by more than 2%: paste the fitted constants into "
-            "the core and the GEMM efficiencies into the catalog's profiles."
+            f"| {entry['name']} | {entry['organisation']} | {CLUSTERS[entry['cluster']]['hardware']} | "
+            f"{entry['measured']['tokens']:.3g} | {answer['accelerators']} | {published:,.0f} | "
+            f"{hours:,.0f} | {pct(errors[-1])} |"
         )
+    print(f"\nWhole runs: {stats(errors)}.")
+
+
+def leave_one_organisation_out(runs: list[Run], shipped: Constants) -> None:
+    print("\n## Leave one organisation out (constants refitted on the others, in the core)\n")
+    left_out = [0.0] * len(runs)
+    for organisation in sorted({run.organisation for run in runs}):
+        constants = fit([run for run in runs if run.organisation != organisation], shipped)
+        for i, run in enumerate(runs):
+            if run.organisation == organisation:
+                left_out[i] = error(run, predicted(run, constants))
+    print(f"Leave one organisation out: {stats(left_out)}.")
+    grouped(runs, left_out, lambda run: [run.organisation])
+    grouped(runs, left_out, categories)
+
+    everything = fit(runs, shipped)
+    print("\nFitted on every run:", {k: round(v, 6) for k, v in everything.calibration.as_dict().items()})
+    print("GEMM by family/precision:", {k: round(v, 4) for k, v in sorted(everything.gemm.items())})
+    in_core_gemm = {k: round(v, 4) for k, v in sorted(shipped.gemm.items())}
+    print("In the core:", shipped.calibration.as_dict(), in_core_gemm)
+    print(f"In-sample with them: {stats(errors_of(runs, everything))}.")
+
+
+def errors_of(runs: Sequence[Run], constants: Constants) -> list[float]:
+    return [error(run, predicted(run, constants)) for run in runs]
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ class Run:
     source: str
     organisation: str
     hardware: str  # the built-in profile the cluster is
+    precision: str = "bf16"
 
 
 # --- What a published figure says of a step's time ----------------------------------------------------------
@@ -81,10 +82,28 @@ def megatron_flops_per_step(shape: ModelShape, batch: int) -> float:
     return 12 * batch * s * L * h * h * (attention + mlp + (shape.vocabulary or 0) / (2 * L * h))
 
 
+def maxtext_2023_flops_per_step(shape: ModelShape, batch: int) -> float:
+    """MaxText's count before its causal fix (train.py, October 2023): 6N + 12·L·H·d_h·s a token, N every
+    parameter (embedding included), the attention scores over the full s x s matrix."""
+    s = shape.sequence_length
+    per_token = 6 * shape.params + 12 * shape.layers * shape.heads * shape.head_width * s
+    return per_token * batch * s
+
+
+def maxtext_causal_flops_per_step(shape: ModelShape, batch: int) -> float:
+    """MaxText's causal count (maxtext_utils.py, 2024): 6N + 6·L·H·d_h·s a token, half the attention
+    matrix."""
+    s = shape.sequence_length
+    per_token = 6 * shape.params + 6 * shape.layers * shape.heads * shape.head_width * s
+    return per_token * batch * s
+
+
 ACCOUNTINGS = {
     "narayanan-2021-eq3": narayanan_flops_per_step,
     "palm": palm_flops_per_step,
     "megatron-moe-2024": megatron_flops_per_step,
+    "maxtext-2023": maxtext_2023_flops_per_step,
+    "maxtext-causal": maxtext_causal_flops_per_step,
 }
 
 
@@ -92,10 +111,12 @@ def published_step_seconds(
     measured: dict[str, Any], shape: ModelShape, global_batch: int, accelerators: int
 ) -> float:
     """The step time a run's `measured` figure gives."""
+    tokens_per_step = global_batch * shape.sequence_length
     if "step_seconds" in measured:
         return float(measured["step_seconds"])
+    if "tokens_per_second_per_accelerator" in measured:
+        return tokens_per_step / (measured["tokens_per_second_per_accelerator"] * accelerators)
     if "gpu_hours_per_trillion_tokens" in measured:
-        tokens_per_step = global_batch * shape.sequence_length
         return measured["gpu_hours_per_trillion_tokens"] * 3600 / accelerators * tokens_per_step / 1e12
     flops = ACCOUNTINGS[measured["accounting"]](shape, global_batch)
     return flops / (measured["model_tflops_per_accelerator"] * 1e12 * accelerators)
@@ -122,11 +143,16 @@ def hardware_request(cluster: str) -> dict[str, Any]:
     and sets the network of."""
     entry = CLUSTERS[cluster]
     spec = _CATALOG[entry["hardware"]]
+    # A cluster may say its parts differ from the profile's (Meta's Grand Teton H100s: 96 GB at 2.4 TB/s).
+    memory = entry.get("memory_gb", spec.memory_bytes / _GIGA) * _GIGA
+    bandwidth = (
+        entry.get("memory_bandwidth_tb_per_second", spec.memory_bandwidth_bytes_per_second / 1e12) * 1e12
+    )
     return {
         "name": f"{spec.name} ({cluster})",
         "peak_flops": dict(spec.peak_flops),
-        "memory_bytes": spec.memory_bytes,
-        "memory_bandwidth_bytes_per_second": spec.memory_bandwidth_bytes_per_second,
+        "memory_bytes": memory,
+        "memory_bandwidth_bytes_per_second": bandwidth,
         "accelerators_per_node": entry["accelerators_per_node"],
         "scale_up_bandwidth_bytes_per_second": entry["scale_up_gb_per_second_per_direction"] * _GIGA,
         "scale_out_bandwidth_bytes_per_second": entry["scale_out_gb_per_second_per_direction"] * _GIGA,
@@ -164,7 +190,7 @@ def shape_of(entry: dict[str, Any]) -> ModelShape:
     return shape
 
 
-def _run(entry: dict[str, Any]) -> Run:
+def run_of(entry: dict[str, Any]) -> Run:
     shape, layout = shape_of(entry), Layout(**entry["layout"])
     return Run(
         name=entry["name"],
@@ -175,11 +201,17 @@ def _run(entry: dict[str, Any]) -> Run:
         source=entry["source"],
         organisation=entry["organisation"],
         hardware=CLUSTERS[entry["cluster"]]["hardware"],
+        precision=entry.get("precision", "bf16"),
     )
 
 
-CALIBRATION_RUNS = tuple(_run(entry) for entry in _DATA["runs"] if entry["role"] == "calibration")
-HELD_OUT_RUNS = tuple(_run(entry) for entry in _DATA["runs"] if entry["role"] == "held-out")
+CALIBRATION_RUNS = tuple(run_of(entry) for entry in _DATA["runs"] if entry["role"] == "calibration")
+HELD_OUT_RUNS = tuple(run_of(entry) for entry in _DATA["runs"] if entry["role"] == "held-out")
+# Every run whose step time and whole layout are published, of every organisation (the judge's corpus).
+STEP_ENTRIES = tuple(
+    entry for entry in _DATA["runs"] if entry["role"] in ("calibration", "held-out", "check")
+)
+WHOLE_RUN_ENTRIES = tuple(entry for entry in _DATA["runs"] if entry["role"] == "whole-run")
 # The mixture-of-experts runs ("moe-check"), whose layouts are partly searched, are bench/moe_runs.py's.
 MOE_ENTRIES = tuple(entry for entry in _DATA["runs"] if entry["role"] == "moe-check")
 
