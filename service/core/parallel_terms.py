@@ -257,7 +257,12 @@ def data_parallel_seconds(layouts: Layouts, rates: Rates, held: HeldParams, stag
     -----
     G = all_reduce(2·Ψ_dense bytes over d ranks) + all_reduce(2·Ψ_experts bytes over d/e ranks), the
     experts' gradients reduced over the ranks holding the same ones; over the scale-up link when all
-    t·c·p·d ranks fit a node, the network otherwise. ZeRO stages 0-2 (an all-reduce, or reduce-scatter +
+    t·c·p·d ranks fit a node. A group spanning nodes runs node-aware: k = max(1, min(d, n/(t·c))) of its
+    ranks share each node of n accelerators (data parallelism outside tensor and context parallelism, as
+    Megatron orders ranks), and NCCL's rings, one channel per NIC, cross each node boundary k times at
+    once, so the group moves data at min(β_up, k·β_out) per rank: the node's aggregate network bandwidth,
+    not one accelerator's NIC (NCCL's hierarchical and multi-channel rings; Jeaugey 2019, "Massively Scale
+    Your Deep Learning Training with NCCL 2.4"). ZeRO stages 0-2 (an all-reduce, or reduce-scatter +
     all-gather of the same bytes) reduce once a step under the last micro-batch's backward pass, 2/3 of the
     stage time t_stage: G - o·min(G, 2/3·t_stage). Stage 3 also gathers the parameters for every
     micro-batch's forward and backward, 1.5·G per micro-batch under its compute: m·(1.5·G -
@@ -265,7 +270,9 @@ def data_parallel_seconds(layouts: Layouts, rates: Rates, held: HeldParams, stag
     """
     d, e = layouts.data_parallel, layouts.expert_parallel
     inside = layouts.model_parallel * d <= rates.accelerators_per_node
-    link = np.where(inside, rates.scale_up_bytes_per_second, rates.scale_out_bytes_per_second)
+    per_node = np.maximum(1.0, np.minimum(d, rates.accelerators_per_node / layouts.tensor_context))
+    up = rates.scale_up_bytes_per_second
+    link = np.where(inside, up, np.minimum(up, per_node * rates.scale_out_bytes_per_second))
     latency = np.where(inside, SCALE_UP_LATENCY_SECONDS, SCALE_OUT_LATENCY_SECONDS)
     reduce_once = all_reduce_seconds(WIRE_BYTES * held.dense, d, link, latency)
     if held.experts is not None:

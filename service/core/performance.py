@@ -204,6 +204,14 @@ BREAKDOWN = (
 )
 
 
+# A layout given whole (every field the search would choose fixed) that the model counts over memory by at
+# most this fraction is answered with a does_not_fit_memory warning rather than refused: the activation count
+# (Korthikanti et al. 2022, dropout masks and all) is an upper bound that runs 3-12% above what published
+# runs fit in (Llama 3 405B: 85 GB counted on 80 GB H100s; NeMo's Nemotron-340B, torchtitan, MaxText;
+# bench/RESULTS.md). A search that chooses fields keeps to the memory.
+GIVEN_LAYOUT_MEMORY_TOLERANCE = 0.15
+
+
 @dataclass(frozen=True)
 class Step:
     """One layout's step: its time, the parts it is made of, and memory on the busiest accelerator."""
@@ -440,6 +448,13 @@ def _search(
     columns["expert_overlap"] = result["expert_overlap"]  # as chosen where the request left it open
     fitting = int(np.count_nonzero(result["fits"]))
     if fitting == 0:
+        if len(columns["tensor_parallel"]) == 1 and result["memory_bytes"][0] <= machine.memory_bytes * (
+            1 + GIVEN_LAYOUT_MEMORY_TOLERANCE
+        ):
+            # A layout given whole, a little over memory by the model's count: answered, not fitting.
+            return Search(
+                best=_step_at(result, 0, _layout_at(columns, 0)), alternatives=(), evaluated=1, fitting=0
+            )
         raise _nothing_fits(count, machine, columns, result)
     best, alternatives = layout_search.ranked(columns, result)
     return Search(
