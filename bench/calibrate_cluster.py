@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from bench import moe_runs
 from bench.machine import describe
 from bench.published_runs import (
     CLUSTERS,
@@ -52,7 +53,7 @@ from bench.published_runs import (
     shape_of,
 )
 from service import create_app
-from service.core import performance
+from service.core import accuracy, goodput, performance
 from service.core.performance import CALIBRATION, Calibration
 from service.infra import migrate
 from service.infra.db import get_db
@@ -89,20 +90,62 @@ def gemm_key(run: Run) -> str:
 
 
 def categories(run: Run) -> list[str]:
-    """What a run exercises beyond a dense bf16 step on a calibrated part, as issue 48 groups errors."""
-    layout, found = run.layout, []
-    if run.hardware not in ("a100-80gb", "h100-sxm") or run.precision == "fp8":
-        found.append("hardware")
-    if (
-        layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel > 1
-        or layout.zero_stage == 3
-    ):
-        found.append("parallelism")
-    if run.shape.sequence_length >= LONG_CONTEXT:
-        found.append("context length")
-    if layout.accelerators >= LARGE_SCALE:
-        found.append("scale")
-    return found or ["baseline"]
+    """The groups of judged runs `run` is in, as the service groups them for its intervals."""
+    layout = run.layout
+    efficiency = hardware_request(run.cluster)["efficiency"]
+    return accuracy.categories(
+        calibrated=efficiency["provenance"] != "uncalibrated" and run.precision in efficiency["gemm"],
+        precision=run.precision,
+        model_parallel=layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel,
+        zero_stage=layout.zero_stage,
+        sequence_length=run.shape.sequence_length,
+        accelerators=layout.accelerators,
+        mixture_of_experts=run.shape.mixture_of_experts,
+    )
+
+
+def log_error(errors: Sequence[float]) -> accuracy.LogError:
+    """log(published / predicted) of runs whose predicted / published - 1 are `errors`."""
+    logs = [-math.log1p(e) for e in errors]
+    spread = statistics.stdev(logs) if len(logs) > 1 else abs(logs[0])
+    return accuracy.LogError(mean=statistics.fmean(logs), spread=spread, runs=len(logs))
+
+
+def error_table(
+    runs: Sequence[Run], errors: Sequence[float], moe: Sequence[float]
+) -> dict[str, accuracy.LogError]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for run, value in zip(runs, errors, strict=True):
+        for group in categories(run):
+            groups[group].append(value)
+    if moe:
+        groups["mixture of experts"] = list(moe)
+    return {group: log_error(values) for group, values in groups.items()}
+
+
+def widest(table: dict[str, accuracy.LogError], pooled: accuracy.LogError, run: Run) -> accuracy.LogError:
+    """As `accuracy.widest` picks a run's error, from `table`."""
+    judged = [table.get(group, pooled) for group in categories(run)]
+    return max(
+        (error if error.runs >= accuracy.MIN_RUNS else pooled for error in judged), key=lambda e: e.spread
+    )
+
+
+def coverage(runs: Sequence[Run], errors: Sequence[float], moe: Sequence[float]) -> tuple[float, float]:
+    """Of the 80% step-time intervals built, for each organisation, from the other organisations' judged
+    errors: the share holding the published step time, and the median half-width (of the point value)."""
+    inside, widths = [], []
+    for organisation in sorted({run.organisation for run in runs}):
+        others = [(r, e) for r, e in zip(runs, errors, strict=True) if r.organisation != organisation]
+        table = error_table([r for r, _ in others], [e for _, e in others], moe)
+        pooled = log_error([e for _, e in others])
+        for run, value in zip(runs, errors, strict=True):
+            if run.organisation != organisation:
+                continue
+            low, high = widest(table, pooled, run).interval(1.0)
+            inside.append(low <= 1 / (1 + value) <= high)
+            widths.append((high - low) / 2)
+    return sum(inside) / len(inside), statistics.median(widths)
 
 
 @dataclass(frozen=True)
@@ -331,12 +374,30 @@ def steps_through_api(api: Api, entries: list[dict[str, Any]], runs: list[Run], 
     grouped(runs, api_errors, lambda run: [run.organisation])
     grouped(runs, api_errors, categories)
 
+    # What the constants in the core were not fitted on: the runs of every role but "calibration".
+    unseen = [i for i, entry in enumerate(entries) if entry["role"] != "calibration"]
+    unseen_runs, unseen_errors = [runs[i] for i in unseen], [api_errors[i] for i in unseen]
+    print(f"\nRuns the constants in the core were not fitted on: {stats(unseen_errors)}.")
+    moe = [moe_runs.predict(run).best.seconds / run.published_step_seconds - 1 for run in moe_runs.RUNS]
+    covered, half_width = coverage(unseen_runs, unseen_errors, moe)
+    print(
+        f"80% step-time intervals built for each organisation from the other organisations' errors: "
+        f"{100 * covered:.0f}% hold the published step time, median half-width {100 * half_width:.0f}%."
+    )
+    print("\nJudged errors for service/core/accuracy.py (log(published / predicted): mean, spread, runs):")
+    for group, found in sorted(error_table(unseen_runs, unseen_errors, moe).items()):
+        print(
+            f'    "{group}": LogError(mean={found.mean:.4f}, spread={found.spread:.4f}, runs={found.runs}),'
+        )
+    found = log_error(unseen_errors)
+    print(f"    POOLED = LogError(mean={found.mean:.4f}, spread={found.spread:.4f}, runs={found.runs})")
+
 
 def whole_runs_through_api(api: Api) -> None:
     print("\n## Whole runs through the API, as shipped\n")
     print("| run | organisation | hardware | tokens | accelerators | published GPU-h | API GPU-h | error |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
-    errors = []
+    errors, judged = [], []  # and the organisation of each
     for entry in WHOLE_RUN_ENTRIES:
         answer = api.estimate(whole_run_request(entry))
         published = entry["measured"]["gpu_hours"]
@@ -347,12 +408,36 @@ def whole_runs_through_api(api: Api) -> None:
             continue
         hours = answer["accelerator_hours"]
         errors.append(hours / published - 1)
+        judged.append(entry["organisation"])
         print(
             f"| {entry['name']} | {entry['organisation']} | {CLUSTERS[entry['cluster']]['hardware']} | "
             f"{entry['measured']['tokens']:.3g} | {answer['accelerators']} | {published:,.0f} | "
             f"{hours:,.0f} | {pct(errors[-1])} |"
         )
     print(f"\nWhole runs: {stats(errors)}.")
+    found = log_error(errors)
+    print(f"    WHOLE_RUN = LogError(mean={found.mean:.4f}, spread={found.spread:.4f}, runs={found.runs})")
+    # The overhead that would make the geometric mean of published over predicted 1: useful fractions scale
+    # by (1 - o), so the published totals ask for (1 - o_new) = (1 - o) · exp(-mean). Most whole runs are laid
+    # out by the planner, so this carries the search's optimism too (see service/core/goodput.py).
+    refitted = 1 - (1 - goodput.DEFAULT_RUN_OVERHEAD) * math.exp(-found.mean)
+    print(
+        f"Run overhead that would match every whole run on average: {refitted:.3f} (the core's: "
+        f"{goodput.DEFAULT_RUN_OVERHEAD})."
+    )
+    inside, widths = [], []
+    for organisation in sorted(set(judged)):
+        others = [e for e, whose in zip(errors, judged, strict=True) if whose != organisation]
+        low, high = log_error(others).interval(1.0)
+        for value, whose in zip(errors, judged, strict=True):
+            if whose == organisation:
+                inside.append(low <= 1 / (1 + value) <= high)
+                widths.append((high - low) / 2)
+    print(
+        f"80% accelerator-hour intervals built for each organisation from the others' whole runs: "
+        f"{100 * sum(inside) / len(inside):.0f}% hold the published total, median half-width "
+        f"{100 * statistics.median(widths):.0f}%."
+    )
 
 
 def leave_one_organisation_out(runs: list[Run], shipped: Constants) -> None:
@@ -366,6 +451,11 @@ def leave_one_organisation_out(runs: list[Run], shipped: Constants) -> None:
     print(f"Leave one organisation out: {stats(left_out)}.")
     grouped(runs, left_out, lambda run: [run.organisation])
     grouped(runs, left_out, categories)
+    covered, half_width = coverage(runs, left_out, [])
+    print(
+        f"\n80% step-time intervals from the other organisations' refitted errors: {100 * covered:.0f}% hold "
+        f"the published step time, median half-width {100 * half_width:.0f}%."
+    )
 
     everything = fit(runs, shipped)
     print("\nFitted on every run:", {k: round(v, 6) for k, v in everything.calibration.as_dict().items()})

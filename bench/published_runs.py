@@ -48,6 +48,7 @@ class Run:
     source: str
     organisation: str
     hardware: str  # the built-in profile the cluster is
+    cluster: str
     precision: str = "bf16"
 
 
@@ -201,6 +202,7 @@ def run_of(entry: dict[str, Any]) -> Run:
         source=entry["source"],
         organisation=entry["organisation"],
         hardware=CLUSTERS[entry["cluster"]]["hardware"],
+        cluster=entry["cluster"],
         precision=entry.get("precision", "bf16"),
     )
 

@@ -284,6 +284,7 @@ class Reliability:
     failures_per_accelerator_hour: float = goodput_model.LLAMA3_FAILURES_PER_ACCELERATOR_HOUR
     checkpoint_write_bytes_per_second: float = goodput_model.DEFAULT_CHECKPOINT_WRITE_BYTES_PER_SECOND
     restart_seconds: float = goodput_model.DEFAULT_RESTART_SECONDS
+    run_overhead: float = goodput_model.DEFAULT_RUN_OVERHEAD
 
 
 def run_on_cluster(
@@ -323,6 +324,7 @@ def run_on_cluster(
         failures_per_accelerator_hour=reliability.failures_per_accelerator_hour,
         checkpoint_write_bytes_per_second=reliability.checkpoint_write_bytes_per_second,
         restart_seconds=reliability.restart_seconds,
+        run_overhead=reliability.run_overhead,
     )
     return ClusterRun(accelerators, found, steps, tokens_per_step, training, useful)
 

@@ -7,6 +7,7 @@ import marshmallow as ma
 from marshmallow import validate
 
 from service.core import engine
+from service.core.goodput import DEFAULT_RUN_OVERHEAD, MAX_RUN_OVERHEAD
 from service.core.memory import MAX_MEMORY_BYTES, OPTIMIZER_STATE_BYTES, RECOMPUTATION_MODES
 from service.core.shape import (
     ACTIVATIONS,
@@ -194,6 +195,15 @@ class ReliabilitySchema(StrictSchema):
     restart_seconds = Number(
         validate=validate.Range(0, 30 * 86_400),
         metadata={"description": "From a failure to training again; default 600."},
+    )
+    run_overhead = Number(
+        validate=validate.Range(0, MAX_RUN_OVERHEAD, max_inclusive=True),
+        metadata={
+            "description": "Share of the wall-clock time whole runs lose beyond failures and checkpoints "
+            "(evaluation, loss-spike restarts, slow nodes, data stalls, ramp-up); default "
+            f"{DEFAULT_RUN_OVERHEAD}, fitted on published whole runs' GPU-hours (bench/RESULTS.md). 0: "
+            "the steady state."
+        },
     )
 
     @ma.post_load

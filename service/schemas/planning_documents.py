@@ -108,7 +108,14 @@ class GoodputSchema(ma.Schema):
         allow_none=True, metadata={"description": "Young/Daly: sqrt(2·δ·M) - δ; null if nothing fails."}
     )
     restart_seconds = ma.fields.Float()
-    useful_fraction = ma.fields.Float(metadata={"description": "Of the wall-clock time, spent training."})
+    useful_fraction = ma.fields.Float(
+        metadata={
+            "description": "Of the wall-clock time, spent training: the run overhead's share taken too."
+        }
+    )
+    run_overhead = ma.fields.Float(
+        metadata={"description": "The share lost beyond failures and checkpoints (reliability.run_overhead)."}
+    )
 
 
 class SizingSchema(ma.Schema):
@@ -188,6 +195,28 @@ class EstimateHardwareSchema(ma.Schema):
     memory_bytes = ma.fields.Float()
 
 
+class RunIntervalsSchema(ma.Schema):
+    confidence = ma.fields.Float(metadata={"example": 0.8})
+    categories = ma.fields.List(
+        ma.fields.String(),
+        metadata={
+            "description": "The groups of judged runs this one is in (baseline, hardware, parallelism, "
+            "context length, scale, mixture of experts), whose errors set the width; empty when the "
+            "request's MFU set the pace."
+        },
+    )
+    step_seconds = PairField(
+        allow_none=True, metadata={"description": "[low, high]; null when the request's MFU set the pace."}
+    )
+    days = PairField()
+    accelerator_hours = PairField()
+    cost = ma.fields.List(
+        MoneyField(dump_only=True),
+        allow_none=True,
+        metadata={"description": "[low, high] in the estimate's currency; null without a price."},
+    )
+
+
 class EstimateSchema(DocumentSchema):
     """POST /v1/estimates, and an allocation's `estimate` on hardware: made by
     service/services/plan_documents.py."""
@@ -215,6 +244,15 @@ class EstimateSchema(DocumentSchema):
     memory = ma.fields.Nested(MemorySchema)
     performance = ma.fields.Nested(PerformanceSchema, allow_none=True)
     predicted_loss = ma.fields.Float(allow_none=True, metadata={"description": "With a law in the request."})
+    intervals = ma.fields.Nested(
+        RunIntervalsSchema,
+        metadata={
+            "description": "Where the published figures of runs like this one fell around the model's, at "
+            "`confidence` (80%): the cluster model judged on organisations it was not fitted on "
+            "(bench/RESULTS.md), by the groups of runs this one is in; time and cost add what whole runs "
+            "lose beside their steady state."
+        },
+    )
     warnings = ma.fields.List(ma.fields.Nested(CaveatSchema))
 
 

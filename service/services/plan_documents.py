@@ -330,7 +330,23 @@ def estimate_document(estimate: engine.Estimate) -> dict[str, Any]:
         "memory": _memory(estimate.memory),
         "performance": None if estimate.run is None else _performance(estimate),
         "predicted_loss": _number(estimate.predicted_loss),
+        "intervals": _run_intervals(estimate.intervals),
         "warnings": _caveats(estimate.caveats),
+    }
+
+
+def _run_intervals(intervals: engine.RunIntervals | None) -> dict[str, Any] | None:
+    if intervals is None:
+        return None
+    return {
+        "confidence": float(intervals.confidence),
+        "categories": list(intervals.categories),
+        "step_seconds": _pair(intervals.step_seconds),
+        "days": _pair(intervals.days),
+        "accelerator_hours": _pair(intervals.accelerator_hours),
+        "cost": None
+        if intervals.cost is None
+        else [format_optional_money(value) for value in intervals.cost],
     }
 
 
@@ -375,6 +391,7 @@ def _performance(estimate: engine.Estimate) -> dict[str, Any]:
             "checkpoint_interval_seconds": _finite(useful.checkpoint_interval_seconds),
             "restart_seconds": float(useful.restart_seconds),
             "useful_fraction": float(useful.useful_fraction),
+            "run_overhead": float(useful.run_overhead),
         },
         "sizing": None
         if estimate.sizing is None

@@ -49,7 +49,8 @@ class ClusterRequest:
     sequence_parallel: bool | None = None  # deprecated: layout.sequence_parallel
     shape: ModelShape | None = None
     layout: Mapping[str, Any] | None = None  # the layout fields fixed; the others are searched
-    reliability: Mapping[str, float] | None = None  # checkpoint_write_bytes_per_second, restart_seconds
+    # checkpoint_write_bytes_per_second, restart_seconds, run_overhead
+    reliability: Mapping[str, float] | None = None
     max_accelerators: int | None = None  # when accelerators is left to the planner (not in plans)
 
     @property
@@ -223,6 +224,7 @@ def _cluster(
         deadline_days=deadline_days,
         checkpoint_write_bytes_per_second=reliability.get("checkpoint_write_bytes_per_second"),
         restart_seconds=reliability.get("restart_seconds"),
+        run_overhead=reliability.get("run_overhead"),
         calibration=calibration,
         active_params=getattr(request, "active_params", None),
     )

@@ -37,7 +37,9 @@ def test_llama3_405b_on_16384_h100_is_modelled_with_its_layout_breakdown_and_goo
     assert body["mfu"] == performance["mfu"]
     assert performance["alternatives"]
     assert performance["layouts_evaluated"] >= performance["layouts_fitting"] > 0
-    assert 0.8 < performance["goodput"]["useful_fraction"] < 1
+    goodput = performance["goodput"]
+    assert goodput["run_overhead"] == 0.1  # the default: what whole runs lose beyond failures and checkpoints
+    assert 0.8 < goodput["useful_fraction"] / (1 - goodput["run_overhead"]) < 1
     assert performance["goodput"]["interruptions"] > 100
     # Days and accelerator-hours follow from the steps, the step time and goodput.
     wall = performance["training_seconds"] / performance["goodput"]["useful_fraction"]
@@ -162,3 +164,66 @@ def test_a_given_mfu_without_accelerators_runs_on_the_count_the_model_chooses(cl
     assert body["mfu"] == 0.4
     assert body["accelerators"] % 8 == 0
     assert "mfu_given" in codes(body)
+
+
+def test_an_estimate_carries_80_percent_intervals_around_its_figures(client, catalog):
+    body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64).get_json()
+    intervals = body["intervals"]
+    assert intervals["confidence"] == 0.8
+    assert intervals["categories"] == ["parallelism"]  # a calibrated part in bf16, laid out over 64
+    step = body["performance"]["step_seconds"]
+    low, high = intervals["step_seconds"]
+    assert low < step < high
+    for figure in ("days", "accelerator_hours"):
+        low, high = intervals[figure]
+        assert 0 < low < high
+        assert high / low == pytest.approx(intervals["days"][1] / intervals["days"][0])
+    hours_low, hours_high = intervals["accelerator_hours"]
+    price = Decimal(body["price_per_hour"])
+    assert [Decimal(value) for value in intervals["cost"]] == [
+        (price * Decimal(hours)).quantize(Decimal("0.01")) for hours in (hours_low, hours_high)
+    ]
+
+
+def test_an_uncalibrated_part_or_a_long_context_widens_the_interval(client, catalog):
+    def width(**body) -> float:
+        low, high = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, **body).get_json()[
+            "intervals"
+        ]["step_seconds"]
+        return high / low
+
+    calibrated = estimate(client, params=7e9, tokens=1.4e11, accelerators=64).get_json()
+    uncalibrated = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, precision="fp8").get_json()
+    assert "hardware" in uncalibrated["intervals"]["categories"]
+    assert width(precision="fp8") >= width()
+    assert calibrated["intervals"]["categories"] != uncalibrated["intervals"]["categories"]
+
+
+def test_an_estimate_at_a_given_mfu_has_intervals_of_whole_runs_only(client, catalog):
+    body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, mfu=0.4).get_json()
+    intervals = body["intervals"]
+    assert intervals["step_seconds"] is None
+    assert intervals["categories"] == []
+    low, high = intervals["days"]
+    assert low < high
+
+
+def test_unpriced_hardware_has_no_cost_interval(client, catalog):
+    body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, hardware="mi300x").get_json()
+    assert body["cost"] is None
+    assert body["intervals"]["cost"] is None
+    assert "hardware" in body["intervals"]["categories"]
+
+
+def test_the_run_overhead_is_the_requests_or_the_default(client, catalog):
+    default = estimate(client, params=7e9, tokens=1.4e11, accelerators=64).get_json()
+    steady = estimate(
+        client, params=7e9, tokens=1.4e11, accelerators=64, reliability={"run_overhead": 0}
+    ).get_json()
+    assert default["performance"]["goodput"]["run_overhead"] == 0.1
+    assert steady["performance"]["goodput"]["run_overhead"] == 0
+    assert default["seconds"] == pytest.approx(steady["seconds"] / 0.9)
+    refused = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, reliability={"run_overhead": 0.95})
+    assert [error["pointer"] for error in assert_problem(refused, 422)["errors"]] == [
+        "#/reliability/run_overhead"
+    ]

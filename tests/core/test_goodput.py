@@ -57,3 +57,20 @@ def test_a_checkpoint_too_small_to_take_time_costs_nothing_rather_than_failing()
     useful = goodput(3600.0, 1024, 5e-324)
     assert useful.checkpoint_seconds == 0
     assert 0 < useful.useful_fraction < 1
+
+
+def test_the_run_overhead_takes_its_share_of_the_wall_clock_time():
+    steady = goodput(1e6, 1000, 1e9)
+    whole = goodput(1e6, 1000, 1e9, run_overhead=0.25)
+    assert whole.run_overhead == 0.25
+    assert whole.useful_fraction == pytest.approx(0.75 * steady.useful_fraction)
+    assert whole.wall_clock_seconds == pytest.approx(steady.wall_clock_seconds / 0.75)
+    never_fails = goodput(1e6, 1000, 1e9, failures_per_accelerator_hour=0.0, run_overhead=0.2)
+    assert never_fails.wall_clock_seconds == pytest.approx(1.25e6)
+
+
+@pytest.mark.parametrize("overhead", [-0.1, 0.95, math.nan])
+def test_a_run_overhead_outside_0_to_0_9_is_refused_naming_it(overhead):
+    with pytest.raises(InvalidInput) as refused:
+        goodput(1e6, 1000, 1e9, run_overhead=overhead)
+    assert refused.value.argument == "run_overhead"

@@ -369,12 +369,14 @@ def dense_held() -> terms.HeldParams:
 @pytest.mark.parametrize(
     ("zero_stage", "overlap", "seconds"),
     [
-        # 2 · 13 094 912 bytes over d = 4; t·p·d = 16 spans nodes. Ring: 2·3/4 · 26 189 824 / 1e10 + 6 · 1e-5
-        # = 3.9884736e-3 (tree: 5.2779648e-3). The backward pass, 2/3 of the 3e-3 s stage, hides 2e-3.
-        (1, 1.0, 3.9884736e-3 - 2e-3),
-        (1, 0.0, 3.9884736e-3),
-        # ZeRO-3 gathers 1.5 times that for each of the m = 16/4 = 4 micro-batches, each under 3e-3 s.
-        (3, 1.0, 4 * (1.5 * 3.9884736e-3 - 3e-3)),
+        # 2 · 13 094 912 bytes over d = 4; t·p·d = 16 spans nodes, and 8/(t·c) = 4 ranks of the group share a
+        # node, whose rings cross the node boundary 4 at once: min(1e11, 4 · 1e10) = 4e10 bytes/s a rank.
+        # Ring: 2·3/4 · 26 189 824 / 4e10 + 6 · 1e-5 = 1.0421184e-3 (tree: 1.3494912e-3). The backward pass,
+        # 2/3 of the 5e-4 s stage, hides 3.3e-4.
+        (1, 1.0, 1.0421184e-3 - 5e-4 * 2 / 3),
+        (1, 0.0, 1.0421184e-3),
+        # ZeRO-3 gathers 1.5 times that for each of the m = 16/4 = 4 micro-batches, each under 5e-4 s.
+        (3, 1.0, 4 * (1.5 * 1.0421184e-3 - 5e-4)),
     ],
 )
 def test_data_parallel_gradient_traffic_hides_under_the_backward_pass(zero_stage, overlap, seconds):
@@ -382,8 +384,17 @@ def test_data_parallel_gradient_traffic_hides_under_the_backward_pass(zero_stage
         tensor_parallel=2, pipeline_parallel=2, data_parallel=4, global_batch=16, zero_stage=zero_stage
     )
     rates = dataclasses.replace(RATES, overlap=overlap)
-    exposed = parallel.data_parallel_seconds(x, rates, dense_held(), np.array([3e-3]))
+    exposed = parallel.data_parallel_seconds(x, rates, dense_held(), np.array([5e-4]))
     assert one(exposed) == pytest.approx(seconds, rel=1e-12)
+
+
+def test_a_data_parallel_group_with_one_rank_a_node_runs_at_one_nic():
+    # t = 8 fills each node: one rank of the group a node, its ring crossing each boundary once at 1e10.
+    # Ring: 2·3/4 · 2 · 13 094 912 / 1e10 + 6 · 1e-5 = 3.9884736e-3.
+    x = layouts(tensor_parallel=8, data_parallel=4, global_batch=16, sequence_parallel=True)
+    rates = dataclasses.replace(RATES, overlap=0.0)
+    exposed = parallel.data_parallel_seconds(x, rates, dense_held(), np.array([5e-4]))
+    assert one(exposed) == pytest.approx(3.9884736e-3, rel=1e-12)
 
 
 def test_experts_gradients_are_reduced_over_the_ranks_that_hold_the_same_experts():

@@ -10,6 +10,7 @@ import pytest
 from bench.moe_runs import DEEPSEEK_V3
 from bench.published_runs import LLAMA3_405B, LLAMA3_CLUSTER
 from service.core import wall_clock
+from service.core.goodput import DEFAULT_RUN_OVERHEAD
 from service.core.shape import ModelShape
 from service.core.validation import InvalidInput
 from service.core.wall_clock import Reliability, assumed_shape, choose_accelerators, run_on_cluster
@@ -33,9 +34,10 @@ def test_a_shape_of_another_size_is_scaled_keeping_its_proportions():
     assert (scaled.activation, scaled.vocabulary, scaled.sequence_length) == ("swiglu", 128256, 8192)
 
 
-def test_llama3_405b_on_16384_h100_takes_about_the_54_days_meta_reports():
-    # 15.6T tokens (Llama 3 §3.1); Meta's 54-day snapshot was part of a longer run on 8-16K GPUs at 38-43%
-    # MFU. The model predicts the steady state on 16 384 GPUs with goodput, at a 16M-token batch.
+def test_llama3_405b_on_16384_h100_takes_about_the_gpu_hours_meta_reports():
+    # 15.6T tokens (Llama 3 §3.1) took 30.84M H100-hours (Llama 3.1 model card), on 8-16K GPUs at 38-43%
+    # MFU. The model predicts the steady state on 16 384 GPUs with goodput and the default run overhead, at
+    # a 16M-token batch: 10% over (bench/RESULTS.md).
     run = run_on_cluster(
         405e9,
         15.6e12,
@@ -47,8 +49,9 @@ def test_llama3_405b_on_16384_h100_takes_about_the_54_days_meta_reports():
     )
     assert run.steps == pytest.approx(15.6e12 / (2048 * 8192), abs=1)
     assert run.search.best.layout.tensor_parallel == 8
-    assert 40 <= run.seconds / 86_400 <= 80
-    assert run.goodput.useful_fraction > 0.9
+    assert run.accelerator_hours == pytest.approx(30.84e6, rel=0.15)
+    # Failures and checkpoints take under a tenth; the default run overhead, a tenth more.
+    assert run.goodput.useful_fraction / (1 - DEFAULT_RUN_OVERHEAD) > 0.9
     assert run.accelerator_hours == pytest.approx(16_384 * run.seconds / 3600)
 
 

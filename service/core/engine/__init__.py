@@ -17,7 +17,7 @@ look up. Callers use what this package exports; its modules, by job:
 
 from __future__ import annotations
 
-from service.core.engine.estimate import Estimate, estimate, step_of
+from service.core.engine.estimate import Estimate, RunIntervals, estimate, step_of
 from service.core.engine.inputs import (
     DEFAULT_OPTIMIZER,
     DEFAULT_PRECISION,
@@ -71,6 +71,7 @@ __all__ = [
     "NamedLaw",
     "Plan",
     "Rules",
+    "RunIntervals",
     "Serving",
     "estimate",
     "fixed",

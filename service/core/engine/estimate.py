@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from service.core import caveats, cluster, performance, units
+from service.core import accuracy, caveats, cluster, performance, units
 from service.core import validation as v
 from service.core.cluster import Runtime
 from service.core.engine.inputs import Cluster, NamedLaw, price_of
@@ -15,6 +15,20 @@ from service.core.engine.run import machine_of, model_run
 from service.core.memory import MemoryEstimate, state_bytes, training_memory
 from service.core.shape import ModelShape
 from service.core.wall_clock import ClusterRun, Sizing
+
+
+@dataclass(frozen=True)
+class RunIntervals:
+    """Where the published figure of a run like this one falls, at `confidence`: from the cluster model's
+    judged error on organisations it had not seen (core/accuracy.py) for the groups of runs this one is in.
+    `step_seconds` is None when the request's MFU set the pace."""
+
+    confidence: float
+    categories: tuple[str, ...]
+    step_seconds: tuple[float, float] | None
+    days: tuple[float, float]
+    accelerator_hours: tuple[float, float]
+    cost: tuple[Decimal, Decimal] | None
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,7 @@ class Estimate:
     run: ClusterRun | None = None  # the cluster model's run; None when the request gives an MFU
     sizing: Sizing | None = None  # how the accelerator count was chosen, when the request left it out
     shape: ModelShape | None = None  # the shape the run was modelled with (given or assumed)
+    intervals: RunIntervals | None = None
 
     @property
     def accelerators(self) -> int:
@@ -95,6 +110,7 @@ def estimate(
     accelerators = paced.run.accelerators if paced.run is not None else paced.cluster.accelerators
     assert accelerators is not None, "a run at a given MFU has its accelerators"
     notes += caveats.implausibly_long_run(runtime.seconds, accelerators)
+    spread = intervals_of(paced, runtime, price)
     return Estimate(
         params=params,
         tokens=tokens,
@@ -111,6 +127,44 @@ def estimate(
         run=paced.run,
         sizing=paced.sizing,
         shape=paced.shape,
+        intervals=spread,
+    )
+
+
+def intervals_of(paced: _Paced, runtime: Runtime, price: Decimal | None) -> RunIntervals:
+    """The run's intervals (core/accuracy.py): the step's from the groups of judged runs it is in, the
+    time's and cost's from the wider of those and whole runs'."""
+    run, shape, on = paced.run, paced.shape, paced.cluster
+    if run is None or shape is None:  # paced by the MFU given: only what whole runs add
+        groups: tuple[str, ...] = ()
+        step, step_seconds = accuracy.WHOLE_RUN, None
+    else:
+        layout = run.search.best.layout
+        efficiency = on.hardware.efficiency
+        groups = tuple(
+            accuracy.categories(
+                calibrated=efficiency is not None and efficiency.calibrated_at(on.precision),
+                precision=on.precision,
+                model_parallel=layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel,
+                zero_stage=layout.zero_stage,
+                sequence_length=shape.sequence_length,
+                accelerators=run.accelerators,
+                mixture_of_experts=shape.mixture_of_experts,
+            )
+        )
+        step = accuracy.widest(list(groups))
+        step_seconds = step.interval(run.search.best.seconds)
+    hours = accuracy.WHOLE_RUN.interval(runtime.accelerator_hours, widest=step)
+    days = accuracy.WHOLE_RUN.interval(runtime.days, widest=step)
+    return RunIntervals(
+        confidence=accuracy.CONFIDENCE,
+        categories=groups,
+        step_seconds=step_seconds,
+        days=days,
+        accelerator_hours=hours,
+        cost=None
+        if price is None
+        else (cluster.training_cost(hours[0], price), cluster.training_cost(hours[1], price)),
     )
 
 

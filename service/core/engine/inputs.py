@@ -53,6 +53,7 @@ class Cluster:
     deadline_days: float | None = None  # for choosing the accelerator count of a model already chosen
     checkpoint_write_bytes_per_second: float | None = None
     restart_seconds: float | None = None
+    run_overhead: float | None = None  # what whole runs lose beyond failures and checkpoints; None: default
     # What a budget in money, hours or days is turned into FLOPs at when the model sets the pace: the
     # allocation's FLOPs per accelerator-second over the peak, found by `plan`.
     utilisation: float | None = None

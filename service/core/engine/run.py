@@ -96,6 +96,7 @@ def reliability_of(on: Cluster) -> Reliability:
             on.checkpoint_write_bytes_per_second, Reliability.checkpoint_write_bytes_per_second
         ),
         restart_seconds=_or(on.restart_seconds, Reliability.restart_seconds),
+        run_overhead=_or(on.run_overhead, Reliability.run_overhead),
     )
 
 
