@@ -46,6 +46,7 @@ from typing import Any
 
 from bench.published_runs import MOE_ENTRIES, SHAPES, machine, published_step_seconds, shape_of
 from service.core import performance
+from service.core.frameworks import FRAMEWORKS
 from service.core.performance import Machine
 from service.core.shape import ModelShape
 
@@ -66,6 +67,7 @@ class MoERun:
     global_batch: int
     fixed: dict[str, Any]  # the layout fields the source states; the rest are searched
     precision: str
+    framework: str
     published_step_seconds: float  # from the published figure, as `published` says
     published: str
     source: str
@@ -85,6 +87,7 @@ def _run(entry: dict[str, Any]) -> MoERun:
         batch,
         entry["fixed_layout"],
         entry["precision"],
+        entry["framework"],
         published_step_seconds(entry["measured"], shape, batch, accelerators),
         entry["published"],
         entry["source"],
@@ -102,6 +105,7 @@ def predict(run: MoERun) -> performance.Search:
         global_batch=run.global_batch,
         fixed=run.fixed,
         precision=run.precision,
+        framework=FRAMEWORKS[run.framework],
     )
 
 

@@ -49,6 +49,7 @@ class Run:
     organisation: str
     hardware: str  # the built-in profile the cluster is
     cluster: str
+    framework: str
     precision: str = "bf16"
 
 
@@ -203,6 +204,7 @@ def run_of(entry: dict[str, Any]) -> Run:
         organisation=entry["organisation"],
         hardware=CLUSTERS[entry["cluster"]]["hardware"],
         cluster=entry["cluster"],
+        framework=entry["framework"],
         precision=entry.get("precision", "bf16"),
     )
 

@@ -51,22 +51,23 @@ class LogError:
         return value * math.exp(low), value * math.exp(high)
 
 
-# Measured by `python -m bench.calibrate_cluster --quick` on bench/cluster_runs.json, model 1.2.0: the step
-# times of the 64 published runs the core's constants were not fitted on (roles "held-out" and "check", from 6
-# organisations, sent through POST /v1/estimates with their published layouts), the 4 mixture-of-experts
-# checks, and the 16 whole runs' accelerator-hours (4 organisations) at DEFAULT_RUN_OVERHEAD. Built so for
-# each organisation from the others' errors, these intervals held 73% of the published step times, with a
-# median half-width of 33% (bench/RESULTS.md).
+# Measured by `python -m bench.calibrate_cluster` on bench/cluster_runs.json, model 1.3.0: the 81 published
+# step times (6 organisations, sent through the core as POST /v1/estimates sends them, with their published
+# layouts), each organisation's predicted by constants fitted on the other organisations' runs; the 4
+# mixture-of-experts checks; and the 16 whole runs' accelerator-hours (4 organisations) through the API at
+# DEFAULT_RUN_OVERHEAD. Built so for each organisation from the others' errors, the step intervals held 69%
+# of the published step times (median half-width 28%), the accelerator-hour ones 75% of the totals (31%;
+# bench/RESULTS.md).
 STEP_ERRORS: dict[str, LogError] = {
-    "baseline": LogError(mean=0.2723, spread=0.0823, runs=2),
-    "context length": LogError(mean=0.1432, spread=0.1832, runs=7),
-    "hardware": LogError(mean=0.0303, spread=0.2109, runs=31),
-    "mixture of experts": LogError(mean=0.1189, spread=0.1324, runs=4),
-    "parallelism": LogError(mean=0.0325, spread=0.2109, runs=58),
-    "scale": LogError(mean=-0.1211, spread=0.1715, runs=8),
+    "baseline": LogError(mean=-0.1926, spread=0.3688, runs=3),
+    "context length": LogError(mean=-0.0535, spread=0.2658, runs=7),
+    "hardware": LogError(mean=-0.2379, spread=0.2078, runs=31),
+    "mixture of experts": LogError(mean=-0.0099, spread=0.1709, runs=4),
+    "parallelism": LogError(mean=-0.1600, spread=0.2244, runs=74),
+    "scale": LogError(mean=-0.1761, spread=0.1843, runs=13),
 }
-POOLED = LogError(mean=0.0474, spread=0.2072, runs=64)
-WHOLE_RUN = LogError(mean=0.3222, spread=0.2377, runs=16)
+POOLED = LogError(mean=-0.1664, spread=0.2249, runs=81)
+WHOLE_RUN = LogError(mean=0.2451, spread=0.2552, runs=16)
 
 
 def categories(

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.core import validation as v
+from service.core.frameworks import GENERIC, Framework
 from service.core.memory import RECOMPUTATION_MODES, ZERO_STAGES
 from service.core.shape import ModelShape
 
@@ -35,13 +36,21 @@ EVALUATE_BLOCK = 2048
 
 
 def candidates(
-    shape: ModelShape, accelerators_per_node: int, count: int, fixed: dict[str, Any], global_batch: int
+    shape: ModelShape,
+    accelerators_per_node: int,
+    count: int,
+    fixed: dict[str, Any],
+    global_batch: int,
+    *,
+    framework: Framework = GENERIC,
 ) -> Columns:
-    """Every layout of `count` accelerators that honours `fixed` (already checked), as columns: the splits
-    (`splits`), each with every expert-parallel degree, recomputation mode and ZeRO stage the request leaves
-    open, in that order (the search breaks ties by it). Sequence parallelism and FlashAttention are on and
-    context parallelism 1 unless fixed; expert_overlap is -1 (whichever is faster) unless fixed. Raises
-    InvalidInput on `layout` when no split honours `fixed`."""
+    """Every layout of `count` accelerators that honours `fixed` (already checked) and that `framework` can
+    run, as columns: the splits (`splits`), each with every expert-parallel degree, recomputation mode and
+    ZeRO stage left open, in that order (the search breaks ties by it). Sequence parallelism and
+    FlashAttention are on and context parallelism 1 unless fixed; expert_overlap is -1 (whichever is faster)
+    where the framework implements it and the request leaves it open. Raises InvalidInput on `layout` when
+    no split honours `fixed`."""
+    fixed = framework.fixed(fixed)
     c = int(fixed.get("context_parallel", 1))
     rows = splits(shape, accelerators_per_node, count, fixed, int(fixed.get("global_batch", global_batch)))
     if not rows:
@@ -64,7 +73,7 @@ def candidates(
         rows = [(*row, 1) for row in rows]
     base = np.array(rows, dtype=np.int64)
     modes = options("recomputation", list(RECOMPUTATION_MODES))
-    stages = options("zero_stage", list(ZERO_STAGES))
+    stages = options("zero_stage", [stage for stage in ZERO_STAGES if stage in framework.zero_stages])
     overlap = int(fixed["expert_overlap"]) if "expert_overlap" in fixed else -1  # -1: the faster
     extra = np.array(
         [(RECOMPUTATION_MODES.index(mode), stage) for mode in modes for stage in stages], dtype=np.int64
@@ -85,6 +94,7 @@ def candidates(
         "zero_stage": extras[:, 1],
         "flash_attention": np.full(len(grid), bool(fixed.get("flash_attention", True))),
         "expert_overlap": np.full(len(grid), overlap),
+        "tensor_parallel_overlap": np.full(len(grid), bool(fixed["tensor_parallel_overlap"])),
     }
 
 

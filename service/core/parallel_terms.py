@@ -93,6 +93,22 @@ def tensor_parallel_layer_seconds(shape: ModelShape, layouts: Layouts, rates: Ra
     return collectives * one
 
 
+def exposed_tensor_parallel(layouts: Layouts, collectives: Array, compute: Array, overlap: float) -> Array:
+    """A layer's tensor-parallel collectives left exposed when the layout overlaps them with its GEMMs
+    (Megatron-Core's --tp-comm-overlap splits each all-gather and reduce-scatter into chunks pipelined with
+    the GEMM that consumes or produces them; Wang et al. 2023, "Overlap communication with dependent
+    computation via decomposition"; torchtitan's asynchronous TP does the same).
+
+    Notes
+    -----
+    T - o·min(T, C) for the layer's collectives T and its compute C when overlapped, T otherwise: at most
+    the compute hides them, and o (calibrated) of what it could.
+    """
+    return np.where(
+        layouts.tensor_parallel_overlap, collectives - overlap * np.minimum(collectives, compute), collectives
+    )
+
+
 def context_parallel_layer_seconds(shape: ModelShape, layouts: Layouts, rates: Rates) -> Array:
     """A layer's context-parallel K/V exchange (Llama 3, Dubey et al. 2024, §3.3.2), not overlapped.
 

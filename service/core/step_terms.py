@@ -65,6 +65,7 @@ class Layouts:
     flash_attention: Flags
     expert_parallel: Array
     expert_overlap: Codes  # 1 overlapped, 0 not, -1 whichever is faster
+    tensor_parallel_overlap: Flags  # and t > 1
     micro_batches: Array  # per step and pipeline: B / (d·b), rounded down
     tokens: Array  # rows of every GEMM on one device: b·s/c
     gemm_flops_per_weight: Array  # 2·b·s/c: a GEMM's FLOPs per weight
@@ -106,6 +107,7 @@ class Layouts:
             flash_attention=np.asarray(columns["flash_attention"], dtype=bool),
             expert_parallel=np.asarray(columns["expert_parallel"], dtype=f64),
             expert_overlap=np.asarray(columns["expert_overlap"], dtype=np.int64),
+            tensor_parallel_overlap=np.asarray(columns["tensor_parallel_overlap"], dtype=bool) & (t > 1),
             micro_batches=np.floor(B / (d * b)),
             tokens=tokens,
             gemm_flops_per_weight=two_tokens,

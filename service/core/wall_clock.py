@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from service.core import goodput as goodput_model
 from service.core import performance
 from service.core import validation as v
+from service.core.frameworks import GENERIC, Framework
 from service.core.performance import CALIBRATION, Calibration, Machine, Search
 from service.core.shape import ModelShape
 
@@ -300,6 +301,7 @@ def run_on_cluster(
     precision: str = "bf16",
     optimizer: str = "adam",
     calibration: Calibration = CALIBRATION,
+    framework: Framework = GENERIC,
 ) -> ClusterRun:
     """The best layout of `accelerators` for the fields `layout` leaves out, and the run's wall-clock time:
     ceil(tokens / tokens per step) steps of the best layout's step time, over goodput's useful fraction."""
@@ -313,6 +315,7 @@ def run_on_cluster(
         precision=precision,
         optimizer=optimizer,
         calibration=calibration,
+        framework=framework,
     )
     tokens_per_step = found.best.layout.global_batch * shape.sequence_length
     steps = max(1, math.ceil(D / tokens_per_step))

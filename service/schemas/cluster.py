@@ -7,6 +7,7 @@ import marshmallow as ma
 from marshmallow import validate
 
 from service.core import engine
+from service.core.frameworks import FRAMEWORKS
 from service.core.goodput import DEFAULT_RUN_OVERHEAD, MAX_RUN_OVERHEAD
 from service.core.memory import MAX_MEMORY_BYTES, OPTIMIZER_STATE_BYTES, RECOMPUTATION_MODES
 from service.core.shape import (
@@ -247,6 +248,12 @@ class LayoutSchema(StrictSchema):
             "DualPipe), taking 20 of 132 SMs."
         }
     )
+    tensor_parallel_overlap = JsonBoolean(
+        metadata={
+            "description": "Tensor-parallel collectives pipelined with the GEMMs (Megatron-Core's "
+            "--tp-comm-overlap, torchtitan's async TP); default what the framework does."
+        }
+    )
 
     @ma.post_load
     def _as_fields(self, data, **kwargs) -> dict:
@@ -297,6 +304,16 @@ class ClusterFieldsSchema(StrictSchema):
         },
     )
     optimizer = ma.fields.String(validate=validate.OneOf(sorted(OPTIMIZER_STATE_BYTES)))
+    framework = ma.fields.String(
+        validate=validate.OneOf(tuple(FRAMEWORKS)),
+        metadata={
+            "description": "The training framework: the layout search stays inside what it can run "
+            "(megatron-core: interleaving, context parallelism, ZeRO 0-1, TP overlap; megatron-lm: the same "
+            "without overlap; deepspeed: ZeRO 0-3, no interleaving; fsdp: ZeRO 2-3 only; torchtitan: FSDP2, "
+            "TP with async overlap, interleaving; dualpipe: DeepSeek's expert overlap). Default generic: "
+            "what they all run (no interleaving, no communication overlap beyond the data-parallel one)."
+        },
+    )
     recomputation = ma.fields.String(
         validate=validate.OneOf(RECOMPUTATION_MODES),
         metadata={"description": "Deprecated: use layout.recomputation.", "deprecated": True},
@@ -330,6 +347,7 @@ class ClusterFieldsSchema(StrictSchema):
         "precision",
         "zero_stage",
         "optimizer",
+        "framework",
         "recomputation",
         "tensor_parallel",
         "sequence_parallel",

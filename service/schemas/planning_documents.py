@@ -75,6 +75,7 @@ class LayoutDocumentSchema(ma.Schema):
     flash_attention = ma.fields.Boolean()
     expert_parallel = ma.fields.Integer()
     expert_overlap = ma.fields.Boolean()
+    tensor_parallel_overlap = ma.fields.Boolean()
 
 
 class BreakdownSchema(ma.Schema):
@@ -170,6 +171,9 @@ class PerformanceSchema(ma.Schema):
     """The cluster model's prediction (service/core/performance.py): null when the request gives an mfu."""
 
     model_version = ma.fields.String()
+    framework = ma.fields.String(
+        metadata={"description": "The framework the layout search stayed inside (the request's, or generic)."}
+    )
     step_seconds = ma.fields.Float()
     steps = ma.fields.Integer()
     tokens_per_step = ma.fields.Integer()

@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from service.core import allocate, caveats, engine, performance
+from service.core import allocate, caveats, engine, frameworks, performance
 from service.core.hyper import Hyperparameters
 from service.core.laws import FittedRange, MoEDesign, ScalingLaw
 from service.core.memory import MemoryEstimate
@@ -360,6 +360,7 @@ def _performance(estimate: engine.Estimate) -> dict[str, Any]:
     assert shape is not None, "a modelled run has its shape"
     return {
         "model_version": performance.MODEL_VERSION,
+        "framework": frameworks.framework_named(estimate.cluster.framework).name,
         "step_seconds": float(best.seconds),
         "steps": int(run.steps),
         "tokens_per_step": int(run.tokens_per_step),

@@ -44,6 +44,7 @@ class ClusterRequest:
     currency: str | None = None
     zero_stage: int | None = None  # deprecated: layout.zero_stage
     optimizer: str | None = None
+    framework: str | None = None  # the training framework the layout search stays inside
     recomputation: str | None = None  # deprecated: layout.recomputation
     tensor_parallel: int | None = None  # deprecated: layout.tensor_parallel
     sequence_parallel: bool | None = None  # deprecated: layout.sequence_parallel
@@ -218,6 +219,7 @@ def _cluster(
         mfu=request.mfu,
         precision=request.precision or engine.DEFAULT_PRECISION,
         optimizer=request.optimizer or engine.DEFAULT_OPTIMIZER,
+        framework=request.framework,
         shape=request.shape,
         layout=request.fixed_layout,
         max_accelerators=request.max_accelerators,

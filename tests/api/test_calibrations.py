@@ -196,7 +196,7 @@ def test_a_calibration_recovers_the_efficiency_the_runs_measured_and_keeps_them(
         assert run["predicted_tokens_per_second_after"] == pytest.approx(
             run["measured_tokens_per_second"], rel=1e-3
         )
-        assert run["error_before"] < -0.1  # the default 0.609 promised more than the runs gave
+        assert run["error_before"] < -0.05  # the default 0.553 promised more than the runs' 0.5 gave
     fit = calibration["fit"]
     # lab-gpu's profile states no efficiency: the default of uncalibrated hardware is what it replaces.
     assert fit["default_matmul_efficiency"] == performance.CALIBRATION.matmul_efficiency

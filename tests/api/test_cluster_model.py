@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from bench.published_runs import LLAMA3_405B_FIELDS
+from service.core import accuracy
 from service.services.catalog import load_builtin_hardware
 from tests.problems import assert_problem
 
@@ -170,10 +171,11 @@ def test_an_estimate_carries_80_percent_intervals_around_its_figures(client, cat
     body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64).get_json()
     intervals = body["intervals"]
     assert intervals["confidence"] == 0.8
-    assert intervals["categories"] == ["parallelism"]  # a calibrated part in bf16, laid out over 64
     step = body["performance"]["step_seconds"]
-    low, high = intervals["step_seconds"]
-    assert low < step < high
+    judged = accuracy.widest(intervals["categories"])
+    assert intervals["step_seconds"] == pytest.approx(list(judged.interval(step)))
+    # Time takes the wider spread of the step's and whole runs', with whole runs' lean.
+    assert intervals["days"] == pytest.approx(list(accuracy.WHOLE_RUN.interval(body["days"], widest=judged)))
     for figure in ("days", "accelerator_hours"):
         low, high = intervals[figure]
         assert 0 < low < high
@@ -185,18 +187,15 @@ def test_an_estimate_carries_80_percent_intervals_around_its_figures(client, cat
     ]
 
 
-def test_an_uncalibrated_part_or_a_long_context_widens_the_interval(client, catalog):
-    def width(**body) -> float:
-        low, high = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, **body).get_json()[
-            "intervals"
-        ]["step_seconds"]
-        return high / low
+def test_the_groups_of_a_run_follow_its_hardware_layout_and_context(client, catalog):
+    def groups(**body) -> list[str]:
+        answer = estimate(client, params=7e9, tokens=1.4e11, **body).get_json()
+        return answer["intervals"]["categories"]
 
-    calibrated = estimate(client, params=7e9, tokens=1.4e11, accelerators=64).get_json()
-    uncalibrated = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, precision="fp8").get_json()
-    assert "hardware" in uncalibrated["intervals"]["categories"]
-    assert width(precision="fp8") >= width()
-    assert calibrated["intervals"]["categories"] != uncalibrated["intervals"]["categories"]
+    assert "hardware" in groups(accelerators=64, precision="fp8")  # H100's fp8 is calibrated, but fp8
+    assert "hardware" in groups(accelerators=64, hardware="mi300x")  # no run calibrates it
+    assert "parallelism" in groups(accelerators=64, layout={"tensor_parallel": 8})
+    assert "scale" in groups(accelerators=1024)
 
 
 def test_an_estimate_at_a_given_mfu_has_intervals_of_whole_runs_only(client, catalog):

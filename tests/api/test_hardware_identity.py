@@ -7,6 +7,7 @@ import copy
 
 import pytest
 
+from service.core import performance
 from service.data.models import HARDWARE_FIGURES
 from service.schemas.cluster import InlineHardwareSchema
 from service.services import plan_documents
@@ -73,7 +74,10 @@ def test_figures_without_an_efficiency_run_at_the_uncalibrated_default_and_say_s
     profile = client.get("/v1/hardware/h100-sxm").get_json()
     bare = estimate(client, {name: profile[name] for name in INLINE if name != "efficiency"})
     [note] = [warning for warning in bare["warnings"] if warning["code"] == "uncalibrated_hardware"]
-    assert note["details"] == {"precision": "bf16", "matmul_efficiency": 0.609}
+    assert note["details"] == {
+        "precision": "bf16",
+        "matmul_efficiency": performance.CALIBRATION.matmul_efficiency,
+    }
     assert "uncalibrated_hardware" in codes(estimate(client, "mi300x"))
 
 

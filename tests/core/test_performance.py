@@ -10,6 +10,7 @@ import pytest
 from bench.moe_runs import MIXTRAL_8X7B
 from bench.published_runs import CALIBRATION_RUNS, HELD_OUT_RUNS, LLAMA3_405B, LLAMA3_CLUSTER, SELENE
 from service.core import performance
+from service.core.frameworks import FRAMEWORKS, GENERIC
 from service.core.memory import training_memory
 from service.core.performance import Layout, step
 from service.core.shape import ModelShape
@@ -50,16 +51,18 @@ def test_the_calibration_runs_are_predicted_within_5_percent_on_average():
 
 
 @pytest.mark.parametrize("run", HELD_OUT_RUNS[:3], ids=lambda run: run.name)
-def test_runs_the_calibration_never_saw_are_predicted_within_10_percent(run):
-    # Megatron-LM 3.6B and 76.1B (Narayanan et al. 2021, Table 1) and Llama 3 on 16 384 GPUs (Table 4).
+def test_the_first_held_out_runs_are_predicted_within_10_percent(run):
+    # Megatron-LM 3.6B and 76.1B (Narayanan et al. 2021, Table 1) and Llama 3 on 16 384 GPUs (Table 4): held
+    # out of the first calibration, in the corpus the constants are fitted on since model 1.3 (what is
+    # judged held out now is each organisation's runs, bench/calibrate_cluster.py).
     assert abs(error(run)) <= 0.10, f"{run.name}: {error(run):+.1%}"
 
 
 def test_llama3_at_128k_context_is_predicted_too_fast_and_we_know_by_how_much():
     # Held out: context parallelism 16 at 131 072 tokens. The model charges FlashAttention's causal half at
     # half a GEMM's efficiency; at this length attention is most of the work, and H100's FlashAttention
-    # runs below that. The bench records the figure; this test says when it moves.
-    assert -0.20 <= error(HELD_OUT_RUNS[3]) <= -0.10
+    # runs below that. The bench records the figure (-10% at model 1.3); this test says when it moves.
+    assert -0.15 <= error(HELD_OUT_RUNS[3]) <= -0.05
 
 
 def test_llama3_405b_shape_gives_its_published_parameter_count():
@@ -216,11 +219,15 @@ def test_a_layout_for_another_cluster_size_is_refused():
 
 
 def test_the_search_finds_metas_layout_for_llama3_405b_on_16384_h100():
-    found = performance.search(LLAMA3_405B, LLAMA3_CLUSTER, 16_384, global_batch=2048)
+    # Meta's stack is PyTorch's: FSDP without resharding after the forward pass (ZeRO 2), tensor
+    # parallelism and an interleaved pipeline (Dubey et al. 2024, §3.3.2), what torchtitan runs.
+    found = performance.search(
+        LLAMA3_405B, LLAMA3_CLUSTER, 16_384, global_batch=2048, framework=FRAMEWORKS["torchtitan"]
+    )
     best = found.best.layout
     assert (best.tensor_parallel, best.pipeline_parallel, best.data_parallel) == (8, 16, 128)
     assert found.best.fits
-    assert found.evaluated > 1000
+    assert found.evaluated > 500  # ZeRO 2-3 only: fewer than the generic search's
     assert found.fitting < found.evaluated
     # Alternatives are slower, each another split of the model.
     splits = {(a.layout.tensor_parallel, a.layout.pipeline_parallel) for a in found.alternatives}
@@ -252,6 +259,7 @@ def test_a_search_asked_again_is_remembered_and_the_same_as_searching_afresh():
         precision="bf16",
         optimizer="adam",
         calibration=performance.CALIBRATION,
+        framework=GENERIC,
     )
     assert afresh == first
     assert afresh is not first

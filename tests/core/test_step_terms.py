@@ -54,6 +54,7 @@ def layouts(shape: ModelShape = DENSE, **overrides) -> terms.Layouts:
         "flash_attention": True,
         "expert_parallel": 1,
         "expert_overlap": -1,
+        "tensor_parallel_overlap": False,
     }
     return terms.Layouts.of(
         shape, {name: np.array([value]) for name, value in {**fields, **overrides}.items()}

@@ -45,7 +45,9 @@ from service.core.engine.sizing import MAX_ROUNDS, UTILISATION_TOLERANCE, plan
 # within a year, as a model already chosen did; the implausibly_long_run caveat on any run past a year.
 # 2.2: a hardware's efficiencies are its profile's (performance.Efficiency), never read from its name; the
 # uncalibrated_hardware caveat.
-ENGINE_VERSION = "2.2.0"
+# 2.3: cluster model 1.3 (frameworks, tensor-parallel overlap, node-aware collectives, refitted constants),
+# the run overhead, intervals on every estimate.
+ENGINE_VERSION = "2.3.0"
 
 __all__ = [
     "ASSUMED_FLOPS_PER_MEMORY_BYTE",

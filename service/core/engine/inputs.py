@@ -47,6 +47,7 @@ class Cluster:
     mfu: float | None = None
     precision: str = DEFAULT_PRECISION
     optimizer: str = DEFAULT_OPTIMIZER
+    framework: str | None = None  # what the layout search stays inside (core/frameworks.py); None: generic
     shape: ModelShape | None = None
     layout: Mapping[str, Any] = field(default_factory=dict)  # the layout fields fixed; the rest are searched
     max_accelerators: int | None = None

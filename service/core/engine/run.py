@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from service.core import caveats, performance, wall_clock
+from service.core import caveats, frameworks, performance, wall_clock
 from service.core.engine.inputs import Cluster
 from service.core.hyper import hyperparameters_for
 from service.core.shape import ModelShape
@@ -37,6 +37,7 @@ def model_run(
     if efficiency is None or not efficiency.calibrated_at(on.precision):
         notes.append(caveats.uncalibrated_hardware(on.hardware.name, on.precision, machine, on.calibration))
     batch = on.layout.get("global_batch") or default_global_batch(params, tokens, shape)
+    framework = frameworks.framework_named(on.framework)
     reliability = reliability_of(on)
 
     def run_at(count: int) -> ClusterRun:
@@ -52,6 +53,7 @@ def model_run(
             precision=on.precision,
             optimizer=on.optimizer,
             calibration=on.calibration,
+            framework=framework,
         )
 
     if on.accelerators is not None:

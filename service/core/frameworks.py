@@ -1,0 +1,116 @@
+"""Training frameworks as what they can run: the layout search stays inside the framework a request names.
+
+A layout field the framework cannot vary is fixed at what it runs (no pipeline in PyTorch FSDP, no
+interleaving outside Megatron and torchtitan, ZeRO stages it implements); an optimisation it implements is
+taken (Megatron-Core's tensor-parallel communication overlap). Fields a request fixes are taken as given: they
+say what the request's own stack does. Without a framework the search stays inside `GENERIC`, what the common
+stacks all run, so that no layout needing a special capability is chosen silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from service.core import validation as v
+from service.core.memory import ZERO_STAGES
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    source: str
+    tensor_parallel: bool = True  # Megatron-style tensor (and sequence) parallelism
+    pipeline: bool = True
+    interleave: bool = False  # virtual pipeline stages (interleaved 1F1B)
+    zero_stages: tuple[int, ...] = ZERO_STAGES
+    tensor_parallel_overlap: bool = False  # TP collectives pipelined with the GEMMs
+    expert_overlap: bool = False  # an expert all-to-all under another micro-batch's compute (DualPipe)
+
+    def fixed(self, given: dict[str, Any]) -> dict[str, Any]:
+        """`given` with the fields the framework cannot vary fixed at what it runs (the given ones kept)."""
+        imposed: dict[str, Any] = {"tensor_parallel_overlap": self.tensor_parallel_overlap}
+        if not self.tensor_parallel:
+            imposed["tensor_parallel"] = 1
+        if not self.pipeline:
+            imposed["pipeline_parallel"] = 1
+        if not self.interleave:
+            imposed["interleave"] = 1
+        if not self.expert_overlap:
+            imposed["expert_overlap"] = False
+        if len(self.zero_stages) == 1:
+            imposed["zero_stage"] = self.zero_stages[0]
+        return {**imposed, **given}
+
+
+GENERIC = Framework(
+    "generic",
+    "What Megatron-LM, DeepSpeed and PyTorch's stacks all run: tensor, pipeline (one stage per device) and "
+    "data parallelism with ZeRO 0-3, no communication overlap beyond the data-parallel one.",
+)
+FRAMEWORKS = {
+    framework.name: framework
+    for framework in (
+        GENERIC,
+        Framework(
+            "megatron-core",
+            "Megatron-Core, NeMo and Megatron-Bridge: tensor and sequence parallelism, interleaved "
+            "pipelines, context parallelism, the distributed optimizer (ZeRO 1), and tensor-parallel "
+            "communication overlapped with the GEMMs (--tp-comm-overlap; Megatron-LM README, 'Training "
+            "speed and scalability').",
+            interleave=True,
+            zero_stages=(0, 1),
+            tensor_parallel_overlap=True,
+        ),
+        Framework(
+            "megatron-lm",
+            "Megatron-LM before Megatron-Core's communication overlap (2021-2023 releases, and "
+            "Megatron-DeepSpeed): tensor, sequence and interleaved pipeline parallelism, ZeRO 0-1.",
+            interleave=True,
+            zero_stages=(0, 1),
+        ),
+        Framework(
+            "deepspeed",
+            "DeepSpeed: ZeRO 0-3, pipeline parallelism without interleaving, Megatron tensor parallelism.",
+        ),
+        Framework(
+            "fsdp",
+            "PyTorch FSDP (llm-foundry, Hugging Face Accelerate): data parallelism sharded as ZeRO 2 "
+            "(SHARD_GRAD_OP) or 3 (FULL_SHARD), no tensor or pipeline parallelism.",
+            tensor_parallel=False,
+            pipeline=False,
+            zero_stages=(2, 3),
+        ),
+        Framework(
+            "torchtitan",
+            "PyTorch torchtitan: FSDP2 (ZeRO 2-3), tensor and sequence parallelism with asynchronous TP "
+            "overlapping its collectives, interleaved pipeline schedules, context parallelism.",
+            interleave=True,
+            zero_stages=(2, 3),
+            tensor_parallel_overlap=True,
+        ),
+        Framework(
+            "maxtext",
+            "Google MaxText (JAX/XLA, TPU and GPU): fully sharded data parallelism (ZeRO 3) or plain data "
+            "parallelism across slices, tensor parallelism with XLA's collective matmul overlapping its "
+            "collectives, no pipeline.",
+            pipeline=False,
+            zero_stages=(0, 3),
+            tensor_parallel_overlap=True,
+        ),
+        Framework(
+            "dualpipe",
+            "DeepSeek-V3's own (HAI-LLM): pipeline and expert parallelism with the all-to-all overlapped "
+            "(DualPipe), ZeRO 1 (DeepSeek-V3 report, §3.2).",
+            zero_stages=(1,),
+            expert_overlap=True,
+        ),
+    )
+}
+
+
+def framework_named(name: str | None) -> Framework:
+    """The framework `name` names; GENERIC for None."""
+    if name is None:
+        return GENERIC
+    return FRAMEWORKS[v.choice("framework", name, tuple(FRAMEWORKS))]
