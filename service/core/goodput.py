@@ -33,11 +33,12 @@ DEFAULT_CHECKPOINT_WRITE_BYTES_PER_SECOND = 100e9
 DEFAULT_RESTART_SECONDS = 600.0
 # What whole runs lose beyond failures and checkpoints, as a fraction of their wall-clock time. Of the 16
 # published whole-run GPU-hour totals in bench/cluster_runs.json, two give the whole layout and accelerator
-# count, so that their steady state is the model's and the rest is overhead: Llama 3.1 405B took 9% less
-# than the model's time with failures and checkpoints, SmolLM3-3B 44% more (geometric mean: 13% over); Llama
-# 3 reports more than 90% effective training time over its 54-day snapshot (Dubey et al. 2024, §3.3.4).
-# 10%. The other whole runs, laid out by the planner itself, took 26% more than it says on average: the
-# search's optimism, not overhead, which the answer's intervals carry (core/accuracy.py, bench/RESULTS.md).
+# count, so that their steady state is the model's and the rest is overhead: at model 1.3, Llama 3.1 405B
+# took 1% less than the model's time with failures and checkpoints, SmolLM3-3B 22% more (geometric mean:
+# 10% over); Llama 3 reports more than 90% effective training time over its 54-day snapshot (Dubey et al.
+# 2024, §3.3.4). 10%. The other whole runs, laid out by the planner itself, took about a quarter more than
+# it says: the search's optimism, not overhead, which the answer's intervals carry (core/accuracy.py,
+# bench/RESULTS.md).
 DEFAULT_RUN_OVERHEAD = 0.10
 MAX_RUN_OVERHEAD = 0.9
 
