@@ -250,7 +250,16 @@ def estimate_answer(**performance_overrides) -> dict:
         "cost": "146654080.00",
         "currency": "USD",
         "memory": {"total_bytes": 70.7e9, "capacity_bytes": 80e9, "fits": True},
+        "intervals": {
+            "confidence": 0.8,
+            "categories": ["parallelism", "scale"],
+            "step_seconds": [16.4, 26.1],
+            "days": [49.1, 92.3],
+            "accelerator_hours": [19300000.0, 36300000.0],
+            "cost": ["132784000.00", "249744000.00"],
+        },
         "performance": {
+            "framework": "torchtitan",
             "step_seconds": 20.0,
             "steps": 7617,
             "tokens_per_step": 16777216,
@@ -424,6 +433,11 @@ def test_estimate_prints_the_run_in_human_units_and_its_layout_in_one_line(sent,
     assert shown["steps"] == "7,617 of 20 s, 2,048 sequences (16.8M tokens) each"
     assert shown["goodput"] == "83.8% useful · checkpoint every 19 min · 693 interruptions expected"
     assert shown["memory per accelerator"] == "70.7 GB of 80 GB (fits)"
+    assert shown["80% interval"] == (
+        "49.1-92.3 days · 19.3M-36.3M accelerator-hours · 132,784,000.00-249,744,000.00 USD "
+        "(runs like this: parallelism, scale)"
+    )
+    assert shown["framework"] == "torchtitan"
 
 
 def test_estimate_shows_where_the_steps_time_goes_in_seconds_and_percent(sent, capsys):

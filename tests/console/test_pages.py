@@ -539,6 +539,17 @@ def test_the_planner_shows_the_chosen_layout_beside_its_alternatives_as_the_api_
     assert "as given" in re.search(r'id="cluster-card">(.*?)</div>', page).group(1)  # 1024, not chosen
 
 
+def test_the_planner_shows_the_runs_interval_and_the_framework_as_the_api_gives_them(browser, client):
+    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    estimate = api_allocation(client, PLANNER_FORM)["estimate"]
+    low, high = estimate["intervals"]["days"]
+    assert f'data-figure="days_interval">{low:.1f}\u2013{high:.1f} days<' in page
+    assert 'data-figure="framework">generic<' in page
+    assert "80% interval" in html.unescape(page)
+    if estimate["intervals"]["cost"]:
+        assert 'data-figure="cost_interval">' in page
+
+
 def test_a_blank_accelerators_field_lets_the_planner_choose_and_the_page_says_so(browser, client):
     form = {**PLANNER_FORM, "accelerators": ""}
     page = browser.get("/", query_string=form).get_data(as_text=True)

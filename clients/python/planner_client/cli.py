@@ -79,6 +79,12 @@ CLUSTER_FIELDS = (
     ("price_per_hour", str, "Price per accelerator-hour, instead of the hardware's; with --currency."),
     ("currency", str, "ISO 4217 currency of --cost or --price-per-hour, e.g. USD."),
     ("optimizer", str, "Optimizer whose states count in memory: adam (default), adamw or sgd-momentum."),
+    (
+        "framework",
+        str,
+        "Training framework the layout search stays inside: megatron-core, megatron-lm, deepspeed, fsdp, "
+        "torchtitan, maxtext or dualpipe; default generic (what they all run).",
+    ),
     ("zero_stage", int, "ZeRO stage, 0 (default) to 3: how model states are sharded."),
     ("tensor_parallel", int, "Tensor-parallel degree; default 1."),
     ("recomputation", str, "Activation recomputation (with a shape in --body): none, selective or full."),
@@ -180,6 +186,11 @@ LAYOUT_FIELDS = (
         bool,
         "The experts' all-to-all runs under another micro-batch's compute (DeepSeek-V3's DualPipe).",
     ),
+    (
+        "tensor_parallel_overlap",
+        bool,
+        "Tensor-parallel collectives pipelined with the GEMMs (default: what the framework does).",
+    ),
 )
 RELIABILITY_FIELDS = (
     (
@@ -188,6 +199,11 @@ RELIABILITY_FIELDS = (
         "Write bandwidth of the checkpoint storage in GB/s, all writers together; default 100.",
     ),
     ("restart_seconds", float, "Seconds from a failure to training again; default 600."),
+    (
+        "run_overhead",
+        float,
+        "Share of the wall-clock time whole runs lose beyond failures and checkpoints; default 0.1.",
+    ),
 )
 # The request's objects that options fill, field by field (options win over --body's).
 NESTED_FIELDS = {"shape": SHAPE_FIELDS, "layout": LAYOUT_FIELDS, "reliability": RELIABILITY_FIELDS}
@@ -544,6 +560,10 @@ def estimate_rows(estimate: Json, *, experts: bool = True) -> Rows:
     if estimate.get("accelerators") is not None:
         rows.append(["accelerators", accelerators_text(estimate)])
     rows += named_rows(estimate, ("cost",))
+    if intervals := estimate.get("intervals"):
+        rows.append(
+            [f"{intervals['confidence']:.0%} interval", interval_text(intervals, estimate.get("currency"))]
+        )
     performance = estimate.get("performance")
     if performance:
         layout = performance["layout"]
@@ -556,6 +576,8 @@ def estimate_rows(estimate: Json, *, experts: bool = True) -> Rows:
             ["steps", f"{performance['steps']:,} of {_plain(performance['step_seconds'])} s, {batch} each"],
             ["goodput", goodput_text(performance["goodput"])],
         ]
+        if framework := performance.get("framework"):  # servers before issue 48 name none
+            rows.append(["framework", framework])
     elif estimate.get("mfu") is not None:
         rows.append(["MFU", f"{_percent(estimate['mfu'])} (given: the cluster model is not used)"])
     if memory := estimate.get("memory"):
@@ -642,6 +664,20 @@ def layout_line(layout: Json, *, experts: bool = False) -> str:
     if not layout.get("flash_attention", True):
         parts.append("no FlashAttention")
     return " · ".join(parts)
+
+
+def interval_text(intervals: Json, currency: str | None) -> str:
+    """Where runs like this one fell: days, accelerator-hours and cost, low to high, and why that wide."""
+    parts = [
+        f"{_plain(intervals['days'][0])}-{_plain(intervals['days'][1])} days",
+        f"{_count(intervals['accelerator_hours'][0])}-{_count(intervals['accelerator_hours'][1])} "
+        "accelerator-hours",
+    ]
+    if intervals.get("cost"):
+        low, high = intervals["cost"]
+        parts.append(f"{_money(low)}-{_money(high)} {currency or ''}".rstrip())
+    groups = ", ".join(intervals.get("categories") or ["whole runs"])
+    return " · ".join(parts) + f" (runs like this: {groups})"
 
 
 def goodput_text(goodput: Json) -> str:
