@@ -196,8 +196,7 @@ class AllocationRequestSchema(ClusterFieldsSchema):
 class EstimateRequestSchema(ClusterFieldsSchema):
     params = positive_float(
         MAX_PARAMS,
-        "Model parameters (of a mixture of experts, every expert's).",
-        required=True,
+        "Model parameters (of a mixture of experts, every expert's); left out with a shape, the shape's.",
         metadata={"example": 7e9, GREATER_THAN: "active_params"},
     )
     tokens = positive_float(MAX_TOKENS, "Training tokens.", required=True, metadata={"example": 1.4e11})
@@ -233,5 +232,8 @@ class EstimateRequestSchema(ClusterFieldsSchema):
             "days", "accelerators", "A deadline chooses the accelerators: give one or the other.", at="days"
         ),
         excludes("active_params", "shape", "A shape gives its own active parameters.", at="active_params"),
+        one_at_least(
+            ("params", "shape"), "Give params, or a shape: its parameters are then the model's.", at="params"
+        ),
     )
     REQUEST = EstimateRequest

@@ -98,7 +98,7 @@ class EstimateRequest(ClusterRequest):
     """A model already chosen, on a cluster: how long, at what cost, in how much memory."""
 
     hardware: str | engine.Hardware
-    params: float
+    params: float | None = None  # None: the shape's (the schema requires one or the other)
     tokens: float
     law: str | ScalingLaw | None = None  # to predict the model's loss
     days: float | None = None  # a deadline: the fewest accelerators that finish by it, when none are given
@@ -301,9 +301,13 @@ def allocate_on(
 
 def make_estimate(session: Session, request: EstimateRequest, *, scope: uuid.UUID | None) -> engine.Estimate:
     """Time, cost and memory of training `params` on `tokens` on the request's cluster."""
+    params = request.params
+    if params is None:
+        assert request.shape is not None, "EstimateRequestSchema requires params or a shape"
+        params = request.shape.params
     try:
         run = engine.estimate(
-            request.params,
+            params,
             request.tokens,
             _cluster(request, resolve_hardware(session, request.hardware), deadline_days=request.days),
             price_per_hour=request.price_per_hour,

@@ -226,3 +226,14 @@ def test_the_run_overhead_is_the_requests_or_the_default(client, catalog):
     assert [error["pointer"] for error in assert_problem(refused, 422)["errors"]] == [
         "#/reliability/run_overhead"
     ]
+
+
+def test_an_estimate_given_a_shape_takes_its_parameters_from_it(client, catalog):
+    shaped = estimate(client, tokens=15.6e12, accelerators=16384, shape=LLAMA3_405B_FIELDS)
+    assert shaped.status_code == 200, shaped.get_json()
+    body = shaped.get_json()
+    assert body["params"] == pytest.approx(body["performance"]["shape"]["params"])
+    assert body["params"] == pytest.approx(405.9e9, rel=1e-3)
+    assert "shape_scaled" not in codes(body)
+    neither = estimate(client, tokens=1e12, accelerators=64)
+    assert [error["pointer"] for error in assert_problem(neither, 422)["errors"]] == ["#/params"]
