@@ -179,14 +179,20 @@ def splits(
     return rows
 
 
+def splits_heads(shape: ModelShape, tensor_parallel: int) -> bool:
+    """Whether Megatron can split the attention `tensor_parallel` ways: the degree divides the heads, and
+    divides the key/value heads or is a multiple of them (each rank then holds one K/V head, replicated;
+    latent attention's latents are not split by heads)."""
+    t, kv = tensor_parallel, shape.key_value_heads
+    if shape.heads % t:
+        return False
+    return shape.latent_attention or kv % t == 0 or t % kv == 0
+
+
 def tensor_degrees(shape: ModelShape, accelerators_per_node: int) -> list[int]:
-    """Tensor-parallel degrees Megatron can use: divisors of the node that divide the heads and K/V heads."""
+    """Tensor-parallel degrees Megatron can use: divisors of the node that split the heads."""
     node = accelerators_per_node
-    return [
-        t
-        for t in range(1, node + 1)
-        if node % t == 0 and shape.heads % t == 0 and shape.key_value_heads % t == 0
-    ]
+    return [t for t in range(1, node + 1) if node % t == 0 and splits_heads(shape, t)]
 
 
 def divisors(n: int, most: int) -> list[int]:

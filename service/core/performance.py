@@ -519,11 +519,15 @@ def check_fixed_fields(
             f"ranks, got {ep}",
         )
     t = fixed.get("tensor_parallel")
-    if t is not None and (shape.heads % t or shape.key_value_heads % t):
+    if t is not None and not layout_search.splits_heads(shape, t):
+        degrees = [
+            k for k in layout_search.divisors(shape.heads, 4096) if layout_search.splits_heads(shape, k)
+        ]
+        shown = ", ".join(str(k) for k in degrees[:12]) + (", …" if len(degrees) > 12 else "")
         raise v.InvalidInput(
             "layout.tensor_parallel",
-            f"must divide the heads ({shape.heads}) and the key/value heads ({shape.key_value_heads}); "
-            f"{_divisors_text(math.gcd(shape.heads, shape.key_value_heads))} would, got {t}",
+            f"must divide the heads ({shape.heads}) and divide, or be a multiple of, the key/value heads "
+            f"({shape.key_value_heads}, replicated when fewer); {shown} would, got {t}",
         )
     p = fixed.get("pipeline_parallel")
     if p is not None and p > shape.layers:

@@ -185,13 +185,31 @@ def gemm_seconds(flops: Array, rates: Rates, peak_flops_per_second: float | None
     return flops / (peak * rates.matmul_efficiency) + rates.kernel_seconds
 
 
+def replicated_kv_weights(shape: ModelShape, tensor_parallel: Array) -> Array:
+    """The K and V projection weights a tensor-parallel rank holds beyond its 1/t share when t exceeds the
+    key/value heads: Megatron then gives each rank one K/V head, each replicated t/kv times (grouped-query
+    and multi-query attention; Megatron-Core's TE attention).
+
+    Notes
+    -----
+    W_kv·(1/kv - 1/t) for t > kv, W_kv = 2·h·kv·d_v the K and V projections; 0 otherwise, and for latent
+    attention (its latents are not split by heads).
+    """
+    if shape.latent_attention:
+        return np.zeros_like(tensor_parallel)
+    kv = float(shape.key_value_heads)
+    weights = 2.0 * shape.d_model * kv * shape.head_width
+    return np.where(tensor_parallel > kv, weights * (1.0 / kv - 1.0 / tensor_parallel), 0.0)
+
+
 def layer_gemms(shape: ModelShape, layouts: Layouts, rates: Rates) -> LayerGemms:
     """One layer's forward GEMMs on one device, each split t ways (Megatron, Narayanan et al. 2021 §2.3).
 
     Notes
     -----
     With T = b·s/c rows: QKV 2·T·W_qkv/t (grouped K and V, or latent attention's projections: W_qkv the
-    attention's weights less the output projection's), output projection 2·T·a·d_v·h/t, MLP up 2·T·h·f/t
+    attention's weights less the output projection's; with t above the K/V heads, a rank's K/V head is
+    replicated: `replicated_kv_weights`), output projection 2·T·a·d_v·h/t, MLP up 2·T·h·f/t
     (twice that with SwiGLU's gate) and down 2·T·h·f/t, attention scores 2·T·s·a·d_qk/t and values
     2·T·s·a·d_v/t over the local queries and all s keys (the full matrix: Megatron's kernels compute it;
     FlashAttention skips the causal half but runs at about half a GEMM's efficiency, Dao 2023, so the two
@@ -204,7 +222,7 @@ def layer_gemms(shape: ModelShape, layouts: Layouts, rates: Rates) -> LayerGemms
     f, d_qk, d_v = float(shape.ffn_width), float(shape.query_key_width), float(shape.head_width)
     two_tokens, two_tokens_h = layouts.gemm_flops_per_weight, layouts.gemm_flops_per_column
     output_params = shape.output_projection_params
-    qkv = two_tokens * (shape.attention_params - output_params) / t
+    qkv = two_tokens * ((shape.attention_params - output_params) / t + replicated_kv_weights(shape, t))
     projection = two_tokens * output_params / t
     mlp = two_tokens_h * f
     up_projection = (mlp * 2 if shape.activation == "swiglu" else mlp) / t  # (·1 is exact)
@@ -361,6 +379,7 @@ def held_params(shape: ModelShape, layouts: Layouts, layers_per_stage: Array) ->
     dense_params = shape.layer_params - routed_params
     embedding_share = np.where(layouts.pipelined, 0.5, 1.0)
     dense = (layers_per_stage * dense_params + embedding_share * shape.embedding_params) / t
+    dense = dense + layers_per_stage * replicated_kv_weights(shape, t)
     if not shape.moe_share > 0:
         return HeldParams(dense=dense, experts=None)
     experts = layers_per_stage * routed_params / (layouts.expert_parallel * t)

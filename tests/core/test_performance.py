@@ -325,3 +325,20 @@ def test_a_pipeline_with_many_spare_layer_slots_still_holds_a_layer_on_its_first
     step = performance.step(shape, machine, layout)
     assert step.activations_bytes > 0
     assert step.memory_bytes > step.model_states_bytes
+
+
+def test_tensor_parallelism_past_the_kv_heads_replicates_them_and_other_degrees_are_refused():
+    # A multi-query Llama 3 405B (one K/V head) runs at t = 8: Megatron replicates the head on every rank.
+    multi_query = dataclasses.replace(LLAMA3_405B, kv_heads=1)
+    found = performance.search(
+        multi_query, LLAMA3_CLUSTER, 512, global_batch=512, fixed={"tensor_parallel": 8}
+    )
+    assert found.best.layout.tensor_parallel == 8
+    with pytest.raises(InvalidInput, match="divide, or be a multiple of, the key/value heads"):
+        performance.search(
+            dataclasses.replace(LLAMA3_405B, heads=96, kv_heads=3, d_model=12288),
+            LLAMA3_CLUSTER,
+            512,
+            global_batch=512,
+            fixed={"tensor_parallel": 8},
+        )

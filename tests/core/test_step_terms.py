@@ -509,3 +509,19 @@ def test_the_first_stage_holds_the_micro_batches_in_flight_and_a_lone_stage_the_
     assert one(terms.activation_bytes(shape, alone, np.array([2.0]), "bf16")) == pytest.approx(
         2 * 14_155_776 + 2_048_000, rel=1e-12
     )
+
+
+def test_more_tensor_parallel_ranks_than_kv_heads_replicate_one_kv_head_on_each():
+    # 2 K/V heads of 128 over t = 8: each rank holds one head (1/2 of W_kv), not 1/8 of them.
+    gqa = ModelShape(layers=4, d_model=1024, heads=8, kv_heads=2, sequence_length=1024)
+    w_kv = 2 * 1024 * 2 * 128
+    extra = terms.replicated_kv_weights(gqa, np.array([8.0, 2.0, 1.0]))
+    assert list(extra) == pytest.approx([w_kv * (1 / 2 - 1 / 8), 0.0, 0.0])
+    x = layouts(gqa, tensor_parallel=8)
+    held = terms.held_params(gqa, x, np.array([4.0]))
+    assert one(held.dense) == pytest.approx(4 * (gqa.layer_params / 8 + w_kv * (1 / 2 - 1 / 8)))
+    gemms = terms.layer_gemms(gqa, x, RATES)
+    output = gqa.output_projection_params
+    assert one(gemms.qkv_flops) == pytest.approx(
+        2 * 1024 * ((gqa.attention_params - output) / 8 + w_kv * (1 / 2 - 1 / 8))
+    )
