@@ -520,10 +520,10 @@ def check_fixed_fields(
         )
     t = fixed.get("tensor_parallel")
     if t is not None and not layout_search.splits_heads(shape, t):
-        degrees = [
+        splitting = [
             k for k in layout_search.divisors(shape.heads, 4096) if layout_search.splits_heads(shape, k)
         ]
-        shown = ", ".join(str(k) for k in degrees[:12]) + (", …" if len(degrees) > 12 else "")
+        shown = ", ".join(str(k) for k in splitting[:12]) + (", …" if len(splitting) > 12 else "")
         raise v.InvalidInput(
             "layout.tensor_parallel",
             f"must divide the heads ({shape.heads}) and divide, or be a multiple of, the key/value heads "

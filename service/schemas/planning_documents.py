@@ -167,12 +167,26 @@ class ModelledShapeSchema(ma.Schema):
     )
 
 
+class UsedEfficiencySchema(ma.Schema):
+    gemm = ma.fields.Float(
+        metadata={"description": "Large-GEMM fraction of the dense peak at the precision."}
+    )
+    provenance = ma.fields.String(metadata={"description": "calibrated, derived or uncalibrated."})
+    basis = ma.fields.String()
+
+
 class PerformanceSchema(ma.Schema):
     """The cluster model's prediction (service/core/performance.py): null when the request gives an mfu."""
 
     model_version = ma.fields.String()
     framework = ma.fields.String(
         metadata={"description": "The framework the layout search stayed inside (the request's, or generic)."}
+    )
+    hardware_efficiency = ma.fields.Nested(
+        UsedEfficiencySchema,
+        metadata={
+            "description": "The large-GEMM fraction the model ran the hardware at, and how it is known."
+        },
     )
     step_seconds = ma.fields.Float()
     steps = ma.fields.Integer()

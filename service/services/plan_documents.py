@@ -361,6 +361,7 @@ def _performance(estimate: engine.Estimate) -> dict[str, Any]:
     return {
         "model_version": performance.MODEL_VERSION,
         "framework": frameworks.framework_named(estimate.cluster.framework).name,
+        "hardware_efficiency": _efficiency_used(estimate.cluster),
         "step_seconds": float(best.seconds),
         "steps": int(run.steps),
         "tokens_per_step": int(run.tokens_per_step),
@@ -434,6 +435,21 @@ def moe_document(shape: ModelShape) -> dict[str, Any]:
         "rope_head_dim": shape.rope_width or None,
         "mtp_depth": shape.mtp_depth or 0,
         "kv_cache_bytes_per_token": float(shape.kv_cache_bytes_per_token),
+    }
+
+
+def _efficiency_used(on: engine.Cluster) -> dict[str, Any]:
+    """What the model ran the hardware at, and how that is known: the profile's figures at the precision,
+    or the default of uncalibrated hardware."""
+    stated = on.hardware.efficiency
+    gemm = None if stated is None else stated.gemm.get(on.precision)
+    calibrated = stated is not None and stated.calibrated_at(on.precision)
+    return {
+        "gemm": float(performance.CALIBRATION.matmul_efficiency if gemm is None else gemm),
+        "provenance": stated.provenance if calibrated and stated is not None else "uncalibrated",
+        "basis": stated.basis
+        if calibrated and stated is not None
+        else "the default of uncalibrated hardware",
     }
 
 

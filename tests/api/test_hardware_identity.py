@@ -137,3 +137,16 @@ def test_a_plan_from_before_profiles_stated_efficiencies_replays_at_the_one_its_
 
     assert step(legacy) == step(same_today) > step(snapshot)
     assert step(snapshot) == plan["result"]["estimate"]["performance"]["step_seconds"]
+
+
+def test_an_estimate_says_what_it_ran_the_hardware_at_and_how_that_is_known(client, catalog):
+    profile = client.get("/v1/hardware/h100-sxm").get_json()
+    used = estimate(client, "h100-sxm")["performance"]["hardware_efficiency"]
+    assert used == {
+        "gemm": profile["efficiency"]["gemm"]["bf16"],
+        "provenance": "calibrated",
+        "basis": profile["efficiency"]["basis"],
+    }
+    unknown = estimate(client, "mi300x")["performance"]["hardware_efficiency"]
+    assert unknown["provenance"] == "uncalibrated"
+    assert unknown["gemm"] == performance.CALIBRATION.matmul_efficiency

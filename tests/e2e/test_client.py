@@ -317,7 +317,7 @@ def test_planner_shows_a_layout_that_cannot_run_as_the_422_naming_the_field(serv
     assert refused.stdout == ""
     assert "422" in refused.stderr
     assert "#/layout/tensor_parallel: Must divide the heads (128)" in refused.stderr
-    assert "1, 2, 4, 8 would" in refused.stderr
+    assert "1, 2, 4, 8, 16, 32, 64, 128 would" in refused.stderr
 
 
 # --- The client on its own ----------------------------------------------------------------------------------
