@@ -498,6 +498,8 @@ def _a_cluster_the_model_can_run(body: dict) -> None:
         for name in ("zero_stage", "recomputation", "tensor_parallel", "flash_attention"):
             layout.pop(name, None)
             body.pop(name, None)
+        # A framework bounds the search the same way (fsdp runs neither tensor nor pipeline parallelism).
+        body.pop("framework", None)
     if "params" in body and isinstance(body.get("days"), int | float) and body.get("accelerators") is None:
         # A deadline the planner can meet: within the accelerators it may choose by default.
         body.pop("max_accelerators", None)

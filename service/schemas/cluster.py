@@ -10,6 +10,7 @@ from service.core import engine
 from service.core.frameworks import FRAMEWORKS
 from service.core.goodput import DEFAULT_RUN_OVERHEAD, MAX_RUN_OVERHEAD
 from service.core.memory import MAX_MEMORY_BYTES, OPTIMIZER_STATE_BYTES, RECOMPUTATION_MODES
+from service.core.performance import DEFAULT_MEMORY_HEADROOM, MAX_MEMORY_HEADROOM
 from service.core.shape import (
     ACTIVATIONS,
     LATENT_ATTENTION_FIELDS,
@@ -318,6 +319,16 @@ class ClusterFieldsSchema(StrictSchema):
         validate=validate.OneOf(RECOMPUTATION_MODES),
         metadata={"description": "Deprecated: use layout.recomputation.", "deprecated": True},
     )
+    memory_headroom = Number(
+        validate=validate.Range(0, MAX_MEMORY_HEADROOM),
+        metadata={
+            "description": "Share of each accelerator's memory a layout leaves free for what the model does "
+            "not count (the CUDA context, NCCL's buffers, fragmentation); default "
+            f"{DEFAULT_MEMORY_HEADROOM}: the model's count runs 3-12% above what published runs used, which "
+            "is margin enough. A layout given whole may exceed it (and the memory by up to 15%) "
+            "with a does_not_fit_memory warning."
+        },
+    )
     tensor_parallel = WholeNumber(
         validate=validate.Range(1, MAX_ACCELERATORS),
         metadata={"description": "Deprecated: use layout.tensor_parallel.", "deprecated": True},
@@ -348,6 +359,7 @@ class ClusterFieldsSchema(StrictSchema):
         "zero_stage",
         "optimizer",
         "framework",
+        "memory_headroom",
         "recomputation",
         "tensor_parallel",
         "sequence_parallel",

@@ -45,6 +45,7 @@ class ClusterRequest:
     zero_stage: int | None = None  # deprecated: layout.zero_stage
     optimizer: str | None = None
     framework: str | None = None  # the training framework the layout search stays inside
+    memory_headroom: float | None = None  # the share of memory a searched layout leaves free
     recomputation: str | None = None  # deprecated: layout.recomputation
     tensor_parallel: int | None = None  # deprecated: layout.tensor_parallel
     sequence_parallel: bool | None = None  # deprecated: layout.sequence_parallel
@@ -220,6 +221,7 @@ def _cluster(
         precision=request.precision or engine.DEFAULT_PRECISION,
         optimizer=request.optimizer or engine.DEFAULT_OPTIMIZER,
         framework=request.framework,
+        memory_headroom=request.memory_headroom,
         shape=request.shape,
         layout=request.fixed_layout,
         max_accelerators=request.max_accelerators,

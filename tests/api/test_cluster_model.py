@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 
 import pytest
 
-from bench.published_runs import LLAMA3_405B_FIELDS
+from bench.published_runs import CALIBRATION_RUNS, LLAMA3_405B_FIELDS
 from service.core import accuracy
 from service.services.catalog import load_builtin_hardware
 from tests.problems import assert_problem
@@ -237,3 +238,49 @@ def test_an_estimate_given_a_shape_takes_its_parameters_from_it(client, catalog)
     assert "shape_scaled" not in codes(body)
     neither = estimate(client, tokens=1e12, accelerators=64)
     assert [error["pointer"] for error in assert_problem(neither, 422)["errors"]] == ["#/params"]
+
+
+def test_a_searched_layout_leaves_the_memory_headroom_free(client, catalog):
+    default = estimate(client, params=70e9, tokens=1.4e12, accelerators=64).get_json()
+    assert default["performance"]["memory_bytes"] <= 80e9  # no headroom by default
+    roomy = estimate(client, params=70e9, tokens=1.4e12, accelerators=64, memory_headroom=0.4).get_json()
+    assert roomy["performance"]["memory_bytes"] <= 0.6 * 80e9
+    assert roomy["performance"]["step_seconds"] >= default["performance"]["step_seconds"]
+
+
+def test_a_given_layout_inside_memory_but_not_its_headroom_is_answered_with_a_warning(client, catalog):
+    layout = {
+        "tensor_parallel": 8,
+        "pipeline_parallel": 1,
+        "data_parallel": 8,
+        "micro_batch": 1,
+        "global_batch": 64,
+        "recomputation": "none",
+        "zero_stage": 1,
+        "interleave": 1,
+    }
+    body = estimate(client, params=70e9, tokens=1.4e12, accelerators=64, layout=layout).get_json()
+    used = body["performance"]["memory_bytes"] / 80e9
+    headroom = 1 - used  # set the headroom just above what is left: the layout then crosses it
+    crossed = estimate(
+        client, params=70e9, tokens=1.4e12, accelerators=64, layout=layout, memory_headroom=headroom + 0.01
+    ).get_json()
+    [note] = [warning for warning in crossed["warnings"] if warning["code"] == "does_not_fit_memory"]
+    assert "memory_headroom" in note["message"]
+    assert note["details"]["memory_headroom"] == pytest.approx(headroom + 0.01)
+
+
+def test_a_published_layout_a_little_over_memory_by_the_models_count_is_answered_with_a_warning(
+    client, catalog
+):
+    # Llama 3 405B on 8 192 H100s ran in 80 GB; the model counts its activations at about 85 GB.
+    [run] = [run for run in CALIBRATION_RUNS if run.name == "Llama 3 405B, 8192 H100, context 8192"]
+    layout = dataclasses.asdict(run.layout)
+    response = estimate(
+        client, params=405e9, tokens=1e12, accelerators=8192, shape=LLAMA3_405B_FIELDS, layout=layout
+    )
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert 80e9 < body["memory"]["total_bytes"] <= 1.15 * 80e9
+    assert body["memory"]["fits"] is False
+    assert "does_not_fit_memory" in codes(body)

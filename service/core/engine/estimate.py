@@ -179,10 +179,13 @@ def _modelled(params: float, tokens: float, flops: float, on: Cluster) -> _Paced
         accelerator_hours=run.accelerator_hours,
     )
     best = run.search.best
+    memory = memory_of(best, on)
+    # A search keeps within memory; a layout given whole may not (performance.GIVEN_LAYOUT_MEMORY_TOLERANCE).
+    notes += does_not_fit(memory, on)
     return _Paced(
         cluster=on,
         runtime=runtime,
-        memory=memory_of(best, on),
+        memory=memory,
         hardware_flops=best.hardware_flops * run.steps,
         caveats=notes,
         run=run,
@@ -286,6 +289,23 @@ def memory_of(step: performance.Step, on: Cluster) -> MemoryEstimate:
 def does_not_fit(memory: MemoryEstimate, on: Cluster) -> list[caveats.Caveat]:
     if memory.fits:
         return []
+    if memory.total_bytes <= memory.capacity_bytes:  # within memory, but not its headroom
+        headroom = performance.DEFAULT_MEMORY_HEADROOM if on.memory_headroom is None else on.memory_headroom
+        usable = memory.capacity_bytes * (1 - headroom)
+        return [
+            caveats.Caveat(
+                caveats.DOES_NOT_FIT_MEMORY,
+                f"Training needs {memory.total_bytes / 1e9:.1f} GB per accelerator, more than the "
+                f"{usable / 1e9:.1f} GB a layout should fill of {on.hardware.name}'s "
+                f"{memory.capacity_bytes / 1e9:.1f} GB (memory_headroom {headroom:.0%}: the runtime, NCCL "
+                "and fragmentation take the rest).",
+                {
+                    "total_bytes": memory.total_bytes,
+                    "capacity_bytes": memory.capacity_bytes,
+                    "memory_headroom": headroom,
+                },
+            )
+        ]
     needed = (
         f"at least {memory.min_accelerators} accelerators at ZeRO stage {memory.zero_stage}"
         if memory.min_accelerators

@@ -48,6 +48,7 @@ class Cluster:
     precision: str = DEFAULT_PRECISION
     optimizer: str = DEFAULT_OPTIMIZER
     framework: str | None = None  # what the layout search stays inside (core/frameworks.py); None: generic
+    memory_headroom: float | None = None  # the share of memory a layout leaves free; None: the default
     shape: ModelShape | None = None
     layout: Mapping[str, Any] = field(default_factory=dict)  # the layout fields fixed; the rest are searched
     max_accelerators: int | None = None

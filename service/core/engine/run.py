@@ -129,6 +129,7 @@ def machine_of(on: Cluster) -> tuple[performance.Machine, bool]:
         # Training in fp8, attention stays in bf16 (performance.Machine).
         attention_peak_flops_per_second=hardware.peak_flops.get("bf16") if on.precision == "fp8" else None,
         matmul_efficiency=None if efficiency is None else efficiency.gemm.get(on.precision),
+        memory_headroom=_or(on.memory_headroom, performance.DEFAULT_MEMORY_HEADROOM),
         memory_efficiency=None if efficiency is None else efficiency.memory,
         link_efficiency=None if efficiency is None else efficiency.link,
     )
