@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from service.core import validation as v
 
@@ -68,6 +69,16 @@ STEP_ERRORS: dict[str, LogError] = {
 }
 POOLED = LogError(mean=-0.1664, spread=0.2249, runs=81)
 WHOLE_RUN = LogError(mean=0.2451, spread=0.2552, runs=16)
+
+
+def at_quantile(point: float, interval: tuple[float, float], quantile: float) -> float:
+    """The `quantile` of a figure whose CONFIDENCE interval is `interval` around `point`: the log-normal the
+    interval was built from (`LogError.interval`), its lean and spread recovered from the interval's ends."""
+    v.in_range("quantile", quantile, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+    low, high = interval
+    spread = math.log(high / low) / (2 * Z)
+    lean = math.log(math.sqrt(low * high) / point)
+    return point * math.exp(lean + NormalDist().inv_cdf(quantile) * spread)
 
 
 def categories(

@@ -11,6 +11,7 @@ from service.schemas.fields import (
     SLUG_PATTERN,
     CurrencyField,
     MoneyField,
+    Number,
     Text,
     UtcDateTime,
     labels_field,
@@ -58,6 +59,15 @@ class BudgetSchema(StrictSchema):
         metadata={"description": "Slugs of (existing) profiles plans may use; empty or absent: any."},
     )
     labels = labels_field("Free key/value pairs, e.g. cost centres.", {"cost_center": "ml-42"})
+    commit_quantile = Number(
+        allow_none=True,
+        validate=validate.Range(0.5, 0.99),
+        metadata={
+            "description": "Commit each plan at this quantile of its cost (0.8: P80), from its estimate's "
+            "interval, instead of the point value; null (default): the point value.",
+            "example": 0.8,
+        },
+    )
     alert_thresholds = ma.fields.List(
         positive_float(10, "A share of the amount: 0.8 for 80%."),
         validate=[validate.Length(max=10), _distinct],

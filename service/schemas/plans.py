@@ -204,6 +204,17 @@ class PlanSummarySchema(ma.Schema):
     )
 
 
+class _SnapshotField(ma.fields.Float):
+    """A figure a plan's snapshot records (null in plans from before it did)."""
+
+    def __init__(self, key: str, **kwargs):
+        super().__init__(dump_only=True, allow_none=True, **kwargs)
+        self.key = key
+
+    def get_value(self, obj, attr, accessor=None, default=ma.missing):
+        return (obj.snapshot or {}).get(self.key)
+
+
 class _OwnCalibrationField(ma.fields.Nested):
     """The organisation's calibration a plan's snapshot names (null: the published constants)."""
 
@@ -214,6 +225,13 @@ class _OwnCalibrationField(ma.fields.Nested):
 class PlanSchema(PlanSummarySchema):
     """A plan: the record an organisation acts on. Immutable but for its status."""
 
+    cost_quantile = _SnapshotField(
+        "commit_quantile",
+        metadata={
+            "description": "The quantile of its cost the plan charges, its budget's commit_quantile when it "
+            "was made (0.8: P80, from the estimate's interval); null: the point value (result.estimate.cost)."
+        },
+    )
     calibration = _OwnCalibrationField(
         OwnCalibrationSchema,
         allow_none=True,

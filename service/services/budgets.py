@@ -46,6 +46,7 @@ class BudgetFields(Changes):
     allowed_hardware_slugs: list[str] | None = None  # empty: any hardware
     alert_thresholds: list[float] | None = None
     labels: Mapping[str, str] | None = None
+    commit_quantile: float | None = None
 
 
 _PLAIN_FIELDS = (
@@ -56,6 +57,7 @@ _PLAIN_FIELDS = (
     "period_end",
     "max_flops",
     "max_accelerator_hours",
+    "commit_quantile",
 )
 
 

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import ROUND_DOWN, Decimal
+from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal
 from typing import Any
 
 from sqlalchemy import (
@@ -36,7 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
-from service.core import engine
+from service.core import accuracy, engine
 from service.core.laws import ScalingLaw
 from service.core.units import CENT
 from service.data.models import (
@@ -183,6 +183,7 @@ def _draft(  # noqa: PLR0917 -- what a draft is made of, each read or evaluated 
     assert run is not None, "the engine estimates the run of every plan on hardware"
     now = utcnow()
     start_at = request.start_at or now
+    cost, quantile = committed_cost(run, budget)
     return Plan(
         id=uuid.uuid4(),
         organization=organization,
@@ -196,7 +197,7 @@ def _draft(  # noqa: PLR0917 -- what a draft is made of, each read or evaluated 
         start_at=start_at,
         end_at=_end_of_run(start_at, run.runtime.seconds),
         inputs=plan_documents.inputs_document(inputs),
-        snapshot=snapshot,
+        snapshot={**snapshot, "commit_quantile": quantile},
         result=plan_documents.result_document(outcome, snapshot),
         method=outcome.method,
         params=outcome.allocation.params,
@@ -206,10 +207,21 @@ def _draft(  # noqa: PLR0917 -- what a draft is made of, each read or evaluated 
         accelerators=run.cluster.accelerators,
         days=run.runtime.days,
         accelerator_hours=run.runtime.accelerator_hours,
-        cost=run.cost,
+        cost=cost,
         currency=run.currency,
         created_at=now,
     )
+
+
+def committed_cost(run: engine.Estimate, budget: Budget | None) -> tuple[Decimal | None, float | None]:
+    """What a plan charges: its cost, or the budget's quantile of it (`Budget.commit_quantile`) from the
+    estimate's interval, to the cent; and the quantile taken (None: the point value)."""
+    quantile = None if budget is None else budget.commit_quantile
+    if run.cost is None or quantile is None or run.intervals is None or run.intervals.cost is None:
+        return run.cost, None
+    low, high = (float(value) for value in run.intervals.cost)
+    charged = accuracy.at_quantile(float(run.cost), (low, high), quantile)
+    return Decimal(repr(charged)).quantize(CENT, ROUND_HALF_UP), quantile
 
 
 def _remaining(budget: Budget) -> Decimal:

@@ -7,12 +7,13 @@ import json
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import urlencode
 
 import pytest
 from sqlalchemy import event, func, select, update
 
+from service.core import accuracy
 from service.core.laws import PUBLISHED_LAWS
 from service.data.models import Budget, IdempotencyRecord, LedgerEntry, Plan
 from service.services.catalog import load_builtin_hardware
@@ -1187,7 +1188,8 @@ def test_plans_are_listed_newest_first(client, world):
 def test_lists_show_summaries_and_a_plan_read_alone_has_its_documents(client, world):
     created = create_plan(client, hardware=INLINE_HARDWARE)
     (item,) = client.get("/v1/plans").get_json()["items"]
-    documents = {"inputs", "snapshot", "result", "calibration"}  # the calibration is the snapshot's
+    # The calibration and the quantile charged are the snapshot's.
+    documents = {"inputs", "snapshot", "result", "calibration", "cost_quantile"}
     assert item == {name: value for name, value in created.items() if name not in documents}
     assert item["hardware"] is None
     assert documents <= set(client.get(f"/v1/plans/{created['id']}").get_json())
@@ -1623,3 +1625,38 @@ def test_the_audit_log_records_create_commit_and_cancel(client, world):
     assert about[:2] == [("plan.cancel", "audit-cancel"), ("plan.commit", "audit-commit")]
     assert [action for action, _ in about] == ["plan.cancel", "plan.commit", "plan.create"]
     assert {e["actor"] for e in entries if e["object_id"] == plan["id"]} == {admin_key_id(client)}
+
+
+def test_a_budget_committing_at_p80_charges_its_plans_that_quantile_of_their_cost(client, world):
+    budget = make_budget(client, amount="100000.00", commit_quantile=0.8)
+    assert budget["commit_quantile"] == 0.8
+    plan = create_plan(client, budget_id=budget["id"])
+    estimate = plan["result"]["estimate"]
+    point, (low, high) = (
+        Decimal(estimate["cost"]),
+        (Decimal(value) for value in estimate["intervals"]["cost"]),
+    )
+    expected = accuracy.at_quantile(float(point), (float(low), float(high)), 0.8)
+    assert Decimal(plan["cost"]) == Decimal(repr(expected)).quantize(Decimal("0.01"), ROUND_HALF_UP)
+    assert plan["cost_quantile"] == 0.8
+    # At the point value without a quantile.
+    plain = create_plan(client, budget_id=make_budget(client, amount="100000.00")["id"])
+    assert Decimal(plain["cost"]) == Decimal(plain["result"]["estimate"]["cost"])
+    assert plain["cost_quantile"] is None
+
+
+@pytest.mark.parametrize("quantile", [0.3, 1.0, "0.8"])
+def test_a_commit_quantile_outside_half_to_0_99_is_a_422_naming_it(client, world, quantile):
+    response = client.post(
+        "/v1/budgets",
+        json={
+            "organization": "acme",
+            "name": "q",
+            "amount": "1.00",
+            "currency": "USD",
+            "period_start": "2027-01-01T00:00:00Z",
+            "period_end": "2027-04-01T00:00:00Z",
+            "commit_quantile": quantile,
+        },
+    )
+    assert pointers(response) == ["#/commit_quantile"]

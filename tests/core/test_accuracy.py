@@ -68,3 +68,13 @@ def test_every_group_is_judged_on_runs_and_an_unknown_one_is_refused():
     )
     with pytest.raises(InvalidInput):
         accuracy.widest(["weather"])
+
+
+def test_a_quantile_is_read_off_the_log_normal_the_interval_came_from():
+    error = LogError(mean=0.1, spread=0.2, runs=10)
+    interval = error.interval(100.0)
+    assert accuracy.at_quantile(100.0, interval, 0.9) == pytest.approx(interval[1])
+    assert accuracy.at_quantile(100.0, interval, 0.1) == pytest.approx(interval[0])
+    assert accuracy.at_quantile(100.0, interval, 0.5) == pytest.approx(100 * math.exp(0.1))
+    with pytest.raises(InvalidInput):
+        accuracy.at_quantile(100.0, interval, 1.0)

@@ -102,6 +102,9 @@ class Budget(Base):
     period_end: Mapped[datetime] = mapped_column(UTCDateTime)
     max_flops: Mapped[float | None] = mapped_column(Float)
     max_accelerator_hours: Mapped[float | None] = mapped_column(Float)
+    # The quantile of a plan's cost its commitment charges (0.8: P80, from the estimate's interval); NULL: the
+    # point value.
+    commit_quantile: Mapped[float | None] = mapped_column(Float)
     labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
