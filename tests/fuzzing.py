@@ -22,7 +22,9 @@ from datetime import UTC, datetime, timedelta
 
 import schemathesis
 
-from service.core.units import PF_DAY_FLOPS
+from service.core.shape import ModelShape
+from service.core.units import MAX_PARAMS, PF_DAY_FLOPS
+from service.core.validation import InvalidInput
 from service.services.feed import FeedCursor
 from service.services.pagination import Cursor
 
@@ -500,12 +502,19 @@ def _a_cluster_the_model_can_run(body: dict) -> None:
             body.pop(name, None)
         # A framework bounds the search the same way (fsdp runs neither tensor nor pipeline parallelism).
         body.pop("framework", None)
-    if "params" in body and isinstance(body.get("days"), int | float) and body.get("accelerators") is None:
+    chosen = "params" in body or _shape_params(body) is not None  # a model already chosen
+    if chosen and isinstance(body.get("days"), int | float) and body.get("accelerators") is None:
         # A deadline the planner can meet: within the accelerators it may choose by default.
         body.pop("max_accelerators", None)
         body["days"] = max(body["days"], DEADLINE_DAYS)
     params = body.get("params")
     if not isinstance(params, int | float):
+        params = _shape_params(body)  # an estimate without params takes its shape's
+        if params is not None:
+            # A drawn shape's activations can outgrow an accelerator per billion parameters: the planner
+            # chooses the count within its default.
+            body.pop("max_accelerators", None)
+    if params is None:
         params = _compute_optimal_params(body)
     # Room for the model: an accelerator per billion parameters (16 GB of mixed-precision Adam states).
     room = 1 if params is None else math.ceil(params / 1e9)
@@ -526,6 +535,19 @@ def _reliable_enough(body: dict) -> None:
     magnitudes allow: a checkpoint of 1e15 parameters at 1e16 B/s takes seconds, and the cluster trains."""
     reliability = body.get("reliability") if isinstance(body.get("reliability"), dict) else {}
     body["reliability"] = {**reliability, "checkpoint_write_bytes_per_second": 1e16, "restart_seconds": 0}
+
+
+def _shape_params(body: dict) -> float | None:
+    """The parameters of the model a request without params trains (an estimate's shape's), when it draws
+    a shape the core accepts; None for requests whose budget sizes the model (the shape is then scaled)."""
+    shape = body.get("shape")
+    if "tokens" not in body or not isinstance(shape, dict):
+        return None
+    try:
+        params = ModelShape(**shape).params
+    except (InvalidInput, TypeError):
+        return None
+    return params if params <= MAX_PARAMS else None
 
 
 def _compute_optimal_params(body: dict) -> float | None:
