@@ -93,9 +93,9 @@ def gemm_key(run: Run) -> str:
 def categories(run: Run) -> list[str]:
     """The groups of judged runs `run` is in, as the service groups them for its intervals."""
     layout = run.layout
-    efficiency = hardware_request(run.cluster)["efficiency"]
+    efficiency = performance.Efficiency(**hardware_request(run.cluster)["efficiency"])
     return accuracy.categories(
-        calibrated=efficiency["provenance"] != "uncalibrated" and run.precision in efficiency["gemm"],
+        calibrated=efficiency.calibrated_at(run.precision),
         precision=run.precision,
         model_parallel=layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel,
         zero_stage=layout.zero_stage,
@@ -124,14 +124,6 @@ def error_table(
     return {group: log_error(values) for group, values in groups.items()}
 
 
-def widest(table: dict[str, accuracy.LogError], pooled: accuracy.LogError, run: Run) -> accuracy.LogError:
-    """As `accuracy.widest` picks a run's error, from `table`."""
-    judged = [table.get(group, pooled) for group in categories(run)]
-    return max(
-        (error if error.runs >= accuracy.MIN_RUNS else pooled for error in judged), key=lambda e: e.spread
-    )
-
-
 def coverage(runs: Sequence[Run], errors: Sequence[float], moe: Sequence[float]) -> tuple[float, float]:
     """Of the 80% step-time intervals built, for each organisation, from the other organisations' judged
     errors: the share holding the published step time, and the median half-width (of the point value)."""
@@ -143,7 +135,7 @@ def coverage(runs: Sequence[Run], errors: Sequence[float], moe: Sequence[float])
         for run, value in zip(runs, errors, strict=True):
             if run.organisation != organisation:
                 continue
-            low, high = widest(table, pooled, run).interval(1.0)
+            low, high = accuracy.widest(categories(run), table, pooled).interval(1.0)
             inside.append(low <= 1 / (1 + value) <= high)
             widths.append((high - low) / 2)
     return sum(inside) / len(inside), statistics.median(widths)

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from service.core.performance import Layout, Machine
+from service.core import engine
+from service.core.performance import Efficiency, Layout, Machine
 from service.core.shape import ModelShape
 from service.data.catalog import builtin_hardware
 
@@ -163,23 +164,11 @@ def hardware_request(cluster: str) -> dict[str, Any]:
 
 
 def machine(cluster: str, precision: str = "bf16") -> Machine:
-    """The cluster as the core's step-time model reads it, training at `precision` (as the engine's
-    `machine_of` builds it from the same request)."""
-    hardware = hardware_request(cluster)
-    efficiency = hardware["efficiency"]
-    peaks = hardware["peak_flops"]
-    return Machine(
-        peak_flops_per_second=peaks[precision],
-        memory_bytes=hardware["memory_bytes"],
-        memory_bandwidth_bytes_per_second=hardware["memory_bandwidth_bytes_per_second"],
-        accelerators_per_node=hardware["accelerators_per_node"],
-        scale_up_bytes_per_second=hardware["scale_up_bandwidth_bytes_per_second"],
-        scale_out_bytes_per_second=hardware["scale_out_bandwidth_bytes_per_second"],
-        attention_peak_flops_per_second=peaks["bf16"] if precision == "fp8" else None,
-        matmul_efficiency=efficiency["gemm"].get(precision),
-        memory_efficiency=efficiency.get("memory"),
-        link_efficiency=efficiency.get("link"),
-    )
+    """The cluster as the core's step-time model reads it, training at `precision`: what the engine makes of
+    the same request (`engine.machine_of`)."""
+    fields = hardware_request(cluster)
+    hardware = engine.Hardware(**{**fields, "efficiency": Efficiency(**fields["efficiency"])})
+    return engine.machine_of(engine.Cluster(hardware=hardware, precision=precision))[0]
 
 
 def shape_of(entry: dict[str, Any]) -> ModelShape:

@@ -23,6 +23,7 @@ coverage they reach on the organisations left out) for pasting here when the mod
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -35,6 +36,8 @@ Z = 1.2815515655446004
 LONG_CONTEXT = 16_384  # tokens per sequence
 LARGE_SCALE = 1_024  # accelerators
 MIN_RUNS = 5
+# The groups `categories` puts runs in; "baseline" when none of the others.
+CATEGORIES = ("baseline", "hardware", "parallelism", "context length", "scale", "mixture of experts")
 
 
 @dataclass(frozen=True)
@@ -106,11 +109,14 @@ def categories(
     return found or ["baseline"]
 
 
-def widest(groups: list[str]) -> LogError:
-    """The judged error of the widest of `groups` (the pooled one for a group judged on too few runs)."""
+def widest(
+    groups: list[str], errors: Mapping[str, LogError] = STEP_ERRORS, pooled: LogError = POOLED
+) -> LogError:
+    """The judged error of the widest of `groups` in `errors` (the pooled one for a group judged on too few
+    runs, or none); the judge passes the errors of the organisations it has not left out."""
     for group in groups:
-        v.choice("category", group, tuple(STEP_ERRORS))
-    judged = [STEP_ERRORS[group] for group in groups]
+        v.choice("category", group, CATEGORIES)
+    judged = [errors.get(group, pooled) for group in groups]
     return max(
-        (error if error.runs >= MIN_RUNS else POOLED for error in judged), key=lambda error: error.spread
+        (error if error.runs >= MIN_RUNS else pooled for error in judged), key=lambda error: error.spread
     )

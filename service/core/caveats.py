@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from service.core.fit import LawFit
 from service.core.isoflop_fit import BUDGET_TOLERANCE_DECADES, IsoflopFit, IsoflopUnavailable
 from service.core.laws import FittedRange
-from service.core.performance import Calibration, Machine
+from service.core.performance import Machine
 from service.core.shape import ModelShape
 from service.core.wall_clock import LONGEST_RUN_DAYS, SECONDS_PER_DAY, within_reach
 
@@ -269,12 +269,10 @@ def assumed_network(hardware: str, machine: Machine) -> Caveat:
     )
 
 
-def uncalibrated_hardware(
-    hardware: str, precision: str, machine: Machine, calibration: Calibration
-) -> Caveat:
+def uncalibrated_hardware(hardware: str, precision: str, gemm: float) -> Caveat:
     """No published or measured run calibrates what this hardware achieves of its peak at the precision:
-    the model runs at the fractions of hardware nobody calibrated, and its interval is wider."""
-    gemm = machine.matmul_efficiency or calibration.matmul_efficiency
+    the model runs it at `gemm` (what its profile guesses, or the fraction of hardware nobody calibrated),
+    and its interval is wider."""
     return Caveat(
         UNCALIBRATED_HARDWARE,
         f"No run calibrates {hardware} at {precision}: the cluster model assumes large GEMMs reach "

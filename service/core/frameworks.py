@@ -28,7 +28,8 @@ class Framework:
     expert_overlap: bool = False  # an expert all-to-all under another micro-batch's compute (DualPipe)
 
     def fixed(self, given: dict[str, Any]) -> dict[str, Any]:
-        """`given` with the fields the framework cannot vary fixed at what it runs (the given ones kept)."""
+        """`given` with the fields the framework cannot vary fixed at what it runs (the given ones kept); the
+        ZeRO stages it runs bound the search's own options (`layout_search.candidates`)."""
         imposed: dict[str, Any] = {"tensor_parallel_overlap": self.tensor_parallel_overlap}
         if not self.tensor_parallel:
             imposed["tensor_parallel"] = 1
@@ -38,8 +39,6 @@ class Framework:
             imposed["interleave"] = 1
         if not self.expert_overlap:
             imposed["expert_overlap"] = False
-        if len(self.zero_stages) == 1:
-            imposed["zero_stage"] = self.zero_stages[0]
         return {**imposed, **given}
 
 

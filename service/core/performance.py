@@ -439,8 +439,9 @@ def search(
     """Every layout of `accelerators` for the fields not in `fixed` that `framework` can run, the ones that
     do not fit memory dropped, ranked by step time (ties: less memory).
 
-    Tensor parallelism runs over the divisors of a node that divide the heads and K/V heads, the pipeline
-    over the divisors of what is left up to the layer count, data parallelism takes the rest; then the
+    Tensor parallelism runs over the divisors of a node that split the heads (`layout_search.splits_heads`:
+    K/V heads fewer than the degree are replicated), the pipeline over the divisors of what is left up to
+    the layer count, data parallelism takes the rest; then the
     micro-batch, interleaving, recomputation and ZeRO stage. `global_batch` (sequences) is kept when it is
     fixed; otherwise it is rounded up to a multiple of the data-parallel degree. Sequence parallelism and
     FlashAttention are on unless fixed off; context parallelism is 1 unless fixed. Raises InvalidInput on

@@ -102,14 +102,6 @@ def snapshot_of(own: Calibration, stated: float | None) -> dict[str, Any]:
     )
 
 
-def stated_efficiency(hardware: engine.Hardware, precision: str) -> float:
-    """The large-GEMM efficiency the cluster model runs `hardware` at without an organisation's own: the
-    profile's at the precision, or the default of uncalibrated hardware."""
-    efficiency = hardware.efficiency
-    stated = None if efficiency is None else efficiency.gemm.get(precision)
-    return performance.CALIBRATION.matmul_efficiency if stated is None else stated
-
-
 # --- Fitting ----------------------------------------------------------------------------------------------
 
 
@@ -171,8 +163,8 @@ def create_calibration(
         fit={
             "method": FIT_METHOD,
             "model_version": performance.MODEL_VERSION,
-            "default_matmul_efficiency": stated_efficiency(
-                planning.hardware_of(profile, profile.slug), runs[0].run.cluster.precision
+            "default_matmul_efficiency": planning.hardware_of(profile, profile.slug).matmul_efficiency_at(
+                runs[0].run.cluster.precision, performance.CALIBRATION
             ),
             "previous": None
             if previous is None

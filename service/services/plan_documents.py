@@ -441,15 +441,12 @@ def moe_document(shape: ModelShape) -> dict[str, Any]:
 def _efficiency_used(on: engine.Cluster) -> dict[str, Any]:
     """What the model ran the hardware at, and how that is known: the profile's figures at the precision,
     or the default of uncalibrated hardware."""
-    stated = on.hardware.efficiency
-    gemm = None if stated is None else stated.gemm.get(on.precision)
-    calibrated = stated is not None and stated.calibrated_at(on.precision)
+    hardware = on.hardware
+    stated = hardware.efficiency if hardware.calibrated_at(on.precision) else None
     return {
-        "gemm": float(performance.CALIBRATION.matmul_efficiency if gemm is None else gemm),
-        "provenance": stated.provenance if calibrated and stated is not None else "uncalibrated",
-        "basis": stated.basis
-        if calibrated and stated is not None
-        else "the default of uncalibrated hardware",
+        "gemm": float(hardware.matmul_efficiency_at(on.precision, on.calibration)),
+        "provenance": "uncalibrated" if stated is None else stated.provenance,
+        "basis": "the default of uncalibrated hardware" if stated is None else stated.basis,
     }
 
 

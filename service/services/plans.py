@@ -36,7 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, selectinload
 from sqlalchemy.orm.interfaces import LoaderOption
 
-from service.core import accuracy, engine
+from service.core import accuracy, engine, performance
 from service.core.laws import ScalingLaw
 from service.core.units import CENT
 from service.data.models import (
@@ -161,7 +161,10 @@ def evaluate_new(
         own_calibration=None
         if own is None
         else calibrations.snapshot_of(
-            own, calibrations.stated_efficiency(hardware, inputs.precision or engine.DEFAULT_PRECISION)
+            own,
+            hardware.matmul_efficiency_at(
+                inputs.precision or engine.DEFAULT_PRECISION, performance.CALIBRATION
+            ),
         ),
     )
     return _draft(request, inputs, outcome, snapshot, organization, budget, profile, fitted, parent)

@@ -26,16 +26,22 @@ def test_a_wider_spread_given_wins_and_keeps_its_own_lean():
     )
 
 
+def groups_of(**run) -> list[str]:
+    """The groups of a dense bf16 run of 8 accelerators on calibrated hardware, with `run`'s changes."""
+    traits = {
+        "calibrated": True,
+        "precision": "bf16",
+        "model_parallel": 1,
+        "zero_stage": 1,
+        "sequence_length": 4096,
+        "accelerators": 8,
+        "mixture_of_experts": False,
+    }
+    return accuracy.categories(**{**traits, **run})
+
+
 def test_a_run_takes_the_widest_of_its_groups():
-    groups = accuracy.categories(
-        calibrated=False,
-        precision="bf16",
-        model_parallel=8,
-        zero_stage=1,
-        sequence_length=4096,
-        accelerators=64,
-        mixture_of_experts=False,
-    )
+    groups = groups_of(calibrated=False, model_parallel=8, accelerators=64)
     assert groups == ["hardware", "parallelism"]
     judged = [accuracy.STEP_ERRORS[group] for group in groups]
     assert accuracy.widest(groups).spread == max(
@@ -44,15 +50,19 @@ def test_a_run_takes_the_widest_of_its_groups():
 
 
 def test_a_dense_bf16_step_on_one_calibrated_device_is_the_baseline():
-    assert accuracy.categories(
-        calibrated=True,
-        precision="bf16",
-        model_parallel=1,
-        zero_stage=1,
-        sequence_length=4096,
-        accelerators=8,
-        mixture_of_experts=False,
-    ) == ["baseline"]
+    assert groups_of() == ["baseline"]
+
+
+def test_the_widest_of_a_judges_table_takes_the_pooled_error_for_groups_it_judged_on_too_few_runs():
+    errors = {
+        "hardware": LogError(mean=0.1, spread=0.2, runs=10),
+        "parallelism": LogError(mean=-0.1, spread=0.3, runs=10),
+        "scale": LogError(mean=0.0, spread=0.5, runs=2),
+    }
+    pooled = LogError(mean=0.0, spread=0.25, runs=40)
+    assert accuracy.widest(["hardware", "parallelism"], errors, pooled) == errors["parallelism"]
+    assert accuracy.widest(["hardware", "scale"], errors, pooled) == pooled  # scale: 2 runs
+    assert accuracy.widest(["context length"], errors, pooled) == pooled  # not judged at all
 
 
 def test_a_group_judged_on_too_few_runs_takes_the_pooled_error():

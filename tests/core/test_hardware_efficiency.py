@@ -22,7 +22,7 @@ H100_FIGURES = engine.Hardware(
 )
 
 
-def days(hardware: engine.Hardware, precision: str = "bf16") -> engine.Estimate:
+def estimated(hardware: engine.Hardware, precision: str = "bf16") -> engine.Estimate:
     return engine.estimate(
         7e9, 1.4e11, engine.Cluster(hardware=hardware, accelerators=64, precision=precision)
     )
@@ -33,24 +33,24 @@ def codes(run: engine.Estimate) -> set[str]:
 
 
 def test_the_same_figures_under_any_name_or_none_give_the_same_answer():
-    named = days(H100_FIGURES)
+    named = estimated(H100_FIGURES)
     for other in ("acme-h100", "a100-80gb", None):
         renamed = dataclasses.replace(H100_FIGURES, name="Acme GPU", slug=other)
-        assert days(renamed).runtime.seconds == named.runtime.seconds
+        assert estimated(renamed).runtime.seconds == named.runtime.seconds
 
 
 def test_the_gemm_efficiency_the_profile_states_sets_the_pace():
     slower = dataclasses.replace(
         H100_FIGURES, efficiency=dataclasses.replace(H100_FIGURES.efficiency, gemm={"bf16": 0.4})
     )
-    assert days(slower).runtime.seconds > 1.2 * days(H100_FIGURES).runtime.seconds
+    assert estimated(slower).runtime.seconds > 1.2 * estimated(H100_FIGURES).runtime.seconds
 
 
 def test_hardware_stating_no_efficiency_runs_at_the_uncalibrated_default_and_says_so():
     bare = dataclasses.replace(H100_FIGURES, efficiency=None)
-    run = days(bare)
+    run = estimated(bare)
     assert caveats.UNCALIBRATED_HARDWARE in codes(run)
-    assert caveats.UNCALIBRATED_HARDWARE not in codes(days(H100_FIGURES))
+    assert caveats.UNCALIBRATED_HARDWARE not in codes(estimated(H100_FIGURES))
     note = next(note for note in run.caveats if note.code == caveats.UNCALIBRATED_HARDWARE)
     assert note.details == {
         "precision": "bf16",
@@ -59,7 +59,7 @@ def test_hardware_stating_no_efficiency_runs_at_the_uncalibrated_default_and_say
 
 
 def test_a_precision_the_profile_does_not_calibrate_is_uncalibrated():
-    assert caveats.UNCALIBRATED_HARDWARE in codes(days(H100_FIGURES, "fp8"))
+    assert caveats.UNCALIBRATED_HARDWARE in codes(estimated(H100_FIGURES, "fp8"))
 
 
 def test_an_uncalibrated_provenance_warns_even_with_figures():
@@ -67,7 +67,7 @@ def test_an_uncalibrated_provenance_warns_even_with_figures():
         H100_FIGURES,
         efficiency=performance.Efficiency(gemm={"bf16": 0.7}, provenance="uncalibrated", basis="a guess"),
     )
-    run = days(guessed)
+    run = estimated(guessed)
     note = next(note for note in run.caveats if note.code == caveats.UNCALIBRATED_HARDWARE)
     assert note.details["matmul_efficiency"] == 0.7
 

@@ -31,7 +31,13 @@ from service.core.engine.intervals import MAX_INTERVAL_FITS, Intervals, frontier
 from service.core.engine.limits import CLUSTER_LIMITS, DEFAULT_MFU, Limit
 from service.core.engine.plans import Plan, fixed
 from service.core.engine.rules import EPOCHS_WITHOUT_GAIN, InferenceSummary, Rules
-from service.core.engine.run import ASSUMED_FLOPS_PER_MEMORY_BYTE, ASSUMED_NETWORK, SHAPE_TOLERANCE, model_run
+from service.core.engine.run import (
+    ASSUMED_FLOPS_PER_MEMORY_BYTE,
+    ASSUMED_NETWORK,
+    SHAPE_TOLERANCE,
+    machine_of,
+    model_run,
+)
 from service.core.engine.serving import SERVING_PRECISIONS, Serving
 from service.core.engine.sizing import MAX_ROUNDS, UTILISATION_TOLERANCE, plan
 
@@ -78,6 +84,7 @@ __all__ = [
     "estimate",
     "fixed",
     "frontier_intervals",
+    "machine_of",
     "model_run",
     "plan",
     "published",

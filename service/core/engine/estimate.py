@@ -140,10 +140,9 @@ def intervals_of(paced: _Paced, runtime: Runtime, price: Decimal | None) -> RunI
         step, step_seconds = accuracy.WHOLE_RUN, None
     else:
         layout = run.search.best.layout
-        efficiency = on.hardware.efficiency
         groups = tuple(
             accuracy.categories(
-                calibrated=efficiency is not None and efficiency.calibrated_at(on.precision),
+                calibrated=on.hardware.calibrated_at(on.precision),
                 precision=on.precision,
                 model_parallel=layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel,
                 zero_stage=layout.zero_stage,
@@ -290,7 +289,7 @@ def does_not_fit(memory: MemoryEstimate, on: Cluster) -> list[caveats.Caveat]:
     if memory.fits:
         return []
     if memory.total_bytes <= memory.capacity_bytes:  # within memory, but not its headroom
-        headroom = performance.DEFAULT_MEMORY_HEADROOM if on.memory_headroom is None else on.memory_headroom
+        headroom = on.headroom
         usable = memory.capacity_bytes * (1 - headroom)
         return [
             caveats.Caveat(

@@ -35,6 +35,16 @@ class Hardware:
     # What it achieves of its peaks and bandwidths, and how that is known; None: uncalibrated.
     efficiency: performance.Efficiency | None = None
 
+    def calibrated_at(self, precision: str) -> bool:
+        """Whether runs (or an argument from them) give its large-GEMM efficiency at `precision`."""
+        return self.efficiency is not None and self.efficiency.calibrated_at(precision)
+
+    def matmul_efficiency_at(self, precision: str, calibration: performance.Calibration) -> float:
+        """The large-GEMM fraction of the peak the cluster model runs it at: its profile's at `precision`,
+        or `calibration`'s default for hardware that states none."""
+        stated = None if self.efficiency is None else self.efficiency.gemm.get(precision)
+        return calibration.matmul_efficiency if stated is None else stated
+
 
 @dataclass(frozen=True)
 class Cluster:
@@ -60,6 +70,12 @@ class Cluster:
     # allocation's FLOPs per accelerator-second over the peak, found by `plan`.
     utilisation: float | None = None
     calibration: performance.Calibration = performance.CALIBRATION  # a stored plan's, when it replays
+
+    @property
+    def headroom(self) -> float:
+        """The share of memory a searched layout leaves free: the request's, or the default."""
+        return performance.DEFAULT_MEMORY_HEADROOM if self.memory_headroom is None else self.memory_headroom
+
     # The parameters a token passes through, for a mixture of experts given without its shape: the FLOPs
     # follow them, the memory the total (the cluster model assumes a fine-grained shape of both).
     active_params: float | None = None

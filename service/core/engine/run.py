@@ -33,9 +33,9 @@ def model_run(
     machine, assumed = machine_of(on)
     if assumed:
         notes.append(caveats.assumed_network(on.hardware.name, machine))
-    efficiency = on.hardware.efficiency
-    if efficiency is None or not efficiency.calibrated_at(on.precision):
-        notes.append(caveats.uncalibrated_hardware(on.hardware.name, on.precision, machine, on.calibration))
+    if not on.hardware.calibrated_at(on.precision):
+        gemm = on.hardware.matmul_efficiency_at(on.precision, on.calibration)
+        notes.append(caveats.uncalibrated_hardware(on.hardware.name, on.precision, gemm))
     batch = on.layout.get("global_batch") or default_global_batch(params, tokens, shape)
     framework = frameworks.framework_named(on.framework)
     reliability = reliability_of(on)
@@ -129,7 +129,7 @@ def machine_of(on: Cluster) -> tuple[performance.Machine, bool]:
         # Training in fp8, attention stays in bf16 (performance.Machine).
         attention_peak_flops_per_second=hardware.peak_flops.get("bf16") if on.precision == "fp8" else None,
         matmul_efficiency=None if efficiency is None else efficiency.gemm.get(on.precision),
-        memory_headroom=_or(on.memory_headroom, performance.DEFAULT_MEMORY_HEADROOM),
+        memory_headroom=on.headroom,
         memory_efficiency=None if efficiency is None else efficiency.memory,
         link_efficiency=None if efficiency is None else efficiency.link,
     )
