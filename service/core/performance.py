@@ -47,8 +47,9 @@ Codes = npt.NDArray[np.int64]
 # in fp8, attention at the bf16 peak and GEMM inputs cached in fp8.
 # 1.2.0: efficiencies are the hardware profile's (Efficiency), none looked up by name; uncalibrated hardware
 # at the lower calibrated GEMM fraction. 1.3.0: node-aware data-parallel collectives, tensor-parallel overlap,
-# frameworks bounding the search, constants fitted on the 81 published step times of the corpus.
-MODEL_VERSION = "1.3.0"
+# frameworks bounding the search, constants fitted on the 81 published step times of the corpus. 1.4.0:
+# fused attention at an efficiency of its own on the causal half it computes; constants fitted with priors.
+MODEL_VERSION = "1.4.0"
 
 
 PROVENANCES = ("calibrated", "derived", "uncalibrated")
@@ -61,9 +62,11 @@ EFFICIENCY_RANGE = (0.05, 1.0)
 class Efficiency:
     """What an accelerator achieves of its peaks, as its hardware profile states it, and where that came from.
 
-    `gemm` is the large-GEMM fraction of the dense peak by training precision; `memory` the fraction of the
-    HBM bandwidth element-wise kernels reach; `link` the fraction of a link's bandwidth collectives reach
-    (NCCL bus bandwidth). A figure left out is the calibration's (`Calibration`). `provenance` says how the
+    `gemm` is the large-GEMM fraction of the dense peak by training precision; `attention` the fraction of
+    the BF16 peak fused attention kernels (FlashAttention, cuDNN) reach on the causal half of the scores they
+    compute; `memory` the fraction of the HBM bandwidth element-wise kernels reach; `link` the fraction of a
+    link's bandwidth collectives reach (NCCL bus bandwidth). A figure left out is the calibration's
+    (`Calibration`). `provenance` says how the
     figures were found: `calibrated` on published or measured runs of this hardware (`basis` names them),
     `derived` from another part's calibration by a stated architectural argument, or `uncalibrated`.
     Nothing in the model reads a hardware's name: two profiles with the same figures give the same answers.
@@ -74,11 +77,12 @@ class Efficiency:
     basis: str
     memory: float | None = None
     link: float | None = None
+    attention: float | None = None
 
     def __post_init__(self) -> None:
         for precision, value in self.gemm.items():
             v.in_range(f"efficiency.gemm.{precision}", value, *EFFICIENCY_RANGE)
-        for name in ("memory", "link"):
+        for name in ("memory", "link", "attention"):
             value = getattr(self, name)
             if value is not None:
                 v.in_range(f"efficiency.{name}", value, *EFFICIENCY_RANGE)
@@ -106,26 +110,32 @@ class Calibration:
     # Fraction of a layer's tensor-parallel collectives hidden under its compute when the layout overlaps
     # them (0 in the constants of plans from before; `Layout.tensor_parallel_overlap`).
     tensor_parallel_overlap: float = 0.0
+    # Fraction of the BF16 peak fused attention reaches on the causal half of the scores, for hardware
+    # without its own (None in the constants of plans from before 1.4.0: the whole score matrix at the GEMM
+    # fraction, as the model counted it then).
+    attention_efficiency: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
 
 
 # Fitted by `python -m bench.calibrate_cluster` on the 81 published step times of bench/cluster_runs.json
-# (6 organisations; least squares on log(predicted / published), each constant within physical bounds), with
-# the large-GEMM efficiency of each accelerator family and precision, which the catalog's profiles carry
-# (A100 0.749; H100 0.553, fp8 0.498; B200 fp8 0.520). The GEMM fraction here is what hardware no run
-# calibrates gets: the lowest of the calibrated families' in bf16 (the H100's), since a part nobody has
-# measured more often falls short of its paper advantage than beats it. The link fraction and the
-# tensor-parallel overlap sit at their bounds (0.95 and 1): what the model lacks there, the fit takes from
-# them (bench/RESULTS.md).
+# (6 organisations): least squares on log(predicted / published), each constant within physical bounds and
+# drawn towards a stated prior (the fit's docstring), with the GEMM fraction of each accelerator family and
+# precision and the fused-attention fraction of each family, which the catalog's profiles carry (A100 0.739,
+# attention 0.439; H100 0.592, fp8 0.501, attention 0.234; B200 fp8 0.483, attention 0.363; TPU v5e 0.921,
+# v5p 0.780). The GEMM and attention fractions here are what hardware no run calibrates gets: the lowest of
+# the calibrated families' (the H100's), since a part nobody has measured more often falls short of its
+# paper advantage than beats it. The tensor-parallel overlap sits at its bound (1): where a framework
+# overlaps those collectives, the step hides them (bench/RESULTS.md).
 CALIBRATION = Calibration(
-    matmul_efficiency=0.553,
-    kernel_seconds=2e-6,
-    memory_efficiency=0.580,
-    link_efficiency=0.95,
-    overlap=0.322,
+    matmul_efficiency=0.592,
+    kernel_seconds=3e-6,
+    memory_efficiency=0.632,
+    link_efficiency=0.888,
+    overlap=0.247,
     tensor_parallel_overlap=1.0,
+    attention_efficiency=0.234,
 )
 
 
@@ -147,6 +157,7 @@ class Machine:
     matmul_efficiency: float | None = None
     memory_efficiency: float | None = None
     link_efficiency: float | None = None
+    attention_efficiency: float | None = None  # of the attention peak, on the causal half (`Efficiency`)
     # The share of memory a layout leaves free for what the model does not count (`DEFAULT_MEMORY_HEADROOM`).
     memory_headroom: float = 0.0
 
@@ -403,6 +414,7 @@ def _rates(machine: Machine, calibration: Calibration) -> terms.Rates:
         scale_up_bytes_per_second=machine.scale_up_bytes_per_second * link,
         scale_out_bytes_per_second=machine.scale_out_bytes_per_second * link,
         overlap=calibration.overlap,
+        attention_efficiency=machine.attention_efficiency or calibration.attention_efficiency,
     )
 
 

@@ -134,6 +134,9 @@ class Rates:
     scale_up_bytes_per_second: float  # achieved in collectives, per accelerator and direction
     scale_out_bytes_per_second: float
     overlap: float  # fraction of data-parallel traffic hidden under the compute it overlaps
+    # Fraction of the attention peak a fused attention kernel achieves on the FLOPs it computes (the causal
+    # half); None: the full score matrix at the GEMM fraction (the model before 1.4).
+    attention_efficiency: float | None = None
 
 
 @dataclass(frozen=True)
@@ -211,9 +214,12 @@ def layer_gemms(shape: ModelShape, layouts: Layouts, rates: Rates) -> LayerGemms
     attention's weights less the output projection's; with t above the K/V heads, a rank's K/V head is
     replicated: `replicated_kv_weights`), output projection 2·T·a·d_v·h/t, MLP up 2·T·h·f/t
     (twice that with SwiGLU's gate) and down 2·T·h·f/t, attention scores 2·T·s·a·d_qk/t and values
-    2·T·s·a·d_v/t over the local queries and all s keys (the full matrix: Megatron's kernels compute it;
-    FlashAttention skips the causal half but runs at about half a GEMM's efficiency, Dao 2023, so the two
-    are taken to cancel). Each GEMM takes `gemm_seconds`; the attention's at the attention peak. A
+    2·T·s·a·d_v/t over the local queries and all s keys (the full matrix, as Megatron's unfused kernels
+    compute it). Each GEMM takes `gemm_seconds`; the attention's at the attention peak. A fused attention
+    kernel (FlashAttention, cuDNN: `flash_attention`) skips the masked causal half and runs at a fraction of
+    its own, the hardware's attention efficiency: (scores + values)/2 / (P_att·e_att) + 2τ (FlashAttention-2
+    reaches 50-70% of an A100's peak but 35% of an H100's, Dao 2023; without a figure, plans from before
+    model 1.4.0 took the whole matrix at the GEMM fraction). A
     mixture-of-experts layer's MLP is `_moe_mlp`'s. For a plain GELU transformer the FLOPs add up to
     Megatron's (24·b·s·h² + 4·b·s²·h)/t (Narayanan et al. 2021, §5.1).
     """
@@ -235,6 +241,10 @@ def layer_gemms(shape: ModelShape, layouts: Layouts, rates: Rates) -> LayerGemms
     attention_seconds = gemm_seconds(scores, rates, attention_peak) + gemm_seconds(
         values, rates, attention_peak
     )
+    if rates.attention_efficiency is not None:
+        causal_half = (scores + values) / 2
+        fused = causal_half / (attention_peak * rates.attention_efficiency) + 2 * rates.kernel_seconds
+        attention_seconds = np.where(layouts.flash_attention, fused, attention_seconds)
     mlp_flops = up_projection + down_projection
     if shape.moe_share > 0:
         mlp_seconds, mlp_flops = _moe_mlp(shape, layouts, rates, dense_mlp_seconds, mlp_flops)

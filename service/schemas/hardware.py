@@ -80,6 +80,10 @@ class EfficiencySchema(StrictSchema):
             "precision left out runs at the uncalibrated default, with an uncalibrated_hardware warning.",
         },
     )
+    attention = _fraction(
+        "Fraction of the BF16 peak fused attention kernels (FlashAttention, cuDNN) reach on the causal half "
+        "of the scores they compute; default the uncalibrated one."
+    )
     memory = _fraction(
         "Fraction of the memory bandwidth element-wise kernels reach; default the model's fitted one."
     )

@@ -171,6 +171,14 @@ class UsedEfficiencySchema(ma.Schema):
     gemm = ma.fields.Float(
         metadata={"description": "Large-GEMM fraction of the dense peak at the precision."}
     )
+    attention = ma.fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "Fraction of the BF16 peak fused attention ran at, on the causal half of the "
+            "scores (null in plans from before model 1.4.0, which counted the whole score matrix at the GEMM "
+            "fraction)."
+        },
+    )
     provenance = ma.fields.String(metadata={"description": "calibrated, derived or uncalibrated."})
     basis = ma.fields.String()
 
@@ -185,7 +193,8 @@ class PerformanceSchema(ma.Schema):
     hardware_efficiency = ma.fields.Nested(
         UsedEfficiencySchema,
         metadata={
-            "description": "The large-GEMM fraction the model ran the hardware at, and how it is known."
+            "description": "The GEMM and attention fractions the model ran the hardware at, and how they are "
+            "known."
         },
     )
     step_seconds = ma.fields.Float()

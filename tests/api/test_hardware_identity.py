@@ -144,9 +144,30 @@ def test_an_estimate_says_what_it_ran_the_hardware_at_and_how_that_is_known(clie
     used = estimate(client, "h100-sxm")["performance"]["hardware_efficiency"]
     assert used == {
         "gemm": profile["efficiency"]["gemm"]["bf16"],
+        "attention": profile["efficiency"]["attention"],
         "provenance": "calibrated",
         "basis": profile["efficiency"]["basis"],
     }
     unknown = estimate(client, "mi300x")["performance"]["hardware_efficiency"]
     assert unknown["provenance"] == "uncalibrated"
     assert unknown["gemm"] == performance.CALIBRATION.matmul_efficiency
+    assert unknown["attention"] == performance.CALIBRATION.attention_efficiency
+
+
+def test_a_profile_s_attention_fraction_sets_the_pace_of_long_context(client, catalog):
+    # At 32K tokens attention is most of a 7B model's work: a profile whose fused attention reaches twice
+    # the fraction trains markedly faster, and says so.
+    profile = client.get("/v1/hardware/h100-sxm").get_json()
+    inline = {name: profile[name] for name in INLINE}
+    long_context = {**RUN, "shape": {"layers": 32, "d_model": 4096, "heads": 32, "sequence_length": 32768}}
+    efficiency = inline["efficiency"]
+    slow, fast = (
+        client.post(
+            "/v1/estimates",
+            json={**long_context, "hardware": {**inline, "efficiency": {**efficiency, "attention": a}}},
+        ).get_json()
+        for a in (0.2, 0.4)
+    )
+    assert slow["performance"]["hardware_efficiency"]["attention"] == 0.2
+    assert fast["performance"]["hardware_efficiency"]["attention"] == 0.4
+    assert 1.3 < slow["performance"]["step_seconds"] / fast["performance"]["step_seconds"] < 2
