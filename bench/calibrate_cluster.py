@@ -109,20 +109,11 @@ def attention_key(run: Run) -> str:
 def categories(run: Run, others: Sequence[Run] | None = None) -> list[str]:
     """The groups of judged runs `run` is in, as the service groups them for its intervals; with `others`,
     as the constants fitted on them see it (hardware only its own organisation ran is uncalibrated there)."""
-    layout = run.layout
     efficiency = performance.Efficiency(**hardware_request(run.cluster)["efficiency"])
     calibrated = efficiency.calibrated_at(run.precision)
     if others is not None:
         calibrated &= any(o.organisation != run.organisation and gemm_key(o) == gemm_key(run) for o in others)
-    return accuracy.categories(
-        calibrated=calibrated,
-        precision=run.precision,
-        model_parallel=layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel,
-        zero_stage=layout.zero_stage,
-        sequence_length=run.shape.sequence_length,
-        accelerators=layout.accelerators,
-        mixture_of_experts=run.shape.mixture_of_experts,
-    )
+    return accuracy.run_categories(run.layout, run.shape, calibrated=calibrated, precision=run.precision)
 
 
 # Every step-time run of the corpus: what the constants of a fold leaving one organisation out were fitted on

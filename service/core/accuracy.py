@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from service.core import validation as v
+from service.core.performance import Layout
+from service.core.shape import ModelShape
 
 CONFIDENCE = 0.8
 # The two-sided normal quantile of CONFIDENCE: Φ⁻¹(0.9).
@@ -107,6 +109,20 @@ def categories(
     if mixture_of_experts:
         found.append("mixture of experts")
     return found or ["baseline"]
+
+
+def run_categories(layout: Layout, shape: ModelShape, *, calibrated: bool, precision: str) -> list[str]:
+    """`categories` of a run of `shape` at `layout`: the service's intervals and the judge's tables group
+    runs by this one reading."""
+    return categories(
+        calibrated=calibrated,
+        precision=precision,
+        model_parallel=layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel,
+        zero_stage=layout.zero_stage,
+        sequence_length=shape.sequence_length,
+        accelerators=layout.accelerators,
+        mixture_of_experts=shape.mixture_of_experts,
+    )
 
 
 def widest(

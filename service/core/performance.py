@@ -66,9 +66,9 @@ class Efficiency:
     the BF16 peak fused attention kernels (FlashAttention, cuDNN) reach on the causal half of the scores they
     compute; `memory` the fraction of the HBM bandwidth element-wise kernels reach; `link` the fraction of a
     link's bandwidth collectives reach (NCCL bus bandwidth). A figure left out is the calibration's
-    (`Calibration`). `provenance` says how the
-    figures were found: `calibrated` on published or measured runs of this hardware (`basis` names them),
-    `derived` from another part's calibration by a stated architectural argument, or `uncalibrated`.
+    (`Calibration`). `provenance` says how the figures were found: `calibrated` on published or measured runs
+    of this hardware (`basis` names them), `derived` from another part's calibration by a stated
+    architectural argument, or `uncalibrated`.
     Nothing in the model reads a hardware's name: two profiles with the same figures give the same answers.
     """
 

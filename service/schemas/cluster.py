@@ -311,8 +311,9 @@ class ClusterFieldsSchema(StrictSchema):
             "description": "The training framework: the layout search stays inside what it can run "
             "(megatron-core: interleaving, context parallelism, ZeRO 0-1, TP overlap; megatron-lm: the same "
             "without overlap; deepspeed: ZeRO 0-3, no interleaving; fsdp: ZeRO 2-3 only; torchtitan: FSDP2, "
-            "TP with async overlap, interleaving; dualpipe: DeepSeek's expert overlap). Default generic: "
-            "what they all run (no interleaving, no communication overlap beyond the data-parallel one)."
+            "TP with async overlap, interleaving; maxtext: FSDP or plain data parallelism, TP with overlap, "
+            "no pipeline; dualpipe: DeepSeek's expert overlap). Default generic: what they all run (no "
+            "interleaving, no communication overlap beyond the data-parallel one)."
         },
     )
     recomputation = ma.fields.String(

@@ -443,10 +443,9 @@ def _efficiency_used(on: engine.Cluster) -> dict[str, Any]:
     or the default of uncalibrated hardware."""
     hardware = on.hardware
     stated = hardware.efficiency if hardware.calibrated_at(on.precision) else None
-    attention = None if hardware.efficiency is None else hardware.efficiency.attention
     return {
         "gemm": float(hardware.matmul_efficiency_at(on.precision, on.calibration)),
-        "attention": on.calibration.attention_efficiency if attention is None else attention,
+        "attention": hardware.attention_efficiency_at(on.calibration),
         "provenance": "uncalibrated" if stated is None else stated.provenance,
         "basis": "the default of uncalibrated hardware" if stated is None else stated.basis,
     }

@@ -139,16 +139,12 @@ def intervals_of(paced: _Paced, runtime: Runtime, price: Decimal | None) -> RunI
         groups: tuple[str, ...] = ()
         step, step_seconds = accuracy.WHOLE_RUN, None
     else:
-        layout = run.search.best.layout
         groups = tuple(
-            accuracy.categories(
+            accuracy.run_categories(
+                run.search.best.layout,
+                shape,
                 calibrated=on.hardware.calibrated_at(on.precision),
                 precision=on.precision,
-                model_parallel=layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel,
-                zero_stage=layout.zero_stage,
-                sequence_length=shape.sequence_length,
-                accelerators=run.accelerators,
-                mixture_of_experts=shape.mixture_of_experts,
             )
         )
         step = accuracy.widest(list(groups))

@@ -45,6 +45,12 @@ class Hardware:
         stated = None if self.efficiency is None else self.efficiency.gemm.get(precision)
         return calibration.matmul_efficiency if stated is None else stated
 
+    def attention_efficiency_at(self, calibration: performance.Calibration) -> float | None:
+        """The fraction of the BF16 peak fused attention runs at: its profile's, or `calibration`'s default
+        (None in the constants of plans from before model 1.4.0)."""
+        stated = None if self.efficiency is None else self.efficiency.attention
+        return calibration.attention_efficiency if stated is None else stated
+
 
 @dataclass(frozen=True)
 class Cluster:
