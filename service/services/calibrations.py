@@ -76,18 +76,12 @@ _LATEST = select(latest_id(bindparam("organization_id"), bindparam("hardware_id"
 
 def applied(own: Calibration, hardware: engine.Hardware) -> engine.Hardware:
     """The hardware with the organisation's own large-GEMM efficiency, fitted on its runs, at every
-    precision it has a peak at (its memory and link figures stay the profile's)."""
-    stated = hardware.efficiency
-    return dataclasses.replace(
-        hardware,
-        efficiency=performance.Efficiency(
-            gemm=dict.fromkeys(hardware.peak_flops, own.matmul_efficiency),
-            provenance="calibrated",
-            basis=f"calibration {own.id}: {len(own.runs)} of the organisation's runs",
-            memory=None if stated is None else stated.memory,
-            link=None if stated is None else stated.link,
-        ),
-    )
+    precision it has a peak at; the profile's other figures (attention, memory, links) stay its own."""
+    gemm = dict.fromkeys(hardware.peak_flops, own.matmul_efficiency)
+    basis = f"calibration {own.id}: {len(own.runs)} of the organisation's runs"
+    stated = hardware.efficiency or performance.Efficiency(gemm=gemm, provenance="calibrated", basis=basis)
+    efficiency = dataclasses.replace(stated, gemm=gemm, provenance="calibrated", basis=basis)
+    return dataclasses.replace(hardware, efficiency=efficiency)
 
 
 def snapshot_of(own: Calibration, stated: float | None) -> dict[str, Any]:

@@ -4,15 +4,17 @@ fitted to its runs (/v1/calibrations), which its later plans on that hardware us
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select
 
 from service.core import engine, performance
 from service.data.models import AuditEntry, Calibration, Plan, UsageRecord
-from service.services import plan_documents
+from service.services import calibrations, plan_documents
 from service.services.plans import reevaluate
 from tests.api.test_plans import OMIT, add_gpu, plan_body
 from tests.builders import reversal_of, usage_record
@@ -234,6 +236,27 @@ def test_a_plan_after_calibration_predicts_the_measured_throughput_says_so_and_r
     assert modelled_plan(client, organization="globex")["calibration"] is None
     assert modelled_plan(client, hardware="other-gpu")["calibration"] is None
     assert client.post("/v1/plans", json=plan_body(hardware="lab-gpu")).get_json()["calibration"] is None
+
+
+def test_a_calibration_replaces_the_gemm_fraction_and_keeps_the_profile_s_other_figures():
+    stated = performance.Efficiency(
+        gemm={"bf16": 0.6}, provenance="derived", basis="a datasheet", memory=0.7, link=0.8, attention=0.3
+    )
+    peaks = {"bf16": 1e15, "fp8": 2e15}
+    hardware = engine.Hardware(name="GPU", slug="gpu", peak_flops=peaks, memory_bytes=8e10)
+    own = SimpleNamespace(id="c1", matmul_efficiency=0.45, runs=[object()] * 3)
+    efficiency = calibrations.applied(own, dataclasses.replace(hardware, efficiency=stated)).efficiency
+    assert efficiency == performance.Efficiency(
+        gemm={"bf16": 0.45, "fp8": 0.45},
+        provenance="calibrated",
+        basis="calibration c1: 3 of the organisation's runs",
+        memory=0.7,
+        link=0.8,
+        attention=0.3,
+    )
+    assert calibrations.applied(own, hardware).efficiency == dataclasses.replace(
+        efficiency, memory=None, link=None, attention=None
+    )
 
 
 def test_a_calibrated_plan_reads_back_as_it_was_created(client, measured_at_half):
