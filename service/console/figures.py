@@ -232,19 +232,35 @@ def utilization_bar(budget: Mapping[str, Any], chart_id: str, width: int = 640) 
     )
 
 
-def burn_chart(utilization: Mapping[str, Any]) -> Markup:
+def burn_chart(utilization: Mapping[str, Any], forecast: Mapping[str, Any] | None = None) -> Markup:
+    """Cumulative committed money by month against the amount; with a `forecast` (BudgetForecastSchema's),
+    its estimate at completion across the period, drawn with the band its plans' intervals give it."""
     months = utilization["months"]
     step = -(-len(months) // 6)  # at most 6 month labels: more collide on a laptop screen
+    series = [
+        charts.Series(
+            "Committed (cumulative)",
+            [(index, float(month["cumulative"])) for index, month in enumerate(months)],
+        )
+    ]
+    if forecast is not None and months:
+        low, high = (float(bound) for bound in forecast["intervals"]["estimate_at_completion"])
+        confidence = round(100 * forecast["intervals"]["confidence"])
+        ends = (0, max(len(months) - 1, 1))
+        series.append(
+            charts.Series(
+                f"Estimate at completion ({confidence}% band)",
+                [(x, float(forecast["estimate_at_completion"])) for x in ends],
+                band=[(x, low, high) for x in ends],
+                dashed=True,
+            )
+        )
     return charts.line_chart(
         chart_id="burn",
         title="Committed over the budget's period",
-        description="Cumulative committed money by month of plan start, against the budget's amount.",
-        series=[
-            charts.Series(
-                "Committed (cumulative)",
-                [(index, float(month["cumulative"])) for index, month in enumerate(months)],
-            )
-        ],
+        description="Cumulative committed money by month of plan start, against the budget's amount"
+        + ("; the estimate at completion with its band." if forecast is not None else "."),
+        series=series,
         x_label="Month (plan start)",
         y_label=f"Money ({utilization['currency']})",
         reference_lines=[(float(utilization["amount"]), "Amount")],

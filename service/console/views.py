@@ -347,13 +347,14 @@ def budget_page(budget_id: uuid.UUID) -> str:
     budget = BudgetSchema().dump(use.budget)
     utilization = UtilizationSchema().dump(use)
     ledger = plans.list_ledger(session, budget_id, scope=scope(), limit=LIST_LIMIT, after=None)
+    forecast = BudgetForecastSchema().dump(usage.budget_forecast(session, use.budget))
     return flask.render_template(
         "console/budget.html",
         budget=budget,
-        forecast=BudgetForecastSchema().dump(usage.budget_forecast(session, use.budget)),
+        forecast=forecast,
         utilization=utilization,
         bar=figures.utilization_bar(budget, "utilization"),
-        burn=figures.burn_chart(utilization),
+        burn=figures.burn_chart(utilization, forecast),
         ledger=LedgerEntrySchema(many=True).dump(ledger.items),
         more_ledger=ledger.next_cursor is not None,
     )

@@ -1,9 +1,12 @@
-"""The cluster model against measured runs: relative errors, and the large-GEMM efficiency of one hardware
-profile refitted so that the model's throughput for an organisation's runs matches what they measured.
+"""The cluster model against measured runs: relative errors, the large-GEMM efficiency of one hardware
+profile refitted so that the model's throughput for an organisation's runs matches what they measured, and
+the run overhead that their actual accelerator-hours show beyond their measured pace.
 
-Only `matmul_efficiency` is refitted: it is the constant that moves with the kernels, the software stack and
-the clock an organisation's clusters run at, and one number is what a few runs can pin down; the memory,
-link and overlap constants stay those fitted on published runs (`performance.CALIBRATION`).
+Of the step's constants only `matmul_efficiency` is refitted: it is the constant that moves with the
+kernels, the software stack and the clock an organisation's clusters run at, and one number is what a few
+runs can pin down; the memory, link and overlap constants stay those fitted on published runs
+(`performance.CALIBRATION`). The run overhead is the whole run's: what its hours went to besides training
+at its pace, failures and checkpoints (core/goodput.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from scipy.optimize import minimize_scalar
 
 from service.core import validation as v
+from service.core.goodput import MAX_RUN_OVERHEAD
 from service.core.performance import EFFICIENCY_RANGE
 
 # The efficiencies a fit may return: those a profile may state.
@@ -96,3 +100,29 @@ def fit_matmul_efficiency(
         predicted=tuple(float(p) for p in predict(efficiency)),
         at_bound=efficiency - low < 1e-5 or high - efficiency < 1e-5,
     )
+
+
+@dataclass(frozen=True)
+class OverheadFit:
+    """The share of some runs' actual accelerator-hours that their measured pace, failures and checkpoints
+    do not account for."""
+
+    run_overhead: float
+    runs: int
+    paced_accelerator_hours: float  # the tokens trained at the measured pace, failures and checkpoints paid
+    actual_accelerator_hours: float
+    clipped: bool  # the runs took less than their pace says (0) or lost more than MAX_RUN_OVERHEAD
+
+
+def fit_run_overhead(actual_hours: Sequence[float], paced_hours: Sequence[float]) -> OverheadFit:
+    """1 - Σ paced / Σ actual over the runs, within [0, MAX_RUN_OVERHEAD]: goodput's useful fraction is
+    (1 - o) times that of failures and checkpoints, so the hours a run's tokens take at its measured pace
+    over that fraction (`paced_hours`) are what it would have taken without the overhead. Summed before the
+    ratio, so that runs weigh by their accelerator-hours, as a budget does."""
+    if not actual_hours:
+        raise v.InvalidInput("actual_hours", "needs at least one run")
+    actual = math.fsum(v.positive("actual_hours", hours) for hours in actual_hours)
+    paced = math.fsum(v.positive("paced_hours", hours) for hours in paced_hours)
+    overhead = 1.0 - paced / actual
+    kept = min(max(overhead, 0.0), MAX_RUN_OVERHEAD)
+    return OverheadFit(kept, len(actual_hours), paced, actual, clipped=kept != overhead)

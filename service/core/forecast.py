@@ -52,6 +52,26 @@ class Progress:
         projected = (self.actual_cost / Decimal(repr(self.share_trained))).quantize(CENT, ROUND_HALF_UP)
         return max(self.actual_cost, projected)
 
+    def completion_interval(
+        self, point: Decimal | None, interval: tuple[Decimal, Decimal] | None
+    ) -> tuple[Decimal, Decimal]:
+        """Where the estimate at completion falls, given the plan's cost `interval` around its `point` cost
+        (the cluster model's, core/accuracy.py). Before a token is reported, the plan's own interval (at
+        least what is spent); while it runs, what it has spent plus what remains of the estimate, stretched
+        as the interval stretches the point; once finished (or without an interval), the estimate itself."""
+        at_completion = self.estimate_at_completion
+        if interval is None or point is None or point <= 0 or self.finished or self.share_trained >= 1.0:
+            return at_completion, at_completion
+        low, high = interval
+        if self.tokens_trained <= 0:
+            return max(low, self.actual_cost), max(high, self.actual_cost)
+        remaining = at_completion - self.actual_cost
+
+        def stretched(bound: Decimal) -> Decimal:
+            return (self.actual_cost + remaining * bound / point).quantize(CENT, ROUND_HALF_UP)
+
+        return stretched(low), stretched(high)
+
     @property
     def variance_at_completion(self) -> Decimal:
         """Planned less forecast: negative for a run heading over its plan (PMI's VAC)."""

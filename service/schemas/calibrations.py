@@ -135,6 +135,28 @@ class CalibratedRunSchema(ma.Schema):
     )
     error_before = ma.fields.Float()
     error_after = ma.fields.Float()
+    tokens_trained = ma.fields.Float(metadata={"description": "As its usage reported, in all."})
+    actual_accelerator_hours = ma.fields.Float(metadata={"description": "Its usage records' total."})
+    paced_accelerator_hours = ma.fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "What its tokens take at its measured pace with failures and checkpoints paid; "
+            "null when it reported no tokens."
+        },
+    )
+
+
+class RunOverheadFitSchema(ma.Schema):
+    method = ma.fields.String()
+    runs = ma.fields.Integer(metadata={"description": "The runs that reported the tokens they trained."})
+    paced_accelerator_hours = ma.fields.Float()
+    actual_accelerator_hours = ma.fields.Float()
+    clipped = ma.fields.Boolean(
+        metadata={"description": "The runs took less than their pace says (0) or lost more than 0.9."}
+    )
+    default = ma.fields.Float(
+        metadata={"description": "The overhead in force before: the hardware profile's, or the default."}
+    )
 
 
 class ErrorSummarySchema(ma.Schema):
@@ -171,6 +193,11 @@ class CalibrationFitSchema(ma.Schema):
     bounds = ma.fields.List(ma.fields.Float())
     errors_before = ma.fields.Nested(ErrorSummarySchema)
     errors_after = ma.fields.Nested(ErrorSummarySchema)
+    run_overhead = ma.fields.Nested(
+        RunOverheadFitSchema,
+        allow_none=True,
+        metadata={"description": "How run_overhead was fitted; null when no run reported tokens trained."},
+    )
 
 
 class CalibrationSchema(ma.Schema):
@@ -181,6 +208,14 @@ class CalibrationSchema(ma.Schema):
     organization = ma.fields.String(attribute="organization_slug")
     hardware = ma.fields.String(attribute="hardware_slug")
     matmul_efficiency = ma.fields.Float(metadata={"description": "Large-GEMM fraction of the dense peak."})
+    run_overhead = ma.fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "The share of the runs' actual accelerator-hours beyond their measured pace, "
+            "failures and checkpoints: the organisation's later plans on the hardware lose it (unless a "
+            "request states its own). Null when no run reported the tokens it trained."
+        },
+    )
     runs = ma.fields.List(ma.fields.Nested(CalibratedRunSchema))
     fit = ma.fields.Nested(CalibrationFitSchema)
     created_by = ma.fields.String(metadata={"description": "Key id of the creator."})
@@ -211,4 +246,7 @@ class OwnCalibrationSchema(ma.Schema):
         },
     )
     runs = ma.fields.Integer(metadata={"description": "The measured runs it was fitted on."})
+    run_overhead = ma.fields.Float(
+        allow_none=True, metadata={"description": "The run overhead it fitted; null: none fitted."}
+    )
     created_at = ma.fields.String()

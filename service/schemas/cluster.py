@@ -40,6 +40,7 @@ from service.schemas.hardware import (
     PeakFlopsSchema,
     accelerators_per_node_field,
     failures_field,
+    run_overhead_field,
 )
 
 # What the engine's memory model trains at (core/cluster.py): every catalog precision but int8, which
@@ -58,6 +59,7 @@ class InlineHardwareSchema(StrictSchema):
     scale_up_bandwidth_bytes_per_second = positive_float(MAX_LINK_BYTES_PER_SECOND, SCALE_UP)
     scale_out_bandwidth_bytes_per_second = positive_float(MAX_LINK_BYTES_PER_SECOND, SCALE_OUT)
     failures_per_accelerator_hour = failures_field()
+    run_overhead = run_overhead_field(allow_none=True)
     efficiency = ma.fields.Nested(
         InlineEfficiencySchema,
         metadata={

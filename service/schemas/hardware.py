@@ -9,7 +9,7 @@ import marshmallow as ma
 from marshmallow import validate
 
 from service.core.engine import ASSUMED_NETWORK
-from service.core.goodput import LLAMA3_FAILURES_PER_ACCELERATOR_HOUR
+from service.core.goodput import DEFAULT_RUN_OVERHEAD, LLAMA3_FAILURES_PER_ACCELERATOR_HOUR, MAX_RUN_OVERHEAD
 from service.core.memory import MAX_MEMORY_BYTES
 from service.core.performance import EFFICIENCY_RANGE, PROVENANCES, Efficiency
 from service.core.units import MAX_PEAK_FLOPS_PER_SECOND
@@ -145,6 +145,22 @@ FAILURES = (
 )
 
 
+RUN_OVERHEAD = (
+    "The share of a whole run's wall-clock time lost on this installation beyond failures and checkpoints "
+    "(evaluation, loss-spike restarts, slow nodes, data stalls, ramp-up), for every plan on it that states "
+    "none of its own; an organisation's calibration fits its own from its runs' actual accelerator-hours. "
+    f"Not given: {DEFAULT_RUN_OVERHEAD}, from published whole runs (bench/RESULTS.md)."
+)
+
+
+def run_overhead_field(**kwargs) -> Number:
+    return Number(
+        validate=validate.Range(0, MAX_RUN_OVERHEAD),
+        metadata={"description": RUN_OVERHEAD, "example": 0.15},
+        **kwargs,
+    )
+
+
 def accelerators_per_node_field(**kwargs) -> WholeNumber:
     return WholeNumber(
         validate=validate.Range(1, MAX_ACCELERATORS_PER_NODE),
@@ -221,6 +237,7 @@ class HardwareSchema(StrictSchema):
         metadata={"description": SCALE_OUT, "example": 50 * 10**9},
     )
     failures_per_accelerator_hour = failures_field(allow_none=True)
+    run_overhead = run_overhead_field(allow_none=True)
     efficiency = ma.fields.Nested(
         EfficiencySchema,
         allow_none=True,

@@ -117,6 +117,14 @@ class GoodputSchema(ma.Schema):
     run_overhead = ma.fields.Float(
         metadata={"description": "The share lost beyond failures and checkpoints (reliability.run_overhead)."}
     )
+    run_overhead_source = ma.fields.String(
+        metadata={
+            "enum": ["request", "calibration", "hardware", "default"],
+            "description": "Whose run_overhead it is: the request's reliability.run_overhead; the "
+            "organisation's calibration, fitted on its runs' actual accelerator-hours; the hardware "
+            "profile's; or the default, from published whole runs.",
+        }
+    )
 
 
 class SizingSchema(ma.Schema):

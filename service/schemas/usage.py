@@ -112,6 +112,32 @@ class UsagePageSchema(PageSchema):
     items = ma.fields.List(ma.fields.Nested(UsageRecordSchema), required=True)
 
 
+class RunForecastIntervalsSchema(ma.Schema):
+    confidence = ma.fields.Float(metadata={"example": 0.8})
+    estimate_at_completion = ma.fields.List(
+        MoneyField(dump_only=True),
+        metadata={
+            "description": "[low, high]: what it has spent plus what remains of its estimate, stretched as "
+            "its plan's cost interval stretches its cost; before it reports tokens, the plan's interval; "
+            "once finished, or for a plan without an interval, the estimate twice."
+        },
+    )
+
+
+class ForecastIntervalsSchema(RunForecastIntervalsSchema):
+    estimate_at_completion = ma.fields.List(
+        MoneyField(dump_only=True),
+        metadata={
+            "description": "[low, high]: each charged plan's band, added (their errors are the cluster "
+            "model's, and move together); finished plans count their spend."
+        },
+    )
+    variance_at_completion = ma.fields.List(
+        signed_money("amount - the other end of estimate_at_completion."),
+        metadata={"description": "[low, high]: amount - estimate_at_completion's [high, low]."},
+    )
+
+
 class RunForecastSchema(ma.Schema):
     plan_id = ma.fields.UUID(attribute="plan.id")
     name = ma.fields.String(attribute="plan.name", allow_none=True)
@@ -129,6 +155,7 @@ class RunForecastSchema(ma.Schema):
     expected_end_at = ma.fields.AwareDateTime(
         allow_none=True, metadata={"description": "At the pace kept since it started; null before progress."}
     )
+    intervals = ma.fields.Nested(RunForecastIntervalsSchema)
 
 
 class BudgetForecastSchema(ma.Schema):
@@ -150,6 +177,13 @@ class BudgetForecastSchema(ma.Schema):
         },
     )
     variance_at_completion = signed_money("amount - estimate_at_completion: negative when heading over.")
+    intervals = ma.fields.Nested(
+        ForecastIntervalsSchema,
+        metadata={
+            "description": "Where the estimate at completion falls at `confidence`, from each plan's cost "
+            "interval (the cluster model's judged error) for what it has not yet spent."
+        },
+    )
     as_of = ma.fields.AwareDateTime()
     running = ma.fields.List(
         ma.fields.Nested(RunForecastSchema), metadata={"description": "Each running plan."}

@@ -1,6 +1,7 @@
 """An organisation's own calibration of the cluster model: the large-GEMM efficiency of one hardware profile,
 fitted so that the model's throughput for the layouts of its runs matches what they measured
-(service/services/model_accuracy.py says what is measured and predicted).
+(service/services/model_accuracy.py says what is measured and predicted), and the run overhead their actual
+accelerator-hours show beyond that pace, failures and checkpoints.
 
 The latest calibration of an (organisation, hardware) is in force: the organisation's later plans on that
 hardware run the cluster model with it, and their snapshot names it (plans.create_plan). A calibration is
@@ -19,6 +20,7 @@ from sqlalchemy import ScalarSelect, SQLColumnExpression, bindparam, select
 from sqlalchemy.orm import Session, selectinload
 
 from service.core import calibrate, engine, performance
+from service.core.goodput import DEFAULT_RUN_OVERHEAD
 from service.data.models import Calibration, HardwareProfile, Organization, Plan, id_by_slug
 from service.infra import actors
 from service.services import organizations, plan_documents, planning
@@ -32,6 +34,10 @@ MAX_RUNS = 100
 FIT_METHOD = (
     "bounded 1-D minimisation (Brent) of the mean squared log error of predicted against measured "
     "throughput, each run at the layout it was planned with"
+)
+OVERHEAD_METHOD = (
+    "1 - (sum of the hours each run's tokens take at its measured pace, over goodput's fraction for failures "
+    "and checkpoints) / (sum of its actual accelerator-hours), over the runs that reported tokens trained"
 )
 
 
@@ -81,7 +87,10 @@ def applied(own: Calibration, hardware: engine.Hardware) -> engine.Hardware:
     basis = f"calibration {own.id}: {len(own.runs)} of the organisation's runs"
     stated = hardware.efficiency or performance.Efficiency(gemm=gemm, provenance="calibrated", basis=basis)
     efficiency = dataclasses.replace(stated, gemm=gemm, provenance="calibrated", basis=basis)
-    return dataclasses.replace(hardware, efficiency=efficiency)
+    applied = dataclasses.replace(hardware, efficiency=efficiency)
+    if own.run_overhead is None:  # no run reported the tokens it trained: the profile's or the default
+        return applied
+    return dataclasses.replace(applied, run_overhead=own.run_overhead, run_overhead_source="calibration")
 
 
 def snapshot_of(own: Calibration, stated: float | None) -> dict[str, Any]:
@@ -93,6 +102,7 @@ def snapshot_of(own: Calibration, stated: float | None) -> dict[str, Any]:
         default=stated,
         runs=len(own.runs),
         created_at=own.created_at,
+        run_overhead=own.run_overhead,
     )
 
 
@@ -134,10 +144,13 @@ def create_calibration(
     errors_before = [calibrate.relative_error(m, p) for m, p in zip(measured, before, strict=True)]
     errors_after = [calibrate.relative_error(m, p) for m, p in zip(measured, fitted.predicted, strict=True)]
     previous = in_force(session, organization.id, profile.id)
+    paced = [_paced_hours(run) for run in runs]
+    overhead = _overhead_fit(runs, paced)
     calibration = Calibration(
         organization=organization,
         hardware=profile,
         matmul_efficiency=fitted.efficiency,
+        run_overhead=None if overhead is None else overhead.run_overhead,
         runs=[
             {
                 "plan_id": str(run.plan.id),
@@ -149,9 +162,12 @@ def create_calibration(
                 "predicted_tokens_per_second_after": predicted_after,
                 "error_before": error_before,
                 "error_after": error_after,
+                "tokens_trained": run.plan.tokens_trained,
+                "actual_accelerator_hours": run.plan.actual_accelerator_hours,
+                "paced_accelerator_hours": paced_hours,
             }
-            for run, predicted_before, predicted_after, error_before, error_after in zip(
-                runs, before, fitted.predicted, errors_before, errors_after, strict=True
+            for run, predicted_before, predicted_after, error_before, error_after, paced_hours in zip(
+                runs, before, fitted.predicted, errors_before, errors_after, paced, strict=True
             )
         ],
         fit={
@@ -168,6 +184,16 @@ def create_calibration(
             "bounds": list(calibrate.EFFICIENCY_BOUNDS),
             "errors_before": _summary(errors_before),
             "errors_after": _summary(errors_after),
+            "run_overhead": None
+            if overhead is None
+            else {
+                "method": OVERHEAD_METHOD,
+                "runs": overhead.runs,
+                "paced_accelerator_hours": overhead.paced_accelerator_hours,
+                "actual_accelerator_hours": overhead.actual_accelerator_hours,
+                "clipped": overhead.clipped,
+                "default": DEFAULT_RUN_OVERHEAD if profile.run_overhead is None else profile.run_overhead,
+            },
         },
         created_by=actors.actor(session),
     )
@@ -260,6 +286,30 @@ def _throughput(run: engine.Estimate, matmul_efficiency: float) -> float:
     step = engine.step_of(run, matmul_efficiency)  # modelled plans only (_modelled), at a layout that ran
     assert run.shape is not None, "a modelled run has its shape"
     return step.layout.global_batch * run.shape.sequence_length / step.seconds
+
+
+def _paced_hours(run: _Run) -> float | None:
+    """The accelerator-hours the run's tokens trained so far take at its measured pace, with goodput's
+    failures and checkpoints paid but no run overhead; None when it reported no tokens or no hours."""
+    plan, cluster_run = run.plan, run.run.run
+    if plan.tokens_trained <= 0 or plan.actual_accelerator_hours <= 0 or cluster_run is None:
+        return None
+    useful = cluster_run.goodput
+    of_failures = useful.useful_fraction / (1.0 - useful.run_overhead)
+    seconds = plan.tokens_trained / run.measured.tokens_per_second
+    return seconds * cluster_run.accelerators / 3600.0 / of_failures
+
+
+def _overhead_fit(runs: Sequence[_Run], paced: Sequence[float | None]) -> calibrate.OverheadFit | None:
+    """The run overhead of the runs that reported the tokens they trained; None when none did."""
+    known = [
+        (run.plan.actual_accelerator_hours, hours)
+        for run, hours in zip(runs, paced, strict=True)
+        if hours is not None
+    ]
+    if not known:
+        return None
+    return calibrate.fit_run_overhead([actual for actual, _ in known], [hours for _, hours in known])
 
 
 def _predicted(plan: Plan) -> float:

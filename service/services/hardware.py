@@ -46,6 +46,7 @@ class HardwareFields(Changes):
     scale_up_bandwidth_bytes_per_second: int | None = None
     scale_out_bandwidth_bytes_per_second: int | None = None
     failures_per_accelerator_hour: float | None = None
+    run_overhead: float | None = None  # what whole runs on it lose beyond failures and checkpoints
     efficiency: Mapping[str, Any] | None = None  # core.performance.Efficiency's fields
     source: str | None = None
     note: str | None = None

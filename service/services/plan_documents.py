@@ -34,6 +34,7 @@ CLUSTER_FIGURES = (
     "scale_up_bandwidth_bytes_per_second",
     "scale_out_bandwidth_bytes_per_second",
     "failures_per_accelerator_hour",
+    "run_overhead",
 )
 
 
@@ -96,6 +97,7 @@ def _hardware_snapshot(hardware: engine.Hardware, price_effective_at: datetime |
         "memory_bytes": hardware.memory_bytes,
         "memory_bandwidth_bytes_per_second": hardware.memory_bandwidth_bytes_per_second,
         **{name: getattr(hardware, name) for name in CLUSTER_FIGURES},
+        "run_overhead_source": hardware.run_overhead_source,
         "efficiency": None if hardware.efficiency is None else hardware.efficiency.as_dict(),
         "price_per_hour": format_optional_money(hardware.price_per_hour),
         "currency": hardware.currency,
@@ -127,6 +129,7 @@ def snapshot_hardware(snapshot: JsonObject, role: str = "hardware") -> engine.Ha
         currency=hardware["currency"],
         memory_bandwidth_bytes_per_second=hardware.get("memory_bandwidth_bytes_per_second"),
         **{name: hardware.get(name) for name in CLUSTER_FIGURES},
+        run_overhead_source=hardware.get("run_overhead_source"),
         efficiency=efficiency,
     )
 
@@ -168,6 +171,7 @@ def own_calibration_document(
     default: float | None,
     runs: int,
     created_at: datetime,
+    run_overhead: float | None = None,
 ) -> dict[str, Any]:
     """The organisation's calibration a plan used, as its snapshot names it (its efficiency is already the
     snapshot's hardware's: this says where it came from, and what the profile states, `default`)."""
@@ -177,6 +181,7 @@ def own_calibration_document(
         "matmul_efficiency": efficiency,
         "default_matmul_efficiency": default,
         "runs": runs,
+        "run_overhead": run_overhead,
         "created_at": created_at.isoformat(),
     }
 
@@ -394,6 +399,7 @@ def _performance(estimate: engine.Estimate) -> dict[str, Any]:
             "restart_seconds": float(useful.restart_seconds),
             "useful_fraction": float(useful.useful_fraction),
             "run_overhead": float(useful.run_overhead),
+            "run_overhead_source": engine.run_overhead_of(estimate.cluster)[1],
         },
         "sizing": None
         if estimate.sizing is None

@@ -197,6 +197,7 @@ def hardware_of(profile: HardwareProfile | None, reference: str | engine.Hardwar
         scale_up_bandwidth_bytes_per_second=_float(profile.scale_up_bandwidth_bytes_per_second),
         scale_out_bandwidth_bytes_per_second=_float(profile.scale_out_bandwidth_bytes_per_second),
         failures_per_accelerator_hour=profile.failures_per_accelerator_hour,
+        run_overhead=profile.run_overhead,
         efficiency=None if profile.efficiency is None else performance.Efficiency(**profile.efficiency),
     )
 

@@ -24,7 +24,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
-from service.core.forecast import Progress, expected_end
+from service.core import accuracy
+from service.core.forecast import FINISHED_STATUSES, Progress, expected_end
 from service.data.models import (
     CHARGED_STATUSES,
     DEFAULT_ALERT_THRESHOLDS,
@@ -43,7 +44,7 @@ from service.data.models import (
 )
 from service.infra import actors
 from service.services import audit, events
-from service.services.documents import format_money, format_optional_money
+from service.services.documents import JsonObject, format_money, format_optional_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
 from service.services.plans import get_plan, give_back
@@ -522,11 +523,19 @@ def _publish(session: Session, crossing: _Crossing, plan: Plan, budget: _Charged
 # --- Forecasts --------------------------------------------------------------------------------------------
 
 
+Band = tuple[Decimal, Decimal]
+
+
 @dataclass(frozen=True)
 class PlanForecast:
     plan: Plan
     progress: Progress
     expected_end_at: datetime | None
+    band: Band  # where its estimate at completion falls, at accuracy.CONFIDENCE
+
+    @property
+    def intervals(self) -> dict[str, Any]:
+        return {"confidence": accuracy.CONFIDENCE, "estimate_at_completion": list(self.band)}
 
 
 @dataclass(frozen=True)
@@ -535,21 +544,64 @@ class BudgetForecast:
     as_of: datetime
     estimate_at_completion: Decimal  # every charged plan's: spent if finished, forecast if running
     running: list[PlanForecast]
+    band: Band  # the plans' bands added: their errors are the model's, and move together
 
     @property
     def variance_at_completion(self) -> Decimal:
         return self.budget.amount - self.estimate_at_completion
+
+    @property
+    def intervals(self) -> dict[str, Any]:
+        low, high = self.band
+        amount = self.budget.amount
+        return {
+            "confidence": accuracy.CONFIDENCE,
+            "estimate_at_completion": [low, high],
+            "variance_at_completion": [amount - high, amount - low],
+        }
 
 
 _PROGRESS_COLUMNS = (Plan.status, Plan.cost, Plan.actual_cost, Plan.tokens, Plan.tokens_trained)
 
 
 def _budget_estimate_at_completion(session: Session, budget_id: uuid.UUID) -> Decimal:
-    """Every charged plan's estimate at completion, summed: the columns it needs, not the plans."""
+    """Every charged plan's estimate at completion, summed: the columns it needs, not the plans (for the
+    write path's forecast thresholds)."""
     rows = session.execute(
         select(*_PROGRESS_COLUMNS).where(Plan.budget_id == budget_id, Plan.status.in_(CHARGED_STATUSES))
     )
     return sum((Progress.of(*row).estimate_at_completion for row in rows), Decimal(0))
+
+
+def _completion(session: Session, budget_id: uuid.UUID) -> tuple[Decimal, Band]:
+    """Every charged plan's estimate at completion and its band, summed: the columns they need, and the
+    stored result (for the cost interval) only of plans not finished."""
+    rows = session.execute(
+        select(Plan.id, *_PROGRESS_COLUMNS).where(
+            Plan.budget_id == budget_id, Plan.status.in_(CHARGED_STATUSES)
+        )
+    ).all()
+    unfinished = [row.id for row in rows if row.status not in FINISHED_STATUSES]
+    stored: dict[uuid.UUID, JsonObject] = {}
+    if unfinished:
+        stored = dict(session.execute(select(Plan.id, Plan.result).where(Plan.id.in_(unfinished))).all())
+    total, low, high = Decimal(0), Decimal(0), Decimal(0)
+    for plan_id, status, cost, actual_cost, tokens, trained in rows:
+        progress = Progress.of(status, cost, actual_cost, tokens, trained)
+        band = progress.completion_interval(*cost_interval(stored.get(plan_id)))
+        total += progress.estimate_at_completion
+        low, high = low + band[0], high + band[1]
+    return total, (low, high)
+
+
+def cost_interval(result: JsonObject | None) -> tuple[Decimal | None, Band | None]:
+    """A plan's point cost and its cost interval, from its stored result; None where it has none (a plan at
+    a given MFU, hardware without a price)."""
+    estimate = (result or {}).get("estimate") or {}
+    bounds = (estimate.get("intervals") or {}).get("cost")
+    if estimate.get("cost") is None or not bounds:
+        return None, None
+    return Decimal(estimate["cost"]), (Decimal(bounds[0]), Decimal(bounds[1]))
 
 
 def budget_forecast(session: Session, budget: Budget) -> BudgetForecast:
@@ -558,7 +610,7 @@ def budget_forecast(session: Session, budget: Budget) -> BudgetForecast:
     running = session.scalars(
         select(Plan)
         .where(Plan.budget_id == budget.id, Plan.status == PlanStatus.RUNNING)
-        .options(*(defer(document) for document in (Plan.inputs, Plan.snapshot, Plan.result)))
+        .options(*(defer(document) for document in (Plan.inputs, Plan.snapshot)))
         .order_by(Plan.started_at, Plan.id)
     ).all()
     reported_until = dict(
@@ -577,9 +629,10 @@ def budget_forecast(session: Session, budget: Budget) -> BudgetForecast:
             if until is None or plan.started_at is None
             else expected_end(plan.started_at, until, plan_progress.share_trained)
         )
-        forecasts.append(PlanForecast(plan, plan_progress, end))
-    total = _budget_estimate_at_completion(session, budget.id)
-    return BudgetForecast(budget, utcnow(), total, forecasts)
+        band = plan_progress.completion_interval(*cost_interval(plan.result))
+        forecasts.append(PlanForecast(plan, plan_progress, end, band))
+    total, band = _completion(session, budget.id)
+    return BudgetForecast(budget, utcnow(), total, forecasts, band)
 
 
 # --- Lifecycle --------------------------------------------------------------------------------------------

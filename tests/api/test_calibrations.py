@@ -244,7 +244,7 @@ def test_a_calibration_replaces_the_gemm_fraction_and_keeps_the_profile_s_other_
     )
     peaks = {"bf16": 1e15, "fp8": 2e15}
     hardware = engine.Hardware(name="GPU", slug="gpu", peak_flops=peaks, memory_bytes=8e10)
-    own = SimpleNamespace(id="c1", matmul_efficiency=0.45, runs=[object()] * 3)
+    own = SimpleNamespace(id="c1", matmul_efficiency=0.45, runs=[object()] * 3, run_overhead=None)
     efficiency = calibrations.applied(own, dataclasses.replace(hardware, efficiency=stated)).efficiency
     assert efficiency == performance.Efficiency(
         gemm={"bf16": 0.45, "fp8": 0.45},
@@ -257,6 +257,79 @@ def test_a_calibration_replaces_the_gemm_fraction_and_keeps_the_profile_s_other_
     assert calibrations.applied(own, hardware).efficiency == dataclasses.replace(
         efficiency, memory=None, link=None, attention=None
     )
+
+
+def goodput_of(plan: dict) -> dict:
+    return plan["result"]["estimate"]["performance"]["goodput"]
+
+
+def ran_with_overhead(session, plan: dict, overhead: float) -> float:
+    """Record on `plan`'s row that its run trained all its tokens at its measured pace and took the hours
+    that pace, failures, checkpoints and `overhead` add up to (as usage reports would have summed them);
+    the hours its pace alone took, failures and checkpoints paid."""
+    row = session.get(Plan, uuid.UUID(plan["id"]))
+    rate = sum(
+        record.tokens_per_second
+        for record in session.scalars(select(UsageRecord).where(UsageRecord.plan_id == row.id))
+    )
+    useful = goodput_of(plan)
+    of_failures = useful["useful_fraction"] / (1 - useful["run_overhead"])
+    paced = plan["tokens"] / rate * row.accelerators / 3600 / of_failures
+    row.tokens_trained, row.actual_accelerator_hours = plan["tokens"], paced / (1 - overhead)
+    session.commit()
+    return paced
+
+
+def test_a_calibration_fits_the_run_overhead_the_runs_hours_show_and_later_plans_lose_it(
+    client, session, measured_at_half
+):
+    # Two runs took a quarter more time than their pace; the third reported no tokens and says nothing.
+    paced = [ran_with_overhead(session, plan, 0.2) for plan in measured_at_half[:2]]
+    before = goodput_of(modelled_plan(client, params=1e9, tokens=2e10))
+    assert (before["run_overhead"], before["run_overhead_source"]) == (0.1, "default")
+
+    calibration = calibrate_on(client).get_json()
+
+    assert calibration["run_overhead"] == pytest.approx(0.2, rel=1e-9)
+    fit = calibration["fit"]["run_overhead"]
+    assert (fit["runs"], fit["clipped"], fit["default"]) == (2, False, 0.1)
+    assert fit["paced_accelerator_hours"] == pytest.approx(sum(paced), rel=1e-9)
+    assert fit["actual_accelerator_hours"] == pytest.approx(sum(paced) / 0.8, rel=1e-9)
+    runs = {run["plan_id"]: run for run in calibration["runs"]}
+    assert runs[measured_at_half[2]["id"]]["paced_accelerator_hours"] is None
+    after = modelled_plan(client, params=1e9, tokens=2e10)
+    assert goodput_of(after)["run_overhead"] == pytest.approx(0.2, rel=1e-9)
+    assert goodput_of(after)["run_overhead_source"] == "calibration"
+    assert after["calibration"]["run_overhead"] == calibration["run_overhead"]
+    assert reevaluate(session.get(Plan, uuid.UUID(after["id"]))) == after["result"]
+    # A request's own overhead wins: at the default's 0.1, the same run takes 0.8 / 0.9 of the time.
+    stated = modelled_plan(client, params=1e9, tokens=2e10, reliability={"run_overhead": 0.1})
+    assert (goodput_of(stated)["run_overhead"], goodput_of(stated)["run_overhead_source"]) == (0.1, "request")
+    assert stated["days"] == pytest.approx(after["days"] * 0.8 / 0.9, rel=1e-9)
+    other = modelled_plan(client, params=1e9, tokens=2e10, organization="globex")
+    assert goodput_of(other)["run_overhead_source"] == "default"
+
+
+def test_runs_that_took_less_than_their_pace_fit_no_overhead_and_say_it_was_clipped(
+    client, session, measured_at_half
+):
+    for plan in measured_at_half:
+        row = session.get(Plan, uuid.UUID(plan["id"]))
+        ran_with_overhead(session, plan, 0.0)
+        row.actual_accelerator_hours *= 0.9
+    session.commit()
+    calibration = calibrate_on(client).get_json()
+    assert calibration["run_overhead"] == 0
+    assert calibration["fit"]["run_overhead"]["clipped"] is True
+
+
+def test_a_calibration_of_runs_that_reported_no_tokens_fits_no_overhead(client, measured_at_half):
+    calibration = calibrate_on(client).get_json()
+    assert calibration["run_overhead"] is None
+    assert calibration["fit"]["run_overhead"] is None
+    later = modelled_plan(client, params=1e9, tokens=2e10)
+    assert goodput_of(later)["run_overhead_source"] == "default"
+    assert later["calibration"]["run_overhead"] is None
 
 
 def test_a_calibrated_plan_reads_back_as_it_was_created(client, measured_at_half):

@@ -171,3 +171,25 @@ def test_a_profile_s_attention_fraction_sets_the_pace_of_long_context(client, ca
     assert slow["performance"]["hardware_efficiency"]["attention"] == 0.2
     assert fast["performance"]["hardware_efficiency"]["attention"] == 0.4
     assert 1.3 < slow["performance"]["step_seconds"] / fast["performance"]["step_seconds"] < 2
+
+
+def test_a_profile_s_run_overhead_is_what_its_runs_lose_unless_the_request_says(client, catalog):
+    copy = {name: client.get("/v1/hardware/h100-sxm").get_json()[name] for name in WRITABLE}
+    assert client.post("/v1/hardware", json={**copy, "slug": "acme-h100"}).status_code == 201
+    assert patch(client, "acme-h100", {"run_overhead": 0.25}).status_code == 200
+    default = estimate(client, "h100-sxm")["performance"]["goodput"]
+    ours = estimate(client, "acme-h100")
+    inline = estimate(client, {**{name: copy[name] for name in INLINE}, "run_overhead": 0.25})
+    asked = client.post(
+        "/v1/estimates", json={**RUN, "hardware": "acme-h100", "reliability": {"run_overhead": 0.1}}
+    ).get_json()
+
+    assert (default["run_overhead"], default["run_overhead_source"]) == (0.1, "default")
+    goodput = ours["performance"]["goodput"]
+    assert (goodput["run_overhead"], goodput["run_overhead_source"]) == (0.25, "hardware")
+    assert goodput["useful_fraction"] == pytest.approx(default["useful_fraction"] * 0.75 / 0.9, rel=1e-12)
+    assert inline["days"] == ours["days"]
+    assert asked["performance"]["goodput"]["run_overhead_source"] == "request"
+    assert asked["days"] == estimate(client, "h100-sxm")["days"]
+    refused = assert_problem(patch(client, "acme-h100", {"run_overhead": 0.95}), 422)
+    assert [error["pointer"] for error in refused["errors"]] == ["#/run_overhead"]

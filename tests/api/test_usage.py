@@ -360,3 +360,39 @@ def test_a_run_on_plan_raises_no_forecast_event_before_it_reports_progress(clien
     raised = session.scalars(select(Event.type)).all()
 
     assert raised == ["plan.started"]
+
+
+def test_the_forecast_gives_the_band_its_plans_intervals_put_around_it(client, budget, committed):
+    report(client, committed["id"], accelerator_hours=40, tokens=1.2e10)  # 100.00 spent, a fifth trained
+    waiting = create_plan(client, budget_id=budget["id"], tokens=2.4e10)  # 200.00, not started
+    transition(client, waiting["id"], "commit")
+
+    forecast = client.get(f"/v1/budgets/{budget['id']}/forecast").get_json()
+
+    def bounds(plan: dict) -> list[Decimal]:
+        return [Decimal(value) for value in plan["result"]["estimate"]["intervals"]["cost"]]
+
+    low, high = bounds(committed)
+    assert low < Decimal("500.00") < high
+    # The running plan: 100.00 spent and 400.00 to go, stretched as its plan's interval stretches 500.00.
+    running_band = [(Decimal(100) + 400 * bound / 500).quantize(Decimal("0.01")) for bound in (low, high)]
+    [running] = forecast["running"]
+    assert running["intervals"] == {
+        "confidence": 0.8,
+        "estimate_at_completion": [f"{bound:.2f}" for bound in running_band],
+    }
+    # The waiting plan: its own interval. The budget: both added, and the variance the other way round.
+    expected = [running_band[0] + bounds(waiting)[0], running_band[1] + bounds(waiting)[1]]
+    intervals = forecast["intervals"]
+    assert intervals["confidence"] == 0.8
+    assert intervals["estimate_at_completion"] == [f"{bound:.2f}" for bound in expected]
+    assert intervals["variance_at_completion"] == [f"{1000 - bound:.2f}" for bound in reversed(expected)]
+    low_total, high_total = (Decimal(bound) for bound in intervals["estimate_at_completion"])
+    assert low_total < Decimal(forecast["estimate_at_completion"]) < high_total
+
+    # Finished, a plan's band is its spend.
+    transition(client, committed["id"], "complete")
+    done = client.get(f"/v1/budgets/{budget['id']}/forecast").get_json()["intervals"]
+    assert done["estimate_at_completion"] == [
+        f"{Decimal('100.00') + bound:.2f}" for bound in bounds(waiting)
+    ]

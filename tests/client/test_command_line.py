@@ -275,6 +275,8 @@ def estimate_answer(**performance_overrides) -> dict:
                 "interruptions": 693.4,
                 "checkpoint_interval_seconds": 1137.5,
                 "useful_fraction": 0.838,
+                "run_overhead": 0.1,
+                "run_overhead_source": "calibration",
             },
             "sizing": None,
             **performance_overrides,
@@ -431,7 +433,10 @@ def test_estimate_prints_the_run_in_human_units_and_its_layout_in_one_line(sent,
     assert (shown["MFU"], shown["HFU"]) == ("40.0%", "41.2%")
     assert shown["layout"] == LAYOUT_LINE
     assert shown["steps"] == "7,617 of 20 s, 2,048 sequences (16.8M tokens) each"
-    assert shown["goodput"] == "83.8% useful · checkpoint every 19 min · 693 interruptions expected"
+    assert shown["goodput"] == (
+        "83.8% useful · checkpoint every 19 min · 693 interruptions expected · 10.0% lost besides (as your "
+        "runs lost: your calibration)"
+    )
     assert shown["memory per accelerator"] == "70.7 GB of 80 GB (fits)"
     assert shown["80% interval"] == (
         "49.1-92.3 days · 19.3M-36.3M accelerator-hours · 132,784,000.00-249,744,000.00 USD "

@@ -536,6 +536,9 @@ def test_the_planner_shows_the_chosen_layout_beside_its_alternatives_as_the_api_
     assert f"HFU {percent(performance['hfu'])}" in text
     assert f'data-figure="useful_fraction">{percent(performance["goodput"]["useful_fraction"])}<' in page
     assert f"{performance['goodput']['interruptions']:.1f} interruptions expected" in text
+    assert performance["goodput"]["run_overhead_source"] == "default"
+    lost = percent(performance["goodput"]["run_overhead"])
+    assert f"{lost} lost besides, as published whole runs lose" in text
     assert "as given" in re.search(r'id="cluster-card">(.*?)</div>', page).group(1)  # 1024, not chosen
 
 
@@ -863,6 +866,14 @@ def test_the_budget_page_shows_utilisation_and_burn(browser, client, world):
     labels = [text.text for text in burn.iter(f"{SVG}text")]
     assert "Amount" in labels
     assert "2026-01" in labels
+    # The forecast's band, drawn across the period and stated beside the estimate at completion.
+    forecast = client.get(f"/v1/budgets/{world['id']}/forecast").get_json()
+    low, high = forecast["intervals"]["estimate_at_completion"]
+    assert float(low) < float(forecast["estimate_at_completion"]) < float(high)
+    assert "Estimate at completion (80% band)" in labels
+    assert len(list(burn.iter(f"{SVG}polygon"))) == 1
+    band = re.search(r'data-figure="forecast_band">(.*?)<', budget).group(1)
+    assert band == f"{float(low):,.2f} USD\u2013{float(high):,.2f} USD"
     assert svg(budget, "utilization") is not None
     utilization = client.get(f"/v1/budgets/{world['id']}").get_json()["utilization"]
     assert utilization > 0

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from service.core import calibrate, engine, performance
+from service.core import calibrate, engine, goodput, performance
 from service.core.validation import InvalidInput
 
 LAB_GPU = engine.Hardware(
@@ -75,3 +75,26 @@ def test_a_plan_at_a_given_mfu_has_no_modelled_step_to_refit():
     run = engine.estimate(1e9, 2e10, engine.Cluster(hardware=LAB_GPU, accelerators=8, mfu=0.4))
     with pytest.raises(InvalidInput, match=r"^mfu: the run was planned at a given MFU"):
         engine.step_of(run, performance.CALIBRATION)
+
+
+def test_the_run_overhead_is_the_share_of_the_actual_hours_the_pace_does_not_explain():
+    # 100 and 300 hours at their pace took 125 and 375: a fifth of the hours went elsewhere.
+    fit = calibrate.fit_run_overhead([125.0, 375.0], [100.0, 300.0])
+    assert fit.run_overhead == pytest.approx(0.2, rel=1e-12)
+    assert (fit.runs, fit.paced_accelerator_hours, fit.actual_accelerator_hours, fit.clipped) == (
+        2,
+        400.0,
+        500.0,
+        False,
+    )
+    # Weighed by hours: a long run that lost 10% and a short one that lost 50%.
+    assert calibrate.fit_run_overhead([900.0, 100.0], [810.0, 50.0]).run_overhead == pytest.approx(0.14)
+
+
+def test_runs_faster_than_their_pace_fit_no_overhead_and_a_hopeless_one_the_most():
+    faster = calibrate.fit_run_overhead([90.0], [100.0])
+    assert (faster.run_overhead, faster.clipped) == (0.0, True)
+    hopeless = calibrate.fit_run_overhead([1000.0], [1.0])
+    assert (hopeless.run_overhead, hopeless.clipped) == (goodput.MAX_RUN_OVERHEAD, True)
+    with pytest.raises(InvalidInput, match="actual_hours"):
+        calibrate.fit_run_overhead([], [])

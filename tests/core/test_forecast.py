@@ -41,3 +41,20 @@ def test_a_run_ends_at_the_pace_it_kept():
     start = datetime(2027, 1, 1, tzinfo=UTC)
     assert expected_end(start, datetime(2027, 1, 11, tzinfo=UTC), 0.25) == datetime(2027, 2, 10, tzinfo=UTC)
     assert expected_end(start, datetime(2027, 1, 11, tzinfo=UTC), 0.0) is None
+
+
+def test_the_completion_interval_stretches_what_remains_as_the_plan_s_interval_stretches_its_cost():
+    interval = (Decimal("300.00"), Decimal("800.00"))  # around a point cost of 500.00
+    waiting = Progress(Decimal("500.00"), Decimal(0), 100.0, 0.0)
+    assert waiting.completion_interval(Decimal("500.00"), interval) == interval
+    # A run that spent 350.00 before reporting tokens is at least that.
+    early = Progress(Decimal("500.00"), Decimal("350.00"), 100.0, 0.0)
+    assert early.completion_interval(Decimal("500.00"), interval) == (Decimal("350.00"), Decimal("800.00"))
+    # A quarter trained for 150.00 heads to 600.00: 450.00 to go at 0.6 to 1.6 of it.
+    running = Progress(Decimal("500.00"), Decimal("150.00"), 100.0, 25.0)
+    assert running.estimate_at_completion == Decimal("600.00")
+    assert running.completion_interval(Decimal("500.00"), interval) == (Decimal("420.00"), Decimal("870.00"))
+    # Finished, or without an interval: the estimate itself.
+    done = Progress(Decimal("500.00"), Decimal("550.00"), 100.0, 90.0, finished=True)
+    assert done.completion_interval(Decimal("500.00"), interval) == (Decimal("550.00"), Decimal("550.00"))
+    assert running.completion_interval(None, None) == (Decimal("600.00"), Decimal("600.00"))

@@ -687,7 +687,19 @@ def goodput_text(goodput: Json) -> str:
     interruptions = goodput["interruptions"]
     expected = f"{interruptions:.2g}" if interruptions < 10 else f"{interruptions:,.0f}"
     parts.append(f"{expected} interruptions expected")
+    if goodput.get("run_overhead"):
+        whose = OVERHEAD_SOURCES.get(goodput.get("run_overhead_source") or "default", "")
+        parts.append(f"{_percent(goodput['run_overhead'])} lost besides ({whose})")
     return " · ".join(parts)
+
+
+# Whose run overhead an answer took (goodput.run_overhead_source), as the CLI says it.
+OVERHEAD_SOURCES = {
+    "default": "as published whole runs lose",
+    "hardware": "the hardware profile's",
+    "calibration": "as your runs lost: your calibration",
+    "request": "as asked",
+}
 
 
 def memory_text(memory: Json) -> str:

@@ -37,6 +37,7 @@ from service.core.engine.run import (
     SHAPE_TOLERANCE,
     machine_of,
     model_run,
+    run_overhead_of,
 )
 from service.core.engine.serving import SERVING_PRECISIONS, Serving
 from service.core.engine.sizing import MAX_ROUNDS, UTILISATION_TOLERANCE, plan
@@ -53,7 +54,8 @@ from service.core.engine.sizing import MAX_ROUNDS, UTILISATION_TOLERANCE, plan
 # uncalibrated_hardware caveat.
 # 2.3: cluster model 1.3 (frameworks, tensor-parallel overlap, node-aware collectives, refitted constants),
 # the run overhead, intervals on every estimate.
-ENGINE_VERSION = "2.3.0"
+# 2.4: the run overhead of a hardware profile or an organisation's calibration, and whose it is.
+ENGINE_VERSION = "2.4.0"
 
 __all__ = [
     "ASSUMED_FLOPS_PER_MEMORY_BYTE",
@@ -88,5 +90,6 @@ __all__ = [
     "model_run",
     "plan",
     "published",
+    "run_overhead_of",
     "step_of",
 ]

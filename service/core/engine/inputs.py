@@ -32,6 +32,10 @@ class Hardware:
     scale_up_bandwidth_bytes_per_second: float | None = None
     scale_out_bandwidth_bytes_per_second: float | None = None
     failures_per_accelerator_hour: float | None = None
+    # What whole runs on it lose beyond failures and checkpoints (core/goodput.py; None: the default), and
+    # who says so when it is not its profile ("hardware"): "calibration", the organisation's from its runs.
+    run_overhead: float | None = None
+    run_overhead_source: str | None = None
     # What it achieves of its peaks and bandwidths, and how that is known; None: uncalibrated.
     efficiency: performance.Efficiency | None = None
 

@@ -98,8 +98,18 @@ def reliability_of(on: Cluster) -> Reliability:
             on.checkpoint_write_bytes_per_second, Reliability.checkpoint_write_bytes_per_second
         ),
         restart_seconds=_or(on.restart_seconds, Reliability.restart_seconds),
-        run_overhead=_or(on.run_overhead, Reliability.run_overhead),
+        run_overhead=run_overhead_of(on)[0],
     )
+
+
+def run_overhead_of(on: Cluster) -> tuple[float, str]:
+    """What the run loses beyond failures and checkpoints, and whose figure it is: the request's, the
+    hardware's (its profile's or the organisation's calibration), or the default."""
+    if on.run_overhead is not None:
+        return on.run_overhead, "request"
+    if on.hardware.run_overhead is not None:
+        return on.hardware.run_overhead, on.hardware.run_overhead_source or "hardware"
+    return Reliability.run_overhead, "default"
 
 
 def _or(value: float | None, default: float) -> float:

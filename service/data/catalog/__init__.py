@@ -44,6 +44,7 @@ class HardwareSpec:
     scale_up_bandwidth_bytes_per_second: int | None  # per accelerator, one direction
     scale_out_bandwidth_bytes_per_second: int | None  # per accelerator, one direction
     failures_per_accelerator_hour: float | None
+    run_overhead: float | None  # what whole runs on it lose beyond failures and checkpoints; None: default
     efficiency: dict[str, Any]  # core.performance.Efficiency's fields: every built-in profile states it
     source: str
     note: str | None
@@ -71,6 +72,7 @@ def _hardware(entry: dict[str, Any]) -> HardwareSpec:
         scale_up_bandwidth_bytes_per_second=_gb_per_second(entry["scale_up_gb_per_second_per_direction"]),
         scale_out_bandwidth_bytes_per_second=_gb_per_second(entry["scale_out_gb_per_second_per_direction"]),
         failures_per_accelerator_hour=None if failures is None else float(failures),
+        run_overhead=entry.get("run_overhead"),
         efficiency=_floats(entry["efficiency"]),
         source=entry["source"],
         note=entry.get("note"),

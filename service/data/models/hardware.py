@@ -47,10 +47,15 @@ HARDWARE_FIGURES = (
     "scale_up_bandwidth_bytes_per_second",
     "scale_out_bandwidth_bytes_per_second",
     "failures_per_accelerator_hour",
+    "run_overhead",
     "efficiency",
     "source",
     "note",
 )
+
+
+# core.goodput.MAX_RUN_OVERHEAD, as the database checks it.
+RUN_OVERHEAD_RANGE = "run_overhead IS NULL OR (run_overhead >= 0 AND run_overhead <= 0.9)"
 
 
 class HardwareProfile(Base):
@@ -82,6 +87,7 @@ class HardwareProfile(Base):
             "OR (failures_per_accelerator_hour >= 0 AND failures_per_accelerator_hour < 1)",
             name="failure_rate_range",
         ),
+        CheckConstraint(RUN_OVERHEAD_RANGE, name="run_overhead_range"),
         *(
             CheckConstraint(f"peak_flops_{p} IS NULL OR peak_flops_{p} > 0", name=f"peak_flops_{p}_positive")
             for p in PRECISIONS
@@ -110,6 +116,9 @@ class HardwareProfile(Base):
     scale_up_bandwidth_bytes_per_second: Mapped[int | None] = mapped_column(BigInteger)
     scale_out_bandwidth_bytes_per_second: Mapped[int | None] = mapped_column(BigInteger)
     failures_per_accelerator_hour: Mapped[float | None] = mapped_column(Float)
+    # What whole runs on this installation lose beyond failures and checkpoints (core/goodput.py); NULL: the
+    # default.
+    run_overhead: Mapped[float | None] = mapped_column(Float)
     # What it achieves of its peaks and how that is known (core.performance.Efficiency as a mapping); NULL:
     # stated nowhere, run at the fractions of uncalibrated hardware.
     efficiency: Mapped[dict[str, Any] | None] = mapped_column(JSON)
@@ -190,6 +199,7 @@ class Calibration(Base):
     __tablename__ = "calibrations"
     __table_args__ = (
         CheckConstraint("matmul_efficiency > 0 AND matmul_efficiency <= 1", name="efficiency_range"),
+        CheckConstraint(RUN_OVERHEAD_RANGE, name="run_overhead_range"),
         Index(
             "ix_calibrations_organization_id_hardware_id_created_at",
             "organization_id",
@@ -202,6 +212,9 @@ class Calibration(Base):
     organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
     hardware_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("hardware_profiles.id", ondelete="RESTRICT"))
     matmul_efficiency: Mapped[float] = mapped_column(Float)
+    # What the organisation's runs lost beyond failures and checkpoints, from their actual accelerator-hours
+    # against their measured pace; NULL when none reported the tokens it trained.
+    run_overhead: Mapped[float | None] = mapped_column(Float)
     runs: Mapped[list[dict[str, Any]]] = mapped_column(JSON)  # the plans fitted, measured and predicted
     fit: Mapped[dict[str, Any]] = mapped_column(JSON)  # the default it replaces, errors before and after
     created_by: Mapped[str] = mapped_column(String(64))
