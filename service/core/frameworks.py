@@ -26,6 +26,12 @@ class Framework:
     zero_stages: tuple[int, ...] = ZERO_STAGES
     tensor_parallel_overlap: bool = False  # TP collectives pipelined with the GEMMs
     expert_overlap: bool = False  # an expert all-to-all under another micro-batch's compute (DualPipe)
+    # The share of what the GEMMs could hide of the TP collectives that its overlap does hide, where it is
+    # measured apart from Megatron-Core's (the calibration's `tensor_parallel_overlap`); None: that one.
+    tensor_parallel_overlap_share: float | None = None
+    # The share of a layer's matmuls (beyond attention's scores and values) its selective recomputation
+    # redoes in the backward pass: 0 for Megatron's (Korthikanti et al. 2022, attention alone).
+    selective_matmuls: float = 0.0
 
     def fixed(self, given: dict[str, Any]) -> dict[str, Any]:
         """`given` with the fields the framework cannot vary fixed at what it runs (the given ones kept); the
@@ -41,6 +47,16 @@ class Framework:
             imposed["expert_overlap"] = False
         return {**imposed, **given}
 
+
+# Fitted by `python -m bench.calibrate_cluster` with the other constants (bench/RESULTS.md): torchtitan's
+# published layouts with and without asynchronous TP (Llama 3.1 8B and 70B, bench/cluster_runs.json) and its
+# Llama 3.1 405B run pin it. Far below Megatron-Core's: its asynchronous TP hid a tenth of a 70B step at most.
+TORCHTITAN_ASYNC_TP_SHARE = 0.095
+
+# What PyTorch's FSDP runs as ZeRO stages: resharding after forward (3) or not (2), each reduce-scattering
+# every micro-batch's gradients; or, under no_sync, whole gradients accumulated and reduced once, which holds
+# and moves what ZeRO 1 does (its weights whole too, without resharding).
+FSDP_STAGES = (1, 2, 3)
 
 GENERIC = Framework(
     "generic",
@@ -75,18 +91,30 @@ FRAMEWORKS = {
         Framework(
             "fsdp",
             "PyTorch FSDP (llm-foundry, Hugging Face Accelerate): data parallelism sharded as ZeRO 2 "
-            "(SHARD_GRAD_OP) or 3 (FULL_SHARD), no tensor or pipeline parallelism.",
+            "(SHARD_GRAD_OP) or 3 (FULL_SHARD), or as ZeRO 1 when it accumulates whole gradients under "
+            "no_sync and reduces them once; no tensor or pipeline parallelism.",
             tensor_parallel=False,
             pipeline=False,
-            zero_stages=(2, 3),
+            zero_stages=FSDP_STAGES,
         ),
         Framework(
             "torchtitan",
-            "PyTorch torchtitan: FSDP2 (ZeRO 2-3), tensor and sequence parallelism with asynchronous TP "
-            "overlapping its collectives, interleaved pipeline schedules, context parallelism.",
+            "PyTorch torchtitan: FSDP2 (ZeRO 2-3, or 1 accumulating whole gradients and reducing them on "
+            "the last micro-batch, as its pipeline schedules do), tensor and sequence parallelism with "
+            "asynchronous TP "
+            "overlapping its collectives, interleaved pipeline schedules, context parallelism. Its "
+            "asynchronous TP hides less than Megatron-Core's: 1.09-1.10x over the same layouts without it "
+            "(torchtitan's 2025-06 async-TP study; the share fitted on its runs, bench/RESULTS.md). Its "
+            "selective recomputation (per op) redoes every second matmul.",
             interleave=True,
-            zero_stages=(2, 3),
+            zero_stages=FSDP_STAGES,
             tensor_parallel_overlap=True,
+            tensor_parallel_overlap_share=TORCHTITAN_ASYNC_TP_SHARE,
+            # Its selective activation checkpointing per op saves the output of every compute-heavy op but
+            # every second matmul, which the backward pass recomputes (torchtitan's
+            # activation_checkpoint.py, `_custom_policy`: "Saves output of all compute ops, except every
+            # second mm").
+            selective_matmuls=0.5,
         ),
         Framework(
             "maxtext",

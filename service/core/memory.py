@@ -99,9 +99,10 @@ def training_memory(
 
     Activations are the cluster model's (`activation_bytes`) on one pipeline stage of every layer and one
     micro-batch of `shape.micro_batch` sequences, so a plan at a given MFU reports what the layout search
-    checks for the same layout: for a plain transformer Korthikanti et al. 2022 Table 2's s·b·h·(10 + 24/t)
-    a layer with tensor parallelism alone, s·b·h·34/t with sequence parallelism (the default), the scores'
-    5·a·s²·b/t only without FlashAttention or recomputation. Memory fragmentation is not modelled.
+    checks for the same layout: for a plain transformer trained with dropout Korthikanti et al. 2022 Table
+    2's s·b·h·(10 + 24/t) a layer with tensor parallelism alone, s·b·h·34/t with sequence parallelism (the
+    default), the scores' 5·a·s²·b/t only without FlashAttention or recomputation; without dropout (the
+    default) 8 and 4 instead of 10 and 5. Memory fragmentation is not modelled.
 
     The data-parallel degree needed is the smallest N_d with fixed + sharded/N_d ≤ memory_bytes, solved in
     closed form; None when no degree up to `units.MAX_ACCELERATORS` fits (always so at stage 0 when it does
@@ -195,10 +196,11 @@ def activation_bytes(
     sequence length over the c context-parallel ranks, b the micro-batch, h d_model, a the heads and t the
     tensor-parallel degree: inside the tensor-parallel blocks, Q, K, V and the output projection's input,
     (4 + 4·kv/a)·s·b·h, and the MLP's (4 or, with SwiGLU, 6)·s·b·ffn, split t ways; outside them, the norms'
-    and blocks' inputs and the dropout masks, 10·s·b·h, split only by sequence parallelism (`sequence_split`
-    t, else 1). A plain transformer thus gives Table 2's s·b·h·(10 + 24/t) with tensor parallelism alone
-    and s·b·h·34/t with sequence parallelism. Without FlashAttention the scores add 5·a·s²·b/t (Table 2's
-    5as/h term), which selective recomputation drops; full recomputation keeps each layer's input,
+    and blocks' inputs, 8·s·b·h, and with dropout its two masks, 2·s·b·h more, split only by sequence
+    parallelism (`sequence_split` t, else 1). A plain transformer with dropout thus gives Table 2's
+    s·b·h·(10 + 24/t) with tensor parallelism alone and s·b·h·34/t with sequence parallelism. Without
+    FlashAttention the scores add 4·a·s²·b/t, 5 with dropout's mask (Table 2's 5as/h term), which selective
+    recomputation drops; full recomputation keeps each layer's input,
     2·s·b·h (split by sequence parallelism), plus one layer's working set. The first stage's layers hold
     min(p, m) micro-batches in flight, times 1 + (p - 1)/(p·v) with an interleaved schedule; a single stage
     also holds the fp32 logits, 4·s·b·V/t. Training in fp8 caches the inputs of the output projection and
@@ -232,12 +234,16 @@ def activation_bytes(
     mlp_bytes = (1 - moe) * shape.ffn_width * mlp_ffn + moe * (
         expert_rows * f_e * mlp_ffn + (2.0 + cached) * routed * h + 4.0 * float(shape.experts or 0)
     )
-    per_layer = sbh * (10.0 / sp_split + inside_blocks / t) + sc * b * mlp_bytes / t
+    # Outside the blocks: the two norms' inputs (2 + 2), the two blocks' inputs (2 + 2) and, with dropout,
+    # its two 1-byte masks; the scores without FlashAttention: softmax input and output (2 + 2) and, with
+    # dropout, its mask (Korthikanti et al. 2022 Table 2's 10 and 5, which count dropout).
+    masks = 1.0 if shape.dropout else 0.0
+    outside = 8.0 + 2.0 * masks
+    per_layer = sbh * (outside / sp_split + inside_blocks / t) + sc * b * mlp_bytes / t
     # (With FlashAttention everywhere, as a search has unless told otherwise, the scores' term is 0 and
     # adding it would change nothing.)
-    working = (
-        per_layer if flash.all() else per_layer + np.where(flash | (rec >= 1), 0.0, 5.0 * a * sc * s * b / t)
-    )
+    scores = (4.0 + masks) * a * sc * s * b / t
+    working = per_layer if flash.all() else per_layer + np.where(flash | (rec >= 1), 0.0, scores)
     stored = np.where(full, 2.0 * sbh / sp_split, working)
     in_flight = np.minimum(p, micro_batches) * np.where(interleave > 1, 1 + (p - 1) / (p * interleave), 1.0)
     activations = first_stage_layers * stored * in_flight + np.where(full, working, 0.0)

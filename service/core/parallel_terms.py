@@ -280,9 +280,12 @@ def data_parallel_seconds(layouts: Layouts, rates: Rates, held: HeldParams, stag
     not one accelerator's NIC (NCCL's hierarchical and multi-channel rings; Jeaugey 2019, "Massively Scale
     Your Deep Learning Training with NCCL 2.4"). ZeRO stages 0-2 (an all-reduce, or reduce-scatter +
     all-gather of the same bytes) reduce once a step under the last micro-batch's backward pass, 2/3 of the
-    stage time t_stage: G - o·min(G, 2/3·t_stage). Stage 3 also gathers the parameters for every
-    micro-batch's forward and backward, 1.5·G per micro-batch under its compute: m·(1.5·G -
-    o·min(1.5·G, t_stage)). o is the calibrated overlap.
+    stage time t_stage: G - o·min(G, 2/3·t_stage). Stage 2 keeps only its shard of the gradients, so each
+    of the other m - 1 micro-batches reduce-scatters its own under its backward pass too, (m - 1)·(G/2 -
+    o·min(G/2, 2/3·t_stage)) (DeepSpeed reduces at every micro-step under ZeRO 2; FSDP's SHARD_GRAD_OP
+    without no_sync likewise); stages 0 and 1 hold whole gradients and accumulate them locally. Stage 3
+    also gathers the parameters for every micro-batch's forward and backward, 1.5·G per micro-batch under
+    its compute: m·(1.5·G - o·min(1.5·G, t_stage)). o is the calibrated overlap.
     """
     d, e = layouts.data_parallel, layouts.expert_parallel
     inside = layouts.model_parallel * d <= rates.accelerators_per_node
@@ -297,6 +300,13 @@ def data_parallel_seconds(layouts: Layouts, rates: Rates, held: HeldParams, stag
     overlap = rates.overlap
     backward_window = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
     exposed_once = reduce_once - overlap * np.minimum(reduce_once, backward_window)
+    scatter = 0.5 * reduce_once
+    further_scatters = (layouts.micro_batches - 1) * (
+        scatter - overlap * np.minimum(scatter, backward_window)
+    )
     gathers = 1.5 * reduce_once
     exposed_gathers = layouts.micro_batches * (gathers - overlap * np.minimum(gathers, stage_seconds))
-    return np.where(layouts.zero_stage == 3, exposed_gathers, exposed_once)
+    zero = layouts.zero_stage
+    return np.where(
+        zero == 3, exposed_gathers, np.where(zero == 2, exposed_once + further_scatters, exposed_once)
+    )

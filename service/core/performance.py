@@ -23,6 +23,7 @@ device's own work) or `parallel_terms` (what spreading the step over devices add
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping
@@ -49,7 +50,10 @@ Codes = npt.NDArray[np.int64]
 # at the lower calibrated GEMM fraction. 1.3.0: node-aware data-parallel collectives, tensor-parallel overlap,
 # frameworks bounding the search, constants fitted on the 81 published step times of the corpus. 1.4.0:
 # fused attention at an efficiency of its own on the causal half it computes; constants fitted with priors.
-MODEL_VERSION = "1.4.0"
+# 1.5.0: ZeRO 2 reduce-scatters each micro-batch's gradients; a framework's own share of the tensor-parallel
+# collectives its overlap hides, and what its selective recomputation redoes (torchtitan's per-op policy);
+# constants refitted on the 83 step times.
+MODEL_VERSION = "1.5.0"
 
 
 PROVENANCES = ("calibrated", "derived", "uncalibrated")
@@ -119,23 +123,24 @@ class Calibration:
         return dict(vars(self))
 
 
-# Fitted by `python -m bench.calibrate_cluster` on the 81 published step times of bench/cluster_runs.json
+# Fitted by `python -m bench.calibrate_cluster` on the 83 published step times of bench/cluster_runs.json
 # (6 organisations): least squares on log(predicted / published), each constant within physical bounds and
 # drawn towards a stated prior (the fit's docstring), with the GEMM fraction of each accelerator family and
-# precision and the fused-attention fraction of each family, which the catalog's profiles carry (A100 0.739,
-# attention 0.439; H100 0.592, fp8 0.501, attention 0.234; B200 fp8 0.483, attention 0.363; TPU v5e 0.921,
-# v5p 0.780). The GEMM and attention fractions here are what hardware no run calibrates gets: the lowest of
-# the calibrated families' (the H100's), since a part nobody has measured more often falls short of its
-# paper advantage than beats it. The tensor-parallel overlap sits at its bound (1): where a framework
-# overlaps those collectives, the step hides them (bench/RESULTS.md).
+# precision and the fused-attention fraction of each family, which the catalog's profiles carry (A100 0.740,
+# attention 0.437; H100 0.596, fp8 0.516, attention 0.237; B200 fp8 0.484, attention 0.361; TPU v5e 0.920,
+# v5p 0.780), and torchtitan's share of the tensor-parallel overlap (frameworks.py). The GEMM and attention
+# fractions here are what hardware no run calibrates gets: the lowest of the calibrated families' (the
+# H100's), since a part nobody has measured more often falls short of its paper advantage than beats it.
+# Megatron-Core's tensor-parallel overlap sits at its bound (1): where it overlaps those collectives, the
+# step hides them (bench/RESULTS.md).
 CALIBRATION = Calibration(
-    matmul_efficiency=0.592,
+    matmul_efficiency=0.596,
     kernel_seconds=3e-6,
-    memory_efficiency=0.632,
-    link_efficiency=0.888,
-    overlap=0.247,
+    memory_efficiency=0.637,
+    link_efficiency=0.864,
+    overlap=0.271,
     tensor_parallel_overlap=1.0,
-    attention_efficiency=0.234,
+    attention_efficiency=0.237,
 )
 
 
@@ -304,13 +309,22 @@ def step(
     precision: str = "bf16",
     optimizer: str = "adam",
     calibration: Calibration = CALIBRATION,
+    framework: Framework = GENERIC,
 ) -> Step:
-    """The step of one layout (checked first)."""
+    """The step of one layout (checked first), in `framework` (what its overlap of tensor-parallel
+    collectives hides)."""
     check_layout(shape, layout)
+    calibration = in_framework(calibration, framework)
     columns = {name: np.array([getattr(layout, name)]) for name in LAYOUT_FIELDS if name != "recomputation"}
     columns["recomputation"] = np.array([RECOMPUTATION_MODES.index(layout.recomputation)])
     result = evaluate(
-        shape, machine, columns, precision=precision, optimizer=optimizer, calibration=calibration
+        shape,
+        machine,
+        columns,
+        precision=precision,
+        optimizer=optimizer,
+        calibration=calibration,
+        framework=framework,
     )
     return _step_at(result, 0, layout)
 
@@ -339,6 +353,7 @@ def evaluate(
     precision: str = "bf16",
     optimizer: str = "adam",
     calibration: Calibration = CALIBRATION,
+    framework: Framework = GENERIC,
 ) -> dict[str, Array]:
     """Step time, its parts and memory for many layouts at once: `columns` holds one array per `Layout`
     field (recomputation coded 0 none, 1 selective, 2 full; expert_overlap 1, 0 or -1 for whichever is
@@ -350,7 +365,7 @@ def evaluate(
     gemms = terms.layer_gemms(shape, x, rates)
     all_to_all = parallel_terms.expert_all_to_all_layer_seconds(shape, x, rates, precision)
     compute, exposed_all_to_all, overlapped = parallel_terms.expert_overlap(
-        shape, x, terms.layer_compute_seconds(gemms, x), all_to_all
+        shape, x, terms.layer_compute_seconds(gemms, x, framework.selective_matmuls), all_to_all
     )
     layer = parallel_terms.LayerSeconds(
         compute=compute,
@@ -380,7 +395,7 @@ def evaluate(
         "optimizer": terms.optimizer_seconds(x, rates, held),
     }
     seconds = sum(breakdown.values())
-    model_flops, hardware_flops = terms.step_flops(shape, x, gemms, output)
+    model_flops, hardware_flops = terms.step_flops(shape, x, gemms, output, framework.selective_matmuls)
     states = terms.model_states_bytes(x, held, precision, optimizer)
     activations = terms.activation_bytes(shape, x, stages.first_stage_layers, precision)
     memory = states + activations
@@ -398,6 +413,15 @@ def evaluate(
         "fits": memory <= machine.usable_memory_bytes,
         "expert_overlap": overlapped,
     }
+
+
+def in_framework(calibration: Calibration, framework: Framework) -> Calibration:
+    """The constants as `framework` runs: its own share of the tensor-parallel collectives hidden, where it
+    has one measured."""
+    share = framework.tensor_parallel_overlap_share
+    if share is None or calibration.tensor_parallel_overlap == share:
+        return calibration
+    return dataclasses.replace(calibration, tensor_parallel_overlap=share)
 
 
 def _rates(machine: Machine, calibration: Calibration) -> terms.Rates:
@@ -487,13 +511,20 @@ def _search(
 ) -> Search:
     """`search`, remembered: its result is shared by every caller that asks the same, and never changed."""
     fixed = dict(fixed_fields)
+    calibration = in_framework(calibration, framework)
     check_fixed_fields(shape, fixed, count, global_batch)
     columns = layout_search.candidates(
         shape, machine.accelerators_per_node, count, fixed, global_batch, framework=framework
     )
     result = layout_search.in_blocks(
         functools.partial(
-            evaluate, shape, machine, precision=precision, optimizer=optimizer, calibration=calibration
+            evaluate,
+            shape,
+            machine,
+            precision=precision,
+            optimizer=optimizer,
+            calibration=calibration,
+            framework=framework,
         ),
         columns,
     )

@@ -71,6 +71,9 @@ class ModelShape:
     q_lora_rank: int | None = None
     rope_head_dim: int | None = None
     mtp_depth: int | None = None
+    # Whether training applies dropout (GPT-3 and Megatron's GPT defaults: 0.1) and keeps its 1-byte masks
+    # for the backward pass; modern pretraining (Llama, Mistral, DeepSeek, MPT, BLOOM) runs without.
+    dropout: bool = False
 
     def __post_init__(self) -> None:
         # One check per field, each naming it; in this order, which decides the error a shape with several
@@ -96,6 +99,8 @@ class ModelShape:
                 v.whole_at_most(name, getattr(self, name), MAX_SHAPE_DIMENSION, minimum=0)
         if self.mtp_depth is not None:
             v.whole_at_most("mtp_depth", self.mtp_depth, MAX_MTP_DEPTH, minimum=0)
+        if not isinstance(self.dropout, bool):
+            raise v.InvalidInput("dropout", f"must be true or false, got {self.dropout!r}")
 
     def _check_experts(self) -> None:
         if self.experts is None:

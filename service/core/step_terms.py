@@ -288,19 +288,21 @@ def _moe_mlp(
     return seconds, flops
 
 
-def layer_compute_seconds(gemms: LayerGemms, layouts: Layouts) -> Array:
+def layer_compute_seconds(gemms: LayerGemms, layouts: Layouts, selective_matmuls: float = 0.0) -> Array:
     """A layer's GEMMs forward, backward and recomputed (Korthikanti et al. 2022 §5).
 
     Notes
     -----
     F·(1 + 2) + R for forward GEMM seconds F, the backward pass twice the forward's; R = F under full
-    recomputation, the attention scores and values under selective recomputation, 0 without.
+    recomputation, under selective recomputation the attention scores and values and the share
+    `selective_matmuls` of the other GEMMs (0 in Megatron, whose selective recomputation redoes attention
+    alone; half in torchtitan's per-op policy, which saves every other matmul's output), 0 without.
     """
     forward = gemms.forward_seconds
+    attention = gemms.attention_seconds
+    selective = attention + selective_matmuls * (forward - attention)
     return forward * (1 + BACKWARD_PER_FORWARD) + np.where(
-        layouts.full_recomputation,
-        forward,
-        np.where(layouts.selective_recomputation, gemms.attention_seconds, 0.0),
+        layouts.full_recomputation, forward, np.where(layouts.selective_recomputation, selective, 0.0)
     )
 
 
@@ -414,7 +416,11 @@ def optimizer_seconds(layouts: Layouts, rates: Rates, held: HeldParams) -> Array
 
 
 def step_flops(
-    shape: ModelShape, layouts: Layouts, gemms: LayerGemms, output: OutputLayer
+    shape: ModelShape,
+    layouts: Layouts,
+    gemms: LayerGemms,
+    output: OutputLayer,
+    selective_matmuls: float = 0.0,
 ) -> tuple[Array, Array]:
     """Model and hardware FLOPs of a step: (model, hardware).
 
@@ -424,7 +430,8 @@ def step_flops(
     passes through in the layers, the output layer and the D prediction modules (the active ones of a
     mixture of experts), 2·h_att = a·(d_qk + d_v) the attention width (2h in a plain transformer, so
     12·L·h·s per token). Hardware, what ran: ((L + D)·F_layer·(3, or 4 under full recomputation, or 3 plus
-    the attention scores and values under selective) + 3·F_out)·m·d·c, F the forward FLOPs of all t ranks.
+    the attention scores and values and `selective_matmuls` of the rest under selective) + 3·F_out)·m·d·c,
+    F the forward FLOPs of all t ranks.
     """
     t, s = layouts.tensor_parallel, float(shape.sequence_length)
     L, mtp = float(shape.layers), float(shape.mtp_depth or 0)
@@ -432,11 +439,11 @@ def step_flops(
     attention_width = 2 * shape.attention_width
     model = (6 * active + 6 * (L + mtp) * attention_width * s) * layouts.global_batch * s
     scores, values = gemms.scores_flops, gemms.values_flops
-    layer_forward = t * (gemms.qkv_flops + gemms.projection_flops + scores + values + gemms.mlp_flops)
+    matmuls = t * (gemms.qkv_flops + gemms.projection_flops + gemms.mlp_flops)
+    layer_forward = matmuls + t * (scores + values)
+    selective = t * (scores + values) + selective_matmuls * matmuls
     layer_ran = layer_forward * (1 + BACKWARD_PER_FORWARD) + np.where(
-        layouts.full_recomputation,
-        layer_forward,
-        np.where(layouts.selective_recomputation, t * (scores + values), 0.0),
+        layouts.full_recomputation, layer_forward, np.where(layouts.selective_recomputation, selective, 0.0)
     )
     head_forward = t * output.forward_flops
     ran = (L + mtp) * layer_ran + 3 * head_forward
@@ -469,9 +476,10 @@ def activation_bytes(shape: ModelShape, layouts: Layouts, first_stage_layers: Ar
     -----
     Per layer (Korthikanti et al. 2022 Table 2, generalised to grouped K/V and any MLP): inside the
     tensor-parallel blocks, Q, K, V and the output projection's input, (4 + 4·kv/a)·s·b·h, and the MLP's
-    (4 or, with SwiGLU, 6)·s·b·ffn; outside them, the norms' and blocks' inputs and the dropout masks,
-    10·s·b·h, split only by sequence parallelism. Without FlashAttention the scores add 5·a·s²·b (Table 2's
-    5as/h term), which selective recomputation drops; full recomputation keeps 2·s·b·h per layer plus one
+    (4 or, with SwiGLU, 6)·s·b·ffn; outside them, the norms' and blocks' inputs, 8·s·b·h, and 2·s·b·h of
+    dropout masks where the shape has dropout, split only by sequence parallelism. Without FlashAttention the
+    scores add 4·a·s²·b, 5 with dropout (Table 2's 5as/h term), which selective recomputation drops; full
+    recomputation keeps 2·s·b·h per layer plus one
     layer's working set. The first stage holds min(p, m) micro-batches in flight, times 1 + (p - 1)/(p·v)
     with an interleaved schedule; a single stage also holds the fp32 logits, 4·s·b·V/t.
     """

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from service.core import engine, performance
+from service.core.goodput import DEFAULT_RUN_OVERHEAD
 from service.data.models import AuditEntry, Calibration, Plan, UsageRecord
 from service.services import calibrations, plan_documents
 from service.services.plans import reevaluate
@@ -286,13 +287,13 @@ def test_a_calibration_fits_the_run_overhead_the_runs_hours_show_and_later_plans
     # Two runs took a quarter more time than their pace; the third reported no tokens and says nothing.
     paced = [ran_with_overhead(session, plan, 0.2) for plan in measured_at_half[:2]]
     before = goodput_of(modelled_plan(client, params=1e9, tokens=2e10))
-    assert (before["run_overhead"], before["run_overhead_source"]) == (0.1, "default")
+    assert (before["run_overhead"], before["run_overhead_source"]) == (DEFAULT_RUN_OVERHEAD, "default")
 
     calibration = calibrate_on(client).get_json()
 
     assert calibration["run_overhead"] == pytest.approx(0.2, rel=1e-9)
     fit = calibration["fit"]["run_overhead"]
-    assert (fit["runs"], fit["clipped"], fit["default"]) == (2, False, 0.1)
+    assert (fit["runs"], fit["clipped"], fit["default"]) == (2, False, DEFAULT_RUN_OVERHEAD)
     assert fit["paced_accelerator_hours"] == pytest.approx(sum(paced), rel=1e-9)
     assert fit["actual_accelerator_hours"] == pytest.approx(sum(paced) / 0.8, rel=1e-9)
     runs = {run["plan_id"]: run for run in calibration["runs"]}
@@ -302,7 +303,7 @@ def test_a_calibration_fits_the_run_overhead_the_runs_hours_show_and_later_plans
     assert goodput_of(after)["run_overhead_source"] == "calibration"
     assert after["calibration"]["run_overhead"] == calibration["run_overhead"]
     assert reevaluate(session.get(Plan, uuid.UUID(after["id"]))) == after["result"]
-    # A request's own overhead wins: at the default's 0.1, the same run takes 0.8 / 0.9 of the time.
+    # A request's own overhead wins: at 0.1, the same run takes 0.8 / 0.9 of the time.
     stated = modelled_plan(client, params=1e9, tokens=2e10, reliability={"run_overhead": 0.1})
     assert (goodput_of(stated)["run_overhead"], goodput_of(stated)["run_overhead_source"]) == (0.1, "request")
     assert stated["days"] == pytest.approx(after["days"] * 0.8 / 0.9, rel=1e-9)

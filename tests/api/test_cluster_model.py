@@ -9,6 +9,7 @@ import pytest
 
 from bench.published_runs import CALIBRATION_RUNS, LLAMA3_405B_FIELDS
 from service.core import accuracy
+from service.core.goodput import DEFAULT_RUN_OVERHEAD
 from service.services.catalog import load_builtin_hardware
 from tests.problems import assert_problem
 
@@ -40,7 +41,8 @@ def test_llama3_405b_on_16384_h100_is_modelled_with_its_layout_breakdown_and_goo
     assert performance["alternatives"]
     assert performance["layouts_evaluated"] >= performance["layouts_fitting"] > 0
     goodput = performance["goodput"]
-    assert goodput["run_overhead"] == 0.1  # the default: what whole runs lose beyond failures and checkpoints
+    # The default: what whole runs lose beyond failures and checkpoints.
+    assert (goodput["run_overhead"], goodput["run_overhead_source"]) == (DEFAULT_RUN_OVERHEAD, "default")
     assert 0.8 < goodput["useful_fraction"] / (1 - goodput["run_overhead"]) < 1
     assert performance["goodput"]["interruptions"] > 100
     # Days and accelerator-hours follow from the steps, the step time and goodput.
@@ -193,8 +195,8 @@ def test_the_groups_of_a_run_follow_its_hardware_layout_and_context(client, cata
         answer = estimate(client, params=7e9, tokens=1.4e11, **body).get_json()
         return answer["intervals"]["categories"]
 
-    assert "hardware" in groups(accelerators=64, precision="fp8")  # H100's fp8 is calibrated, but fp8
-    assert "hardware" in groups(accelerators=64, hardware="mi300x")  # no run calibrates it
+    assert groups(accelerators=64, precision="fp8") == ["fp8"]  # H100's fp8 is calibrated, but fp8
+    assert "uncalibrated hardware" in groups(accelerators=64, hardware="mi300x")  # no run calibrates it
     assert "parallelism" in groups(accelerators=64, layout={"tensor_parallel": 8})
     assert "scale" in groups(accelerators=1024)
 
@@ -212,7 +214,7 @@ def test_unpriced_hardware_has_no_cost_interval(client, catalog):
     body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, hardware="mi300x").get_json()
     assert body["cost"] is None
     assert body["intervals"]["cost"] is None
-    assert "hardware" in body["intervals"]["categories"]
+    assert "uncalibrated hardware" in body["intervals"]["categories"]
 
 
 def test_the_run_overhead_is_the_requests_or_the_default(client, catalog):
@@ -220,9 +222,9 @@ def test_the_run_overhead_is_the_requests_or_the_default(client, catalog):
     steady = estimate(
         client, params=7e9, tokens=1.4e11, accelerators=64, reliability={"run_overhead": 0}
     ).get_json()
-    assert default["performance"]["goodput"]["run_overhead"] == 0.1
+    assert default["performance"]["goodput"]["run_overhead"] == DEFAULT_RUN_OVERHEAD
     assert steady["performance"]["goodput"]["run_overhead"] == 0
-    assert default["seconds"] == pytest.approx(steady["seconds"] / 0.9)
+    assert default["seconds"] == pytest.approx(steady["seconds"] / (1 - DEFAULT_RUN_OVERHEAD))
     refused = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, reliability={"run_overhead": 0.95})
     assert [error["pointer"] for error in assert_problem(refused, 422)["errors"]] == [
         "#/reliability/run_overhead"

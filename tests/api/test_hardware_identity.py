@@ -8,6 +8,7 @@ import copy
 import pytest
 
 from service.core import performance
+from service.core.goodput import DEFAULT_RUN_OVERHEAD
 from service.data.models import HARDWARE_FIGURES
 from service.schemas.cluster import InlineHardwareSchema
 from service.services import plan_documents
@@ -181,13 +182,15 @@ def test_a_profile_s_run_overhead_is_what_its_runs_lose_unless_the_request_says(
     ours = estimate(client, "acme-h100")
     inline = estimate(client, {**{name: copy[name] for name in INLINE}, "run_overhead": 0.25})
     asked = client.post(
-        "/v1/estimates", json={**RUN, "hardware": "acme-h100", "reliability": {"run_overhead": 0.1}}
+        "/v1/estimates",
+        json={**RUN, "hardware": "acme-h100", "reliability": {"run_overhead": DEFAULT_RUN_OVERHEAD}},
     ).get_json()
 
-    assert (default["run_overhead"], default["run_overhead_source"]) == (0.1, "default")
+    assert (default["run_overhead"], default["run_overhead_source"]) == (DEFAULT_RUN_OVERHEAD, "default")
     goodput = ours["performance"]["goodput"]
     assert (goodput["run_overhead"], goodput["run_overhead_source"]) == (0.25, "hardware")
-    assert goodput["useful_fraction"] == pytest.approx(default["useful_fraction"] * 0.75 / 0.9, rel=1e-12)
+    kept = 0.75 / (1 - DEFAULT_RUN_OVERHEAD)
+    assert goodput["useful_fraction"] == pytest.approx(default["useful_fraction"] * kept, rel=1e-12)
     assert inline["days"] == ours["days"]
     assert asked["performance"]["goodput"]["run_overhead_source"] == "request"
     assert asked["days"] == estimate(client, "h100-sxm")["days"]

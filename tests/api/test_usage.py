@@ -393,6 +393,4 @@ def test_the_forecast_gives_the_band_its_plans_intervals_put_around_it(client, b
     # Finished, a plan's band is its spend.
     transition(client, committed["id"], "complete")
     done = client.get(f"/v1/budgets/{budget['id']}/forecast").get_json()["intervals"]
-    assert done["estimate_at_completion"] == [
-        f"{Decimal('100.00') + bound:.2f}" for bound in bounds(waiting)
-    ]
+    assert done["estimate_at_completion"] == [f"{Decimal('100.00') + bound:.2f}" for bound in bounds(waiting)]

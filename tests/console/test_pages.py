@@ -778,7 +778,10 @@ def test_a_saved_plan_keeps_the_limits_layout_and_shape_it_was_planned_with(brow
         "sequence_parallel": False,
     }
     assert all(inputs.get(name) is None for name in layout)
-    assert inputs["shape"] == {name: int(value) for name, value in SHAPE.items()} | {"micro_batch": 1}
+    assert inputs["shape"] == {name: int(value) for name, value in SHAPE.items()} | {
+        "micro_batch": 1,
+        "dropout": False,
+    }
 
 
 def test_forms_without_their_token_or_from_elsewhere_change_nothing(browser, client):

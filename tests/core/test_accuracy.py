@@ -42,7 +42,7 @@ def groups_of(**run) -> list[str]:
 
 def test_a_run_takes_the_widest_of_its_groups():
     groups = groups_of(calibrated=False, model_parallel=8, accelerators=64)
-    assert groups == ["hardware", "parallelism"]
+    assert groups == ["uncalibrated hardware", "parallelism"]
     judged = [accuracy.STEP_ERRORS[group] for group in groups]
     assert accuracy.widest(groups).spread == max(
         error.spread if error.runs >= accuracy.MIN_RUNS else accuracy.POOLED.spread for error in judged
@@ -53,15 +53,20 @@ def test_a_dense_bf16_step_on_one_calibrated_device_is_the_baseline():
     assert groups_of() == ["baseline"]
 
 
+def test_fp8_and_hardware_nobody_calibrated_are_groups_of_their_own():
+    assert groups_of(precision="fp8") == ["fp8"]
+    assert groups_of(calibrated=False, precision="fp8") == ["uncalibrated hardware", "fp8"]
+
+
 def test_the_widest_of_a_judges_table_takes_the_pooled_error_for_groups_it_judged_on_too_few_runs():
     errors = {
-        "hardware": LogError(mean=0.1, spread=0.2, runs=10),
+        "fp8": LogError(mean=0.1, spread=0.2, runs=10),
         "parallelism": LogError(mean=-0.1, spread=0.3, runs=10),
         "scale": LogError(mean=0.0, spread=0.5, runs=2),
     }
     pooled = LogError(mean=0.0, spread=0.25, runs=40)
-    assert accuracy.widest(["hardware", "parallelism"], errors, pooled) == errors["parallelism"]
-    assert accuracy.widest(["hardware", "scale"], errors, pooled) == pooled  # scale: 2 runs
+    assert accuracy.widest(["fp8", "parallelism"], errors, pooled) == errors["parallelism"]
+    assert accuracy.widest(["fp8", "scale"], errors, pooled) == pooled  # scale: 2 runs
     assert accuracy.widest(["context length"], errors, pooled) == pooled  # not judged at all
 
 

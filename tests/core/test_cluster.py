@@ -365,7 +365,7 @@ def test_tensor_parallelism_splits_the_model_states():
 
 def test_activations_without_recomputation_or_flash_attention_follow_table_2():
     s, b, h, a, layers = 2048, 2, 4096, 32, 32
-    model = ModelShape(layers=layers, d_model=h, heads=a, sequence_length=s, micro_batch=b)
+    model = ModelShape(layers=layers, d_model=h, heads=a, sequence_length=s, micro_batch=b, dropout=True)
 
     result = memory(shape=model, recomputation="none", flash_attention=False)
 
@@ -373,7 +373,7 @@ def test_activations_without_recomputation_or_flash_attention_follow_table_2():
 
 
 def test_selective_recomputation_drops_exactly_the_attention_score_term():
-    model = shape()
+    model = shape(dropout=True)
 
     none = memory(shape=model, recomputation="none", flash_attention=False).activations_bytes
     selective = memory(shape=model, recomputation="selective", flash_attention=False).activations_bytes
@@ -383,14 +383,23 @@ def test_selective_recomputation_drops_exactly_the_attention_score_term():
 
 
 def test_flash_attention_stores_no_attention_scores_so_selective_recomputation_saves_nothing_more():
-    none = memory(shape=shape(), recomputation="none").activations_bytes
-    selective = memory(shape=shape(), recomputation="selective").activations_bytes
+    none = memory(shape=shape(dropout=True), recomputation="none").activations_bytes
+    selective = memory(shape=shape(dropout=True), recomputation="selective").activations_bytes
 
     assert none == selective == pytest.approx(32 * 2048 * 4096 * 34, rel=1e-12)
 
 
+def test_without_dropout_no_mask_is_kept():
+    # Table 2's 34·s·b·h less the two 1-byte masks, and the scores' 5·a·s²·b less the probabilities' mask.
+    s, b, h, a = 2048, 1, 4096, 32
+    masked = memory(shape=shape(dropout=True), recomputation="none", flash_attention=False).activations_bytes
+    unmasked = memory(shape=shape(), recomputation="none", flash_attention=False).activations_bytes
+    assert unmasked == pytest.approx(32 * s * b * h * (32 + 4 * a * s / h), rel=1e-12)
+    assert masked - unmasked == pytest.approx(32 * s * b * (2 * h + a * s), rel=1e-12)
+
+
 def test_full_recomputation_keeps_each_layers_input_and_one_layers_working_set():
-    result = memory(shape=shape(micro_batch=4), recomputation="full", tensor_parallel=4)
+    result = memory(shape=shape(micro_batch=4, dropout=True), recomputation="full", tensor_parallel=4)
 
     # s·b·h = 2048 · 4 · 4096: each of the 32 layers keeps its input, 2·s·b·h split 4 ways by sequence
     # parallelism, and the layer being recomputed holds s·b·h·34/4 (Table 2 with t = 4).
@@ -406,9 +415,9 @@ def test_tensor_and_sequence_parallelism_divide_activations_by_t(mode):
     assert split == pytest.approx(alone / 8, rel=1e-12)
 
 
-# LLaMA-65B (Touvron et al. 2023, Table 2): 80 layers, d_model 8192, 64 heads, context 2048; one sequence per
-# micro-batch.
-LLAMA_65B = ModelShape(layers=80, d_model=8192, heads=64, sequence_length=2048, micro_batch=1)
+# LLaMA-65B's dimensions (Touvron et al. 2023, Table 2): 80 layers, d_model 8192, 64 heads, context 2048; one
+# sequence per micro-batch; trained, as the GPT of Korthikanti et al.'s Table 2 was, with dropout.
+LLAMA_65B = ModelShape(layers=80, d_model=8192, heads=64, sequence_length=2048, micro_batch=1, dropout=True)
 
 
 @pytest.mark.parametrize(("sequence_parallel", "gigabytes"), [(False, 17.45), (True, 5.70)])
@@ -454,7 +463,10 @@ def test_under_full_recomputation_sequence_parallelism_splits_the_stored_layer_i
     # t = 8: each layer's 2·s·b·h input, split 8 ways with sequence parallelism, and one layer's working
     # set, s·b·h·(10 + 24/8) or s·b·h·34/8 (Table 2).
     result = memory(
-        shape=shape(), recomputation="full", tensor_parallel=8, sequence_parallel=sequence_parallel
+        shape=shape(dropout=True),
+        recomputation="full",
+        tensor_parallel=8,
+        sequence_parallel=sequence_parallel,
     )
 
     assert result.activations_bytes == pytest.approx(2048 * 4096 * per_sbh, rel=1e-12)

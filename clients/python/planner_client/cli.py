@@ -202,7 +202,7 @@ RELIABILITY_FIELDS = (
     (
         "run_overhead",
         float,
-        "Share of the wall-clock time whole runs lose beyond failures and checkpoints; default 0.1.",
+        "Share of the wall-clock time whole runs lose beyond failures and checkpoints; default 0.28.",
     ),
 )
 # The request's objects that options fill, field by field (options win over --body's).

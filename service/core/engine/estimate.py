@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from service.core import accuracy, caveats, cluster, performance, units
+from service.core import accuracy, caveats, cluster, frameworks, performance, units
 from service.core import validation as v
 from service.core.cluster import Runtime
 from service.core.engine.inputs import Cluster, NamedLaw, price_of
@@ -260,6 +260,7 @@ def step_of(run: Estimate, matmul_efficiency: float) -> performance.Step:
         precision=run.cluster.precision,
         optimizer=run.cluster.optimizer,
         calibration=run.cluster.calibration,
+        framework=frameworks.framework_named(run.cluster.framework),
     )
 
 
