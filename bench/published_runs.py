@@ -163,12 +163,13 @@ def hardware_request(cluster: str) -> dict[str, Any]:
     }
 
 
-def machine(cluster: str, precision: str = "bf16") -> Machine:
-    """The cluster as the core's step-time model reads it, training at `precision`: what the engine makes of
-    the same request (`engine.machine_of`)."""
+def machine(cluster: str, precision: str = "bf16", framework: str | None = None) -> Machine:
+    """The cluster as the core's step-time model reads it, training at `precision` in `framework`: what the
+    engine makes of the same request (`engine.machine_of`)."""
     fields = hardware_request(cluster)
     hardware = engine.Hardware(**{**fields, "efficiency": Efficiency(**fields["efficiency"])})
-    return engine.machine_of(engine.Cluster(hardware=hardware, precision=precision))[0]
+    on = engine.Cluster(hardware=hardware, precision=precision, framework=framework)
+    return engine.machine_of(on)[0]
 
 
 def shape_of(entry: dict[str, Any]) -> ModelShape:
@@ -186,7 +187,7 @@ def run_of(entry: dict[str, Any]) -> Run:
     return Run(
         name=entry["name"],
         shape=shape,
-        machine=machine(entry["cluster"], entry.get("precision", "bf16")),
+        machine=machine(entry["cluster"], entry.get("precision", "bf16"), entry["framework"]),
         layout=layout,
         seconds=published_step_seconds(entry["measured"], shape, layout.global_batch, layout.accelerators),
         source=entry["source"],

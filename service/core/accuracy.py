@@ -71,19 +71,19 @@ class LogError:
 # the left-out organisation ran counts as uncalibrated there, and its runs' errors as that group's alone: they
 # err by the missing calibration); the 4 mixture-of-experts checks; and the 16 whole runs' accelerator-hours
 # (4 organisations) through the API at DEFAULT_RUN_OVERHEAD. Built so for each organisation from the others'
-# errors, the step intervals held 76% of the published step times (median half-width 16%), the
-# accelerator-hour ones 75% of the totals (24%; bench/RESULTS.md).
+# errors, the step intervals held 81% of the published step times (median half-width 15%), the
+# accelerator-hour ones 88% of the totals (26%; bench/RESULTS.md).
 STEP_ERRORS: dict[str, LogError] = {
-    "baseline": LogError(mean=0.0994, spread=0.1415, runs=3),
-    "context length": LogError(mean=-0.0576, spread=0.2322, runs=7),
-    "fp8": LogError(mean=-0.0064, spread=0.1430, runs=21),
-    "mixture of experts": LogError(mean=0.0064, spread=0.1572, runs=4),
-    "parallelism": LogError(mean=-0.0013, spread=0.1240, runs=68),
-    "scale": LogError(mean=-0.0338, spread=0.0605, runs=12),
-    "uncalibrated hardware": LogError(mean=-0.1519, spread=0.2358, runs=10),
+    "baseline": LogError(mean=0.0941, spread=0.1326, runs=3),
+    "context length": LogError(mean=-0.1298, spread=0.1728, runs=7),
+    "fp8": LogError(mean=-0.0321, spread=0.1375, runs=21),
+    "mixture of experts": LogError(mean=-0.0412, spread=0.1591, runs=4),
+    "parallelism": LogError(mean=-0.0183, spread=0.1135, runs=68),
+    "scale": LogError(mean=-0.0492, spread=0.0484, runs=12),
+    "uncalibrated hardware": LogError(mean=-0.1518, spread=0.2352, runs=10),
 }
-POOLED = LogError(mean=-0.0157, spread=0.1488, runs=83)
-WHOLE_RUN = LogError(mean=0.0008, spread=0.2604, runs=16)
+POOLED = LogError(mean=-0.0298, spread=0.1400, runs=83)
+WHOLE_RUN = LogError(mean=-0.0136, spread=0.2597, runs=16)
 
 
 def at_quantile(point: float, interval: tuple[float, float], quantile: float) -> float:

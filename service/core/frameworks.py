@@ -32,6 +32,9 @@ class Framework:
     # The share of a layer's matmuls (beyond attention's scores and values) its selective recomputation
     # redoes in the backward pass: 0 for Megatron's (Korthikanti et al. 2022, attention alone).
     selective_matmuls: float = 0.0
+    # Whether its attention is Transformer Engine's fused kernel (cuDNN), which the hardware's profile may
+    # state a fraction of its own for (`Efficiency.attention_transformer_engine`).
+    transformer_engine_attention: bool = False
 
     def fixed(self, given: dict[str, Any]) -> dict[str, Any]:
         """`given` with the fields the framework cannot vary fixed at what it runs (the given ones kept); the
@@ -51,7 +54,7 @@ class Framework:
 # Fitted by `python -m bench.calibrate_cluster` with the other constants (bench/RESULTS.md): torchtitan's
 # published layouts with and without asynchronous TP (Llama 3.1 8B and 70B, bench/cluster_runs.json) and its
 # Llama 3.1 405B run pin it. Far below Megatron-Core's: its asynchronous TP hid a tenth of a 70B step at most.
-TORCHTITAN_ASYNC_TP_SHARE = 0.095
+TORCHTITAN_ASYNC_TP_SHARE = 0.174
 
 # What PyTorch's FSDP runs as ZeRO stages: resharding after forward (3) or not (2), each reduce-scattering
 # every micro-batch's gradients; or, under no_sync, whole gradients accumulated and reduced once, which holds
@@ -72,10 +75,11 @@ FRAMEWORKS = {
             "Megatron-Core, NeMo and Megatron-Bridge: tensor and sequence parallelism, interleaved "
             "pipelines, context parallelism, the distributed optimizer (ZeRO 1), and tensor-parallel "
             "communication overlapped with the GEMMs (--tp-comm-overlap; Megatron-LM README, 'Training "
-            "speed and scalability').",
+            "speed and scalability'), and Transformer Engine's fused attention (cuDNN).",
             interleave=True,
             zero_stages=(0, 1),
             tensor_parallel_overlap=True,
+            transformer_engine_attention=True,
         ),
         Framework(
             "megatron-lm",

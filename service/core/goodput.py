@@ -34,12 +34,12 @@ DEFAULT_RESTART_SECONDS = 600.0
 # What whole runs lose beyond failures and checkpoints, as a fraction of their wall-clock time: what the
 # published whole-run GPU-hour totals of bench/cluster_runs.json (16 runs, 4 organisations: Meta's LLaMA 1-4
 # and Chameleon, DeepSeek's V2, V3 and 67B, BLOOM, SmolLM3) took beyond the planner's steady-state pace for
-# them with failures and checkpoints paid (`python -m bench.calibrate_cluster`, model 1.5: 0.285). It holds
+# them with failures and checkpoints paid (`python -m bench.calibrate_cluster`, model 1.5: 0.27). It holds
 # what runs lose beside their steady state (evaluation, loss-spike restarts, slow nodes, data stalls,
 # ramp-up; 9% for Llama 3 405B and 13% for BLOOM against their own published pace) and what the layouts teams
 # run lose against the one the planner would choose (its picks promise 14% more than the published runs of
 # the same models got; bench/RESULTS.md). Each organisation's runs at the overhead fitted on the others'
-# land 2.5% under their totals on average. An organisation's calibration refits its own from its actuals.
+# land 2.9% under their totals on average. An organisation's calibration refits its own from its actuals.
 DEFAULT_RUN_OVERHEAD = 0.28
 MAX_RUN_OVERHEAD = 0.9
 

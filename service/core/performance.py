@@ -52,7 +52,7 @@ Codes = npt.NDArray[np.int64]
 # fused attention at an efficiency of its own on the causal half it computes; constants fitted with priors.
 # 1.5.0: ZeRO 2 reduce-scatters each micro-batch's gradients; a framework's own share of the tensor-parallel
 # collectives its overlap hides, and what its selective recomputation redoes (torchtitan's per-op policy);
-# constants refitted on the 83 step times.
+# Transformer Engine's attention at a fraction of its own; constants refitted on the 83 step times.
 MODEL_VERSION = "1.5.0"
 
 
@@ -67,12 +67,13 @@ class Efficiency:
     """What an accelerator achieves of its peaks, as its hardware profile states it, and where that came from.
 
     `gemm` is the large-GEMM fraction of the dense peak by training precision; `attention` the fraction of
-    the BF16 peak fused attention kernels (FlashAttention, cuDNN) reach on the causal half of the scores they
-    compute; `memory` the fraction of the HBM bandwidth element-wise kernels reach; `link` the fraction of a
-    link's bandwidth collectives reach (NCCL bus bandwidth). A figure left out is the calibration's
-    (`Calibration`). `provenance` says how the figures were found: `calibrated` on published or measured runs
-    of this hardware (`basis` names them), `derived` from another part's calibration by a stated
-    architectural argument, or `uncalibrated`.
+    the BF16 peak fused attention kernels (FlashAttention-2, as PyTorch's and most stacks run it) reach on the
+    causal half of the scores they compute, and `attention_transformer_engine` what Transformer Engine's
+    fused attention (cuDNN, in Megatron-Core and NeMo) reaches where it differs; `memory` the fraction of
+    the HBM bandwidth element-wise kernels reach; `link` the fraction of a link's bandwidth collectives reach
+    (NCCL bus bandwidth). A figure left out is the calibration's (`Calibration`). `provenance` says how the
+    figures were found: `calibrated` on published or measured runs of this hardware (`basis` names them),
+    `derived` from another part's calibration by a stated architectural argument, or `uncalibrated`.
     Nothing in the model reads a hardware's name: two profiles with the same figures give the same answers.
     """
 
@@ -82,11 +83,12 @@ class Efficiency:
     memory: float | None = None
     link: float | None = None
     attention: float | None = None
+    attention_transformer_engine: float | None = None
 
     def __post_init__(self) -> None:
         for precision, value in self.gemm.items():
             v.in_range(f"efficiency.gemm.{precision}", value, *EFFICIENCY_RANGE)
-        for name in ("memory", "link", "attention"):
+        for name in ("memory", "link", "attention", "attention_transformer_engine"):
             value = getattr(self, name)
             if value is not None:
                 v.in_range(f"efficiency.{name}", value, *EFFICIENCY_RANGE)
@@ -98,6 +100,13 @@ class Efficiency:
     def calibrated_at(self, precision: str) -> bool:
         """Whether the GEMM figure at `precision` rests on runs (calibrated) or an argument from them."""
         return self.provenance != "uncalibrated" and precision in self.gemm
+
+    def attention_with(self, transformer_engine: bool) -> float | None:
+        """The attention fraction a framework reaches: Transformer Engine's where it uses it and the profile
+        states one, else the FlashAttention-2 figure."""
+        if transformer_engine and self.attention_transformer_engine is not None:
+            return self.attention_transformer_engine
+        return self.attention
 
 
 @dataclass(frozen=True)
@@ -126,21 +135,22 @@ class Calibration:
 # Fitted by `python -m bench.calibrate_cluster` on the 83 published step times of bench/cluster_runs.json
 # (6 organisations): least squares on log(predicted / published), each constant within physical bounds and
 # drawn towards a stated prior (the fit's docstring), with the GEMM fraction of each accelerator family and
-# precision and the fused-attention fraction of each family, which the catalog's profiles carry (A100 0.740,
-# attention 0.437; H100 0.596, fp8 0.516, attention 0.237; B200 fp8 0.484, attention 0.361; TPU v5e 0.920,
-# v5p 0.780), and torchtitan's share of the tensor-parallel overlap (frameworks.py). The GEMM and attention
+# precision and the fused-attention fraction of each family and kernel, which the catalog's profiles carry
+# (A100 0.738, attention 0.436; H100 0.602, fp8 0.501, attention 0.199 with FlashAttention-2 and 0.282 with
+# Transformer Engine's; B200 fp8 0.484, attention 0.361; TPU v5e 0.917, v5p 0.779), and torchtitan's share of
+# the tensor-parallel overlap (frameworks.py). The GEMM and attention
 # fractions here are what hardware no run calibrates gets: the lowest of the calibrated families' (the
 # H100's), since a part nobody has measured more often falls short of its paper advantage than beats it.
 # Megatron-Core's tensor-parallel overlap sits at its bound (1): where it overlaps those collectives, the
 # step hides them (bench/RESULTS.md).
 CALIBRATION = Calibration(
-    matmul_efficiency=0.596,
-    kernel_seconds=3e-6,
-    memory_efficiency=0.637,
-    link_efficiency=0.864,
-    overlap=0.271,
+    matmul_efficiency=0.602,
+    kernel_seconds=4e-6,
+    memory_efficiency=0.640,
+    link_efficiency=0.878,
+    overlap=0.317,
     tensor_parallel_overlap=1.0,
-    attention_efficiency=0.237,
+    attention_efficiency=0.199,
 )
 
 
@@ -243,17 +253,18 @@ BREAKDOWN = (
 
 # The share of an accelerator's memory a layout the search chooses leaves free for what the model does not
 # count (the CUDA context and kernels' workspaces, NCCL's buffers, the caching allocator's fragmentation). By
-# default none: the model's activation count is an upper bound that every published run checked runs below,
-# by 3-12% with those costs paid (Llama 3 405B counted at 85 GB ran in 80; NeMo's Nemotron-340B, torchtitan,
-# MaxText: bench/RESULTS.md), so its surplus is the headroom; a 10% headroom on top made the search choose
-# recomputation Llama 3 405B ran without. A request may ask for a margin of its own.
+# default none: Megatron-style runs that published their layouts sit at or just above the model's count
+# with those costs paid (Llama 3 405B counts 80.8 GB on its 80 GB H100s, Nemotron-340B 1.005 of its memory,
+# NeMo's 405B on B200 1.08), so a reserve would refuse what ran; under torchtitan's full recomputation the
+# count misses the loss's fp32 logits and the allocator's reserve (bench/RESULTS.md). A request may ask for a
+# margin of its own.
 DEFAULT_MEMORY_HEADROOM = 0.0
 MAX_MEMORY_HEADROOM = 0.5
 # A layout given whole (every field the search would choose fixed) that the model counts over memory by at
-# most this fraction is answered with a does_not_fit_memory warning rather than refused: the activation count
-# (Korthikanti et al. 2022, dropout masks and all) is an upper bound that runs 3-12% above what published
-# runs fit in (Llama 3 405B: 85 GB counted on 80 GB H100s; NeMo's Nemotron-340B, torchtitan, MaxText;
-# bench/RESULTS.md). A search that chooses fields keeps to the memory.
+# most this fraction is answered with a does_not_fit_memory warning rather than refused: published runs fit
+# in up to 8% less than the activation count (Korthikanti et al. 2022) gives them (Llama 3 405B 80.8 GB on
+# 80 GB H100s, NeMo's 405B on B200, torchtitan's per-op recomputation 10-46% under it; bench/RESULTS.md). A
+# search that chooses fields keeps to the memory.
 GIVEN_LAYOUT_MEMORY_TOLERANCE = 0.15
 
 

@@ -318,7 +318,7 @@ class ClusterFieldsSchema(StrictSchema):
         metadata={
             "description": "The training framework: the layout search stays inside what it can run "
             "(megatron-core: interleaving, context parallelism, ZeRO 0-1, TP overlap; megatron-lm: the same "
-            "without overlap; deepspeed: ZeRO 0-3, no interleaving; fsdp: ZeRO 2-3 only; torchtitan: FSDP2, "
+            "without overlap; deepspeed: ZeRO 0-3, no interleaving; fsdp: ZeRO 1-3; torchtitan: FSDP2, "
             "TP with async overlap, interleaving; maxtext: FSDP or plain data parallelism, TP with overlap, "
             "no pipeline; dualpipe: DeepSeek's expert overlap). Default generic: what they all run (no "
             "interleaving, no communication overlap beyond the data-parallel one)."
@@ -333,9 +333,9 @@ class ClusterFieldsSchema(StrictSchema):
         metadata={
             "description": "Share of each accelerator's memory a layout leaves free for what the model does "
             "not count (the CUDA context, NCCL's buffers, fragmentation); default "
-            f"{DEFAULT_MEMORY_HEADROOM}: the model's count runs 3-12% above what published runs used, which "
-            "is margin enough. A layout given whole may exceed it (and the memory by up to 15%) "
-            "with a does_not_fit_memory warning."
+            f"{DEFAULT_MEMORY_HEADROOM}: Megatron-style runs that published their layouts sit at or just "
+            "above the model's count, so a reserve would refuse what ran. A layout given whole may exceed "
+            "it (and the memory by up to 15%) with a does_not_fit_memory warning."
         },
     )
     tensor_parallel = WholeNumber(

@@ -57,7 +57,7 @@ class GemmEfficiencySchema(StrictSchema):
 
     fp32 = _fraction("At the FP32 peak.")
     tf32 = _fraction("At the TF32 peak.")
-    bf16 = _fraction("At the BF16 peak.", metadata={"example": 0.596})
+    bf16 = _fraction("At the BF16 peak.", metadata={"example": 0.602})
     fp16 = _fraction("At the FP16 peak.")
     fp8 = _fraction("At the FP8 peak.")
 
@@ -81,8 +81,12 @@ class EfficiencySchema(StrictSchema):
         },
     )
     attention = _fraction(
-        "Fraction of the BF16 peak fused attention kernels (FlashAttention, cuDNN) reach on the causal half "
-        "of the scores they compute; default the uncalibrated one."
+        "Fraction of the BF16 peak fused attention kernels (FlashAttention-2, as PyTorch's stacks run it) "
+        "reach on the causal half of the scores they compute; default the uncalibrated one."
+    )
+    attention_transformer_engine = _fraction(
+        "What Transformer Engine's fused attention (cuDNN; Megatron-Core, NeMo) reaches, where it differs; "
+        "default the attention figure."
     )
     memory = _fraction(
         "Fraction of the memory bandwidth element-wise kernels reach; default the model's fitted one."

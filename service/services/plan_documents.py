@@ -451,7 +451,10 @@ def _efficiency_used(on: engine.Cluster) -> dict[str, Any]:
     stated = hardware.efficiency if hardware.calibrated_at(on.precision) else None
     return {
         "gemm": float(hardware.matmul_efficiency_at(on.precision, on.calibration)),
-        "attention": hardware.attention_efficiency_at(on.calibration),
+        "attention": hardware.attention_efficiency_at(
+            on.calibration,
+            transformer_engine=frameworks.framework_named(on.framework).transformer_engine_attention,
+        ),
         "provenance": "uncalibrated" if stated is None else stated.provenance,
         "basis": "the default of uncalibrated hardware" if stated is None else stated.basis,
     }

@@ -196,3 +196,29 @@ def test_a_profile_s_run_overhead_is_what_its_runs_lose_unless_the_request_says(
     assert asked["days"] == estimate(client, "h100-sxm")["days"]
     refused = assert_problem(patch(client, "acme-h100", {"run_overhead": 0.95}), 422)
     assert [error["pointer"] for error in refused["errors"]] == ["#/run_overhead"]
+
+
+def test_transformer_engine_s_attention_is_the_frameworks_that_run_it(client, catalog):
+    # The H100 states FlashAttention-2's fraction and Transformer Engine's apart; Megatron-Core runs the
+    # latter, torchtitan the former; a profile stating one figure runs it for both.
+    stated = client.get("/v1/hardware/h100-sxm").get_json()["efficiency"]
+    assert stated["attention_transformer_engine"] > stated["attention"]
+    long_context = {**RUN, "shape": {"layers": 32, "d_model": 4096, "heads": 32, "sequence_length": 32768}}
+
+    def run(hardware, framework):
+        body = client.post(
+            "/v1/estimates", json={**long_context, "hardware": hardware, "framework": framework}
+        )
+        assert body.status_code == 200, body.get_json()["errors"]
+        return body.get_json()["performance"]
+
+    nemo, titan = run("h100-sxm", "megatron-core"), run("h100-sxm", "torchtitan")
+    assert nemo["hardware_efficiency"]["attention"] == stated["attention_transformer_engine"]
+    assert titan["hardware_efficiency"]["attention"] == stated["attention"]
+    one = {name: client.get("/v1/hardware/h100-sxm").get_json()[name] for name in INLINE}
+    one["efficiency"] = {
+        name: value for name, value in stated.items() if name != "attention_transformer_engine"
+    }
+    a100 = client.get("/v1/hardware/a100-80gb").get_json()["efficiency"]
+    assert "attention_transformer_engine" not in a100  # stated by no run: left out, not null
+    assert run(one, "megatron-core")["hardware_efficiency"]["attention"] == stated["attention"]

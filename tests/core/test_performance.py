@@ -61,8 +61,9 @@ def test_the_first_held_out_runs_are_predicted_within_10_percent(run):
 def test_llama3_at_128k_context_holds_with_attention_at_its_own_efficiency():
     # Held out: context parallelism 16 at 131 072 tokens, where attention is most of the work. Charged at
     # half a GEMM's efficiency (model 1.3) it came out 10% fast; at the H100's fitted fused-attention
-    # fraction, 3% (bench/RESULTS.md). This test says when it moves.
-    assert -0.08 <= error(HELD_OUT_RUNS[3]) <= 0.02
+    # fraction, 3% (model 1.4); at FlashAttention-2's, apart from Transformer Engine's (model 1.5: the corpus
+    # runs it as torchtitan, Meta's public stack), 6% slow (bench/RESULTS.md). This test says when it moves.
+    assert -0.02 <= error(HELD_OUT_RUNS[3]) <= 0.08
 
 
 def test_fused_attention_at_half_the_gemm_fraction_costs_what_the_whole_matrix_did():

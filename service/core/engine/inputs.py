@@ -49,10 +49,13 @@ class Hardware:
         stated = None if self.efficiency is None else self.efficiency.gemm.get(precision)
         return calibration.matmul_efficiency if stated is None else stated
 
-    def attention_efficiency_at(self, calibration: performance.Calibration) -> float | None:
-        """The fraction of the BF16 peak fused attention runs at: its profile's, or `calibration`'s default
-        (None in the constants of plans from before model 1.4.0)."""
-        stated = None if self.efficiency is None else self.efficiency.attention
+    def attention_efficiency_at(
+        self, calibration: performance.Calibration, *, transformer_engine: bool = False
+    ) -> float | None:
+        """The fraction of the BF16 peak fused attention runs at: its profile's (Transformer Engine's where
+        the framework uses it and the profile states one), or `calibration`'s default (None in the constants
+        of plans from before model 1.4.0)."""
+        stated = None if self.efficiency is None else self.efficiency.attention_with(transformer_engine)
         return calibration.attention_efficiency if stated is None else stated
 
 

@@ -142,7 +142,9 @@ def machine_of(on: Cluster) -> tuple[performance.Machine, bool]:
         memory_headroom=on.headroom,
         memory_efficiency=None if efficiency is None else efficiency.memory,
         link_efficiency=None if efficiency is None else efficiency.link,
-        attention_efficiency=None if efficiency is None else efficiency.attention,
+        attention_efficiency=None
+        if efficiency is None
+        else efficiency.attention_with(frameworks.framework_named(on.framework).transformer_engine_attention),
     )
     return machine, any(value is None for value in (*given, hardware.memory_bandwidth_bytes_per_second))
 
