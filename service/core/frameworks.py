@@ -35,6 +35,10 @@ class Framework:
     # Whether its attention is Transformer Engine's fused kernel (cuDNN), which the hardware's profile may
     # state a fraction of its own for (`Efficiency.attention_transformer_engine`).
     transformer_engine_attention: bool = False
+    # What its selective recomputation keeps of a layer's tensors besides the attention scores (1 in
+    # Megatron's), and the bytes its loss holds per logit (4: Megatron's fused cross-entropy, fp32).
+    selective_kept: float = 1.0
+    logit_bytes: float = 4.0
 
     def fixed(self, given: dict[str, Any]) -> dict[str, Any]:
         """`given` with the fields the framework cannot vary fixed at what it runs (the given ones kept); the
@@ -119,6 +123,13 @@ FRAMEWORKS = {
             # activation_checkpoint.py, `_custom_policy`: "Saves output of all compute ops, except every
             # second mm").
             selective_matmuls=0.5,
+            # Of a Llama block's tensors (its input, Q, K, V, the attention output, the projection's and
+            # the MLP's), the per-op policy keeps the block's input, Q, V, the attention output and the
+            # gate's and the down-projection's outputs, the others redone: about half (72 of 139 KB a token
+            # for Llama 3.1 8B). Its loss upcasts the logits to fp32 and keeps their log-softmax and its
+            # gradient beside the bf16 ones (torchtitan's cross_entropy_loss: `pred.float()`): about 10 bytes.
+            selective_kept=0.5,
+            logit_bytes=10.0,
         ),
         Framework(
             "maxtext",

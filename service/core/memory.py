@@ -185,6 +185,8 @@ def activation_bytes(
     flash_attention: Flags,
     first_stage_layers: Array,
     precision: str,
+    selective_kept: float = 1.0,
+    logit_bytes: float = 4.0,
 ) -> Array:
     """Activation memory of the first pipeline stage, the fullest under 1F1B (Korthikanti et al. 2022
     §4.2.3), for many layouts at once: the one model of activations, for the cluster model's step
@@ -203,7 +205,9 @@ def activation_bytes(
     recomputation drops; full recomputation keeps each layer's input,
     2·s·b·h (split by sequence parallelism), plus one layer's working set. The first stage's layers hold
     min(p, m) micro-batches in flight, times 1 + (p - 1)/(p·v) with an interleaved schedule; a single stage
-    also holds the fp32 logits, 4·s·b·V/t. Training in fp8 caches the inputs of the output projection and
+    also holds the logits, `logit_bytes`·s·b·V/t (4: Megatron's fused cross-entropy keeps fp32 ones).
+    Selective recomputation keeps `selective_kept` of a layer's tensors besides the scores it drops (1 in
+    Megatron's, which redoes attention alone). Training in fp8 caches the inputs of the output projection and
     the MLP's down-projection in fp8; a routed MLP keeps every row it runs, its dispatched and combined
     rows and fp32 router logits.
     """
@@ -244,11 +248,12 @@ def activation_bytes(
     # adding it would change nothing.)
     scores = (4.0 + masks) * a * sc * s * b / t
     working = per_layer if flash.all() else per_layer + np.where(flash | (rec >= 1), 0.0, scores)
-    stored = np.where(full, 2.0 * sbh / sp_split, working)
+    kept = working if selective_kept == 1.0 else np.where(rec == 1, selective_kept * per_layer, working)
+    stored = np.where(full, 2.0 * sbh / sp_split, kept)
     in_flight = np.minimum(p, micro_batches) * np.where(interleave > 1, 1 + (p - 1) / (p * interleave), 1.0)
     activations = first_stage_layers * stored * in_flight + np.where(full, working, 0.0)
     vocab = float(shape.vocabulary or 0)
-    logits = np.where(p > 1, 0.0, 4.0 * sc * b * vocab / t)  # fp32 logits, on the only stage
+    logits = np.where(p > 1, 0.0, logit_bytes * sc * b * vocab / t)  # on the only stage
     total: Array = activations + logits
     return total
 

@@ -255,8 +255,8 @@ BREAKDOWN = (
 # count (the CUDA context and kernels' workspaces, NCCL's buffers, the caching allocator's fragmentation). By
 # default none: Megatron-style runs that published their layouts sit at or just above the model's count
 # with those costs paid (Llama 3 405B counts 80.8 GB on its 80 GB H100s, Nemotron-340B 1.005 of its memory,
-# NeMo's 405B on B200 1.08), so a reserve would refuse what ran; under torchtitan's full recomputation the
-# count misses the loss's fp32 logits and the allocator's reserve (bench/RESULTS.md). A request may ask for a
+# NeMo's 405B on B200 1.08), so a reserve would refuse what ran; torchtitan's published peaks sit 0.66-1.08
+# of the count, the allocator's reserve what it misses most (bench/RESULTS.md). A request may ask for a
 # margin of its own.
 DEFAULT_MEMORY_HEADROOM = 0.0
 MAX_MEMORY_HEADROOM = 0.5
@@ -408,7 +408,14 @@ def evaluate(
     seconds = sum(breakdown.values())
     model_flops, hardware_flops = terms.step_flops(shape, x, gemms, output, framework.selective_matmuls)
     states = terms.model_states_bytes(x, held, precision, optimizer)
-    activations = terms.activation_bytes(shape, x, stages.first_stage_layers, precision)
+    activations = terms.activation_bytes(
+        shape,
+        x,
+        stages.first_stage_layers,
+        precision,
+        selective_kept=framework.selective_kept,
+        logit_bytes=framework.logit_bytes,
+    )
     memory = states + activations
     at_peak = seconds * (x.model_parallel * x.data_parallel) * machine.peak_flops_per_second
     return {

@@ -468,7 +468,15 @@ def model_states_bytes(layouts: Layouts, held: HeldParams, precision: str, optim
     return states
 
 
-def activation_bytes(shape: ModelShape, layouts: Layouts, first_stage_layers: Array, precision: str) -> Array:
+def activation_bytes(
+    shape: ModelShape,
+    layouts: Layouts,
+    first_stage_layers: Array,
+    precision: str,
+    *,
+    selective_kept: float = 1.0,
+    logit_bytes: float = 4.0,
+) -> Array:
     """Activations on the first pipeline stage, the fullest under 1F1B: `memory.activation_bytes` (the one
     model of activation memory, which `memory.training_memory` reports too) of these layouts.
 
@@ -496,4 +504,6 @@ def activation_bytes(shape: ModelShape, layouts: Layouts, first_stage_layers: Ar
         flash_attention=layouts.flash_attention,
         first_stage_layers=first_stage_layers,
         precision=precision,
+        selective_kept=selective_kept,
+        logit_bytes=logit_bytes,
     )

@@ -368,3 +368,16 @@ def test_tensor_parallelism_past_the_kv_heads_replicates_them_and_other_degrees_
             global_batch=512,
             fixed={"tensor_parallel": 8},
         )
+
+
+def test_torchtitan_keeps_half_a_layers_tensors_under_selective_recomputation_and_fp32_logits():
+    # Its per-op policy keeps about half a block's tensors (the rest redone), and its loss holds about 10
+    # bytes a logit where Megatron's fused cross-entropy holds 4 (frameworks.py).
+    shape = ModelShape(layers=4, d_model=1024, heads=8, sequence_length=2048, vocabulary=32_000)
+    one_stage = layout(
+        tensor_parallel=1, pipeline_parallel=1, data_parallel=1, global_batch=1, recomputation="selective"
+    )
+    megatron = step(shape, SELENE, one_stage, framework=FRAMEWORKS["megatron-core"]).activations_bytes
+    titan = step(shape, SELENE, one_stage, framework=FRAMEWORKS["torchtitan"]).activations_bytes
+    logits = 2048 * 32_000
+    assert titan == pytest.approx(0.5 * (megatron - 4 * logits) + 10 * logits, rel=1e-12)
