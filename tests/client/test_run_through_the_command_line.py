@@ -4,6 +4,7 @@ finance then reads the budget's spend and forecast."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -44,6 +45,11 @@ def test_a_plan_runs_from_commit_to_completion_through_the_command_line(client, 
     assert answer(capsys, "plan", "show", plan["id"])["status"] == "running"
     forecast = answer(capsys, "budget", "forecast", budget["id"])
     assert [run["share_trained"] for run in forecast["running"]] == [1.0]
+    # The table says the band: every token trained, the estimate at completion is what was spent.
+    assert cli.main(["budget", "forecast", budget["id"]]) == 0
+    low, high = forecast["intervals"]["estimate_at_completion"]
+    band = f"80%: {Decimal(low):,}-{Decimal(high):,} USD"
+    assert named(capsys.readouterr().out.split("\n\n")[0])["estimate_at_completion_band"] == band
 
     assert cli.main(["plan", "complete", plan["id"]]) == 0
     shown = named(capsys.readouterr().out)

@@ -1190,11 +1190,36 @@ def budget_forecast(budget_id: str) -> None:
     if chosen.json or chosen.get:
         show(forecast)
         return
-    show({name: value for name, value in forecast.items() if name != "running"})
+    currency = forecast["currency"]
+    summary = {name: value for name, value in forecast.items() if name not in ("running", "intervals")}
+    if forecast.get("intervals"):
+        summary["estimate_at_completion_band"] = band_text(forecast["intervals"], currency)
+    show(summary)
     click.echo()
-    running = [{**run, "currency": forecast["currency"]} for run in forecast["running"]]
-    columns = ("plan_id", "name", "share_trained", "actual_cost", "estimate_at_completion", "expected_end_at")
+    running = [
+        {
+            **run,
+            "currency": currency,
+            "band": band_text(run["intervals"], currency) if run.get("intervals") else None,
+        }
+        for run in forecast["running"]
+    ]
+    columns = (
+        "plan_id",
+        "name",
+        "share_trained",
+        "actual_cost",
+        "estimate_at_completion",
+        "band",
+        "expected_end_at",
+    )
     show_list(running, columns)
+
+
+def band_text(intervals: Json, currency: str) -> str:
+    """An estimate at completion's band as the CLI prints it: "80%: 420.00-870.00 USD"."""
+    low, high = intervals["estimate_at_completion"]
+    return f"{round(100 * intervals['confidence'])}%: {_money(low)}-{_money(high)} {currency}"
 
 
 @budget.command("utilization")
