@@ -191,8 +191,11 @@ def _keep_to_rules(case, world: World, pairs, keys):
     if isinstance(case.body, dict):
         _real_references(case.body, world)
         _peak_at_the_precision(case.body)
-        _a_cluster_the_model_can_run(case.body)
+        # The shape first: the cluster is sized for the model the shape sent makes (a shape whose heads did
+        # not yet divide its width gave no parameters to size by, and the request kept a drawn cluster too
+        # small for it).
         _shape_that_divides(case.body)
+        _a_cluster_the_model_can_run(case.body)
         _future_expiry(case.body)
         _runs_that_make_a_law(case.body)
         _keys_that_match(case.body, keys)

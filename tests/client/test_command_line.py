@@ -260,6 +260,12 @@ def estimate_answer(**performance_overrides) -> dict:
         },
         "performance": {
             "framework": "torchtitan",
+            "hardware_efficiency": {
+                "gemm": 0.602,
+                "attention": 0.199,
+                "provenance": "calibrated",
+                "basis": "...",
+            },
             "step_seconds": 20.0,
             "steps": 7617,
             "tokens_per_step": 16777216,
@@ -443,6 +449,7 @@ def test_estimate_prints_the_run_in_human_units_and_its_layout_in_one_line(sent,
         "(runs like this: parallelism, scale)"
     )
     assert shown["framework"] == "torchtitan"
+    assert shown["hardware efficiency"] == "GEMM 60.2%, attention 19.9% of peak (calibrated)"
 
 
 def test_estimate_shows_where_the_steps_time_goes_in_seconds_and_percent(sent, capsys):

@@ -537,6 +537,12 @@ def test_the_planner_shows_the_chosen_layout_beside_its_alternatives_as_the_api_
     assert f'data-figure="useful_fraction">{percent(performance["goodput"]["useful_fraction"])}<' in page
     assert f"{performance['goodput']['interruptions']:.1f} interruptions expected" in text
     assert performance["goodput"]["run_overhead_source"] == "default"
+    efficiency = performance["hardware_efficiency"]
+    shown = re.search(r'data-figure="hardware_efficiency">(.*?)</span>', page).group(1)
+    assert shown == (
+        f"GEMM {percent(efficiency['gemm'])}, attention {percent(efficiency['attention'])} of peak "
+        f"({efficiency['provenance']})"
+    )
     lost = percent(performance["goodput"]["run_overhead"])
     assert f"{lost} lost besides, as published whole runs lose" in text
     assert "as given" in re.search(r'id="cluster-card">(.*?)</div>', page).group(1)  # 1024, not chosen

@@ -578,11 +578,22 @@ def estimate_rows(estimate: Json, *, experts: bool = True) -> Rows:
         ]
         if framework := performance.get("framework"):  # servers before issue 48 name none
             rows.append(["framework", framework])
+        if efficiency := performance.get("hardware_efficiency"):
+            rows.append(["hardware efficiency", efficiency_text(efficiency)])
     elif estimate.get("mfu") is not None:
         rows.append(["MFU", f"{_percent(estimate['mfu'])} (given: the cluster model is not used)"])
     if memory := estimate.get("memory"):
         rows.append(["memory per accelerator", memory_text(memory)])
     return rows
+
+
+def efficiency_text(efficiency: Json) -> str:
+    """What the run took the hardware to achieve of its peaks, and how that is known: "GEMM 60.2%,
+    attention 28.2% of peak (calibrated)"."""
+    parts = [f"GEMM {_percent(efficiency['gemm'])}"]
+    if efficiency.get("attention") is not None:
+        parts.append(f"attention {_percent(efficiency['attention'])}")
+    return f"{', '.join(parts)} of peak ({efficiency['provenance']})"
 
 
 def _percent(fraction: float) -> str:
