@@ -188,10 +188,8 @@ class Constants:
         # A kernel no run of the family measured runs at the family's other figure, as a profile stating
         # only one does (`Efficiency.attention_with`).
         key = attention_key(run)
-        family = self.attention.get(key.removesuffix(TE), self.attention.get(key))
-        attention = self.attention.get(
-            key, family if family is not None else self.calibration.attention_efficiency
-        )
+        family = self.attention.get(key.removesuffix(TE), self.calibration.attention_efficiency)
+        attention = self.attention.get(key, family)
         return dataclasses.replace(run.machine, matmul_efficiency=gemm, attention_efficiency=attention)
 
     def constants(self, run: Run) -> Calibration:

@@ -73,6 +73,13 @@ SIZING_TEXTS = {
     "cost": "chosen by cost: the fewest accelerator-hours among runs within a year",
     "budget": "chosen by the budget: the count whose limits buy the most compute",
 }
+# Whose run overhead an answer took (the performance document's goodput.run_overhead_source).
+OVERHEAD_TEXTS = {
+    "default": "as published whole runs lose",
+    "hardware": "as the hardware profile states",
+    "calibration": "as your organisation's runs lost (its calibration)",
+    "request": "as asked",
+}
 LIST_LIMIT = 25
 FRONTIER_POINTS = 25
 MAX_FITTED_LAWS_CHARTED = 5  # the newest; more lines than this would not be readable
@@ -184,6 +191,7 @@ def _render_planner(session: Session, context: dict[str, Any], status: int) -> t
     context.update(
         budget_kinds=BUDGET_KINDS,
         sizing_texts=SIZING_TEXTS,
+        overhead_texts=OVERHEAD_TEXTS,
         default_budget_kind=DEFAULT_BUDGET_KIND,
         precisions=[(name, name) for name in TRAINING_PRECISIONS if name != engine.DEFAULT_PRECISION],
         default_precision=engine.DEFAULT_PRECISION,

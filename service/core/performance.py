@@ -23,7 +23,6 @@ device's own work) or `parallel_terms` (what spreading the step over devices add
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Mapping
@@ -322,10 +321,8 @@ def step(
     calibration: Calibration = CALIBRATION,
     framework: Framework = GENERIC,
 ) -> Step:
-    """The step of one layout (checked first), in `framework` (what its overlap of tensor-parallel
-    collectives hides)."""
+    """The step of one layout (checked first), in `framework`."""
     check_layout(shape, layout)
-    calibration = in_framework(calibration, framework)
     columns = {name: np.array([getattr(layout, name)]) for name in LAYOUT_FIELDS if name != "recomputation"}
     columns["recomputation"] = np.array([RECOMPUTATION_MODES.index(layout.recomputation)])
     result = evaluate(
@@ -373,6 +370,11 @@ def evaluate(
     data-parallel traffic and the optimizer update."""
     x = terms.Layouts.of(shape, columns)
     rates = _rates(machine, calibration)
+    # A framework's own share of the tensor-parallel collectives hidden, where it is measured apart from
+    # Megatron-Core's (the calibration's).
+    tp_overlap = framework.tensor_parallel_overlap_share
+    if tp_overlap is None:
+        tp_overlap = calibration.tensor_parallel_overlap
     gemms = terms.layer_gemms(shape, x, rates)
     all_to_all = parallel_terms.expert_all_to_all_layer_seconds(shape, x, rates, precision)
     compute, exposed_all_to_all, overlapped = parallel_terms.expert_overlap(
@@ -385,7 +387,7 @@ def evaluate(
             x,
             parallel_terms.tensor_parallel_layer_seconds(shape, x, rates),
             compute,
-            calibration.tensor_parallel_overlap,
+            tp_overlap,
         ),
         context_parallel=parallel_terms.context_parallel_layer_seconds(shape, x, rates),
         expert_parallel=exposed_all_to_all,
@@ -431,15 +433,6 @@ def evaluate(
         "fits": memory <= machine.usable_memory_bytes,
         "expert_overlap": overlapped,
     }
-
-
-def in_framework(calibration: Calibration, framework: Framework) -> Calibration:
-    """The constants as `framework` runs: its own share of the tensor-parallel collectives hidden, where it
-    has one measured."""
-    share = framework.tensor_parallel_overlap_share
-    if share is None or calibration.tensor_parallel_overlap == share:
-        return calibration
-    return dataclasses.replace(calibration, tensor_parallel_overlap=share)
 
 
 def _rates(machine: Machine, calibration: Calibration) -> terms.Rates:
@@ -529,7 +522,6 @@ def _search(
 ) -> Search:
     """`search`, remembered: its result is shared by every caller that asks the same, and never changed."""
     fixed = dict(fixed_fields)
-    calibration = in_framework(calibration, framework)
     check_fixed_fields(shape, fixed, count, global_batch)
     columns = layout_search.candidates(
         shape, machine.accelerators_per_node, count, fixed, global_batch, framework=framework

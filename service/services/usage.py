@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
 from service.core import accuracy
-from service.core.forecast import FINISHED_STATUSES, Progress, expected_end
+from service.core.forecast import Progress, expected_end
 from service.data.models import (
     CHARGED_STATUSES,
     DEFAULT_ALERT_THRESHOLDS,
@@ -564,30 +564,35 @@ class BudgetForecast:
 _PROGRESS_COLUMNS = (Plan.status, Plan.cost, Plan.actual_cost, Plan.tokens, Plan.tokens_trained)
 
 
-def _budget_estimate_at_completion(session: Session, budget_id: uuid.UUID) -> Decimal:
-    """Every charged plan's estimate at completion, summed: the columns it needs, not the plans (for the
-    write path's forecast thresholds)."""
-    rows = session.execute(
-        select(*_PROGRESS_COLUMNS).where(Plan.budget_id == budget_id, Plan.status.in_(CHARGED_STATUSES))
-    )
-    return sum((Progress.of(*row).estimate_at_completion for row in rows), Decimal(0))
-
-
-def _completion(session: Session, budget_id: uuid.UUID) -> tuple[Decimal, Band]:
-    """Every charged plan's estimate at completion and its band, summed: the columns they need, and the
-    stored result (for the cost interval) only of plans not finished."""
+def _charged_progress(session: Session, budget_id: uuid.UUID) -> list[tuple[uuid.UUID, Progress]]:
+    """Every plan charged to the budget, by id, with its progress: the columns it needs, not the plans."""
     rows = session.execute(
         select(Plan.id, *_PROGRESS_COLUMNS).where(
             Plan.budget_id == budget_id, Plan.status.in_(CHARGED_STATUSES)
         )
-    ).all()
-    unfinished = [row.id for row in rows if row.status not in FINISHED_STATUSES]
+    )
+    return [
+        (plan_id, Progress.of(status, cost, actual_cost, tokens, trained))
+        for plan_id, status, cost, actual_cost, tokens, trained in rows
+    ]
+
+
+def _budget_estimate_at_completion(session: Session, budget_id: uuid.UUID) -> Decimal:
+    """Every charged plan's estimate at completion, summed (for the write path's forecast thresholds)."""
+    charged = _charged_progress(session, budget_id)
+    return sum((progress.estimate_at_completion for _, progress in charged), Decimal(0))
+
+
+def _completion(session: Session, budget_id: uuid.UUID) -> tuple[Decimal, Band]:
+    """Every charged plan's estimate at completion and its band, summed: the stored result (for the cost
+    interval) read only of plans not finished."""
+    charged = _charged_progress(session, budget_id)
+    unfinished = [plan_id for plan_id, progress in charged if not progress.finished]
     stored: dict[uuid.UUID, JsonObject] = {}
     if unfinished:
         stored = dict(session.execute(select(Plan.id, Plan.result).where(Plan.id.in_(unfinished))).all())
     total, low, high = Decimal(0), Decimal(0), Decimal(0)
-    for plan_id, status, cost, actual_cost, tokens, trained in rows:
-        progress = Progress.of(status, cost, actual_cost, tokens, trained)
+    for plan_id, progress in charged:
         band = progress.completion_interval(*cost_interval(stored.get(plan_id)))
         total += progress.estimate_at_completion
         low, high = low + band[0], high + band[1]
