@@ -151,9 +151,11 @@ def hardware_request(cluster: str) -> dict[str, Any]:
     bandwidth = (
         entry.get("memory_bandwidth_tb_per_second", spec.memory_bandwidth_bytes_per_second / 1e12) * 1e12
     )
+    # And that its peaks are below the profile's (Grand Teton's H100s at 500 W: between the SXM's and NVL's).
+    scale = entry.get("peak_flops_scale", 1.0)
     return {
         "name": f"{spec.name} ({cluster})",
-        "peak_flops": dict(spec.peak_flops),
+        "peak_flops": {precision: scale * peak for precision, peak in spec.peak_flops.items()},
         "memory_bytes": memory,
         "memory_bandwidth_bytes_per_second": bandwidth,
         "accelerators_per_node": entry["accelerators_per_node"],
