@@ -101,12 +101,18 @@ def maxtext_causal_flops_per_step(shape: ModelShape, batch: int) -> float:
     return per_token * batch * s
 
 
+def maxtext_6n_flops_per_step(shape: ModelShape, batch: int) -> float:
+    """MaxText's first count (train.py, March-April 2023): 6N a token, no attention term."""
+    return 6 * shape.params * batch * shape.sequence_length
+
+
 ACCOUNTINGS = {
     "narayanan-2021-eq3": narayanan_flops_per_step,
     "palm": palm_flops_per_step,
     "megatron-moe-2024": megatron_flops_per_step,
     "maxtext-2023": maxtext_2023_flops_per_step,
     "maxtext-causal": maxtext_causal_flops_per_step,
+    "maxtext-6n-2023": maxtext_6n_flops_per_step,
 }
 
 
@@ -153,16 +159,19 @@ def hardware_request(cluster: str) -> dict[str, Any]:
     )
     # And that its peaks are below the profile's (Grand Teton's H100s at 500 W: between the SXM's and NVL's).
     scale = entry.get("peak_flops_scale", 1.0)
-    return {
+    request = {
         "name": f"{spec.name} ({cluster})",
         "peak_flops": {precision: scale * peak for precision, peak in spec.peak_flops.items()},
         "memory_bytes": memory,
         "memory_bandwidth_bytes_per_second": bandwidth,
         "accelerators_per_node": entry["accelerators_per_node"],
         "scale_up_bandwidth_bytes_per_second": entry["scale_up_gb_per_second_per_direction"] * _GIGA,
-        "scale_out_bandwidth_bytes_per_second": entry["scale_out_gb_per_second_per_direction"] * _GIGA,
         "efficiency": spec.efficiency,
     }
+    # Left out where nobody publishes it (TPU v4 between slices): a run inside one slice does not use it.
+    if (scale_out := entry["scale_out_gb_per_second_per_direction"]) is not None:
+        request["scale_out_bandwidth_bytes_per_second"] = scale_out * _GIGA
+    return request
 
 
 def machine(cluster: str, precision: str = "bf16", framework: str | None = None) -> Machine:

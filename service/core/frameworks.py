@@ -58,7 +58,7 @@ class Framework:
 # Fitted by `python -m bench.calibrate_cluster` with the other constants (bench/RESULTS.md): torchtitan's
 # published layouts with and without asynchronous TP (Llama 3.1 8B and 70B, bench/cluster_runs.json) and its
 # Llama 3.1 405B run pin it. Far below Megatron-Core's: its asynchronous TP hid a tenth of a 70B step at most.
-TORCHTITAN_ASYNC_TP_SHARE = 0.174
+TORCHTITAN_ASYNC_TP_SHARE = 0.301
 
 # What PyTorch's FSDP runs as ZeRO stages: resharding after forward (3) or not (2), each reduce-scattering
 # every micro-batch's gradients; or, under no_sync, whole gradients accumulated and reduced once, which holds

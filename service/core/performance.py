@@ -51,8 +51,10 @@ Codes = npt.NDArray[np.int64]
 # fused attention at an efficiency of its own on the causal half it computes; constants fitted with priors.
 # 1.5.0: ZeRO 2 reduce-scatters each micro-batch's gradients; a framework's own share of the tensor-parallel
 # collectives its overlap hides, and what its selective recomputation redoes (torchtitan's per-op policy);
-# Transformer Engine's attention at a fraction of its own; constants refitted on the 83 step times.
-MODEL_VERSION = "1.5.0"
+# Transformer Engine's attention at a fraction of its own; constants refitted on the 83 step times. 1.5.1:
+# constants refitted on 92 (TPU v4 and v6e, Blackwell in BF16 added), uncalibrated hardware at Blackwell's
+# BF16 fraction, the lowest calibrated.
+MODEL_VERSION = "1.5.1"
 
 
 PROVENANCES = ("calibrated", "derived", "uncalibrated")
@@ -131,25 +133,25 @@ class Calibration:
         return dict(vars(self))
 
 
-# Fitted by `python -m bench.calibrate_cluster` on the 83 published step times of bench/cluster_runs.json
+# Fitted by `python -m bench.calibrate_cluster` on the 92 published step times of bench/cluster_runs.json
 # (6 organisations): least squares on log(predicted / published), each constant within physical bounds and
 # drawn towards a stated prior (the fit's docstring), with the GEMM fraction of each accelerator family and
 # precision and the fused-attention fraction of each family and kernel, which the catalog's profiles carry
-# (A100 0.738, attention 0.436; H100 0.602, fp8 0.501, attention 0.199 with FlashAttention-2 and 0.282 with
-# Transformer Engine's; B200 fp8 0.484, attention 0.361; TPU v5e 0.917, v5p 0.779), and torchtitan's share of
-# the tensor-parallel overlap (frameworks.py). The GEMM and attention
-# fractions here are what hardware no run calibrates gets: the lowest of the calibrated families' (the
-# H100's), since a part nobody has measured more often falls short of its paper advantage than beats it.
-# Megatron-Core's tensor-parallel overlap sits at its bound (1): where it overlaps those collectives, the
-# step hides them (bench/RESULTS.md).
+# (A100 0.734, attention 0.438; H100 0.598, fp8 0.507, attention 0.217 with FlashAttention-2 and 0.278 with
+# Transformer Engine's; Blackwell 0.477, fp8 0.483, attention 0.360; TPU v4 0.837, v5e 0.913, v5p 0.778,
+# v6e 0.661), and torchtitan's share of the tensor-parallel overlap (frameworks.py). The GEMM and attention
+# fractions here are what hardware no run calibrates gets: the lowest of the calibrated families' (GEMM:
+# Blackwell's in BF16; attention: the H100's with FlashAttention-2), since a part nobody has measured more
+# often falls short of its paper advantage than beats it. Megatron-Core's tensor-parallel overlap sits at its
+# bound (1): where it overlaps those collectives, the step hides them (bench/RESULTS.md).
 CALIBRATION = Calibration(
-    matmul_efficiency=0.602,
-    kernel_seconds=4e-6,
-    memory_efficiency=0.640,
-    link_efficiency=0.878,
-    overlap=0.317,
+    matmul_efficiency=0.477,
+    kernel_seconds=5e-6,
+    memory_efficiency=0.654,
+    link_efficiency=0.900,
+    overlap=0.348,
     tensor_parallel_overlap=1.0,
-    attention_efficiency=0.199,
+    attention_efficiency=0.217,
 )
 
 

@@ -57,7 +57,7 @@ class GemmEfficiencySchema(StrictSchema):
 
     fp32 = _fraction("At the FP32 peak.")
     tf32 = _fraction("At the TF32 peak.")
-    bf16 = _fraction("At the BF16 peak.", metadata={"example": 0.602})
+    bf16 = _fraction("At the BF16 peak.", metadata={"example": 0.598})
     fp16 = _fraction("At the FP16 peak.")
     fp8 = _fraction("At the FP8 peak.")
 

@@ -217,6 +217,22 @@ def test_unpriced_hardware_has_no_cost_interval(client, catalog):
     assert "uncalibrated hardware" in body["intervals"]["categories"]
 
 
+def test_an_uncalibrated_parts_step_interval_straddles_its_point_wider_than_a_calibrated_ones(
+    client, catalog
+):
+    # Nobody knows whether a part no run calibrates beats the lowest calibrated family's fractions it runs
+    # at or falls below them: its interval leans neither way, and spans how far calibrated families differ.
+    def step(hardware):
+        answer = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, hardware=hardware).get_json()
+        low, high = answer["intervals"]["step_seconds"]
+        return low, answer["performance"]["step_seconds"], high
+
+    low, point, high = step("mi300x")
+    assert point / low == pytest.approx(high / point)
+    calibrated_low, _, calibrated_high = step("h100-sxm")
+    assert high / low > calibrated_high / calibrated_low
+
+
 def test_the_run_overhead_is_the_requests_or_the_default(client, catalog):
     default = estimate(client, params=7e9, tokens=1.4e11, accelerators=64).get_json()
     steady = estimate(
