@@ -34,26 +34,28 @@ blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost
         }
     }
 )
-def cost_report(*, from_, to, measure, granularity=None, group_by, status=None, format=None, **filters):
+def cost_report(*, from_, to, measure, granularity=None, group_by, statuses, format=None, **filters):
     """What plans cost and what their runs spent, in [from, to), grouped by period and by up to three of
     organization, budget, hardware, status and label:<key>, with totals per currency. Amounts are exact
     decimal strings (two decimals in CSV); different currencies are never added together.
 
-    measure=planned (the default) is this report as it always was: plans of one status by the period of
-    their start, every figure an estimate. measure=both sets planned (committed, running, completed and
-    failed plans by default) beside actual (what runs spent, per UTC day of use) and their variance, with
-    organisation and budget names beside their ids and every period of the window present (zeros where
-    nothing was spent); its CSV rounds accelerator-hours to two decimals and ends with a totals row per
-    currency. measure=actual gives the actual side alone. GET /v1/reports/focus gives the same spend as
-    FOCUS usage charges."""
+    The plans counted are those whose money is committed (committed, running, completed and failed) unless
+    `status` names others. Planned figures are spread over each plan's schedule [start_at, end_at) pro rata
+    to time (a three-month run plans a third in each month; money split to the cent, a plan's pieces adding
+    up to its cost); actual ones count on the UTC day of use. measure=planned (the default): every figure an
+    estimate. measure=both sets planned beside actual and their variance (actual - planned: positive is over
+    plan), with organisation and budget names beside their ids and every period of the window present
+    (zeros where nothing was planned or spent); its CSV rounds accelerator-hours to two decimals and ends
+    with a totals row per currency. measure=actual gives the actual side alone. GET /v1/reports/focus gives
+    the same spend as FOCUS usage charges."""
     if format == "focus":
-        return _focus(from_, to, _focus_granularity(granularity, group_by), **filters, status=status)
+        return _focus(from_, to, _focus_granularity(granularity, group_by), **filters, statuses=statuses)
     query = reports.CostQuery(
         start=from_,
         end=to,
         granularity=granularity or "none",
         group_by=group_by,
-        status=status,
+        statuses=statuses,
         measure=measure,
         **filters,
     )

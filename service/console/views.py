@@ -451,7 +451,7 @@ def _report(query: Mapping[str, Any]) -> reports.CostReport | spend.SpendReport:
         end=query["to"],
         granularity=query.get("granularity") or "none",
         group_by=query["group_by"],
-        status=query.get("status"),
+        statuses=query["statuses"],
         measure=query["measure"],
         **filters,
     )

@@ -14,6 +14,7 @@ from service.schemas.common import GREATER_THAN, StrictSchema
 from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime, signed_money
 from service.services.documents import format_money
 from service.services.focus import FOCUS_GRANULARITIES
+from service.services.reports import COMMITTED_MONEY
 
 REPORT_GRANULARITIES = ("day", "week", "month", "none")
 REPORT_MEASURES = ("planned", "actual", "both")
@@ -49,19 +50,48 @@ class GroupByField(DelimitedList):
         return names
 
 
+class StatusesField(DelimitedList):
+    """Plan statuses, each once, comma-separated in a query; by default those whose money is committed."""
+
+    def __init__(self, **kwargs):
+        status = ma.fields.String(validate=validate.OneOf(PLAN_STATUSES))
+        super().__init__(
+            status, metadata={"minItems": 1, "uniqueItems": True, **kwargs.pop("metadata", {})}, **kwargs
+        )
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str):
+            raise self.make_error("invalid")
+        names = tuple(part.strip() for part in value.split(","))
+        unknown = [name for name in names if name not in PLAN_STATUSES]
+        if unknown:
+            raise ma.ValidationError(f"Unknown status {unknown[0]!r}: use {', '.join(PLAN_STATUSES)}.")
+        if len(set(names)) != len(names):
+            raise ma.ValidationError("Each status once.")
+        return names
+
+
+STATUSES_DESCRIPTION = (
+    "Plans in these statuses, comma-separated. Default committed,running,completed,failed: every plan whose "
+    "money is committed (reserved on its budget, or spent), the one default of every report, the budget "
+    "pages, the console and the CLI."
+)
+
+
 class CostReportQuerySchema(StrictSchema):
     from_ = UtcDateTime(
         data_key="from",
         required=True,
         metadata={
-            "description": "Plans starting, and UTC days of spend beginning, at or after (inclusive), "
-            "ISO 8601 with an offset."
+            "description": "The window's start (inclusive), ISO 8601 with an offset: the part of each plan's "
+            "schedule after it, and UTC days of spend beginning at or after it."
         },
     )
     to = UtcDateTime(
         required=True,
         metadata={
-            "description": "Plans starting, and UTC days of spend beginning, before (exclusive).",
+            "description": "The window's end (exclusive): the part of each plan's schedule before it, and "
+            "UTC days of spend beginning before it.",
             GREATER_THAN: "from",
         },
     )
@@ -69,7 +99,7 @@ class CostReportQuerySchema(StrictSchema):
         load_default="planned",
         validate=validate.OneOf(REPORT_MEASURES),
         metadata={
-            "description": "planned (the default): what plans of a status cost, as this report always gave. "
+            "description": "planned (the default): what the plans cost, spread over their schedules. "
             "actual: what runs spent per UTC day of use. both: planned, actual and their variance side by "
             "side, with names beside ids, every period of the window and, in CSV, a totals row."
         },
@@ -92,12 +122,11 @@ class CostReportQuerySchema(StrictSchema):
     organization = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
     budget_id = ma.fields.UUID()
     hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
-    status = ma.fields.String(
-        validate=validate.OneOf(PLAN_STATUSES),
-        metadata={
-            "description": "Plans in this status. By default committed with measure planned; with actual, "
-            "and both, every plan whose cost is reserved or spent (committed, running, completed, failed)."
-        },
+    status = StatusesField(
+        data_key="status",
+        attribute="statuses",
+        load_default=lambda: COMMITTED_MONEY,
+        metadata={"description": STATUSES_DESCRIPTION, "example": ["committed", "running"]},
     )
     format = ma.fields.String(
         validate=validate.OneOf(REPORT_FORMATS),
@@ -129,8 +158,11 @@ class FocusQuerySchema(StrictSchema):
     organization = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
     budget_id = ma.fields.UUID()
     hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
-    status = ma.fields.String(
-        validate=validate.OneOf(PLAN_STATUSES), metadata={"description": "Only plans in this status."}
+    status = StatusesField(
+        data_key="status",
+        attribute="statuses",
+        load_default=lambda: COMMITTED_MONEY,
+        metadata={"description": STATUSES_DESCRIPTION},
     )
 
 
@@ -229,9 +261,10 @@ class CostReportSchema(ma.Schema):
     granularity = ma.fields.String(attribute="query.granularity")
     group_by = ma.fields.List(ma.fields.String(), attribute="query.group_by")
     measure = ma.fields.String(attribute="query.measure")
-    status = ma.fields.Function(
-        lambda report: report.query.status or ("committed" if report.query.measure == "planned" else None),
-        metadata={"type": "string", "nullable": True, "description": "Null: every charged status."},
+    statuses = ma.fields.List(
+        ma.fields.String(),
+        attribute="query.statuses",
+        metadata={"description": "The statuses of the plans counted."},
     )
     rows = ma.fields.Function(
         lambda report: [
@@ -258,8 +291,15 @@ class CostReportSchema(ma.Schema):
 
 class MonthUseSchema(ma.Schema):
     month = ma.fields.String(metadata={"example": "2026-03"})
-    plans = ma.fields.Integer()
-    committed = MoneyField(dump_only=True, metadata={"description": "Committed plans starting that month."})
+    plans = ma.fields.Integer(metadata={"description": "Plans whose schedule falls (partly) in the month."})
+    committed = MoneyField(
+        dump_only=True,
+        metadata={
+            "description": "The money the budget's ledger holds for its plans (their cost until their run "
+            "finishes, then what it spent of it), each plan's spread over its schedule pro rata to time: the "
+            "months add up to the budget's committed."
+        },
+    )
     cumulative = MoneyField(dump_only=True, metadata={"description": "Committed up to the end of the month."})
 
 

@@ -2,8 +2,11 @@
 committed and when, at that pace, its amount runs out. For the budget's owner and the finance teams who
 watch it (GET /v1/budgets/{id}/utilization, and the console's budget page).
 
-A month's figure is the cost report's (reports.cost_report): committed plans, each in the month of its
-start_at. The burn rate is the budget's `committed` over the days of its period elapsed.
+A month's figure is the money the budget's ledger holds for its plans (committed, running, completed or
+failed: a plan's cost until its run finishes, then what it spent of it), each plan's spread over its schedule
+pro rata to time as the cost report spreads it (reports.planned_sums): the months add up to the budget's
+`committed`. The burn rate is `committed` over the days of its period elapsed; a period that has ended runs
+out on no date.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from sqlalchemy.orm import Session
 from service.core.units import CENT
 from service.data.models import Budget
 from service.services.budgets import get_budget
-from service.services.reports import CostQuery, cost_report
+from service.services.reports import CostQuery, planned_sums
 
 LAST_DAY = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_LISTED_MONTHS = 1200
@@ -44,27 +47,32 @@ class Utilization:
 def utilization(
     session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | None, now: datetime
 ) -> Utilization:
-    """A budget's committed plans month by month (by start_at) over its period, and its burn rate."""
+    """A budget's committed money month by month over its period (each plan's spread over its schedule), and
+    its burn rate."""
     budget = get_budget(session, budget_id, scope=scope)
-    report = cost_report(
-        session,
-        CostQuery(start=budget.period_start, end=budget.period_end, granularity="month", budget_id=budget.id),
-        scope=scope,
+    query = CostQuery(
+        start=budget.period_start, end=budget.period_end, granularity="month", budget_id=budget.id
     )
-    found = {row["period_start"][:7]: row for row in report.rows}
+    found = {
+        f"{period:%Y-%m}": (plans, cost)
+        for period, _currency, plans, _hours, _flops, cost in planned_sums(
+            session, query, scope, charged=True
+        ).rows
+    }
     months, cumulative = [], Decimal(0)
     for month in _months(budget.period_start, budget.period_end) or sorted(found):
-        row = found.get(month, {"plans": 0, "cost": None})
-        committed = row["cost"] or Decimal(0)
+        plans, committed = found.get(month, (0, None))
+        committed = committed or Decimal(0)
         cumulative += committed
-        months.append(MonthUse(month, row["plans"], committed, cumulative))
+        months.append(MonthUse(month, plans, committed, cumulative))
     elapsed = (min(now, budget.period_end) - budget.period_start).total_seconds() / 86_400
     if elapsed <= 0:
         return Utilization(budget, now, months, None, None)
     rate = budget.committed / Decimal(elapsed)
     runs_out = None
     days_left = (LAST_DAY - budget.period_start).days
-    if rate > 0 and budget.amount / rate < days_left:  # beyond year 9998 it never runs out, in practice
+    # A period that has ended commits nothing more: it runs out on no date.
+    if now < budget.period_end and rate > 0 and budget.amount / rate < days_left:
         runs_out = budget.period_start + timedelta(days=float(budget.amount / rate))
     return Utilization(budget, now, months, rate.quantize(CENT, ROUND_HALF_UP), runs_out)
 

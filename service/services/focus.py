@@ -117,8 +117,7 @@ def focus_rows(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -
         .order_by(per_plan.c.period, Plan.id)
         .limit(MAX_ROWS + 1)
     )
-    if query.status is not None:
-        stmt = stmt.where(Plan.status == query.status)
+    stmt = stmt.where(Plan.status.in_(query.statuses))
     found = at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
     return [_focus_row(record, query.granularity, cost_columns=len(sums)) for record in found]
 

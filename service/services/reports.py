@@ -1,21 +1,24 @@
 """The cost report, and the pieces every report of money is built from.
 
 The cost report (`cost_report`: GET /v1/reports/costs with measure=planned, the default) is what plans are
-estimated to cost: plans of one status (committed unless the query names another) by the period of their
-start_at and by organisation, budget, hardware, status or label, with totals per currency. Finance teams and
-their scripts have read it, as JSON or CSV, since before the service knew what runs spent: its rows and
-columns stay as they are. A budget's utilisation (budget_utilization.py) is this report for one budget, month
-by month.
+estimated to cost: the plans whose money is committed (committed, running, completed and failed, or the
+statuses the query names) by period and by organisation, budget, hardware, status or label, with totals per
+currency. A budget's utilisation (budget_utilization.py) is its committed money month by month.
 
 The other reports are built from the pieces here: planned against actual (spend.py, measures actual and both)
 and the FOCUS export of what runs spent (focus.py). What they share keeps their money right:
 
-* A plan counts in the period of its `start_at` (when its spend begins); a run's spend counts in the period of
-  each UTC day it was used (models.UsageDay, the daily sums of its usage records).
-* The window [from, to) and the day, week (ISO, from Monday) or month buckets are in UTC.
-* Amounts are summed as NUMERIC on PostgreSQL and as integer millionths on SQLite (see models.Money), so
-  totals are exact; the currency is always part of a row's group, so amounts in different currencies are
-  never added together.
+* One meaning of committed money: the statuses a query counts are CHARGED_STATUSES unless it names others,
+  in every report, the console and the CLI.
+* A plan's planned figures are spread over its schedule [start_at, end_at), pro rata to time (its planned
+  pace is steady), so a three-month run plans a third of its cost in each month; money is split in cents
+  (in millionths where an amount has them) by the largest remainder, so a plan's pieces add up to its cost
+  exactly and no view can lose or gain a cent. A run's spend counts in the period of each UTC day it was
+  used (models.UsageDay, the daily sums of its usage records).
+* The window [from, to) and the day, week (ISO, from Monday) or month buckets are in UTC; a plan counts in a
+  window with the part of its schedule inside it.
+* Amounts are exact (NUMERIC on PostgreSQL, integer millionths on SQLite: see models.Money); the currency is
+  always part of a row's group, so amounts in different currencies are never added together.
 * A report has at most MAX_ROWS rows: a larger one is refused rather than cut short.
 """
 
@@ -25,7 +28,7 @@ import dataclasses
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, TypeVarTuple
 
@@ -45,6 +48,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from service.data.models import (
+    CHARGED_STATUSES,
     MONEY_SCALE,
     HardwareProfile,
     Organization,
@@ -57,6 +61,11 @@ from service.services.errors import InvalidParameterError
 
 MAX_ROWS = 100_000
 MILLION = 10**MONEY_SCALE
+# The one default of every view of money (reports, utilisation, forecasts, the console, the CLI): plans whose
+# cost is reserved on their budget or spent there.
+COMMITTED_MONEY: tuple[str, ...] = tuple(str(status) for status in CHARGED_STATUSES)
+CENT = Decimal("0.01")
+MILLIONTH = Decimal(1).scaleb(-MONEY_SCALE)
 
 
 @dataclass(frozen=True)
@@ -70,9 +79,8 @@ class CostQuery:
     organization: str | None = None
     budget_id: uuid.UUID | None = None
     hardware: str | None = None
-    # None: committed for the planned measure (as it always was); for actual and both, plans whose cost is
-    # reserved or spent (committed, running, completed, failed) on the planned side and any on the actual.
-    status: str | None = None
+    # The plans counted: by default those whose money is committed (reserved or spent), in every report.
+    statuses: tuple[str, ...] = COMMITTED_MONEY
     measure: str = "planned"
 
 
@@ -110,11 +118,12 @@ class CostReport:
 
 
 def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -> CostReport:
-    """Plans starting in [start, end), grouped by period and `group_by`, with their sums per currency."""
-    found = planned_sums(session, query, scope, statuses=(query.status or PlanStatus.COMMITTED,))
-    names = group_slugs(session, query.group_by, found, offset=0 if query.granularity == "none" else 1)
+    """The plans of the query's statuses whose schedule overlaps [start, end), spread over its periods and
+    grouped by `group_by`, with their sums per currency."""
+    planned = planned_sums(session, query, scope)
+    names = group_slugs(session, query.group_by, planned.rows, offset=0 if query.granularity == "none" else 1)
     rows = []
-    for record in found:
+    for record in planned.rows:
         values = list(record)
         row: dict[str, Any] = {}
         if query.granularity != "none":
@@ -123,17 +132,16 @@ def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) 
             raw = values.pop(0)
             row[name] = names.get((name, raw), raw)
         row["currency"] = values.pop(0)
-        row.update(zip(("plans", "accelerator_hours", "flops"), values[:3], strict=True))
-        row["cost"] = summed_cost(values[3:])
+        row.update(zip(("plans", "accelerator_hours", "flops", "cost"), values, strict=True))
         rows.append(row)
-    return CostReport(query, rows, _totals(rows))
+    return CostReport(query, rows, _totals(rows, planned.plans))
 
 
-def _totals(rows: list[dict[str, Any]]) -> list[Totals]:
+def _totals(rows: list[dict[str, Any]], plans: dict[str | None, int]) -> list[Totals]:
+    """Per currency; a plan spread over several periods counts once."""
     by_currency: dict[str | None, Totals] = {}
     for row in rows:
-        totals = by_currency.setdefault(row["currency"], Totals(row["currency"]))
-        totals.plans += row["plans"]
+        totals = by_currency.setdefault(row["currency"], Totals(row["currency"], plans[row["currency"]]))
         totals.accelerator_hours += row["accelerator_hours"]
         totals.flops += row["flops"]
         if row["cost"] is not None:
@@ -141,34 +149,146 @@ def _totals(rows: list[dict[str, Any]]) -> list[Totals]:
     return sorted(by_currency.values(), key=lambda totals: totals.currency or "")
 
 
+@dataclass(frozen=True)
+class Planned:
+    """Per (period, groups, currency), in key order: plans, accelerator_hours, flops and cost (None for plans
+    without a price); and per currency the plans counted, each once however many periods it spans."""
+
+    rows: list[tuple[Any, ...]]
+    plans: dict[str | None, int]
+
+
 def planned_sums(
-    session: Session, query: CostQuery, scope: uuid.UUID | None, *, statuses: Sequence[str]
-) -> Sequence[Any]:
-    """Per (period, groups, currency): plans, accelerator_hours, flops and the cost sums (see cost_sums) of
-    the plans in `statuses` starting in the window."""
-    dialect = session.get_bind().dialect.name
-    period = period_column(query.granularity, dialect, Plan.start_at)
+    session: Session, query: CostQuery, scope: uuid.UUID | None, *, charged: bool = False
+) -> Planned:
+    """The plans of the query's statuses whose schedule overlaps the window, each spread over the periods of
+    its schedule pro rata to time (`spread`), summed per period, group and currency.
+
+    `charged`: the money each plan holds on its budget's ledger instead of its planned cost: the cost while
+    it is committed or running, and once it has finished what it spent of it (the ledger settles the rest
+    back; spend beyond it is the budget's overrun).
+    """
     groups = [group_column(name) for name in query.group_by]
-    keys: list[SQLColumnExpression[Any]] = [*([period] if period is not None else []), *groups, Plan.currency]
-    stmt = (
-        select(
-            *keys,
-            func.count().label("plans"),
-            func.sum(Plan.accelerator_hours).label("accelerator_hours"),
-            func.sum(Plan.flops).label("flops"),
-            *cost_sums(dialect, Plan.cost),
-        )
-        .where(Plan.start_at >= query.start, Plan.start_at < query.end)
-        .where(Plan.status.in_(statuses) if len(statuses) > 1 else Plan.status == statuses[0])
-        .group_by(*keys)
-        .order_by(*keys)
-        .limit(MAX_ROWS + 1)
+    stmt = select(
+        Plan.start_at,
+        Plan.end_at,
+        *groups,
+        Plan.currency,
+        Plan.accelerator_hours,
+        Plan.flops,
+        Plan.cost,
+        Plan.actual_cost,
+        Plan.status,
+    ).where(
+        Plan.status.in_(query.statuses),
+        Plan.start_at < query.end,
+        (Plan.end_at > query.start) | ((Plan.end_at <= Plan.start_at) & (Plan.start_at >= query.start)),
     )
     if scope is not None:
         stmt = stmt.where(Plan.organization_id == scope)
     if query.organization is not None:
         stmt = stmt.where(Plan.organization_id == id_by_slug(Organization, query.organization))
-    return at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
+    sums: dict[tuple[Any, ...], list[Any]] = {}
+    counted: dict[str | None, int] = {}
+    for start, end, *rest in session.execute(plan_filters(stmt, query)):
+        *group_values, currency, hours, flops, cost, actual, status = rest
+        if charged and cost is not None and status in FINISHED:
+            cost = min(cost, actual)
+        counted[currency] = counted.get(currency, 0) + 1
+        for period, share, piece in spread(start, end, query, cost):
+            key = (*([period] if query.granularity != "none" else []), *group_values, currency)
+            found = sums.get(key)
+            if found is None:
+                if len(sums) >= MAX_ROWS:
+                    raise too_many_rows()
+                found = sums[key] = [0, 0.0, 0.0, None]
+            found[0] += 1
+            found[1] += hours * share
+            found[2] += flops * share
+            if piece is not None:
+                found[3] = piece if found[3] is None else found[3] + piece
+    rows = [(*key, *values) for key, values in sorted(sums.items(), key=lambda item: _ordered(item[0]))]
+    return Planned(rows, counted)
+
+
+FINISHED = (PlanStatus.COMPLETED, PlanStatus.FAILED)
+
+
+def _ordered(key: tuple[Any, ...]) -> tuple[tuple[bool, str], ...]:
+    """Rows in key order, nulls first (on both databases)."""
+    return tuple((value is not None, str(value)) for value in key)
+
+
+def spread(
+    start: datetime, end: datetime, query: CostQuery, cost: Decimal | None
+) -> list[tuple[datetime | None, float, Decimal | None]]:
+    """The periods of the window a schedule [start, end) falls in (None: the whole window, granularity none),
+    each with its share of the schedule's time and of `cost`.
+
+    The cost is split in cents (millionths where it has them) by the largest remainder over the periods
+    inside the window and the parts before and after it, so that a plan's pieces in every window add up to
+    its cost to the last cent. A schedule of no length counts whole at its start.
+    """
+    if end <= start:
+        pieces: list[tuple[datetime | None, int]] = [
+            (None if query.granularity == "none" else period_floor(start, query.granularity), 1)
+        ]
+        outside = [0, 0]
+    else:
+        pieces = []
+        inside_start, inside_end = max(start, query.start), min(end, query.end)
+        moment = inside_start
+        while moment < inside_end:
+            if query.granularity == "none":
+                period, after = None, inside_end
+            else:
+                period = period_floor(moment, query.granularity)
+                after = min(next_period(period, query.granularity), inside_end)
+            pieces.append((period, _seconds(after - moment)))
+            moment = after
+        outside = [_seconds(inside_start - start), _seconds(end - inside_end)]
+    weights = [weight for _, weight in pieces] + outside
+    total = sum(weights)
+    money = [None] * len(pieces) if cost is None else split_money(cost, weights)[: len(pieces)]
+    return [(period, weight / total, piece) for (period, weight), piece in zip(pieces, money, strict=True)]
+
+
+def _seconds(span: timedelta) -> int:
+    return span.days * 86_400_000_000 + span.seconds * 1_000_000 + span.microseconds  # microseconds
+
+
+def split_money(amount: Decimal, weights: Sequence[int]) -> list[Decimal]:
+    """`amount` in parts proportional to `weights` (integers, not all 0), in cents unless the amount has
+    finer digits (then millionths), the remainder going to the largest fractional parts (the first of a tie):
+    the parts add up to the amount exactly."""
+    quantum = CENT if amount == amount.quantize(CENT) else MILLIONTH
+    units = int(amount / quantum)
+    total = sum(weights)
+    exact = [units * weight for weight in weights]
+    parts = [value // total for value in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda i: -(exact[i] % total))
+    for i in by_remainder[: units - sum(parts)]:
+        parts[i] += 1
+    return [quantum * part for part in parts]
+
+
+def period_floor(moment: datetime, granularity: str) -> datetime:
+    """The UTC start of the day, ISO week (Monday) or month `moment` is in."""
+    day = moment.astimezone(UTC).date()
+    if granularity == "week":
+        day -= timedelta(days=day.weekday())
+    elif granularity == "month":
+        day = day.replace(day=1)
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def next_period(first: datetime, granularity: str) -> datetime:
+    """The start of the period after the one starting at `first`."""
+    if granularity == "day":
+        return first + timedelta(days=1)
+    if granularity == "week":
+        return first + timedelta(days=7)
+    return datetime(first.year + first.month // 12, first.month % 12 + 1, 1, tzinfo=UTC)
 
 
 # --- What the reports share ---------------------------------------------------------------------------------

@@ -3,15 +3,15 @@ spend against forecast by month and by budget, organisation, hardware or label (
 measure=both, or measure=actual for the actual side alone, as JSON or CSV; the console's cost report and its
 charts).
 
-The planned side is the plans starting in the window whose cost is reserved or spent (committed, running,
-completed and failed, or the one status the query names), by the period of their start_at, summed as the
-cost report sums them (reports.planned_sums). The actual side is what runs spent on the UTC days of the
-window, from their daily sums (models.UsageDay), by the period of each day. The variance is actual minus
-planned, and that as a percentage of planned.
+The planned side is the cost report's (reports.planned_sums): the plans of the query's statuses (by default
+those whose money is committed), each spread over the periods of its schedule pro rata to time. The actual
+side is what those plans' runs spent on the UTC days of the window, from their daily sums (models.UsageDay),
+by the period of each day. The variance is actual minus planned (positive: over plan), and that as a
+percentage of planned.
 
 It is made for people to read: organisation and budget names beside their ids; every period of the window
 present, with zeros where nothing was planned or spent, so that a month without spend reads as zero rather
-than as missing; totals per currency.
+than as missing; totals per currency, in which a plan counts once however many periods it spans.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -27,15 +26,18 @@ from sqlalchemy import SQLColumnExpression, func, select
 from sqlalchemy.orm import Session
 
 from service.core.units import CENT
-from service.data.models import CHARGED_STATUSES, Budget, Organization, Plan, UsageDay
+from service.data.models import Budget, Organization, Plan, UsageDay
 from service.services.reports import (
     MAX_ROWS,
     CostQuery,
+    Planned,
     at_most_max_rows,
     group_column,
     group_slugs,
+    next_period,
     period_bounds,
     period_column,
+    period_floor,
     plan_filters,
     planned_sums,
     summed_cost,
@@ -91,15 +93,11 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
     nothing at all still has a row per period, of zeros, so that a month without spend reads as zero rather
     than as missing.
     """
-    planned = (
-        []
-        if query.measure == "actual"
-        else planned_sums(session, query, scope, statuses=_planned_statuses(query))
-    )
+    planned = Planned([], {}) if query.measure == "actual" else planned_sums(session, query, scope)
     actual = _actual(session, query, scope)
     offset = 0 if query.granularity == "none" else 1
-    names = group_slugs(session, query.group_by, [*planned, *actual], offset=offset)
-    display = _display_names(session, query.group_by, [*planned, *actual], offset=offset)
+    names = group_slugs(session, query.group_by, [*planned.rows, *actual], offset=offset)
+    display = _display_names(session, query.group_by, [*planned.rows, *actual], offset=offset)
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def row_of(record: Sequence[Any]) -> tuple[dict[str, Any], list[Any]]:
@@ -116,9 +114,9 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
         row = rows.setdefault(tuple(key.values()), {**key, **_zeros(key["currency"])})
         return row, values
 
-    for record in planned:
-        row, (plans, hours, _flops, *sums) = row_of(record)
-        row.update(planned_plans=plans, planned_accelerator_hours=hours, planned_cost=summed_cost(sums))
+    for record in planned.rows:
+        row, (plans, hours, _flops, cost) = row_of(record)
+        row.update(planned_plans=plans, planned_accelerator_hours=hours, planned_cost=cost)
     for record in actual:
         row, (plans, hours, *sums) = row_of(record)
         row.update(
@@ -127,11 +125,9 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
     if query.granularity != "none":
         _fill_periods(rows, query)
     ordered = [_with_variance(rows[key]) for key in sorted(rows, key=_sort_key)]
-    return SpendReport(query, ordered, _spend_totals(ordered))
-
-
-def _planned_statuses(query: CostQuery) -> tuple[str, ...]:
-    return (query.status,) if query.status is not None else tuple(CHARGED_STATUSES)
+    return SpendReport(
+        query, ordered, _spend_totals(ordered, planned.plans, _actual_plans(session, query, scope))
+    )
 
 
 def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequence[Any]:
@@ -176,9 +172,21 @@ def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequ
         .order_by(*keys)
         .limit(MAX_ROWS + 1)
     )
-    if query.status is not None:
-        stmt = stmt.where(Plan.status == query.status)
+    stmt = stmt.where(Plan.status.in_(query.statuses))
     return at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
+
+
+def _actual_plans(session: Session, query: CostQuery, scope: uuid.UUID | None) -> dict[str | None, int]:
+    """Per currency, the plans with usage in the window: each once, however many periods it spent in."""
+    dialect = session.get_bind().dialect.name
+    per_plan = usage_per_plan([UsageDay.plan_id, UsageDay.currency], query, scope, dialect)
+    stmt = (
+        select(per_plan.c.currency, func.count(func.distinct(per_plan.c.plan_id)))
+        .join_from(per_plan, Plan, Plan.id == per_plan.c.plan_id)
+        .where(Plan.status.in_(query.statuses))
+        .group_by(per_plan.c.currency)
+    )
+    return {currency: count for currency, count in session.execute(plan_filters(stmt, query))}  # noqa: C416
 
 
 def _display_names(
@@ -245,28 +253,31 @@ _METRIC_NAMES = frozenset((*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS)
 def _periods(query: CostQuery) -> list[dict[str, str]]:
     """The bounds of every period that [start, end) touches (at most MAX_ROWS + 1 of them)."""
     periods: list[dict[str, str]] = []
-    moment = query.start
-    while moment < query.end and len(periods) <= MAX_ROWS:
-        first = moment.date()
-        if query.granularity == "week":
-            first -= timedelta(days=first.weekday())
-        elif query.granularity == "month":
-            first = first.replace(day=1)
-        bounds = period_bounds(datetime(first.year, first.month, first.day, tzinfo=UTC), query.granularity)
-        periods.append(bounds)
-        end = date.fromisoformat(bounds["period_end"])
-        moment = datetime(end.year, end.month, end.day, tzinfo=UTC)
+    first = period_floor(query.start, query.granularity)
+    while first < query.end and len(periods) <= MAX_ROWS:
+        periods.append(period_bounds(first, query.granularity))
+        first = next_period(first, query.granularity)
     return periods
 
 
-def _spend_totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _spend_totals(
+    rows: list[dict[str, Any]], planned_plans: dict[str | None, int], actual_plans: dict[str | None, int]
+) -> list[dict[str, Any]]:
+    """Per currency; a plan spread over (or spending in) several periods counts once."""
     by_currency: dict[str | None, dict[str, Any]] = {}
     for row in rows:
-        totals = by_currency.setdefault(
-            row["currency"], {"currency": row["currency"], **_zeros(row["currency"])}
-        )
+        currency = row["currency"]
+        totals = by_currency.get(currency)
+        if totals is None:
+            totals = by_currency[currency] = {"currency": currency, **_zeros(currency)}
+            totals["planned_plans"] = planned_plans.get(currency, 0)
+            totals["actual_plans"] = actual_plans.get(currency, 0)
         for name in (*PLANNED_METRICS, *ACTUAL_METRICS):
-            if row[name] is not None and totals[name] is not None:
+            if (
+                name not in {"planned_plans", "actual_plans"}
+                and row[name] is not None
+                and totals[name] is not None
+            ):
                 totals[name] += row[name]
     return [
         _with_variance(totals) for _, totals in sorted(by_currency.items(), key=lambda item: item[0] or "")

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
 from urllib.parse import urlencode
 
 import pytest
@@ -94,6 +95,11 @@ class PlanSpec:
     currency: str | None = "USD"
     accelerator_hours: float = 40.0
     flops: float = 1e21
+    duration: timedelta | None = None  # its schedule's length; by default its hours on 8 accelerators
+
+    @property
+    def end_at(self) -> datetime:
+        return self.start_at + (self.duration or timedelta(hours=self.accelerator_hours / 8))
 
 
 def insert_plans(session, world: World, specs: list[PlanSpec]) -> list[uuid.UUID]:
@@ -106,7 +112,7 @@ def insert_plans(session, world: World, specs: list[PlanSpec]) -> list[uuid.UUID
             labels=dict(spec.labels),
             status=spec.status,
             start_at=spec.start_at,
-            end_at=spec.start_at + timedelta(hours=spec.accelerator_hours / 8),
+            end_at=spec.end_at,
             inputs={"params": 1e9, "tokens": spec.flops / 6e9, "accelerators": 8},
             snapshot={},
             result={},
@@ -338,36 +344,72 @@ def group_value(spec: PlanSpec, name: str, world: World) -> str | None:
     return spec.labels.get(name.removeprefix("label:"))
 
 
+CHARGED = ("committed", "running", "completed", "failed")
+
+
+def pieces(spec: PlanSpec, case: Case) -> list[tuple[tuple[str, ...], Fraction, Decimal | None]]:
+    """The periods of the window the plan's schedule falls in, each with its share of the schedule's time and
+    of its cost, as the report's rule has it: time pro rata; the cost in cents (millionths where it has
+    them), by the largest remainder over the pieces inside the window, then the parts before and after it."""
+    granularity = case.granularity or "none"
+    inside_start, inside_end = max(spec.start_at, case.start), min(spec.end_at, case.end)
+    found: list[tuple[tuple[str, ...], int]] = []
+    moment = inside_start
+    while moment < inside_end:
+        bounds = period(moment, granularity)
+        after = inside_end if not bounds else min(at(bounds[1] + "T00:00:00+00:00"), inside_end)
+        found.append((bounds, (after - moment) // MICROSECOND))
+        moment = after
+    weights = [w for _, w in found] + [
+        (inside_start - spec.start_at) // MICROSECOND,
+        (spec.end_at - inside_end) // MICROSECOND,
+    ]
+    total = sum(weights)
+    money: list[Decimal | None] = [None] * len(found)
+    if spec.cost is not None:
+        quantum = Decimal("0.01") if spec.cost == spec.cost.quantize(Decimal("0.01")) else Decimal("0.000001")
+        units = int(spec.cost / quantum)
+        ideal = [Fraction(units * w, total) for w in weights]
+        parts = [int(value) for value in ideal]
+        order = sorted(range(len(weights)), key=lambda i: -(ideal[i] - parts[i]))
+        for i in order[: units - sum(parts)]:
+            parts[i] += 1
+        money = [quantum * part for part in parts[: len(found)]]
+    return [(bounds, Fraction(w, total), cost) for (bounds, w), cost in zip(found, money, strict=True)]
+
+
 def recompute(case: Case, world: World) -> tuple[dict[tuple, dict], dict[str | None, dict]]:
     """The rows (by key: period, groups, currency) and the totals per currency, straight from the specs."""
     rows: dict[tuple, dict] = {}
+    totals: dict[str | None, dict] = {}
     for spec in case.plans:
         if not (
-            case.start <= spec.start_at < case.end
-            and spec.status == (case.status or "committed")
+            spec.start_at < case.end
+            and spec.end_at > case.start
+            and spec.status in (case.status.split(",") if case.status else CHARGED)
             and case.organization in (None, spec.organization)
             and case.budget in (None, spec.budget)
             and case.hardware in (None, spec.hardware)
         ):
             continue
-        key = (
-            *period(spec.start_at, case.granularity or "none"),
-            *(group_value(spec, name, world) for name in case.group_by),
-            spec.currency,
+        groups = tuple(group_value(spec, name, world) for name in case.group_by)
+        total = totals.setdefault(
+            spec.currency, {"plans": 0, "accelerator_hours": 0.0, "flops": 0.0, "cost": None}
         )
-        row = rows.setdefault(key, {"plans": 0, "accelerator_hours": 0.0, "flops": 0.0, "cost": None})
-        row["plans"] += 1
-        row["accelerator_hours"] += spec.accelerator_hours
-        row["flops"] += spec.flops
-        if spec.cost is not None:
-            row["cost"] = (row["cost"] or Decimal(0)) + spec.cost
-    totals: dict[str | None, dict] = {}
-    for key, row in rows.items():
-        total = totals.setdefault(key[-1], {"plans": 0, "accelerator_hours": 0.0, "flops": 0.0, "cost": None})
-        for name in ("plans", "accelerator_hours", "flops"):
-            total[name] += row[name]
-        if row["cost"] is not None:
-            total["cost"] = (total["cost"] or Decimal(0)) + row["cost"]
+        total["plans"] += 1
+        for bounds, share, cost in pieces(spec, case):
+            for figures in (
+                rows.setdefault(
+                    (*bounds, *groups, spec.currency),
+                    {"plans": 0, "accelerator_hours": 0.0, "flops": 0.0, "cost": None},
+                ),
+            ):
+                figures["plans"] += 1
+            for figures in (rows[(*bounds, *groups, spec.currency)], total):
+                figures["accelerator_hours"] += spec.accelerator_hours * float(share)
+                figures["flops"] += spec.flops * float(share)
+                if cost is not None:
+                    figures["cost"] = (figures["cost"] or Decimal(0)) + cost
     return rows, totals
 
 
@@ -421,15 +463,18 @@ def at(text: str) -> datetime:
     return datetime.fromisoformat(text).astimezone(UTC)
 
 
+HOUR = timedelta(hours=1)
+
+
 def test_the_window_includes_from_and_excludes_to(client, session, world):
     insert_plans(
         session,
         world,
         [
-            PlanSpec("acme", at("2025-12-31T23:59:59.999999+00:00"), cost=Decimal("1.00")),
-            PlanSpec("acme", at("2026-01-01T00:00:00+00:00"), cost=Decimal("10.00")),
-            PlanSpec("acme", at("2026-01-31T23:59:59.999999+00:00"), cost=Decimal("100.00")),
-            PlanSpec("acme", at("2026-02-01T00:00:00+00:00"), cost=Decimal("1000.00")),
+            PlanSpec("acme", at("2025-12-31T23:00:00+00:00"), cost=Decimal("1.00"), duration=HOUR),
+            PlanSpec("acme", at("2026-01-01T00:00:00+00:00"), cost=Decimal("10.00"), duration=HOUR),
+            PlanSpec("acme", at("2026-01-31T23:00:00+00:00"), cost=Decimal("100.00"), duration=HOUR),
+            PlanSpec("acme", at("2026-02-01T00:00:00+00:00"), cost=Decimal("1000.00"), duration=HOUR),
         ],
     )
 
@@ -448,13 +493,49 @@ def test_the_window_includes_from_and_excludes_to(client, session, world):
     ]
 
 
+def test_a_plan_counts_in_a_window_with_the_part_of_its_schedule_inside_it(client, session, world):
+    # Ten hours from 22:00 on 31 December: two in December, eight in January.
+    insert_plans(
+        session,
+        world,
+        [PlanSpec("acme", at("2025-12-31T22:00:00+00:00"), cost=Decimal("100.00"), duration=10 * HOUR)],
+    )
+
+    january = report_body(client, from_=JANUARY, to=FEBRUARY)
+    both = report_body(client, from_="2025-12-01T00:00:00Z", to=FEBRUARY, granularity="month")
+
+    assert [(row["plans"], row["cost"], row["accelerator_hours"]) for row in january["rows"]] == [
+        (1, "80.00", 32.0)
+    ]
+    assert [(row["period_start"], row["cost"]) for row in both["rows"]] == [
+        ("2025-12-01", "20.00"),
+        ("2026-01-01", "80.00"),
+    ]
+    assert both["totals"][0]["plans"] == 1  # once, though in two months
+    assert both["totals"][0]["cost"] == "100.00"
+
+
+def test_a_plan_split_across_periods_keeps_every_cent(client, session, world):
+    # 100.00 over three equal days: 33.34, 33.33, 33.33 (the largest remainder, the first of a tie).
+    insert_plans(
+        session,
+        world,
+        [PlanSpec("acme", at("2026-01-01T00:00:00+00:00"), cost=Decimal("100.00"), duration=72 * HOUR)],
+    )
+
+    body = report_body(client, from_=JANUARY, to=FEBRUARY, granularity="day")
+
+    assert [row["cost"] for row in body["rows"]] == ["33.34", "33.33", "33.33"]
+    assert body["totals"][0]["cost"] == "100.00"
+
+
 def test_a_window_given_with_an_offset_is_the_same_instant_in_utc(client, session, world):
     insert_plans(
         session,
         world,
         [
-            PlanSpec("acme", at("2025-12-31T23:30:00+00:00"), cost=Decimal("1.00")),
-            PlanSpec("acme", at("2026-01-01T00:00:00+00:00"), cost=Decimal("10.00")),
+            PlanSpec("acme", at("2025-12-31T22:30:00+00:00"), cost=Decimal("1.00"), duration=HOUR),
+            PlanSpec("acme", at("2026-01-01T00:00:00+00:00"), cost=Decimal("10.00"), duration=HOUR),
         ],
     )
 
@@ -467,9 +548,13 @@ def test_a_window_given_with_an_offset_is_the_same_instant_in_utc(client, sessio
     assert [row["cost"] for row in in_utc["rows"]] == ["10.00"]
 
 
-def test_a_plan_counts_in_the_utc_month_of_its_start(client, session, world):
+def test_a_plan_counts_in_the_utc_month_of_its_schedule(client, session, world):
     # 23:30 on 31 January at UTC-1 is 00:30 on 1 February in UTC.
-    insert_plans(session, world, [PlanSpec("acme", at("2026-01-31T23:30:00-01:00"), cost=Decimal("5.00"))])
+    insert_plans(
+        session,
+        world,
+        [PlanSpec("acme", at("2026-01-31T23:30:00-01:00"), cost=Decimal("5.00"), duration=HOUR)],
+    )
 
     body = report_body(client, from_=JANUARY, to="2026-03-01T00:00:00Z", granularity="month")
 
@@ -496,7 +581,7 @@ def test_a_plan_counts_in_the_utc_month_of_its_start(client, session, world):
 def test_periods_are_utc_days_iso_weeks_from_monday_and_calendar_months(
     client, session, world, granularity, start_at, bounds
 ):
-    insert_plans(session, world, [PlanSpec("acme", at(start_at))])
+    insert_plans(session, world, [PlanSpec("acme", at(start_at), duration=MICROSECOND)])
 
     body = report_body(
         client, from_="1970-01-01T00:00:00Z", to="9998-12-31T23:59:59.999999Z", granularity=granularity
@@ -887,9 +972,8 @@ def test_a_period_that_has_ended_burns_at_committed_over_its_whole_length(client
         ("2025-02", "500.00"),
     ]
     assert body["burn_rate_per_day"] == "8.47"  # 500 / 59
-    expected = start + timedelta(days=float(Decimal("100000.00") / (Decimal(500) / 59)))
-    assert abs(datetime.fromisoformat(body["runs_out_at"]) - expected) < timedelta(seconds=1)
-    assert body["runs_out_before_period_end"] is False
+    # It commits nothing more: no run-out date, however fast it burned.
+    assert (body["runs_out_at"], body["runs_out_before_period_end"]) == (None, False)
 
 
 def test_a_budget_with_nothing_committed_never_runs_out(client, world):

@@ -13,6 +13,7 @@ import re
 import uuid
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from types import SimpleNamespace
 from urllib.parse import urlencode
 
 import pytest
@@ -22,8 +23,8 @@ from sqlalchemy import delete
 
 from service.data.models import Plan, UsageDay
 from service.services.focus import FOCUS_COLUMNS
+from tests.api.test_reports import CHARGED, World, insert_plans, make_world, pieces
 from tests.api.test_reports import PlanSpec as PlannedSpec
-from tests.api.test_reports import World, insert_plans, make_world
 from tests.conftest import bearer
 from tests.problems import assert_problem
 
@@ -132,7 +133,7 @@ def test_both_sets_each_months_planned_beside_its_actual_and_the_variance(client
     body = body_of(client, **QUARTER, measure="both", granularity="month")
 
     assert body["measure"] == "both"
-    assert body["status"] is None
+    assert body["statuses"] == ["committed", "running", "completed", "failed"]
     assert [list(row) for row in body["rows"]] == [
         ["period_start", "period_end", "currency", *BOTH_METRICS]
     ] * 3
@@ -148,7 +149,7 @@ def test_both_sets_each_months_planned_beside_its_actual_and_the_variance(client
             "planned_plans": 2,
             "planned_accelerator_hours": 60.0,
             "planned_cost": "150.00",
-            "actual_plans": 3,  # a plan in each of three months: summed over months, not distinct
+            "actual_plans": 2,  # each plan once, though the January one spent in two months
             "actual_accelerator_hours": 56.5,
             "actual_cost": "141.25",
             "variance_cost": "-8.75",
@@ -226,11 +227,22 @@ def test_planned_counts_every_plan_whose_cost_is_reserved_or_spent_unless_a_stat
 
     default = body_of(client, **QUARTER, measure="both")
     failed = body_of(client, **QUARTER, measure="both", status="failed")
-    legacy = body_of(client, **QUARTER)
+    two = body_of(client, **QUARTER, measure="both", status="draft,cancelled")
+    planned = body_of(client, **QUARTER)
 
     assert [(row["planned_plans"], row["planned_cost"]) for row in default["rows"]] == [(4, "11110.00")]
     assert [(row["planned_plans"], row["planned_cost"]) for row in failed["rows"]] == [(1, "10000.00")]
-    assert [(row["plans"], row["cost"]) for row in legacy["rows"]] == [(1, "10.00")]  # as it always was
+    assert [(row["planned_plans"], row["planned_cost"]) for row in two["rows"]] == [(2, "100001.00")]
+    assert two["statuses"] == ["draft", "cancelled"]
+    # The planned measure counts the same plans by default: one meaning of committed money.
+    assert [(row["plans"], row["cost"]) for row in planned["rows"]] == [(4, "11110.00")]
+    assert planned["statuses"] == default["statuses"]
+
+
+@pytest.mark.parametrize("status", ["", "committed,", "committed,committed", "done", "committed,done"])
+def test_an_unknown_empty_or_repeated_status_is_a_422_naming_it(client, world, status):
+    problem = assert_problem(report(client, **QUARTER, status=status), 422)
+    assert [error["parameter"] for error in problem["errors"]] == ["status"]
 
 
 def test_a_status_filters_the_actual_side_too_and_groups_by_it(client, session, world):
@@ -601,11 +613,12 @@ def histories(draw) -> tuple[list[PlannedSpec], list[dict[str, tuple[float, str]
         organization = draw(st.sampled_from(["acme", "globex"]))
         currency = draw(st.sampled_from(["USD", "EUR"]))
         start = START + timedelta(seconds=draw(st.integers(-40 * 86_400, 220 * 86_400)))
+        status = draw(st.sampled_from(["draft", "committed", "running", "completed", "cancelled"]))
         specs.append(
             PlannedSpec(
                 organization,
                 start,
-                status=draw(st.sampled_from(["draft", "committed", "running", "completed", "cancelled"])),
+                status=status,
                 budget=draw(st.sampled_from([None, f"{organization}-{currency}"])),
                 hardware=draw(st.sampled_from([None, "h100-sxm"])),
                 labels=draw(st.sampled_from([{}, {"team": "alpha"}, {"team": "beta"}])),
@@ -614,7 +627,8 @@ def histories(draw) -> tuple[list[PlannedSpec], list[dict[str, tuple[float, str]
                 accelerator_hours=draw(st.floats(0.5, 1e5)),
             )
         )
-        offsets = draw(st.lists(st.integers(-40, 220), unique=True, max_size=6))
+        # Only a plan whose money is committed takes usage (a draft or a cancelled plan is refused it).
+        offsets = draw(st.lists(st.integers(-40, 220), unique=True, max_size=6)) if status in CHARGED else []
         days.append(
             {
                 (START.date() + timedelta(days=offset)).isoformat(): (
@@ -654,9 +668,11 @@ def test_planned_and_actual_equal_a_recomputation_over_the_same_plans_and_days(
         actual: dict[tuple, Decimal] = {}
         for spec, spent in zip(specs, days, strict=True):
             group = (*(_group_value(spec, name, world) for name in groups), spec.currency)
-            if START <= spec.start_at < END and spec.status in ("committed", "running", "completed"):
-                key = (_period_start(spec.start_at.date(), granularity), *group)
-                planned[key] = planned.get(key, Decimal(0)) + spec.cost
+            if spec.start_at < END and spec.end_at > START and spec.status in CHARGED:
+                window = SimpleNamespace(start=START, end=END, granularity=granularity)
+                for bounds, _share, cost in pieces(spec, window):
+                    key = (bounds[0] if bounds else None, *group)
+                    planned[key] = planned.get(key, Decimal(0)) + cost
             for day, (_, cost) in spent.items():
                 if START.date() <= date.fromisoformat(day) < END.date():
                     key = (_period_start(date.fromisoformat(day), granularity), *group)
