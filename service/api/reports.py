@@ -10,7 +10,7 @@ from service.schemas.reports import CostReportQuerySchema, CostReportSchema, Foc
 from service.services import focus, reports, spend
 from service.services.errors import InvalidParameterError
 from service.web.auth import READERS, requires, scope
-from service.web.csv_files import CSV_TYPE, csv_response, spend_csv
+from service.web.csv_files import CSV_TYPE, csv_response, finance_csv
 
 blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost reports")
 
@@ -34,10 +34,10 @@ blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost
         }
     }
 )
-def cost_report(*, from_, to, measure, granularity=None, group_by, statuses, format=None, **filters):
+def cost_report(*, from_, to, measure, granularity=None, group_by, statuses, format=None, part, **filters):
     """What plans cost and what their runs spent, in [from, to), grouped by period and by up to three of
     organization, budget, hardware, status and label:<key>, with totals per currency. Amounts are exact
-    decimal strings (two decimals in CSV); different currencies are never added together.
+    decimal strings; different currencies are never added together.
 
     The plans counted are those whose money is committed (committed, running, completed and failed) unless
     `status` names others. Planned figures are spread over each plan's schedule [start_at, end_at) pro rata
@@ -45,9 +45,13 @@ def cost_report(*, from_, to, measure, granularity=None, group_by, statuses, for
     up to its cost); actual ones count on the UTC day of use. measure=planned (the default): every figure an
     estimate. measure=both sets planned beside actual and their variance (actual - planned: positive is over
     plan), with organisation and budget names beside their ids and every period of the window present
-    (zeros where nothing was planned or spent); its CSV rounds accelerator-hours to two decimals and ends
-    with a totals row per currency. measure=actual gives the actual side alone. GET /v1/reports/focus gives
-    the same spend as FOCUS usage charges."""
+    (zeros where nothing was planned or spent). measure=actual gives the actual side alone.
+
+    The CSV is a finance file whatever the measure: the same columns (planned, actual and variance; a side
+    not measured is blank), names beside ids, money in its currency's minor unit, hours and percentages to
+    the hundredth, every period of the window, and the rows alone, so that no sum of a column counts twice
+    (part=totals gives the totals per currency as a file of their own; the JSON has both). GET
+    /v1/reports/focus gives the same spend as FOCUS usage charges."""
     if format == "focus":
         return _focus(from_, to, _focus_granularity(granularity, group_by), **filters, statuses=statuses)
     query = reports.CostQuery(
@@ -71,10 +75,14 @@ def cost_report(*, from_, to, measure, granularity=None, group_by, statuses, for
         return response
 
     if _wants_csv(format):
-        filename = f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}.csv"
-        if measure == "planned":
-            return csv_response(report.columns, report.rows, filename)
-        return spend_csv(report, filename)
+        suffix = "_totals" if part == "totals" else ""
+        filename = f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}{suffix}.csv"
+        finance = (
+            report
+            if isinstance(report, spend.SpendReport)
+            else spend.spend_report(session, query, scope=scope())
+        )
+        return finance_csv(finance, filename, part)
     return report
 
 

@@ -62,7 +62,7 @@ from service.services import (
 )
 from service.services.errors import InvalidFieldError, NotFoundError, ServiceError
 from service.web.auth import CONSOLE_COOKIE, READERS, admit, current_principal, requires, scope
-from service.web.csv_files import csv_response, spend_csv
+from service.web.csv_files import finance_csv
 
 for _name, _filter in FILTERS.items():
     blp.add_app_template_filter(_filter, _name)
@@ -437,16 +437,23 @@ def cost_report() -> tuple[str, int]:
 @requires(*READERS)
 def cost_report_csv() -> flask.Response:
     query = CostReportQuerySchema().load(report_query(flask.request.args))
-    report = _report(query)
-    filename = f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}.csv"
-    if isinstance(report, spend.SpendReport):
-        return spend_csv(report, filename)
-    return csv_response(report.columns, report.rows, filename)
+    report = spend.spend_report(get_session(), _cost_query(query), scope=scope())
+    suffix = "_totals" if query["part"] == "totals" else ""
+    return finance_csv(
+        report, f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}{suffix}.csv", query["part"]
+    )
 
 
 def _report(query: Mapping[str, Any]) -> reports.CostReport | spend.SpendReport:
+    cost_query = _cost_query(query)
+    if cost_query.measure == "planned":
+        return reports.cost_report(get_session(), cost_query, scope=scope())
+    return spend.spend_report(get_session(), cost_query, scope=scope())
+
+
+def _cost_query(query: Mapping[str, Any]) -> reports.CostQuery:
     filters = {name: query[name] for name in ("organization", "budget_id", "hardware") if name in query}
-    cost_query = reports.CostQuery(
+    return reports.CostQuery(
         start=query["from_"],
         end=query["to"],
         granularity=query.get("granularity") or "none",
@@ -455,9 +462,6 @@ def _report(query: Mapping[str, Any]) -> reports.CostReport | spend.SpendReport:
         measure=query["measure"],
         **filters,
     )
-    if cost_query.measure == "planned":
-        return reports.cost_report(get_session(), cost_query, scope=scope())
-    return spend.spend_report(get_session(), cost_query, scope=scope())
 
 
 # --- shared lookups -------------------------------------------------------------------------------------

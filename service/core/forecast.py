@@ -74,8 +74,9 @@ class Progress:
 
     @property
     def variance_at_completion(self) -> Decimal:
-        """Planned less forecast: negative for a run heading over its plan (PMI's VAC)."""
-        return self.planned_cost - self.estimate_at_completion
+        """Forecast less planned: positive for a run heading over its plan, as every variance the service
+        gives (PMI's VAC with the sign turned)."""
+        return self.estimate_at_completion - self.planned_cost
 
 
 def expected_end(started_at: datetime, reported_until: datetime, share_trained: float) -> datetime | None:

@@ -30,9 +30,27 @@ MAX_PEAK_FLOPS_PER_SECOND = 1e19
 MAX_ACCELERATORS = 10_000_000
 MAX_DAYS = 36_500.0
 CENT = Decimal("0.01")
+# ISO 4217's minor units where they are not 2 (the list SIX Group maintains for ISO, "Minor unit" column):
+# the smallest amount a finance file shows in each currency.
+_MINOR_UNITS = {
+    **dict.fromkeys(
+        (
+            *("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND"),
+            *("VUV", "XAF", "XOF", "XPF"),
+        ),
+        0,
+    ),
+    **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
+    **dict.fromkeys(("CLF", "UYW"), 4),
+}
 # Amounts of money have at most 12 integer digits (the database stores NUMERIC(18, 6)): a trillion in any
 # currency is beyond any training run.
 MAX_MONEY = Decimal(10) ** 12
+
+
+def minor_unit(currency: str | None) -> Decimal:
+    """The smallest amount of `currency` (ISO 4217): 0.01 for most, 1 for JPY, 0.001 for KWD."""
+    return Decimal(1).scaleb(-_MINOR_UNITS.get(currency or "", 2))
 
 
 def flops_to_pf_days(flops: float) -> float:

@@ -16,6 +16,8 @@ from service.services.documents import format_money
 from service.services.focus import FOCUS_GRANULARITIES
 from service.services.reports import COMMITTED_MONEY
 
+CSV_PARTS = ("rows", "totals")
+
 REPORT_GRANULARITIES = ("day", "week", "month", "none")
 REPORT_MEASURES = ("planned", "actual", "both")
 REPORT_FORMATS = ("json", "csv", "focus")
@@ -134,6 +136,14 @@ class CostReportQuerySchema(StrictSchema):
             "description": "csv for text/csv (as with Accept: text/csv); json by default. focus: what runs "
             "spent as FOCUS 1.1 usage charges, CSV, as GET /v1/reports/focus gives them: with no group_by, "
             "measure actual if given, and a granularity of day (the default) or month."
+        },
+    )
+    part = ma.fields.String(
+        load_default="rows",
+        validate=validate.OneOf(CSV_PARTS),
+        metadata={
+            "description": "Of a CSV: rows (the default), the report's rows alone, so that no sum of a "
+            "column counts twice; or totals, one row per currency, as a file of its own. The JSON has both."
         },
     )
 

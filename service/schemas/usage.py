@@ -133,8 +133,8 @@ class ForecastIntervalsSchema(RunForecastIntervalsSchema):
         },
     )
     variance_at_completion = ma.fields.List(
-        signed_money("amount - the other end of estimate_at_completion."),
-        metadata={"description": "[low, high]: amount - estimate_at_completion's [high, low]."},
+        signed_money("An end of estimate_at_completion - amount."),
+        metadata={"description": "[low, high]: estimate_at_completion's [low, high] - amount."},
     )
 
 
@@ -149,7 +149,8 @@ class RunForecastSchema(ma.Schema):
     share_trained = ma.fields.Float(attribute="progress.share_trained")
     estimate_at_completion = MoneyField(dump_only=True, attribute="progress.estimate_at_completion")
     variance_at_completion = signed_money(
-        "Planned less forecast: negative when heading over.", attribute="progress.variance_at_completion"
+        "Forecast less planned: positive when heading over (the sign of every variance here).",
+        attribute="progress.variance_at_completion",
     )
     planned_end_at = ma.fields.AwareDateTime(attribute="plan.end_at")
     expected_end_at = ma.fields.AwareDateTime(
@@ -176,7 +177,9 @@ class BudgetForecastSchema(ma.Schema):
             "its cost before it starts."
         },
     )
-    variance_at_completion = signed_money("amount - estimate_at_completion: negative when heading over.")
+    variance_at_completion = signed_money(
+        "estimate_at_completion - amount: positive when heading over (the sign of every variance here)."
+    )
     intervals = ma.fields.Nested(
         ForecastIntervalsSchema,
         metadata={

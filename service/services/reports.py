@@ -47,6 +47,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from service.core.units import minor_unit
 from service.data.models import (
     CHARGED_STATUSES,
     MONEY_SCALE,
@@ -64,7 +65,6 @@ MILLION = 10**MONEY_SCALE
 # The one default of every view of money (reports, utilisation, forecasts, the console, the CLI): plans whose
 # cost is reserved on their budget or spent there.
 COMMITTED_MONEY: tuple[str, ...] = tuple(str(status) for status in CHARGED_STATUSES)
-CENT = Decimal("0.01")
 MILLIONTH = Decimal(1).scaleb(-MONEY_SCALE)
 
 
@@ -195,7 +195,7 @@ def planned_sums(
         if charged and cost is not None and status in FINISHED:
             cost = min(cost, actual)
         counted[currency] = counted.get(currency, 0) + 1
-        for period, share, piece in spread(start, end, query, cost):
+        for period, share, piece in spread(start, end, query, cost, currency):
             key = (*([period] if query.granularity != "none" else []), *group_values, currency)
             found = sums.get(key)
             if found is None:
@@ -220,14 +220,15 @@ def _ordered(key: tuple[Any, ...]) -> tuple[tuple[bool, str], ...]:
 
 
 def spread(
-    start: datetime, end: datetime, query: CostQuery, cost: Decimal | None
+    start: datetime, end: datetime, query: CostQuery, cost: Decimal | None, currency: str | None
 ) -> list[tuple[datetime | None, float, Decimal | None]]:
     """The periods of the window a schedule [start, end) falls in (None: the whole window, granularity none),
     each with its share of the schedule's time and of `cost`.
 
-    The cost is split in cents (millionths where it has them) by the largest remainder over the periods
-    inside the window and the parts before and after it, so that a plan's pieces in every window add up to
-    its cost to the last cent. A schedule of no length counts whole at its start.
+    The cost is split in the currency's minor unit (cents; millionths where the cost has them) by the
+    largest remainder over the periods inside the window and the parts before and after it, so that a
+    plan's pieces in every window add up to its cost to the last cent. A schedule of no length counts whole
+    at its start.
     """
     if end <= start:
         pieces: list[tuple[datetime | None, int]] = [
@@ -249,7 +250,7 @@ def spread(
         outside = [_seconds(inside_start - start), _seconds(end - inside_end)]
     weights = [weight for _, weight in pieces] + outside
     total = sum(weights)
-    money = [None] * len(pieces) if cost is None else split_money(cost, weights)[: len(pieces)]
+    money = [None] * len(pieces) if cost is None else split_money(cost, weights, currency)[: len(pieces)]
     return [(period, weight / total, piece) for (period, weight), piece in zip(pieces, money, strict=True)]
 
 
@@ -257,11 +258,12 @@ def _seconds(span: timedelta) -> int:
     return span.days * 86_400_000_000 + span.seconds * 1_000_000 + span.microseconds  # microseconds
 
 
-def split_money(amount: Decimal, weights: Sequence[int]) -> list[Decimal]:
-    """`amount` in parts proportional to `weights` (integers, not all 0), in cents unless the amount has
-    finer digits (then millionths), the remainder going to the largest fractional parts (the first of a tie):
-    the parts add up to the amount exactly."""
-    quantum = CENT if amount == amount.quantize(CENT) else MILLIONTH
+def split_money(amount: Decimal, weights: Sequence[int], currency: str | None) -> list[Decimal]:
+    """`amount` in parts proportional to `weights` (integers, not all 0), in the currency's minor unit unless
+    the amount has finer digits (then millionths), the remainder going to the largest fractional parts (the
+    first of a tie): the parts add up to the amount exactly."""
+    unit = minor_unit(currency)
+    quantum = unit if amount == amount.quantize(unit) else MILLIONTH
     units = int(amount / quantum)
     total = sum(weights)
     exact = [units * weight for weight in weights]

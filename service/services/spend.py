@@ -48,6 +48,8 @@ from service.services.reports import (
 PLANNED_METRICS = ("planned_plans", "planned_accelerator_hours", "planned_cost")
 ACTUAL_METRICS = ("actual_plans", "actual_accelerator_hours", "actual_cost")
 VARIANCE_METRICS = ("variance_cost", "variance_percent")
+# The columns of every finance CSV, whatever the measure (a side not measured is blank).
+FINANCE_METRICS = (*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS)
 # Groups whose value is an id or slug: a person also reads the name beside it.
 NAMED_GROUPS = {"organization": "organization_name", "budget": "budget_name"}
 HUNDRED = Decimal(100)
@@ -55,8 +57,8 @@ HUNDRED = Decimal(100)
 
 @dataclass
 class SpendReport:
-    """Planned (measure both), actual and their variance per (period, groups, currency); `totals` has the
-    same metrics per currency."""
+    """Planned, actual and their variance per (period, groups, currency), as the measure asks (the sides it
+    does not measure are None); `totals` has the same metrics per currency."""
 
     query: CostQuery
     rows: list[dict[str, Any]]
@@ -74,7 +76,7 @@ class SpendReport:
     def metrics(self) -> list[str]:
         if self.query.measure == "actual":
             return list(ACTUAL_METRICS)
-        return [*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS]
+        return list(FINANCE_METRICS)
 
     @property
     def columns(self) -> list[str]:
@@ -86,15 +88,16 @@ class SpendReport:
 
 
 def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -> SpendReport:
-    """What plans starting in [start, end) planned to spend (measure both) and what runs spent on the UTC days
-    in it, side by side per (period, groups, currency), with the variance (actual - planned).
+    """What the plans planned to spend in [start, end) (measure planned or both) and what their runs spent on
+    the UTC days in it (actual or both), side by side per (period, groups, currency), with the variance
+    (actual - planned, measure both).
 
     A group seen in the window has a row in every period of it (zeros where it has nothing); a window with
     nothing at all still has a row per period, of zeros, so that a month without spend reads as zero rather
     than as missing.
     """
     planned = Planned([], {}) if query.measure == "actual" else planned_sums(session, query, scope)
-    actual = _actual(session, query, scope)
+    actual = [] if query.measure == "planned" else _actual(session, query, scope)
     offset = 0 if query.granularity == "none" else 1
     names = group_slugs(session, query.group_by, [*planned.rows, *actual], offset=offset)
     display = _display_names(session, query.group_by, [*planned.rows, *actual], offset=offset)
@@ -111,7 +114,7 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
             if name in NAMED_GROUPS:
                 key[NAMED_GROUPS[name]] = display.get((name, raw))
         key["currency"] = values.pop(0)
-        row = rows.setdefault(tuple(key.values()), {**key, **_zeros(key["currency"])})
+        row = rows.setdefault(tuple(key.values()), {**key, **_zeros(key["currency"], query.measure)})
         return row, values
 
     for record in planned.rows:
@@ -124,10 +127,9 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
         )
     if query.granularity != "none":
         _fill_periods(rows, query)
-    ordered = [_with_variance(rows[key]) for key in sorted(rows, key=_sort_key)]
-    return SpendReport(
-        query, ordered, _spend_totals(ordered, planned.plans, _actual_plans(session, query, scope))
-    )
+    ordered = [_with_variance(rows[key], query.measure) for key in sorted(rows, key=_sort_key)]
+    actual_plans = {} if query.measure == "planned" else _actual_plans(session, query, scope)
+    return SpendReport(query, ordered, _spend_totals(ordered, query.measure, planned.plans, actual_plans))
 
 
 def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequence[Any]:
@@ -204,22 +206,24 @@ def _display_names(
     return names
 
 
-def _zeros(currency: str | None) -> dict[str, Any]:
-    # Plans without a price (no currency) have no planned cost, rather than a cost of zero.
-    cost = None if currency is None else Decimal(0)
+def _zeros(currency: str | None, measure: str) -> dict[str, Any]:
+    """A row's figures before any plan or day is added: zeros on the sides measured, None on the other."""
+    planned = measure != "actual"
+    actual = measure != "planned"
     return {
-        "planned_plans": 0,
-        "planned_accelerator_hours": 0.0,
-        "planned_cost": cost,
-        "actual_plans": 0,
-        "actual_accelerator_hours": 0.0,
-        "actual_cost": Decimal(0),
+        "planned_plans": 0 if planned else None,
+        "planned_accelerator_hours": 0.0 if planned else None,
+        # Plans without a price (no currency) have no planned cost, rather than a cost of zero.
+        "planned_cost": Decimal(0) if planned and currency is not None else None,
+        "actual_plans": 0 if actual else None,
+        "actual_accelerator_hours": 0.0 if actual else None,
+        "actual_cost": Decimal(0) if actual else None,
     }
 
 
-def _with_variance(row: dict[str, Any]) -> dict[str, Any]:
+def _with_variance(row: dict[str, Any], measure: str) -> dict[str, Any]:
     planned, actual = row["planned_cost"], row["actual_cost"]
-    variance = None if planned is None else actual - planned
+    variance = None if planned is None or actual is None or measure != "both" else actual - planned
     row["variance_cost"] = variance
     row["variance_percent"] = (
         None if variance is None or not planned else float((variance / planned * HUNDRED).quantize(CENT))
@@ -244,7 +248,7 @@ def _fill_periods(rows: dict[tuple[Any, ...], dict[str, Any]], query: CostQuery)
                 group = {name: example.get(name) for name in example if name not in _METRIC_NAMES}
                 group.update(bounds)
                 group.setdefault("currency", None)
-                rows[key] = {**group, **_zeros(group["currency"])}
+                rows[key] = {**group, **_zeros(group["currency"], query.measure)}
 
 
 _METRIC_NAMES = frozenset((*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS))
@@ -261,24 +265,24 @@ def _periods(query: CostQuery) -> list[dict[str, str]]:
 
 
 def _spend_totals(
-    rows: list[dict[str, Any]], planned_plans: dict[str | None, int], actual_plans: dict[str | None, int]
+    rows: list[dict[str, Any]],
+    measure: str,
+    planned_plans: dict[str | None, int],
+    actual_plans: dict[str | None, int],
 ) -> list[dict[str, Any]]:
     """Per currency; a plan spread over (or spending in) several periods counts once."""
     by_currency: dict[str | None, dict[str, Any]] = {}
+    counted = {"planned_plans": planned_plans, "actual_plans": actual_plans}
     for row in rows:
         currency = row["currency"]
         totals = by_currency.get(currency)
         if totals is None:
-            totals = by_currency[currency] = {"currency": currency, **_zeros(currency)}
-            totals["planned_plans"] = planned_plans.get(currency, 0)
-            totals["actual_plans"] = actual_plans.get(currency, 0)
+            totals = by_currency[currency] = {"currency": currency, **_zeros(currency, measure)}
+            for name, plans in counted.items():
+                if totals[name] is not None:
+                    totals[name] = plans.get(currency, 0)
         for name in (*PLANNED_METRICS, *ACTUAL_METRICS):
-            if (
-                name not in {"planned_plans", "actual_plans"}
-                and row[name] is not None
-                and totals[name] is not None
-            ):
+            if name not in counted and row[name] is not None and totals[name] is not None:
                 totals[name] += row[name]
-    return [
-        _with_variance(totals) for _, totals in sorted(by_currency.items(), key=lambda item: item[0] or "")
-    ]
+    ordered = sorted(by_currency.items(), key=lambda item: item[0] or "")
+    return [_with_variance(totals, measure) for _, totals in ordered]

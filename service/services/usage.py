@@ -548,7 +548,7 @@ class BudgetForecast:
 
     @property
     def variance_at_completion(self) -> Decimal:
-        return self.budget.amount - self.estimate_at_completion
+        return self.estimate_at_completion - self.budget.amount
 
     @property
     def intervals(self) -> dict[str, Any]:
@@ -557,7 +557,7 @@ class BudgetForecast:
         return {
             "confidence": accuracy.CONFIDENCE,
             "estimate_at_completion": [low, high],
-            "variance_at_completion": [amount - high, amount - low],
+            "variance_at_completion": [low - amount, high - amount],
         }
 
 

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import flask
 
-from service.core.units import CENT
+from service.core.units import CENT, minor_unit
 from service.services.documents import format_money
-from service.services.spend import SpendReport
+from service.services.spend import FINANCE_METRICS, SpendReport
 
 CSV_TYPE = "text/csv"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would evaluate such a cell (OWASP)
+PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 
 def _csv_value(name: str, value: Any, decimals: Mapping[str, int], exact_money: bool) -> str:
@@ -31,7 +33,9 @@ def _csv_value(name: str, value: Any, decimals: Mapping[str, int], exact_money: 
     if isinstance(value, float | int) and not isinstance(value, bool):
         return _rounded(value, decimals[name]) if name in decimals else repr(value)
     text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    # An amount already written as a signed decimal is a number to a spreadsheet, never a formula.
+    amount = name.endswith("_cost") and PLAIN_NUMBER.fullmatch(text)
+    return "'" + text if text.startswith(FORMULA_STARTS) and not amount else text
 
 
 def _rounded(value: float, places: int) -> str:
@@ -64,19 +68,31 @@ def csv_response(
     )
 
 
-# What a person reads in a planned-against-actual CSV: hours and percentages to the hundredth.
-SPEND_DECIMALS = {
+# What a person reads in a finance CSV: hours and percentages to the hundredth.
+FINANCE_DECIMALS = {
     "planned_accelerator_hours": 2,
     "actual_accelerator_hours": 2,
     "variance_percent": 2,
 }
 
 
-def spend_csv(report: SpendReport, filename: str) -> flask.Response:
-    """A planned-against-actual report as finance reads it: its rows, then a row per currency whose first
-    cell says `total` (when rows have a period or groups; without either, the rows are the totals)."""
-    rows: list[dict[str, Any]] = list(report.rows)
-    first = report.columns[0]
-    if first != "currency":
-        rows += [{**totals, first: "total"} for totals in report.totals]
-    return csv_response(report.columns, rows, filename, decimals=SPEND_DECIMALS)
+def finance_csv(report: SpendReport, filename: str, part: str = "rows") -> flask.Response:
+    """A report as a finance tool opens it, whatever its measure: the same columns (planned, actual and
+    their variance; a side not measured is blank), names beside ids, money in its currency's minor unit,
+    hours and percentages to the hundredth, every period of the window. `part` rows: the rows alone, so that
+    a column's sum is the window's (per currency); totals: one row per currency, in a file of its own."""
+    money = [name for name in FINANCE_METRICS if name.endswith("_cost")]
+    if part == "totals":
+        columns, rows = ["currency", *FINANCE_METRICS], report.totals
+    else:
+        columns, rows = [*report.key_columns, *FINANCE_METRICS], report.rows
+    in_minor_units = [
+        {**row, **{name: _in_minor_units(row[name], row["currency"]) for name in money}} for row in rows
+    ]
+    return csv_response(columns, in_minor_units, filename, decimals=FINANCE_DECIMALS)
+
+
+def _in_minor_units(amount: Decimal | None, currency: str | None) -> str | None:
+    """An amount to its currency's minor unit (0.01 USD, 1 JPY), half up, as every amount the service
+    rounds; a string, so that the CSV writes it as it is."""
+    return None if amount is None else f"{amount.quantize(minor_unit(currency), ROUND_HALF_UP):f}"

@@ -154,35 +154,61 @@ def csv_rows(response) -> list[list[str]]:
     return list(csv.reader(io.StringIO(response.get_data().decode("utf-8"), newline="")))
 
 
-def assert_csv_matches_json(csv_response, json_rows: list[dict]) -> None:
-    """The CSV holds the JSON's rows column for column: money to the cent, floats exact, formulae defused."""
+FINANCE_COLUMNS = [
+    "planned_plans",
+    "planned_accelerator_hours",
+    "planned_cost",
+    "actual_plans",
+    "actual_accelerator_hours",
+    "actual_cost",
+    "variance_cost",
+    "variance_percent",
+]
+NAMES = {"organization": "organization_name", "budget": "budget_name"}
+
+
+def cell_value(cell: str) -> str:
+    """What a CSV cell holds, its formula guard taken off."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_STARTS) else cell
+
+
+def assert_csv_matches_json(csv_response, json_rows: list[dict], group_by: tuple[str, ...] = ()) -> None:
+    """The finance CSV holds the planned JSON's rows as finance reads them: the same groups (names beside
+    organisation and budget ids, formulae defused), plans, hours to the hundredth and money to the cent on
+    the planned side, the actual side and the variance blank; the periods without plans are rows of zeros."""
     assert csv_response.status_code == 200, csv_response.get_data(as_text=True)
     assert csv_response.headers["Content-Type"] == "text/csv; charset=utf-8"
     assert re.fullmatch(
         r'attachment; filename="[A-Za-z0-9_.-]+\.csv"', csv_response.headers["Content-Disposition"]
     )
     header, *lines = csv_rows(csv_response)
-    assert len(lines) == len(json_rows)
-    for line, row in zip(lines, json_rows, strict=True):
-        assert header == list(row)
+    groups = [column for name in group_by for column in ([name, NAMES[name]] if name in NAMES else [name])]
+    period = ["period_start", "period_end"] if header[0] == "period_start" else []
+    assert header == [*period, *groups, "currency", *FINANCE_COLUMNS]
+    keys = [*period, *group_by, "currency"]
+    in_csv = {}
+    for line in lines:
         cells = dict(zip(header, line, strict=True))
-        for name, value in row.items():
-            cell = cells[name]
-            if name == "estimated":
-                assert (cell, value) == ("true", True)
-            elif value is None:
-                assert cell == ""
-            elif name == "cost":
-                assert re.fullmatch(r"\d+\.\d\d", cell), cell
-                assert abs(Decimal(cell) - Decimal(value)) <= Decimal("0.005")
-            elif name == "plans":
-                assert int(cell) == value
-            elif name in ("accelerator_hours", "flops"):
-                assert float(cell) == value
-            elif value.startswith(FORMULA_STARTS):
-                assert cell == "'" + value
-            else:
-                assert cell == value
+        key = tuple(cell_value(cells[name]) for name in keys)
+        assert key not in in_csv, "a row appears twice"
+        in_csv[key] = cells
+        for name in FINANCE_COLUMNS[3:]:
+            assert cells[name] == "", name  # measure planned: no actual side, no variance
+    for row in json_rows:
+        key = tuple("" if row[name] is None else row[name] for name in keys)
+        cells = in_csv.pop(key)
+        assert int(cells["planned_plans"]) == row["plans"]
+        hours = Decimal(repr(row["accelerator_hours"])).quantize(Decimal("0.01"), ROUND_HALF_UP)
+        assert cells["planned_accelerator_hours"] == f"{hours:f}"
+        if row["cost"] is None:
+            assert cells["planned_cost"] == ""
+        else:
+            assert (
+                cells["planned_cost"] == f"{Decimal(row['cost']).quantize(Decimal('0.01'), ROUND_HALF_UP):f}"
+            )
+    for cells in in_csv.values():  # a period of the window without plans
+        assert (cells["planned_plans"], cells["planned_accelerator_hours"]) == ("0", "0.00")
+        assert cells["planned_cost"] in {"0.00", ""}
 
 
 # --- The report equals a recomputation --------------------------------------------------------------------
@@ -450,7 +476,9 @@ def test_the_report_equals_a_recomputation_over_the_same_plans(client, session, 
         for currency, total in totals.items():
             assert_figures(total, expected_totals[currency])
 
-        assert_csv_matches_json(report(client, **case.params(world), format="csv"), body["rows"])
+        assert_csv_matches_json(
+            report(client, **case.params(world), format="csv"), body["rows"], case.group_by
+        )
     finally:
         session.execute(delete(Plan).where(Plan.id.in_(ids)))
         session.commit()
@@ -604,11 +632,8 @@ def test_a_report_with_no_plans_has_no_rows_and_no_totals(client, world):
 @pytest.mark.parametrize(
     ("params", "header"),
     [
-        ({}, "currency,plans,accelerator_hours,flops,cost,estimated"),
-        (
-            {"granularity": "week", "group_by": "budget,label:team"},
-            "period_start,period_end,budget,label:team,currency,plans,accelerator_hours,flops,cost,estimated",
-        ),
+        ({}, "currency,"),
+        ({"group_by": "budget,label:team"}, "budget,budget_name,label:team,currency,"),
     ],
 )
 def test_an_empty_csv_report_is_its_header_alone(client, world, params, header):
@@ -616,7 +641,20 @@ def test_an_empty_csv_report_is_its_header_alone(client, world, params, header):
 
     assert response.status_code == 200
     assert response.headers["Content-Type"] == "text/csv; charset=utf-8"
-    assert response.get_data().decode("utf-8") == header + "\r\n"
+    assert response.get_data().decode("utf-8") == header + ",".join(FINANCE_COLUMNS) + "\r\n"
+
+
+def test_an_empty_csv_report_by_period_has_a_row_of_zeros_for_every_period(client, world):
+    response = report(client, from_=JANUARY, to="2026-04-01T00:00:00Z", granularity="month", format="csv")
+
+    header, *lines = csv_rows(response)
+    assert header == ["period_start", "period_end", "currency", *FINANCE_COLUMNS]
+    assert [line[:3] for line in lines] == [
+        ["2026-01-01", "2026-02-01", ""],
+        ["2026-02-01", "2026-03-01", ""],
+        ["2026-03-01", "2026-04-01", ""],
+    ]
+    assert {tuple(line[3:6]) for line in lines} == {("0", "0.00", "")}  # no currency: no money
 
 
 # --- CSV --------------------------------------------------------------------------------------------------
@@ -659,23 +697,19 @@ def test_a_csv_report_has_the_json_rows_in_the_same_columns(client, labelled):
     response = report(client, format="csv", **params)
 
     assert len(body["rows"]) == 9
-    assert_csv_matches_json(response, body["rows"])
+    assert_csv_matches_json(response, body["rows"], ("label:team", "budget", "hardware"))
     header, first, *_ = csv_rows(response)
-    assert header == [
+    assert header[:7] == [
         "period_start",
         "period_end",
         "label:team",
         "budget",
+        "budget_name",
         "hardware",
         "currency",
-        "plans",
-        "accelerator_hours",
-        "flops",
-        "cost",
-        "estimated",
     ]
     assert first[:2] == ["2026-01-01", "2026-01-02"]
-    assert first[5:] == ["USD", "1", "12.5", "1.234e+21", "1235.56", "true"]
+    assert first[4:10] == ["acme USD", "h100-sxm", "USD", "1", "12.50", "1235.56"]
 
 
 def test_csv_keeps_unicode_labels_and_defuses_formulae_which_json_keeps_as_they_are(client, labelled):
@@ -745,7 +779,7 @@ def test_csv_money_has_two_decimals_and_json_keeps_every_digit(client, session, 
     header, line = csv_rows(report(client, format="csv", **params))
 
     assert in_json["rows"][0]["cost"] == in_json["totals"][0]["cost"] == "0.123456"
-    assert dict(zip(header, line, strict=True))["cost"] == "0.12"
+    assert dict(zip(header, line, strict=True))["planned_cost"] == "0.12"
 
 
 # --- Currencies -------------------------------------------------------------------------------------------
@@ -1107,6 +1141,7 @@ def test_an_organisation_key_reports_its_own_plans_only(client, both, world, iss
         report(client, key, from_=JANUARY, to=FEBRUARY, group_by="organization", format="csv")
     )
     assert [dict(zip(header, line, strict=True))["organization"] for line in lines] == ["acme"]
+    assert [dict(zip(header, line, strict=True))["organization_name"] for line in lines] == ["Acme"]
 
 
 def test_an_admin_reports_across_organisations(client, both):

@@ -392,7 +392,7 @@ def test_an_unknown_measure_is_422_naming_it(client, world):
 # --- CSV for a person -------------------------------------------------------------------------------------
 
 
-def test_the_csv_rounds_hours_and_money_to_the_hundredth_and_ends_with_a_totals_row_per_currency(
+def test_the_csv_rounds_hours_and_money_to_the_hundredth_and_gives_its_totals_as_a_file_of_their_own(
     client, session, world
 ):
     usd, eur = insert_plans(
@@ -412,7 +412,7 @@ def test_the_csv_rounds_hours_and_money_to_the_hundredth_and_ends_with_a_totals_
 
     header = list(lines[0])
     assert header == ["period_start", "period_end", "budget", "budget_name", "currency", *BOTH_METRICS]
-    assert len(lines) == len(in_json["rows"]) + 2  # and a total per currency
+    assert len(lines) == len(in_json["rows"])  # the rows alone: no sum of a column counts twice
     january_usd = next(
         line for line in lines if line["period_start"] == "2026-01-01" and line["currency"] == "USD"
     )
@@ -427,18 +427,17 @@ def test_the_csv_rounds_hours_and_money_to_the_hundredth_and_ends_with_a_totals_
         "variance_percent": "-69.88",
     }
     assert january_usd["budget_name"] == "acme USD"
-    totals = [line for line in lines if line["period_start"] == "total"]
-    assert [(line["currency"], line["period_end"], line["budget"]) for line in totals] == [
-        ("EUR", "", ""),
-        ("USD", "", ""),
-    ]
+    totals_response = report(client, **params, format="csv", part="totals")
+    totals = table(totals_response)
+    assert "_totals.csv" in totals_response.headers["Content-Disposition"]
+    assert list(totals[0]) == ["currency", *BOTH_METRICS]
     assert [
-        (line["planned_cost"], line["actual_cost"], line["actual_accelerator_hours"]) for line in totals
+        (line["currency"], line["planned_cost"], line["actual_cost"], line["actual_accelerator_hours"])
+        for line in totals
     ] == [
-        ("20.00", "5.00", "2.00"),
-        ("100.00", "30.14", "12.35"),
+        ("EUR", "20.00", "5.00", "2.00"),
+        ("USD", "100.00", "30.14", "12.35"),
     ]
-    assert lines[-2:] == totals  # last, after every period
     usd_row = next(row for row in in_json["rows"] if row["currency"] == "USD")
     assert usd_row["actual_accelerator_hours"] == 12.345  # JSON keeps every digit
     assert usd_row["planned_cost"] == "100.004"

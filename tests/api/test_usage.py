@@ -275,7 +275,7 @@ def test_the_budget_forecast_shows_each_running_plans_estimate_at_completion(cli
     forecast = client.get(f"/v1/budgets/{budget['id']}/forecast").get_json()
 
     assert (forecast["committed"], forecast["spent"], forecast["remaining"]) == ("700.00", "100.00", "300.00")
-    assert (forecast["estimate_at_completion"], forecast["variance_at_completion"]) == ("700.00", "300.00")
+    assert (forecast["estimate_at_completion"], forecast["variance_at_completion"]) == ("700.00", "-300.00")
     [running] = forecast["running"]
     assert (running["plan_id"], running["share_trained"], running["estimate_at_completion"]) == (
         committed["id"],
@@ -386,7 +386,7 @@ def test_the_forecast_gives_the_band_its_plans_intervals_put_around_it(client, b
     intervals = forecast["intervals"]
     assert intervals["confidence"] == 0.8
     assert intervals["estimate_at_completion"] == [f"{bound:.2f}" for bound in expected]
-    assert intervals["variance_at_completion"] == [f"{1000 - bound:.2f}" for bound in reversed(expected)]
+    assert intervals["variance_at_completion"] == [f"{bound - 1000:.2f}" for bound in expected]
     low_total, high_total = (Decimal(bound) for bound in intervals["estimate_at_completion"])
     assert low_total < Decimal(forecast["estimate_at_completion"]) < high_total
 

@@ -33,8 +33,8 @@ def test_a_finished_run_is_forecast_at_what_it_spent_whatever_it_trained():
     assert progress("400.00", 1e11, finished=True).estimate_at_completion == Decimal("400.00")
 
 
-def test_the_variance_at_completion_is_negative_for_a_run_heading_over():
-    assert progress("300.00", 2.5e11).variance_at_completion == Decimal("-200.00")
+def test_the_variance_at_completion_is_positive_for_a_run_heading_over():
+    assert progress("300.00", 2.5e11).variance_at_completion == Decimal("200.00")
 
 
 def test_a_run_ends_at_the_pace_it_kept():

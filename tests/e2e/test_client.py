@@ -138,7 +138,11 @@ def test_the_cost_report_comes_as_json_or_csv(planner, budget, org, plan):
     assert [row["cost"] for row in report["rows"]] == [plan["cost"]]
     csv_text = planner.cost_report_csv(*window, organization=org, group_by="budget")
     rows = list(csv.DictReader(io.StringIO(csv_text)))
-    assert [(row["budget"], row["plans"]) for row in rows] == [(budget["id"], "1")]
+    assert [(row["budget"], row["planned_plans"]) for row in rows] == [(budget["id"], "1")]
+    totals = list(
+        csv.DictReader(io.StringIO(planner.cost_report_csv(*window, organization=org, part="totals")))
+    )
+    assert [(row["currency"], row["planned_cost"]) for row in totals] == [(plan["currency"], plan["cost"])]
 
 
 # --- The command line ---------------------------------------------------------------------------------------
@@ -199,7 +203,7 @@ def test_planner_creates_commits_lists_plans_and_downloads_the_csv(server, plann
         "csv",
     )
     assert report.returncode == 0, report.stderr
-    assert report.stdout.splitlines()[0].startswith("budget,currency,plans")
+    assert report.stdout.splitlines()[0].startswith("budget,budget_name,currency,planned_plans")
 
 
 def test_planner_fits_a_law_to_runs_from_a_csv_file(server, planner, org, tmp_path):

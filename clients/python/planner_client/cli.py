@@ -1509,8 +1509,13 @@ def report() -> None:
 
 
 @report.command("costs")
-@click.option("--from", "start", required=True, help="Plans starting at or after this time (ISO 8601).")
-@click.option("--to", "end", required=True, help="Plans starting before this time (ISO 8601).")
+@click.option(
+    "--from",
+    "start",
+    required=True,
+    help="The window's start (ISO 8601): plans' schedules and days of spend.",
+)
+@click.option("--to", "end", required=True, help="The window's end (exclusive, ISO 8601).")
 @click.option(
     "--granularity",
     type=click.Choice(["day", "week", "month", "none"]),
@@ -1524,8 +1529,8 @@ def report() -> None:
 @click.option("--hardware", help="Only plans on this hardware profile.")
 @click.option(
     "--status",
-    type=PLAN_STATUSES,
-    help="Only plans in this status (default committed; with --measure actual or both, committed or later).",
+    help="Plans in these statuses, comma-separated (default committed,running,completed,failed: every plan "
+    "whose money is committed, as the API and the console count it).",
 )
 @click.option(
     "--measure",
@@ -1539,12 +1544,20 @@ def report() -> None:
     default="table",
     help="table (default), csv as finance tools read it, or json.",
 )
-def report_costs(start: str, end: str, output: str, **params: Any) -> None:
-    """What plans cost and runs spent, summed by period and group, exactly, never across currencies."""
+@click.option(
+    "--part",
+    type=click.Choice(["rows", "totals"]),
+    help="Of the csv: the rows (default: no sum of a column counts twice) or the totals per currency.",
+)
+def report_costs(start: str, end: str, output: str, part: str | None, **params: Any) -> None:
+    """What plans cost and runs spent, summed by period and group, exactly, never across currencies; planned
+    figures spread over each plan's schedule."""
     client = settings().client
     if output == "csv":
-        click.echo(client.cost_report_csv(start, end, **params), nl=False)
+        click.echo(client.cost_report_csv(start, end, **params, part=part), nl=False)
         return
+    if part is not None:
+        raise click.UsageError("--part is for --format csv: the table and the json have both.")
     costs = client.cost_report(start, end, **params)
     chosen = settings()
     chosen.json = chosen.json or output == "json"
@@ -1582,7 +1595,7 @@ def _total_line(total: Json) -> str:
 @click.option("--organization", help="Only this organisation's runs.")
 @click.option("--budget-id", help="Only runs of plans charged to this budget.")
 @click.option("--hardware", help="Only runs on this hardware profile.")
-@click.option("--status", type=PLAN_STATUSES, help="Only runs of plans in this status.")
+@click.option("--status", help="Runs of plans in these statuses, comma-separated (default: committed money).")
 def report_focus(start: str, end: str, **params: Any) -> None:
     """What runs spent as FOCUS 1.1 usage charges (CSV), one per plan per day or month, for FinOps tools."""
     query = {name: value for name, value in params.items() if value is not None}

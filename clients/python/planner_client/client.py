@@ -401,13 +401,14 @@ class PlannerClient:
     # --- Reports -------------------------------------------------------------------------------------------
 
     def cost_report(self, start: str, end: str, **params: Any) -> Json:
-        """Plans starting in [start, end), grouped: granularity, group_by (a list or comma-separated),
-        organization, budget_id, hardware, status; measure="both" sets what runs spent (by day of use) beside
-        what plans planned, with the variance ("actual": the spend alone; "planned", the default: plans)."""
+        """Plans scheduled in [start, end) (each spread over its schedule), grouped: granularity, group_by (a
+        list or comma-separated), organization, budget_id, hardware, status (comma-separated; default every
+        plan whose money is committed); measure="both" sets what runs spent (by day of use) beside what plans
+        planned, with the variance ("actual": the spend alone; "planned", the default: plans)."""
         return self._json("GET", "/v1/reports/costs", params={"from": start, "to": end, **params})
 
     def cost_report_csv(self, start: str, end: str, **params: Any) -> str:
-        """The same report as CSV text, as finance tools read it."""
+        """The same report as a finance CSV (the rows alone; part="totals": the totals per currency)."""
         query = {"from": start, "to": end, **params, "format": "csv"}
         return self.request("GET", "/v1/reports/costs", params=query).text
 
