@@ -23,7 +23,7 @@ from sqlalchemy import delete
 
 from service.data.models import Plan, UsageDay
 from service.services.focus import FOCUS_COLUMNS
-from tests.api.test_reports import CHARGED, World, insert_plans, make_world, pieces
+from tests.api.test_reports import CHARGED, FINANCE_COLUMNS, World, insert_plans, make_world, pieces
 from tests.api.test_reports import PlanSpec as PlannedSpec
 from tests.conftest import bearer
 from tests.problems import assert_problem
@@ -31,16 +31,7 @@ from tests.problems import assert_problem
 JANUARY, APRIL = "2026-01-01T00:00:00Z", "2026-04-01T00:00:00Z"
 QUARTER = {"from_": JANUARY, "to": APRIL}
 MONTHS = [("2026-01-01", "2026-02-01"), ("2026-02-01", "2026-03-01"), ("2026-03-01", "2026-04-01")]
-BOTH_METRICS = [
-    "planned_plans",
-    "planned_accelerator_hours",
-    "planned_cost",
-    "actual_plans",
-    "actual_accelerator_hours",
-    "actual_cost",
-    "variance_cost",
-    "variance_percent",
-]
+BOTH_METRICS = FINANCE_COLUMNS  # measure both: every column of a finance file
 
 
 @pytest.fixture
