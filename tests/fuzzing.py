@@ -213,9 +213,11 @@ def _a_focus_export_as_its_format_says(query: dict) -> None:
 
 
 def _a_window_of_periods_a_report_lists(query: dict) -> None:
-    """A report of actual spend lists every period of its window, at most 100 000 rows (its `granularity`
-    says so): a window of days, weeks or months is cut to 50 years (18 263 days, for a few groups each)."""
-    if query.get("measure") not in ("actual", "both") or query.get("granularity") in (None, "none"):
+    """A report of actual spend, and any CSV, lists every period of its window, at most 100 000 rows (its
+    `granularity` says so): a window of days, weeks or months is cut to 50 years (18 263 days, for a few
+    groups each)."""
+    every_period = query.get("measure") in ("actual", "both") or query.get("format") == "csv"
+    if not every_period or query.get("granularity") in (None, "none"):
         return
     try:
         start, end = datetime.fromisoformat(query["from"]), datetime.fromisoformat(query["to"])

@@ -189,6 +189,15 @@ class PlanSummarySchema(ma.Schema):
     started_at = ma.fields.AwareDateTime(allow_none=True, metadata={"description": "When its run began."})
     finished_at = ma.fields.AwareDateTime(allow_none=True, metadata={"description": "Completed or failed."})
     actual_accelerator_hours = ma.fields.Float(metadata={"description": "Reported by its usage records."})
+    off_schedule_accelerator_hours = ma.fields.Float(
+        metadata={
+            "description": "Of actual_accelerator_hours, what records beginning before start_at or ending "
+            "after end_at reported: accepted, and flagged here and on each record (off_schedule)."
+        }
+    )
+    off_schedule_cost = MoneyField(
+        dump_only=True, metadata={"description": "Of actual_cost, what those records spent."}
+    )
     actual_cost = MoneyField(dump_only=True, metadata={"description": "Reported by its usage records."})
     tokens_trained = ma.fields.Float(metadata={"description": "By its latest usage record."})
     share_trained = ma.fields.Float(

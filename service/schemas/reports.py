@@ -110,8 +110,8 @@ class CostReportQuerySchema(StrictSchema):
         validate=validate.OneOf(REPORT_GRANULARITIES),
         metadata={
             "description": "Rows per UTC day, ISO week (from Monday) or month; none (the default): one per "
-            "group. With measure actual or both, every period of the window is a row (for each group seen "
-            "in it): a report of more than 100 000 rows is refused."
+            "group. With measure actual or both, and in every CSV, every period of the window is a row (for "
+            "each group seen in it): a report of more than 100 000 rows is refused."
         },
     )
     group_by = GroupByField(

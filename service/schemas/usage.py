@@ -103,6 +103,12 @@ class UsageRecordSchema(ma.Schema):
         }
     )
     price_per_hour = MoneyField(dump_only=True, allow_none=True)
+    off_schedule = ma.fields.Boolean(
+        metadata={
+            "description": "The period begins before the plan's start_at or ends after its end_at: taken "
+            "(runs start late and run over), and flagged, here and in the plan's off_schedule_* figures."
+        }
+    )
     note = ma.fields.String(allow_none=True)
     created_by = ma.fields.String(attribute="actor", metadata={"description": "Key id of the reporter."})
     created_at = ma.fields.AwareDateTime()

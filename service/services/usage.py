@@ -83,6 +83,7 @@ def report_usage(
     plan = _locked(session, plan_id, scope)
     _check_reporting(plan)
     _check_period(report)
+    _check_budget_period(session, plan, report)
     if report.currency is not None and report.currency != plan.currency:
         raise InvalidFieldError(
             "currency",
@@ -110,6 +111,7 @@ def report_usage(
         currency=plan.currency,
         cost_source="price" if report.cost is None else "reported",
         price_per_hour=price,
+        off_schedule=report.period_start < plan.start_at or report.period_end > plan.end_at,
         note=report.note,
         actor=actors.actor(session),
         request_id=actors.request_id(session),
@@ -149,6 +151,7 @@ def reverse_usage(
         cost=-wrong.cost,
         currency=wrong.currency,
         cost_source="reversal",
+        off_schedule=wrong.off_schedule,
         note=note,
         actor=actors.actor(session),
         request_id=actors.request_id(session),
@@ -191,6 +194,27 @@ def _check_period(report: UsageReport) -> None:
     if report.period_end - report.period_start > MAX_PERIOD:
         raise InvalidFieldError(
             "period_end", "A usage record covers at most 366 days; report longer runs in parts."
+        )
+
+
+def _check_budget_period(session: Session, plan: Plan, report: UsageReport) -> None:
+    """Spend is charged to the plan's budget: a period outside the budget's is refused, naming the end that
+    lies outside (a run that starts late or runs over its plan's own schedule is taken, and flagged)."""
+    if plan.budget_id is None:
+        return
+    budget = session.get_one(Budget, plan.budget_id)
+    window = f"[{budget.period_start.isoformat()}, {budget.period_end.isoformat()})"
+    if report.period_start < budget.period_start:
+        raise InvalidFieldError(
+            "period_start",
+            f"The period starts before the period of the plan's budget, {window}: spend outside it "
+            "cannot be charged to it.",
+        )
+    if report.period_end > budget.period_end:
+        raise InvalidFieldError(
+            "period_end",
+            f"The period ends after the period of the plan's budget, {window}: spend outside it cannot "
+            "be charged to it.",
         )
 
 
@@ -295,12 +319,21 @@ def _apply(
     run started (`starts`), and the thresholds it crossed. Events come last: their counter row's lock, held
     to the commit, is taken after the budget's, in every transaction, so that two never wait on each other."""
     spent_before = plan.actual_cost
+    off_schedule = {}
+    if record.off_schedule:
+        off_schedule = {
+            "off_schedule_cost": plan.off_schedule_cost + record.cost,
+            "off_schedule_accelerator_hours": max(
+                plan.off_schedule_accelerator_hours + record.accelerator_hours, 0.0
+            ),
+        }
     _update(
         session,
         plan,
         actual_cost=spent_before + record.cost,
         actual_accelerator_hours=max(plan.actual_accelerator_hours + record.accelerator_hours, 0.0),
         tokens_trained=tokens_trained,
+        **off_schedule,
     )
     reserved = plan.cost or Decimal(0)
     overrun = max(plan.actual_cost - reserved, Decimal(0)) - max(spent_before - reserved, Decimal(0))

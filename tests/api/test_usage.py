@@ -44,9 +44,14 @@ def hours(day: int, start: int, end: int) -> dict:
     }
 
 
+# The budget's period holds the usage periods of these tests (November 2026, before the plan's start: a
+# run that started early, which the plan flags) and the plan's schedule.
+BUDGET_PERIOD = {"period_start": "2026-10-01T00:00:00Z", "period_end": "2027-04-01T00:00:00Z"}
+
+
 @pytest.fixture
 def budget(client, world):
-    return make_budget(client)
+    return make_budget(client, **BUDGET_PERIOD)
 
 
 @pytest.fixture
@@ -87,6 +92,32 @@ def test_the_first_usage_record_starts_a_committed_plan_and_charges_the_hours_at
         Decimal("25.00"),
         PLANNED_COST,
     )
+
+
+def test_usage_before_the_plans_start_is_taken_and_flagged_on_the_record_and_the_plan(client, committed):
+    # The plan starts on 2027-01-04; its run reported November 2026 (within the budget's period).
+    record = report(client, committed["id"]).get_json()
+
+    assert record["off_schedule"] is True
+    plan = client.get(f"/v1/plans/{committed['id']}").get_json()
+    assert (plan["off_schedule_accelerator_hours"], plan["off_schedule_cost"]) == (10.0, "25.00")
+    assert [
+        item["off_schedule"] for item in client.get(f"/v1/plans/{committed['id']}/usage").get_json()["items"]
+    ] == [True]
+
+
+def test_usage_outside_the_budgets_period_is_a_422_naming_the_field_and_stores_nothing(
+    client, session, committed
+):
+    response = report(
+        client, committed["id"], period_start="2026-09-30T23:00:00Z", period_end="2026-10-01T01:00:00Z"
+    )
+
+    problem = assert_problem(response, 422)
+    assert [error["pointer"] for error in problem["errors"]] == ["#/period_start"]
+    assert "2026-10-01T00:00:00+00:00, 2027-04-01T00:00:00+00:00" in problem["errors"][0]["detail"]
+    assert session.scalar(select(func.count()).select_from(UsageRecord)) == 0
+    assert budget_row(session, committed["budget_id"]).spent == Decimal(0)
 
 
 def test_a_reported_cost_is_taken_as_given(client, committed):
@@ -303,7 +334,7 @@ def test_crossing_a_threshold_raises_one_event_per_threshold(client, session, bu
 
 
 def test_a_budgets_thresholds_are_its_own(client, session, world):
-    budget = make_budget(client, alert_thresholds=[0.25, 0.5])
+    budget = make_budget(client, alert_thresholds=[0.25, 0.5], **BUDGET_PERIOD)
     plan = create_plan(client, budget_id=budget["id"])
     transition(client, plan["id"], "commit")
 

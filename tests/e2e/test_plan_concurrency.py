@@ -37,7 +37,8 @@ pytestmark = pytest.mark.e2e
 CLIENT_THREADS = 64
 TIMEOUT = 60  # seconds, per request: generous, so that a slow request shows up as a status, not a timeout
 RETRIES = 20  # times a write refused with 503 is sent again: far more than the lock ever needs
-PERIOD = {"period_start": "2030-01-01T00:00:00Z", "period_end": "2031-01-01T00:00:00Z"}
+# From 2025, so that the runs may report usage of the past (January 2026) against it.
+PERIOD = {"period_start": "2025-01-01T00:00:00Z", "period_end": "2031-01-01T00:00:00Z"}
 START_AT = "2030-02-01T00:00:00Z"
 PRICE_PER_HOUR = "2.50"  # USD per accelerator-hour
 

@@ -15,7 +15,7 @@ from service.data.models import Budget, Event, HardwarePrice, Plan, UsageDay, Us
 from service.services import usage
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.usage import UsageReport
-from tests.services.conftest import PLAN_COST, START, run, stored, transition
+from tests.services.conftest import PLAN_COST, QUARTER, START, run, stored, transition
 
 
 def hours(start: float, end: float) -> dict:
@@ -191,14 +191,54 @@ def test_a_period_that_has_not_ended_is_refused_but_for_five_minutes_of_clock_sk
     assert [r.id for r in records(session)] == [accepted.id]
 
 
-def test_a_record_covers_at_most_366_days(session, committed):
+def test_a_record_covers_at_most_366_days(session, make_budget, make_plan):
+    year = make_budget(period_start=START - timedelta(days=400))  # a period that holds a year before START
+    plan = transition(session, make_plan(budget_id=year.id), "commit")
+
     with pytest.raises(InvalidFieldError, match="at most 366 days") as refused:
-        report(session, committed, period_start=START - timedelta(days=366, seconds=1), period_end=START)
+        report(session, plan, period_start=START - timedelta(days=366, seconds=1), period_end=START)
 
     assert refused.value.field == ("period_end",)
-    assert (
-        report(session, committed, period_start=START - timedelta(days=366), period_end=START).id is not None
+    assert report(session, plan, period_start=START - timedelta(days=366), period_end=START).id is not None
+
+
+ENDS = START + timedelta(days=8)  # a budget period that has ended, around the plan's schedule
+
+
+@pytest.mark.parametrize(
+    ("period", "field"),
+    [
+        ((QUARTER[0] - timedelta(hours=1), QUARTER[0] + timedelta(hours=1)), "period_start"),
+        ((ENDS - timedelta(hours=1), ENDS + timedelta(hours=1)), "period_end"),
+    ],
+)
+def test_usage_outside_its_budgets_period_is_refused_naming_the_end_outside(
+    session, make_budget, make_plan, period, field
+):
+    budget = make_budget(period_end=ENDS)
+    plan = transition(session, make_plan(budget_id=budget.id), "commit")
+
+    with pytest.raises(InvalidFieldError, match=r"period of the plan's budget, \[2026-10-01") as refused:
+        report(session, plan, period_start=period[0], period_end=period[1])
+
+    assert refused.value.field == (field,)
+    assert spending(session, budget)[1] == Decimal(0)  # nothing half-written
+
+
+def test_usage_outside_its_plans_schedule_is_taken_and_flagged(session, committed):
+    before = report(
+        session, committed, period_start=START - timedelta(hours=2), period_end=START - timedelta(hours=1)
     )
+    on = report(session, committed, **hours(0, 1))
+    reversal = usage.reverse_usage(session, committed.id, before.id, note=None, scope=None)
+
+    assert (before.off_schedule, on.off_schedule, reversal.off_schedule) == (True, False, True)
+    plan = stored(session, Plan, committed.id)
+    assert (plan.off_schedule_accelerator_hours, plan.off_schedule_cost) == (0.0, Decimal(0))
+    report(session, committed, period_start=START - timedelta(hours=2), period_end=START - timedelta(hours=1))
+    plan = stored(session, Plan, committed.id)
+    assert (plan.off_schedule_accelerator_hours, plan.off_schedule_cost) == (10.0, Decimal("25.00"))
+    assert plan.actual_cost == Decimal("50.00")
 
 
 def test_a_reporters_periods_may_not_overlap_so_a_retry_is_refused_not_counted_twice(

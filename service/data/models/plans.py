@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     CheckConstraint,
     ColumnElement,
     Date,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     Uuid,
     and_,
     exists,
+    false,
 )
 from sqlalchemy.orm import (
     Mapped,
@@ -140,6 +142,10 @@ class Plan(Base):
     actual_accelerator_hours: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     actual_cost: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default="0")
     tokens_trained: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # What its run used and spent outside its schedule [start_at, end_at): records that begin before it or
+    # end after it (UsageRecord.off_schedule), kept like actual_cost.
+    off_schedule_accelerator_hours: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    off_schedule_cost: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default="0")
     version: Mapped[int] = mapped_column(Integer)
 
     organization: Mapped[Organization] = relationship()
@@ -209,6 +215,8 @@ class UsageRecord(Base):
     currency: Mapped[str] = mapped_column(String(3))
     cost_source: Mapped[str] = mapped_column(String(16))
     price_per_hour: Mapped[Decimal | None] = mapped_column(Money)  # the price charged, with cost_source price
+    # Its period begins before its plan's start_at or ends after its end_at (a reversal, as its record's).
+    off_schedule: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     note: Mapped[str | None] = mapped_column(Text)
     actor: Mapped[str] = mapped_column(String(64))
     request_id: Mapped[str | None] = mapped_column(String(128))
