@@ -33,6 +33,7 @@ SHAPE_SCALED = "shape_scaled"  # the shape given was scaled to the run's paramet
 DEPRECATED_FIELD = "deprecated_field"  # a request field that still works but has a new place
 CALIBRATED = "calibrated"  # the cluster model ran with the organisation's own efficiency for the hardware
 IMPLAUSIBLY_LONG_RUN = "implausibly_long_run"  # longer than any pre-training run published, by far
+UNPRICED_HARDWARE = "unpriced_hardware"  # no price per hour: the answer has no cost
 
 # Muennighoff et al. 2023: up to about 4 epochs, repeated tokens are worth nearly as much as fresh ones.
 MAX_WORTHWHILE_EPOCHS = 4.0
@@ -279,6 +280,15 @@ def uncalibrated_hardware(hardware: str, precision: str, gemm: float) -> Caveat:
         f"{gemm:.3g} of its peak, as on hardware nobody calibrated; its figures are less certain. Calibrate "
         "on your own runs (POST /v1/calibrations) or set the profile's efficiency.",
         {"precision": precision, "matmul_efficiency": gemm},
+    )
+
+
+def unpriced_hardware(hardware: str) -> Caveat:
+    """The hardware has no price per hour and the request gave none: time and hours, but no cost."""
+    return Caveat(
+        UNPRICED_HARDWARE,
+        f"{hardware} has no price per hour: the answer has no cost, and a budget cannot be charged for it. "
+        "Give price_per_hour and currency in the request, or set the profile's price.",
     )
 
 

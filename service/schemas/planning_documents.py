@@ -295,6 +295,15 @@ class LimitSchema(ma.Schema):
     kind = ma.fields.String(metadata={"description": "The request field that set the limit."})
     flops = ma.fields.Float()
     binding = ma.fields.Boolean()
+    unspent = ma.fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "The share of the limit the plan leaves unspent: 1 - its run's cost, "
+            "accelerator-hours or days (or the compute allocated) over the limit; negative past it (a run "
+            "is modelled at its own pace, not the one the limit was turned into FLOPs at). Null without a "
+            "run to measure it."
+        },
+    )
 
 
 class AllocationPointSchema(ma.Schema):

@@ -128,6 +128,16 @@ class RunForecastIntervalsSchema(ma.Schema):
             "once finished, or for a plan without an interval, the estimate twice."
         },
     )
+    estimate_at_completion_p50 = MoneyField(
+        dump_only=True,
+        metadata={"description": "The median: half the runs like it spend more (the band's log-normal)."},
+    )
+    estimate_at_completion_p90 = MoneyField(
+        dump_only=True,
+        metadata={
+            "description": "Nine in ten runs like it spend less: the band's upper end (80%, two sided)."
+        },
+    )
 
 
 class ForecastIntervalsSchema(RunForecastIntervalsSchema):

@@ -266,7 +266,12 @@ def allocation_document(plan: engine.Plan) -> dict[str, Any]:
         "experts": allocation.experts,
         "experts_per_token": allocation.experts_per_token,
         "limits": [
-            {"kind": limit.kind, "flops": float(limit.flops), "binding": limit.binding}
+            {
+                "kind": limit.kind,
+                "flops": float(limit.flops),
+                "binding": limit.binding,
+                "unspent": _number(limit.unspent),
+            }
             for limit in plan.limits
         ],
         "law": None if plan.law is None else law_document(plan.law),

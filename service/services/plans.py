@@ -128,7 +128,9 @@ def evaluate_new(
     inputs = request.inputs()
     if request.budget == REMAINING:
         assert budget is not None, "PlanRequestSchema requires budget_id with budget"
-        inputs = dataclasses.replace(inputs, cost=_remaining(budget), currency=budget.currency)
+        # The budget's money and what is left of its period: a run that ends after it could not be committed.
+        days = _days_left(budget, request.start_at or utcnow(), inputs.days)
+        inputs = dataclasses.replace(inputs, cost=_remaining(budget), currency=budget.currency, days=days)
 
     profile, hardware, price_effective_at = _priced_hardware(session, request.hardware, "hardware")
     fitted, law = None, None
@@ -258,6 +260,19 @@ def _priced_hardware(
     profile = planning.find_hardware_profile(session, reference, field=field)
     price = profile.current_price if profile is not None else None
     return profile, planning.hardware_of(profile, reference), price.effective_at if price else None
+
+
+def _days_left(budget: Budget, start_at: datetime, days: float | None) -> float:
+    """The days from the plan's start to the end of its budget's period (or `days`, if fewer)."""
+    left = (budget.period_end - start_at).total_seconds() / 86_400
+    if left <= 0:
+        raise ConflictError(
+            f"The budget's period ends at {budget.period_end.isoformat()}, before the plan would start: "
+            "nothing of it remains to spend.",
+            field="start_at",
+            limit="period",
+        )
+    return left if days is None else min(days, left)
 
 
 def _end_of_run(start_at: datetime, seconds: float) -> datetime:

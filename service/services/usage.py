@@ -26,6 +26,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from service.core import accuracy
 from service.core.forecast import Progress, expected_end
+from service.core.units import CENT
 from service.data.models import (
     CHARGED_STATUSES,
     DEFAULT_ALERT_THRESHOLDS,
@@ -568,7 +569,23 @@ class PlanForecast:
 
     @property
     def intervals(self) -> dict[str, Any]:
-        return {"confidence": accuracy.CONFIDENCE, "estimate_at_completion": list(self.band)}
+        return {
+            "confidence": accuracy.CONFIDENCE,
+            "estimate_at_completion": list(self.band),
+            **quantiles(self.progress.estimate_at_completion, self.band),
+        }
+
+
+def quantiles(point: Decimal, band: Band) -> dict[str, Decimal]:
+    """The P50 and P90 of an estimate whose CONFIDENCE band is `band` (its upper end: the band is 80%, two
+    sided), read off the log-normal the band was built from (accuracy.at_quantile)."""
+    low, high = band
+    if low == high or low <= 0 or point <= 0:  # finished, or nothing to spread: the estimate itself
+        median = min(max(point, low), high)
+    else:
+        median = Decimal(repr(accuracy.at_quantile(float(point), (float(low), float(high)), 0.5)))
+        median = median.quantize(CENT, ROUND_HALF_UP)
+    return {"estimate_at_completion_p50": median, "estimate_at_completion_p90": high}
 
 
 @dataclass(frozen=True)
@@ -578,6 +595,7 @@ class BudgetForecast:
     estimate_at_completion: Decimal  # every charged plan's: spent if finished, forecast if running
     running: list[PlanForecast]
     band: Band  # the plans' bands added: their errors are the model's, and move together
+    median: Decimal  # the plans' P50s added (moving together, their quantiles add)
 
     @property
     def variance_at_completion(self) -> Decimal:
@@ -591,6 +609,8 @@ class BudgetForecast:
             "confidence": accuracy.CONFIDENCE,
             "estimate_at_completion": [low, high],
             "variance_at_completion": [low - amount, high - amount],
+            "estimate_at_completion_p50": self.median,
+            "estimate_at_completion_p90": high,
         }
 
 
@@ -616,20 +636,21 @@ def _budget_estimate_at_completion(session: Session, budget_id: uuid.UUID) -> De
     return sum((progress.estimate_at_completion for _, progress in charged), Decimal(0))
 
 
-def _completion(session: Session, budget_id: uuid.UUID) -> tuple[Decimal, Band]:
-    """Every charged plan's estimate at completion and its band, summed: the stored result (for the cost
-    interval) read only of plans not finished."""
+def _completion(session: Session, budget_id: uuid.UUID) -> tuple[Decimal, Band, Decimal]:
+    """Every charged plan's estimate at completion, its band and its P50, summed: the stored result (for the
+    cost interval) read only of plans not finished."""
     charged = _charged_progress(session, budget_id)
     unfinished = [plan_id for plan_id, progress in charged if not progress.finished]
     stored: dict[uuid.UUID, JsonObject] = {}
     if unfinished:
         stored = dict(session.execute(select(Plan.id, Plan.result).where(Plan.id.in_(unfinished))).all())
-    total, low, high = Decimal(0), Decimal(0), Decimal(0)
+    total, low, high, median = Decimal(0), Decimal(0), Decimal(0), Decimal(0)
     for plan_id, progress in charged:
         band = progress.completion_interval(*cost_interval(stored.get(plan_id)))
         total += progress.estimate_at_completion
         low, high = low + band[0], high + band[1]
-    return total, (low, high)
+        median += quantiles(progress.estimate_at_completion, band)["estimate_at_completion_p50"]
+    return total, (low, high), median
 
 
 def cost_interval(result: JsonObject | None) -> tuple[Decimal | None, Band | None]:
@@ -669,8 +690,8 @@ def budget_forecast(session: Session, budget: Budget) -> BudgetForecast:
         )
         band = plan_progress.completion_interval(*cost_interval(plan.result))
         forecasts.append(PlanForecast(plan, plan_progress, end, band))
-    total, band = _completion(session, budget.id)
-    return BudgetForecast(budget, utcnow(), total, forecasts, band)
+    total, band, median = _completion(session, budget.id)
+    return BudgetForecast(budget, utcnow(), total, forecasts, band, median)
 
 
 # --- Lifecycle --------------------------------------------------------------------------------------------
@@ -716,7 +737,7 @@ def finish_plan(session: Session, plan_id: uuid.UUID, outcome: str, *, scope: uu
     plan = _locked(session, plan_id, scope)
     if plan.status != PlanStatus.RUNNING:
         raise ConflictError(
-            f"The plan is {plan.status}; only a running plan {outcome}s "
+            f"The plan is {plan.status}; only a running plan can be {outcome} "
             "(a committed plan that never ran is cancelled).",
             plan_status=plan.status,
         )

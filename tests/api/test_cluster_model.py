@@ -215,6 +215,10 @@ def test_unpriced_hardware_has_no_cost_interval(client, catalog):
     assert body["cost"] is None
     assert body["intervals"]["cost"] is None
     assert "uncalibrated hardware" in body["intervals"]["categories"]
+    [unpriced] = [warning for warning in body["warnings"] if warning["code"] == "unpriced_hardware"]
+    assert "no price per hour" in unpriced["message"]
+    priced = estimate(client, params=7e9, tokens=1.4e11, accelerators=64).get_json()
+    assert "unpriced_hardware" not in {warning["code"] for warning in priced["warnings"]}
 
 
 def test_an_uncalibrated_parts_step_interval_straddles_its_point_wider_than_a_calibrated_ones(

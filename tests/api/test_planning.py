@@ -35,7 +35,9 @@ def test_6000_pf_days_make_a_65_7b_model_on_1_31t_tokens(client):
     assert body["tokens"] == pytest.approx(1.3145e12, rel=1e-3)
     assert body["tokens_per_param"] == pytest.approx(20)
     assert body["predicted_loss"] is None
-    assert body["limits"] == [{"kind": "pf_days", "flops": pytest.approx(5.184e23), "binding": True}]
+    assert body["limits"] == [
+        {"kind": "pf_days", "flops": pytest.approx(5.184e23), "binding": True, "unspent": 0.0}
+    ]
     assert body["hyperparameters"]["batch_tokens"] > 0
     assert body["engine_version"]
 
@@ -77,7 +79,10 @@ def test_on_catalog_hardware_a_deadline_binds_and_the_estimate_has_time_cost_and
     hours = Decimal(repr(estimate["accelerator_hours"]))
     assert Decimal(estimate["cost"]) == (hours * Decimal("6.88")).quantize(Decimal("0.01"))
     assert estimate["memory"]["fits"] is True
-    assert "binding_limit" in [w["code"] for w in body["warnings"]]
+    [binding] = [w for w in body["warnings"] if w["code"] == "binding_limit"]
+    # The run fills the days it was sized for; the compute limit it did not reach is left unspent.
+    assert [limit["unspent"] for limit in body["limits"]] == [pytest.approx(0.79, abs=0.01), 0.0]
+    assert "leaves 0.00% of it unspent" in binding["message"]
 
 
 def test_a_money_budget_on_catalog_hardware(client, catalog):

@@ -384,6 +384,27 @@ def test_remaining_makes_the_budgets_remaining_amount_the_money_budget(client, s
     assert reevaluate(stored_plan(session, body["id"])) == body["result"]
 
 
+def test_remaining_keeps_the_run_within_the_budgets_period_so_it_can_be_committed(client, world):
+    # 10 000.00 on lab-gpu at 2.50 an hour buys 4 000 hours: 400 hours (16.7 days) on 10 accelerators,
+    # but the budget's period ends two days after the plan's start.
+    budget = make_budget(client, amount="10000.00", period_end="2027-01-06T00:00:00Z")
+
+    body = create_plan(client, params=OMIT, tokens=OMIT, budget="remaining", budget_id=budget["id"])
+
+    assert body["end_at"] <= "2027-01-06T00:00:00+00:00"
+    assert [limit["kind"] for limit in body["result"]["limits"] if limit["binding"]] == ["days"]
+    assert transition(client, body["id"], "commit").status_code == 200
+
+
+def test_remaining_of_a_budget_whose_period_ends_before_the_start_is_a_conflict(client, world):
+    budget = make_budget(client, period_end="2027-01-03T00:00:00Z")  # the plan starts on 2027-01-04
+
+    response = post_plan(client, allocation_body(budget="remaining", budget_id=budget["id"]))
+
+    problem = assert_problem(response, 409)
+    assert (problem["field"], problem["limit"]) == ("start_at", "period")
+
+
 def test_remaining_of_a_budget_in_another_currency_than_the_price_is_a_422_at_the_budget(
     client, session, world
 ):

@@ -4,11 +4,12 @@ budget then shows and forecasts, and the events its thresholds raise."""
 from __future__ import annotations
 
 import uuid
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 from sqlalchemy import func, select
 
+from service.core import accuracy
 from service.core.forecast import FINISHED_STATUSES
 from service.data.models import Budget, Event, LedgerEntry, Plan, PlanStatus, UsageDay, UsageRecord
 from tests.api.test_plans import create_plan, make_budget, transition
@@ -408,10 +409,20 @@ def test_the_forecast_gives_the_band_its_plans_intervals_put_around_it(client, b
     # The running plan: 100.00 spent and 400.00 to go, stretched as its plan's interval stretches 500.00.
     running_band = [(Decimal(100) + 400 * bound / 500).quantize(Decimal("0.01")) for bound in (low, high)]
     [running] = forecast["running"]
+    p50, p90 = (
+        Decimal(running["intervals"].pop(name))
+        for name in ("estimate_at_completion_p50", "estimate_at_completion_p90")
+    )
     assert running["intervals"] == {
         "confidence": 0.8,
         "estimate_at_completion": [f"{bound:.2f}" for bound in running_band],
     }
+    # P90 is the 80% band's upper end; P50 lies inside it, where the band's log-normal puts its median.
+    median = accuracy.at_quantile(
+        float(running["estimate_at_completion"]), tuple(map(float, running_band)), 0.5
+    )
+    assert (p50, p90) == (Decimal(repr(median)).quantize(Decimal("0.01"), ROUND_HALF_UP), running_band[1])
+    assert running_band[0] < p50 < p90
     # The waiting plan: its own interval. The budget: both added, and the variance the other way round.
     expected = [running_band[0] + bounds(waiting)[0], running_band[1] + bounds(waiting)[1]]
     intervals = forecast["intervals"]
@@ -420,6 +431,9 @@ def test_the_forecast_gives_the_band_its_plans_intervals_put_around_it(client, b
     assert intervals["variance_at_completion"] == [f"{bound - 1000:.2f}" for bound in expected]
     low_total, high_total = (Decimal(bound) for bound in intervals["estimate_at_completion"])
     assert low_total < Decimal(forecast["estimate_at_completion"]) < high_total
+    # The budget's P50 and P90: its plans', added (their errors move together).
+    assert low_total < Decimal(intervals["estimate_at_completion_p50"]) < high_total
+    assert intervals["estimate_at_completion_p90"] == f"{high_total:.2f}"
 
     # Finished, a plan's band is its spend.
     transition(client, committed["id"], "complete")

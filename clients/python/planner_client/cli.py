@@ -1228,9 +1228,11 @@ def budget_forecast(budget_id: str) -> None:
 
 
 def band_text(intervals: Json, currency: str) -> str:
-    """An estimate at completion's band as the CLI prints it: "80%: 420.00-870.00 USD"."""
+    """An estimate at completion's band as the CLI prints it: "80%: 420.00-870.00 USD, P50 610.00"."""
     low, high = intervals["estimate_at_completion"]
-    return f"{round(100 * intervals['confidence'])}%: {_money(low)}-{_money(high)} {currency}"
+    band = f"{round(100 * intervals['confidence'])}%: {_money(low)}-{_money(high)} {currency}"
+    median = intervals.get("estimate_at_completion_p50")
+    return band if median is None or low == high else f"{band}, P50 {_money(median)}"
 
 
 @budget.command("utilization")

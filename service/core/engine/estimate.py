@@ -105,6 +105,8 @@ def estimate(
     notes = list(paced.caveats)
     runtime = paced.runtime
     cost = None if price is None else cluster.training_cost(runtime.accelerator_hours, price)
+    if price is None:
+        notes.append(caveats.unpriced_hardware(on.hardware.name))
     if law is not None and law.fitted_range is not None:
         notes += caveats.extrapolation(law.fitted_range, params, tokens, flops, law.slug or "the law")
     accelerators = paced.run.accelerators if paced.run is not None else paced.cluster.accelerators

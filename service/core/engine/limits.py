@@ -3,7 +3,9 @@ the cluster at a utilisation; the smallest binds."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any
 
 from service.core import caveats, units
 from service.core import validation as v
@@ -20,6 +22,9 @@ class Limit:
     kind: str  # the request field that set it: flops, pf_days, cost, accelerator_hours or days
     flops: float
     binding: bool
+    # The share of the limit the plan leaves unspent (of the money, hours or days its run takes, or the
+    # compute allocated); None until the run is estimated, and for a limit the run does not measure.
+    unspent: float | None = None
 
 
 def limits(budget: Budget, on: Cluster | None) -> list[Limit]:
@@ -88,15 +93,41 @@ def _flops_for_hours(argument: str, hours: float, on: Cluster) -> float:
     return flops
 
 
+def with_unspent(found: list[Limit], budget: Budget, flops: float, run: Any) -> list[Limit]:
+    """The limits with the share of each the plan leaves unspent: its run's cost, accelerator-hours or days
+    against the limit (a model size and token count are whole numbers of what the budget buys, and a run's
+    pace is not exactly the one the limit was turned into FLOPs at), or the compute allocated."""
+    measured: dict[str, tuple[Any, Any]] = {"flops": (flops, flops_limit(found, "flops"))}
+    measured["pf_days"] = (flops, flops_limit(found, "pf_days"))
+    if run is not None:
+        same_currency = budget.currency is None or run.currency in (None, budget.currency)
+        measured["cost"] = (run.cost if same_currency else None, budget.cost)
+        measured["accelerator_hours"] = (run.runtime.accelerator_hours, budget.accelerator_hours)
+        measured["days"] = (run.runtime.days, budget.days)
+    return [replace(limit, unspent=_share_left(*measured.get(limit.kind, (None, None)))) for limit in found]
+
+
+def flops_limit(found: list[Limit], kind: str) -> float | None:
+    return next((limit.flops for limit in found if limit.kind == kind), None)
+
+
+def _share_left(used: Any, limit: Any) -> float | None:
+    if used is None or limit is None or not limit:
+        return None
+    # To a millionth: what float sums leave of an exact fit (-5e-15) is not a run past its limit.
+    return round(float(1 - Decimal(str(used)) / Decimal(str(limit))), 6) + 0.0
+
+
 def binding_caveat(limits: list[Limit]) -> list[caveats.Caveat]:
     if len(limits) < 2:
         return []
     binding = next(limit for limit in limits if limit.binding)
     others = ", ".join(f"{limit.kind} would allow {limit.flops:.3g}" for limit in limits if not limit.binding)
+    left = "" if binding.unspent is None else f"; the plan leaves {binding.unspent:.2%} of it unspent"
     return [
         caveats.Caveat(
             caveats.BINDING_LIMIT,
-            f"The {binding.kind} limit binds at {binding.flops:.3g} FLOPs ({others}).",
-            {"binding": binding.kind, "flops": binding.flops},
+            f"The {binding.kind} limit binds at {binding.flops:.3g} FLOPs ({others}){left}.",
+            {"binding": binding.kind, "flops": binding.flops, "unspent": binding.unspent},
         )
     ]

@@ -10,7 +10,7 @@ from service.core import allocate, caveats, hyper, units, wall_clock
 from service.core.engine.estimate import Estimate, estimate, law_params
 from service.core.engine.inputs import Budget, Cluster, NamedLaw
 from service.core.engine.intervals import Intervals, intervals_over
-from service.core.engine.limits import Limit, binding_caveat, limits
+from service.core.engine.limits import Limit, binding_caveat, limits, with_unspent
 from service.core.engine.rules import InferenceSummary, Rules, allocated, checked, repetition_caveats
 from service.core.engine.serving import serving
 from service.core.hyper import Hyperparameters, hyperparameters_for
@@ -46,7 +46,6 @@ def allocation_plan(budget: Budget, rules: Rules, on: Cluster | None) -> Plan:
     if budget.target_loss is None:
         found = limits(budget, on)
         flops = min(limit.flops for limit in found)
-        notes += binding_caveat(found)
     allocation, method, inference = allocated(budget, rules, flops, None if law is None else law.law)
     if method == "data-constrained" and law is not None:
         notes += repetition_caveats(allocation, law)
@@ -75,6 +74,9 @@ def allocation_plan(budget: Budget, rules: Rules, on: Cluster | None) -> Plan:
         price, currency = budget.price_per_hour, budget.currency
         run = estimate(run_params, allocation.tokens, run_on, price_per_hour=price, currency=currency)
         notes += assumed + run.caveats
+    if found:
+        found = with_unspent(found, budget, allocation.flops, run)
+        notes = binding_caveat(found) + notes
     return Plan(
         method=method,
         allocation=allocation,
