@@ -34,7 +34,9 @@ blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost
         }
     }
 )
-def cost_report(*, from_, to, measure, granularity=None, group_by, statuses, format=None, part, **filters):
+def cost_report(
+    *, from_, to, measure, granularity=None, group_by, statuses, format=None, part, focus_version, **filters
+):
     """What plans cost and what their runs spent, in [from, to), grouped by period and by up to three of
     organization, budget, hardware, status and label:<key>, with totals per currency. Amounts are exact
     decimal strings; different currencies are never added together.
@@ -53,7 +55,8 @@ def cost_report(*, from_, to, measure, granularity=None, group_by, statuses, for
     (part=totals gives the totals per currency as a file of their own; the JSON has both). GET
     /v1/reports/focus gives the same spend as FOCUS usage charges."""
     if format == "focus":
-        return _focus(from_, to, _focus_granularity(granularity, group_by), **filters, statuses=statuses)
+        granularity = _focus_granularity(granularity, group_by)
+        return _focus(from_, to, granularity, focus_version, **filters, statuses=statuses)
     query = reports.CostQuery(
         start=from_,
         end=to,
@@ -99,7 +102,7 @@ def _wants_csv(format: str | None) -> bool:
 @blp.doc(
     responses={
         "200": {
-            "description": "FOCUS 1.1 usage charges, CSV (UTF-8, one header row).",
+            "description": "FOCUS usage charges, CSV (UTF-8, one header row).",
             "content": {
                 CSV_TYPE: {
                     "schema": {"type": "string"},
@@ -109,20 +112,22 @@ def _wants_csv(format: str | None) -> bool:
         }
     }
 )
-def focus_export(*, from_, to, granularity, **filters):
-    """What runs spent in [from, to) as the FinOps Open Cost and Usage Specification (FOCUS 1.1) describes
+def focus_export(*, from_, to, granularity, focus_version, **filters):
+    """What runs spent in [from, to) as the FinOps Open Cost and Usage Specification (FOCUS 1.2; 1.3's
+    columns with focus_version=1.3) describes
     billed charges, for FinOps tools: one usage charge per plan per UTC day (or calendar month), with billed,
     effective, list and contracted cost (all the amount charged, to the millionth), the charge and billing
     periods, the organisation as billing account, the budget as sub-account, the hardware profile as SKU,
-    accelerator-hours as the quantity, and the plan's labels and budget as tags."""
-    return _focus(from_, to, granularity, **filters)
+    accelerator-hours as the quantity, and the plan's labels and budget as tags; ServiceSubcategory Machine
+    Learning, InvoiceId empty (the service invoices nothing)."""
+    return _focus(from_, to, granularity, focus_version, **filters)
 
 
-def _focus(from_, to, granularity: str, **filters):
+def _focus(from_, to, granularity: str, focus_version: str, **filters):
     query = reports.CostQuery(start=from_, end=to, granularity=granularity, measure="actual", **filters)
     rows = focus.focus_rows(get_session(), query, scope=scope())
     filename = f"focus_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}.csv"
-    return csv_response(list(focus.FOCUS_COLUMNS), rows, filename, exact_money=True)
+    return csv_response(list(focus.focus_columns(focus_version)), rows, filename, exact_money=True)
 
 
 def _focus_granularity(granularity: str | None, group_by: tuple[str, ...]) -> str:

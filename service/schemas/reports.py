@@ -13,7 +13,7 @@ from service.data.models import PLAN_STATUSES
 from service.schemas.common import GREATER_THAN, StrictSchema
 from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime, signed_money
 from service.services.documents import format_money
-from service.services.focus import FOCUS_GRANULARITIES
+from service.services.focus import FOCUS_GRANULARITIES, FOCUS_VERSION, FOCUS_VERSIONS
 from service.services.reports import COMMITTED_MONEY
 
 CSV_PARTS = ("rows", "totals")
@@ -134,8 +134,16 @@ class CostReportQuerySchema(StrictSchema):
         validate=validate.OneOf(REPORT_FORMATS),
         metadata={
             "description": "csv for text/csv (as with Accept: text/csv); json by default. focus: what runs "
-            "spent as FOCUS 1.1 usage charges, CSV, as GET /v1/reports/focus gives them: with no group_by, "
+            "spent as FOCUS usage charges, CSV, as GET /v1/reports/focus gives them: with no group_by, "
             "measure actual if given, and a granularity of day (the default) or month."
+        },
+    )
+    focus_version = ma.fields.String(
+        load_default=FOCUS_VERSION,
+        validate=validate.OneOf(FOCUS_VERSIONS),
+        metadata={
+            "description": "The FOCUS version whose columns the export has: 1.2 (the default) or 1.3 "
+            "(ServiceProviderName for ProviderName, and HostProviderName)."
         },
     )
     part = ma.fields.String(
@@ -173,6 +181,14 @@ class FocusQuerySchema(StrictSchema):
         attribute="statuses",
         load_default=lambda: COMMITTED_MONEY,
         metadata={"description": STATUSES_DESCRIPTION},
+    )
+    focus_version = ma.fields.String(
+        load_default=FOCUS_VERSION,
+        validate=validate.OneOf(FOCUS_VERSIONS),
+        metadata={
+            "description": "The FOCUS version whose columns the export has: 1.2 (the default) or 1.3 "
+            "(ServiceProviderName for ProviderName, and HostProviderName)."
+        },
     )
 
 

@@ -1,6 +1,7 @@
 """The FOCUS export: what runs spent, as usage charges of the FinOps Open Cost and Usage Specification (FOCUS
-1.1), for the FinOps tools that gather an organisation's cloud and on-premises costs in one place, and the
-finance teams who read them there (GET /v1/reports/focus, and format=focus on GET /v1/reports/costs).
+1.2, or 1.3's column names with focus_version=1.3), for the FinOps tools that gather an organisation's cloud
+and on-premises costs in one place, and the finance teams who read them there (GET /v1/reports/focus, and
+format=focus on GET /v1/reports/costs).
 
 A row is one plan's spend in one UTC day or calendar month of the window, read from its usage days summed per
 plan (reports.usage_per_plan): actual spend only, since FOCUS describes billed charges and a plan is a
@@ -30,10 +31,12 @@ from service.services.reports import (
     usage_per_plan,
 )
 
-# FinOps Open Cost and Usage Specification 1.1 (https://focus.finops.org/focus-specification/v1-1/): the
+# FinOps Open Cost and Usage Specification 1.2 (https://focus.finops.org/focus-specification/v1-2/): the
 # columns it names for a usage charge, in the order a reader meets them, then one of ours (x_, as FOCUS asks
-# of columns it does not define).
-FOCUS_VERSION = "1.1"
+# of columns it does not define). 1.3 (December 2025) names the provider twice: the service's
+# (ServiceProviderName, which was ProviderName) and the infrastructure's (HostProviderName).
+FOCUS_VERSIONS = ("1.2", "1.3")
+FOCUS_VERSION = FOCUS_VERSIONS[0]
 FOCUS_COLUMNS = (
     "BilledCost",
     "EffectiveCost",
@@ -55,8 +58,10 @@ FOCUS_COLUMNS = (
     "ProviderName",
     "PublisherName",
     "InvoiceIssuerName",
+    "InvoiceId",
     "ServiceName",
     "ServiceCategory",
+    "ServiceSubcategory",
     "ResourceId",
     "ResourceName",
     "ResourceType",
@@ -71,6 +76,16 @@ FOCUS_COLUMNS = (
     "x_PlanStatus",
 )
 FOCUS_GRANULARITIES = ("day", "month")
+
+
+def focus_columns(version: str = FOCUS_VERSION) -> tuple[str, ...]:
+    """The export's columns in a FOCUS version: 1.3 renames ProviderName and adds HostProviderName."""
+    if version == "1.3":
+        at = FOCUS_COLUMNS.index("ProviderName")
+        return (*FOCUS_COLUMNS[:at], "ServiceProviderName", "HostProviderName", *FOCUS_COLUMNS[at + 1 :])
+    return FOCUS_COLUMNS
+
+
 PROVIDER = "Compute Planner"
 ACCELERATOR_HOURS_UNIT = "Accelerator-Hours"
 # Tags the service sets itself carry its prefix, so that they never collide with a plan's own labels.
@@ -155,10 +170,15 @@ def _focus_row(record: Sequence[Any], granularity: str, *, cost_columns: int) ->
         "SubAccountId": None if budget_id is None else str(budget_id),
         "SubAccountName": budget_name,
         "ProviderName": PROVIDER,
+        # FOCUS 1.3's names for the provider: the service's, and the infrastructure's (the same here).
+        "ServiceProviderName": PROVIDER,
+        "HostProviderName": PROVIDER,
         "PublisherName": PROVIDER,
         "InvoiceIssuerName": PROVIDER,
+        "InvoiceId": None,  # what runs spent is not invoiced by the service: no invoice to name
         "ServiceName": "Model training",
         "ServiceCategory": "AI and Machine Learning",
+        "ServiceSubcategory": "Machine Learning",
         "ResourceId": str(plan_id),
         "ResourceName": plan_name,
         "ResourceType": "Training run",

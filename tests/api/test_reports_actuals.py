@@ -507,8 +507,10 @@ def test_focus_is_one_usage_charge_per_plan_and_utc_day_in_the_columns_focus_nam
         "ProviderName": "Compute Planner",
         "PublisherName": "Compute Planner",
         "InvoiceIssuerName": "Compute Planner",
+        "InvoiceId": "",
         "ServiceName": "Model training",
         "ServiceCategory": "AI and Machine Learning",
+        "ServiceSubcategory": "Machine Learning",
         "ResourceId": str(runs["labelled"]),
         "ResourceName": "llama-7b",
         "ResourceType": "Training run",
@@ -581,6 +583,20 @@ def test_focus_refuses_what_a_charge_per_plan_and_period_cannot_be(client, world
 
     body = assert_problem(response, 422)
     assert {error["parameter"] for error in body["errors"]} == {parameter}
+
+
+def test_focus_version_1_3_names_the_service_and_host_providers(client, runs):
+    lines = table(focus(client, **QUARTER, focus_version="1.3"))
+    default = table(focus(client, **QUARTER))
+
+    assert "ProviderName" not in lines[0]
+    assert (lines[0]["ServiceProviderName"], lines[0]["HostProviderName"]) == (
+        "Compute Planner",
+        "Compute Planner",
+    )
+    assert list(lines[0]).index("ServiceProviderName") == list(default[0]).index("ProviderName")
+    assert [line["BilledCost"] for line in lines] == [line["BilledCost"] for line in default]
+    assert_problem(focus(client, **QUARTER, focus_version="1.1"), 422)
 
 
 def test_an_empty_focus_export_is_its_header_alone(client, world):

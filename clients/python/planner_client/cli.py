@@ -1599,7 +1599,7 @@ def _total_line(total: Json) -> str:
 @click.option("--hardware", help="Only runs on this hardware profile.")
 @click.option("--status", help="Runs of plans in these statuses, comma-separated (default: committed money).")
 def report_focus(start: str, end: str, **params: Any) -> None:
-    """What runs spent as FOCUS 1.1 usage charges (CSV), one per plan per day or month, for FinOps tools."""
+    """What runs spent as FOCUS 1.2 usage charges (CSV), one per plan per day or month, for FinOps tools."""
     query = {name: value for name, value in params.items() if value is not None}
     click.echo(settings().client.focus_export(start, end, **query), nl=False)
 

@@ -413,8 +413,9 @@ class PlannerClient:
         return self.request("GET", "/v1/reports/costs", params=query).text
 
     def focus_export(self, start: str, end: str, **params: Any) -> str:
-        """What runs spent on the UTC days beginning in [start, end) as FOCUS 1.1 usage charges (CSV text),
-        one per plan per day (granularity="month": per month); organization, budget_id, hardware, status."""
+        """What runs spent on the UTC days beginning in [start, end) as FOCUS usage charges (CSV text), one
+        per plan per day (granularity="month": per month); organization, budget_id, hardware, status and
+        focus_version (1.2, the default, or 1.3)."""
         query = {"from": start, "to": end, **params}
         return self.request("GET", "/v1/reports/focus", params=query).text
 
