@@ -275,9 +275,11 @@ def plan_page(plan_id: uuid.UUID, error: str | None = None, status: int = 200) -
     session = get_session()
     plan = plans.get_plan(session, plan_id, scope=scope())
     records = usage.list_usage(session, plan_id, scope=scope(), limit=LIST_LIMIT, after=None)
+    charged = None if plan.budget_id is None else budgets.get_budget(session, plan.budget_id, scope=scope())
     page = flask.render_template(
         "console/plan.html",
         plan=PlanSchema().dump(plan),
+        budget_name=None if charged is None else charged.name,
         usage=UsageRecordSchema(many=True).dump(records.items),
         more_usage=records.next_cursor is not None,
         error=error,
@@ -364,6 +366,10 @@ def budget_page(budget_id: uuid.UUID) -> str:
         bar=figures.utilization_bar(budget, "utilization"),
         burn=figures.burn_chart(utilization, forecast),
         ledger=LedgerEntrySchema(many=True).dump(ledger.items),
+        plan_names={
+            str(plan_id): name
+            for plan_id, name in plans.names_of(session, {entry.plan_id for entry in ledger.items}).items()
+        },
         more_ledger=ledger.next_cursor is not None,
     )
 

@@ -664,6 +664,14 @@ def _ledger_entry(  # noqa: PLR0917 -- a ledger row's figures
     )
 
 
+def names_of(session: Session, plan_ids: set[uuid.UUID]) -> dict[uuid.UUID, str | None]:
+    """The names of plans by their ids (a page's worth: the console names them rather than show UUIDs)."""
+    if not plan_ids:
+        return {}
+    named = session.execute(select(Plan.id, Plan.name).where(Plan.id.in_(plan_ids)))
+    return {plan_id: name for plan_id, name in named}  # noqa: C416 -- rows, not pairs, to dict()
+
+
 def list_ledger(
     session: Session, budget_id: uuid.UUID, *, scope: uuid.UUID | None, limit: int, after: Cursor | None
 ) -> Page[LedgerEntry]:

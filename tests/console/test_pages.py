@@ -887,7 +887,16 @@ def test_the_budget_page_shows_utilisation_and_burn(browser, client, world):
     utilization = client.get(f"/v1/budgets/{world['id']}").get_json()["utilization"]
     assert utilization > 0
     assert f"({100 * utilization:.1f}%)" in budget
-    assert "<td>commit</td>" in budget  # its ledger entry
+    assert "<td>commit</td>" in budget  # its ledger entry, naming its plan rather than its id
+    assert f'<a href="{plan_path}">burn</a>' in budget
+    # The plan's page names its budget.
+    assert f'<a href="/budgets/{world["id"]}">FY26 pretraining</a>' in browser.get(plan_path).get_data(
+        as_text=True
+    )
+    p50 = client.get(f"/v1/budgets/{world['id']}/forecast").get_json()["intervals"][
+        "estimate_at_completion_p50"
+    ]
+    assert re.search(r'data-figure="forecast_p50">(.*?)<', budget).group(1) == f"{float(p50):,.2f} USD"
     listing = browser.get("/budgets").get_data(as_text=True)
     assert "FY26 pretraining" in listing
 
