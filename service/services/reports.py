@@ -41,6 +41,7 @@ from sqlalchemy import (
     SQLColumnExpression,
     String,
     Subquery,
+    case,
     cast,
     func,
     select,
@@ -149,6 +150,9 @@ def _totals(rows: list[dict[str, Any]], plans: dict[str | None, int]) -> list[To
     return sorted(by_currency.values(), key=lambda totals: totals.currency or "")
 
 
+Columns = TypeVarTuple("Columns")
+
+
 @dataclass(frozen=True)
 class Planned:
     """Per (period, groups, currency), in key order: plans, accelerator_hours, flops and cost (None for plans
@@ -164,22 +168,80 @@ def planned_sums(
     """The plans of the query's statuses whose schedule overlaps the window, each spread over the periods of
     its schedule pro rata to time (`spread`), summed per period, group and currency.
 
+    A plan whose schedule lies inside one period of the window is that period's whole: the database sums
+    those (most plans, at a month's or the window's granularity) as it sums any column; the others, which
+    cross a period's or the window's edge, are spread here.
+
     `charged`: the money each plan holds on its budget's ledger instead of its planned cost: the cost while
     it is committed or running, and once it has finished what it spent of it (the ledger settles the rest
     back; spend beyond it is the budget's overrun).
     """
+    dialect = session.get_bind().dialect.name
     groups = [group_column(name) for name in query.group_by]
-    stmt = select(
-        Plan.start_at,
-        Plan.end_at,
-        *groups,
-        Plan.currency,
-        Plan.accelerator_hours,
-        Plan.flops,
-        Plan.cost,
-        Plan.actual_cost,
-        Plan.status,
-    ).where(
+    money: SQLColumnExpression[Any] = Plan.cost
+    if charged:
+        spent_less = Plan.status.in_(FINISHED) & (Plan.actual_cost < Plan.cost)
+        money = case((spent_less, Plan.actual_cost), else_=Plan.cost)
+    within = _within_one_period(query, dialect)
+    sums: dict[tuple[Any, ...], list[Any]] = {}
+    counted: dict[str | None, int] = {}
+
+    def add(key: tuple[Any, ...], plans: int, hours: float, flops: float, cost: Decimal | None) -> None:
+        found = sums.get(key)
+        if found is None:
+            if len(sums) >= MAX_ROWS:
+                raise too_many_rows()
+            found = sums[key] = [0, 0.0, 0.0, None]
+        found[0] += plans
+        found[1] += hours
+        found[2] += flops
+        if cost is not None:
+            found[3] = cost if found[3] is None else found[3] + cost
+
+    period = period_column(query.granularity, dialect, Plan.start_at)
+    keys: list[SQLColumnExpression[Any]] = [*([period] if period is not None else []), *groups, Plan.currency]
+    whole = _planned_scope(
+        select(
+            *keys,
+            func.count().label("plans"),
+            func.sum(Plan.accelerator_hours),
+            func.sum(Plan.flops),
+            *cost_sums(dialect, money),
+        ).where(within),
+        query,
+        scope,
+    ).group_by(*keys)
+    for record in session.execute(whole):
+        values = list(record)
+        first = [_period_start(values.pop(0), query.granularity)] if period is not None else []
+        key = (*first, *values[: len(groups)], values[len(groups)])
+        plans, hours, flops, *cost = values[len(groups) + 1 :]
+        counted[key[-1]] = counted.get(key[-1], 0) + plans
+        add(key, plans, hours or 0.0, flops or 0.0, summed_cost(cost))
+    crossing = _planned_scope(
+        select(Plan.start_at, Plan.end_at, *groups, Plan.currency, Plan.accelerator_hours, Plan.flops, money),
+        query,
+        scope,
+    ).where(~within)
+    for start, end, *rest in session.execute(crossing):
+        *group_values, currency, hours, flops, cost = rest
+        counted[currency] = counted.get(currency, 0) + 1
+        for moment, share, piece in spread(start, end, query, cost, currency):
+            add(
+                (*([moment] if period is not None else []), *group_values, currency),
+                1,
+                hours * share,
+                flops * share,
+                piece,
+            )
+    rows = [(*key, *values) for key, values in sorted(sums.items(), key=lambda item: _ordered(item[0]))]
+    return Planned(rows, counted)
+
+
+def _planned_scope(stmt: Select[*Columns], query: CostQuery, scope: uuid.UUID | None) -> Select[*Columns]:
+    """The plans a planned report counts: of its statuses, in its scope and filters, their schedule
+    overlapping the window (a schedule of no length: its start inside it)."""
+    stmt = stmt.where(
         Plan.status.in_(query.statuses),
         Plan.start_at < query.end,
         (Plan.end_at > query.start) | ((Plan.end_at <= Plan.start_at) & (Plan.start_at >= query.start)),
@@ -188,27 +250,31 @@ def planned_sums(
         stmt = stmt.where(Plan.organization_id == scope)
     if query.organization is not None:
         stmt = stmt.where(Plan.organization_id == id_by_slug(Organization, query.organization))
-    sums: dict[tuple[Any, ...], list[Any]] = {}
-    counted: dict[str | None, int] = {}
-    for start, end, *rest in session.execute(plan_filters(stmt, query)):
-        *group_values, currency, hours, flops, cost, actual, status = rest
-        if charged and cost is not None and status in FINISHED:
-            cost = min(cost, actual)
-        counted[currency] = counted.get(currency, 0) + 1
-        for period, share, piece in spread(start, end, query, cost, currency):
-            key = (*([period] if query.granularity != "none" else []), *group_values, currency)
-            found = sums.get(key)
-            if found is None:
-                if len(sums) >= MAX_ROWS:
-                    raise too_many_rows()
-                found = sums[key] = [0, 0.0, 0.0, None]
-            found[0] += 1
-            found[1] += hours * share
-            found[2] += flops * share
-            if piece is not None:
-                found[3] = piece if found[3] is None else found[3] + piece
-    rows = [(*key, *values) for key, values in sorted(sums.items(), key=lambda item: _ordered(item[0]))]
-    return Planned(rows, counted)
+    return plan_filters(stmt, query)
+
+
+def _within_one_period(query: CostQuery, dialect: str) -> ColumnElement[bool]:
+    """SQL for a schedule of some length inside the window and inside one of its periods (its start's and
+    its end's periods the same: a run ending at midnight on the 1st counts as crossing, and is spread)."""
+    inside = (Plan.start_at >= query.start) & (Plan.end_at <= query.end) & (Plan.end_at > Plan.start_at)
+    if query.granularity == "none":
+        return inside
+    start, end = (
+        period_column(query.granularity, dialect, moment) for moment in (Plan.start_at, Plan.end_at)
+    )
+    assert start is not None, "a granularity has periods"
+    assert end is not None, "a granularity has periods"
+    return inside & (_unlabelled(start) == _unlabelled(end))
+
+
+def _unlabelled(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    return column.element if isinstance(column, Label) else column
+
+
+def _period_start(period: str | datetime, granularity: str) -> datetime:
+    """A database's period (SQLite's prefix or Monday, PostgreSQL's date_trunc) as the instant it starts."""
+    first = date.fromisoformat(period_bounds(period, granularity)["period_start"])
+    return datetime(first.year, first.month, first.day, tzinfo=UTC)
 
 
 FINISHED = (PlanStatus.COMPLETED, PlanStatus.FAILED)
@@ -332,9 +398,6 @@ def summed_cost(sums: Sequence[Decimal | int | None]) -> Decimal | None:
     if units is None or millionths is None:  # NULL together: sums of the same column over the same rows
         return None
     return Decimal(units) + Decimal(millionths).scaleb(-MONEY_SCALE)
-
-
-Columns = TypeVarTuple("Columns")
 
 
 def plan_filters(stmt: Select[*Columns], query: CostQuery) -> Select[*Columns]:
