@@ -54,7 +54,7 @@ from service.services import reports
 
 YEAR = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
 BUDGETS = 20
-VARIED = ("id", "organization_id", "budget_id", "status", "start_at", "created_at")
+VARIED = ("id", "organization_id", "budget_id", "status", "start_at", "end_at", "created_at")
 # worst: every plan in the bench organisation and the report's year, reported across organisations (admin);
 # history: plans over 4 years in 10 organisations, the bench organisation's year reported (a finance key's
 # view: its organisation only).
@@ -95,7 +95,10 @@ def fill(engine: Engine, budgets: list[str], template: str, total: int, shape: d
             status = rng.choices(("committed", "draft", "cancelled"), (8, 1, 1))[0]
             n = rng.randrange(len(organizations))
             budget = rng.choice(ids) if n == 0 else None
-            yield uuid.uuid4(), organizations[n], budget, status, moment, moment - timedelta(days=30)
+            # A schedule of half a day to a month (reports spread over both months those crossing a month's
+            # edge, about a quarter of them), made 30 days before it starts.
+            end = moment + timedelta(days=rng.uniform(0.5, 30))
+            yield uuid.uuid4(), organizations[n], budget, status, moment, end, moment - timedelta(days=30)
 
     started = time.perf_counter()
     if engine.dialect.name == "postgresql":

@@ -67,26 +67,19 @@ def cost_report(
         **filters,
     )
     session = get_session()
-    if measure == "planned":
-        report = reports.cost_report(session, query, scope=scope())
-    else:
-        report = spend.spend_report(session, query, scope=scope())
 
     @flask.after_this_request
     def _vary(response):  # Accept chooses the format: caches must keep the two apart
         response.vary.add("Accept")
         return response
 
-    if _wants_csv(format):
+    if _wants_csv(format):  # a finance file, whatever the measure: the spend report's rows
         suffix = "_totals" if part == "totals" else ""
         filename = f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}{suffix}.csv"
-        finance = (
-            report
-            if isinstance(report, spend.SpendReport)
-            else spend.spend_report(session, query, scope=scope())
-        )
-        return finance_csv(finance, filename, part)
-    return report
+        return finance_csv(spend.spend_report(session, query, scope=scope()), filename, part)
+    if measure == "planned":
+        return reports.cost_report(session, query, scope=scope())
+    return spend.spend_report(session, query, scope=scope())
 
 
 def _wants_csv(format: str | None) -> bool:
