@@ -984,6 +984,23 @@ def test_the_frontier_range_is_validated(browser):
     assert "Must be greater than min_flops." in response.get_data(as_text=True)
 
 
+def test_the_cost_report_page_puts_totals_first_and_folds_the_empty_periods(browser, client, world):
+    plan = {"organization": "acme", "pf_days": 60, "hardware": "h100-sxm", "accelerators": 64}
+    plan |= {"budget_id": world["id"], "start_at": "2026-03-01T00:00:00Z"}
+    created = client.post("/v1/plans", json=plan).get_json()
+    assert client.post(f"/v1/plans/{created['id']}/commit").status_code == 200
+    args = {"from": "2026-01-01", "to": "2027-01-01", "granularity": "month", "measure": "both"}
+
+    page = browser.get("/reports/costs", query_string=args).get_data(as_text=True)
+
+    assert page.index("<h2>Totals</h2>") < page.index('<table class="list">')
+    shown, folded = page.split("<details>")
+    assert "<td>2026-03-01</td>" in shown  # the plan's month, in the table
+    assert "<td>2026-01-01</td>" not in shown
+    assert "periods with nothing planned or spent" in folded
+    assert "<td>2026-01-01</td>" in folded
+
+
 def test_the_cost_report_page_and_its_csv_agree_with_the_api(browser, client, world):
     plan_path = save(browser, name="report me", budget_id=world["id"]).headers["Location"]
     page = browser.get(plan_path).get_data(as_text=True)
