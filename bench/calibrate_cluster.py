@@ -487,7 +487,8 @@ def steps_through_api(api: Api, entries: list[dict[str, Any]], runs: list[Run], 
         f"({'; '.join(refused) or 'none'}); their error above is the core's step time."
     )
     print(f"Searched layouts: {stats(search_errors)}.")
-    best = [e for run, e in zip(searched_runs, search_errors, strict=True) if run in best_of_jobs(runs)]
+    tuned = best_of_jobs(runs)
+    best = [e for run, e in zip(searched_runs, search_errors, strict=True) if run in tuned]
     print(
         "Searched layouts against the publishing team's best run of each job (the fastest published run of "
         f"one model on one cluster at one batch; without the ablation baselines beside it): {stats(best)}."

@@ -52,13 +52,25 @@ class GroupByField(DelimitedList):
         return names
 
 
-class StatusesField(DelimitedList):
-    """Plan statuses, each once, comma-separated in a query; by default those whose money is committed."""
+STATUSES_DESCRIPTION = (
+    "Plans in these statuses, comma-separated. Default committed,running,completed,failed: every plan whose "
+    "money is committed (reserved on its budget, or spent), the one default of every report, the budget "
+    "pages, the console and the CLI."
+)
 
-    def __init__(self, **kwargs):
+
+class StatusesField(DelimitedList):
+    """The `status` query parameter of reports: plan statuses, each once, comma-separated; loaded as
+    `statuses`, by default those whose money is committed."""
+
+    def __init__(self, **metadata):
         status = ma.fields.String(validate=validate.OneOf(PLAN_STATUSES))
         super().__init__(
-            status, metadata={"minItems": 1, "uniqueItems": True, **kwargs.pop("metadata", {})}, **kwargs
+            status,
+            data_key="status",
+            attribute="statuses",
+            load_default=lambda: COMMITTED_MONEY,
+            metadata={"minItems": 1, "uniqueItems": True, "description": STATUSES_DESCRIPTION, **metadata},
         )
 
     def _deserialize(self, value, attr, data, **kwargs):
@@ -73,11 +85,16 @@ class StatusesField(DelimitedList):
         return names
 
 
-STATUSES_DESCRIPTION = (
-    "Plans in these statuses, comma-separated. Default committed,running,completed,failed: every plan whose "
-    "money is committed (reserved on its budget, or spent), the one default of every report, the budget "
-    "pages, the console and the CLI."
-)
+def focus_version_field() -> ma.fields.String:
+    """The FOCUS version whose columns an export has."""
+    return ma.fields.String(
+        load_default=FOCUS_VERSION,
+        validate=validate.OneOf(FOCUS_VERSIONS),
+        metadata={
+            "description": "The FOCUS version whose columns the export has: 1.2 (the default) or 1.3 "
+            "(ServiceProviderName for ProviderName, and HostProviderName)."
+        },
+    )
 
 
 class CostReportQuerySchema(StrictSchema):
@@ -124,12 +141,7 @@ class CostReportQuerySchema(StrictSchema):
     organization = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
     budget_id = ma.fields.UUID()
     hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
-    status = StatusesField(
-        data_key="status",
-        attribute="statuses",
-        load_default=lambda: COMMITTED_MONEY,
-        metadata={"description": STATUSES_DESCRIPTION, "example": ["committed", "running"]},
-    )
+    status = StatusesField(example=["committed", "running"])
     format = ma.fields.String(
         validate=validate.OneOf(REPORT_FORMATS),
         metadata={
@@ -138,14 +150,7 @@ class CostReportQuerySchema(StrictSchema):
             "measure actual if given, and a granularity of day (the default) or month."
         },
     )
-    focus_version = ma.fields.String(
-        load_default=FOCUS_VERSION,
-        validate=validate.OneOf(FOCUS_VERSIONS),
-        metadata={
-            "description": "The FOCUS version whose columns the export has: 1.2 (the default) or 1.3 "
-            "(ServiceProviderName for ProviderName, and HostProviderName)."
-        },
-    )
+    focus_version = focus_version_field()
     part = ma.fields.String(
         load_default="rows",
         validate=validate.OneOf(CSV_PARTS),
@@ -176,20 +181,8 @@ class FocusQuerySchema(StrictSchema):
     organization = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
     budget_id = ma.fields.UUID()
     hardware = ma.fields.String(validate=validate.Regexp(SLUG_PATTERN))
-    status = StatusesField(
-        data_key="status",
-        attribute="statuses",
-        load_default=lambda: COMMITTED_MONEY,
-        metadata={"description": STATUSES_DESCRIPTION},
-    )
-    focus_version = ma.fields.String(
-        load_default=FOCUS_VERSION,
-        validate=validate.OneOf(FOCUS_VERSIONS),
-        metadata={
-            "description": "The FOCUS version whose columns the export has: 1.2 (the default) or 1.3 "
-            "(ServiceProviderName for ProviderName, and HostProviderName)."
-        },
-    )
+    status = StatusesField()
+    focus_version = focus_version_field()
 
 
 class CostRowSchema(ma.Schema):

@@ -668,8 +668,7 @@ def names_of(session: Session, plan_ids: set[uuid.UUID]) -> dict[uuid.UUID, str 
     """The names of plans by their ids (a page's worth: the console names them rather than show UUIDs)."""
     if not plan_ids:
         return {}
-    named = session.execute(select(Plan.id, Plan.name).where(Plan.id.in_(plan_ids)))
-    return {plan_id: name for plan_id, name in named}  # noqa: C416 -- rows, not pairs, to dict()
+    return dict(session.execute(select(Plan.id, Plan.name).where(Plan.id.in_(plan_ids))).all())
 
 
 def list_ledger(

@@ -48,6 +48,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from service.core.forecast import FINISHED_STATUSES
 from service.core.units import minor_unit
 from service.data.models import (
     CHARGED_STATUSES,
@@ -55,7 +56,6 @@ from service.data.models import (
     HardwareProfile,
     Organization,
     Plan,
-    PlanStatus,
     UsageDay,
     id_by_slug,
 )
@@ -180,7 +180,7 @@ def planned_sums(
     groups = [group_column(name) for name in query.group_by]
     money: SQLColumnExpression[Any] = Plan.cost
     if charged:
-        spent_less = Plan.status.in_(FINISHED) & (Plan.actual_cost < Plan.cost)
+        spent_less = Plan.status.in_(FINISHED_STATUSES) & (Plan.actual_cost < Plan.cost)
         money = case((spent_less, Plan.actual_cost), else_=Plan.cost)
     within = _within_one_period(query, dialect)
     sums: dict[tuple[Any, ...], list[Any]] = {}
@@ -234,7 +234,7 @@ def planned_sums(
                 flops * share,
                 piece,
             )
-    rows = [(*key, *values) for key, values in sorted(sums.items(), key=lambda item: _ordered(item[0]))]
+    rows = [(*key, *values) for key, values in sorted(sums.items(), key=lambda item: key_order(item[0]))]
     return Planned(rows, counted)
 
 
@@ -277,11 +277,8 @@ def _period_start(period: str | datetime, granularity: str) -> datetime:
     return datetime(first.year, first.month, first.day, tzinfo=UTC)
 
 
-FINISHED = (PlanStatus.COMPLETED, PlanStatus.FAILED)
-
-
-def _ordered(key: tuple[Any, ...]) -> tuple[tuple[bool, str], ...]:
-    """Rows in key order, nulls first (on both databases)."""
+def key_order(key: tuple[Any, ...]) -> tuple[tuple[bool, str], ...]:
+    """Rows in key order, nulls first (on both databases, as SQLite orders them)."""
     return tuple((value is not None, str(value)) for value in key)
 
 

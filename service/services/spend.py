@@ -34,6 +34,7 @@ from service.services.reports import (
     at_most_max_rows,
     group_column,
     group_slugs,
+    key_order,
     next_period,
     period_bounds,
     period_column,
@@ -127,7 +128,7 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
         )
     if query.granularity != "none":
         _fill_periods(rows, query)
-    ordered = [_with_variance(rows[key], query.measure) for key in sorted(rows, key=_sort_key)]
+    ordered = [_with_variance(rows[key], query.measure) for key in sorted(rows, key=key_order)]
     actual_plans = {} if query.measure == "planned" else _actual_plans(session, query, scope)
     return SpendReport(query, ordered, _spend_totals(ordered, query.measure, planned.plans, actual_plans))
 
@@ -188,7 +189,7 @@ def _actual_plans(session: Session, query: CostQuery, scope: uuid.UUID | None) -
         .where(Plan.status.in_(query.statuses))
         .group_by(per_plan.c.currency)
     )
-    return {currency: count for currency, count in session.execute(plan_filters(stmt, query))}  # noqa: C416
+    return dict(session.execute(plan_filters(stmt, query)).all())
 
 
 def _display_names(
@@ -231,10 +232,6 @@ def _with_variance(row: dict[str, Any], measure: str) -> dict[str, Any]:
     return row
 
 
-def _sort_key(key: tuple[Any, ...]) -> tuple[tuple[bool, str], ...]:
-    return tuple((value is not None, str(value)) for value in key)  # nulls first, as the database orders them
-
-
 def _fill_periods(rows: dict[tuple[Any, ...], dict[str, Any]], query: CostQuery) -> None:
     """Adds a row of zeros for every period of the window that a group seen in it has no row in."""
     periods = _periods(query)
@@ -251,7 +248,7 @@ def _fill_periods(rows: dict[tuple[Any, ...], dict[str, Any]], query: CostQuery)
                 rows[key] = {**group, **_zeros(group["currency"], query.measure)}
 
 
-_METRIC_NAMES = frozenset((*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS))
+_METRIC_NAMES = frozenset(FINANCE_METRICS)
 
 
 def _periods(query: CostQuery) -> list[dict[str, str]]:

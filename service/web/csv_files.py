@@ -1,24 +1,23 @@
-"""CSV files the API and the console send: exact money (two decimals), and no cell a spreadsheet would
-evaluate. Apart from both, so that the console never imports the API."""
+"""CSV files the API and the console send: exact money (in its currency's minor unit for people, every digit
+for tools that sum again), and no cell a spreadsheet would evaluate. Apart from both, so that the console
+never imports the API."""
 
 from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Iterable, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import flask
 
-from service.core.units import CENT, minor_unit
+from service.core.units import minor_unit
 from service.services.documents import format_money
 from service.services.spend import FINANCE_METRICS, SpendReport
 
 CSV_TYPE = "text/csv"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would evaluate such a cell (OWASP)
-PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 
 def _csv_value(name: str, value: Any, decimals: Mapping[str, int], exact_money: bool) -> str:
@@ -27,15 +26,12 @@ def _csv_value(name: str, value: Any, decimals: Mapping[str, int], exact_money: 
     if value is None:
         return ""
     if isinstance(value, Decimal):
-        if exact_money:
-            return format_money(value)
-        return f"{value.quantize(CENT, ROUND_HALF_UP):f}"  # as every amount the service rounds
+        # Every digit that is not a trailing zero, or the amount as the caller rounded it (finance_csv).
+        return format_money(value) if exact_money else f"{value:f}"
     if isinstance(value, float | int) and not isinstance(value, bool):
         return _rounded(value, decimals[name]) if name in decimals else repr(value)
     text = str(value)
-    # An amount already written as a signed decimal is a number to a spreadsheet, never a formula.
-    amount = name.endswith("_cost") and PLAIN_NUMBER.fullmatch(text)
-    return "'" + text if text.startswith(FORMULA_STARTS) and not amount else text
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def _rounded(value: float, places: int) -> str:
@@ -52,7 +48,8 @@ def csv_response(
     exact_money: bool = False,
 ) -> flask.Response:
     """`decimals` rounds the named number columns (half up, as a person rounds) to that many places;
-    `exact_money` writes every digit of an amount rather than the cents (for files that tools sum again)."""
+    `exact_money` writes every digit of an amount that is not a trailing zero (for files that tools sum
+    again); otherwise an amount is written as the caller rounded it."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(columns)
@@ -92,7 +89,7 @@ def finance_csv(report: SpendReport, filename: str, part: str = "rows") -> flask
     return csv_response(columns, in_minor_units, filename, decimals=FINANCE_DECIMALS)
 
 
-def _in_minor_units(amount: Decimal | None, currency: str | None) -> str | None:
+def _in_minor_units(amount: Decimal | None, currency: str | None) -> Decimal | None:
     """An amount to its currency's minor unit (0.01 USD, 1 JPY), half up, as every amount the service
-    rounds; a string, so that the CSV writes it as it is."""
-    return None if amount is None else f"{amount.quantize(minor_unit(currency), ROUND_HALF_UP):f}"
+    rounds."""
+    return None if amount is None else amount.quantize(minor_unit(currency), ROUND_HALF_UP)

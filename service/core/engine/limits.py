@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.core import caveats, units
 from service.core import validation as v
 from service.core.engine.inputs import Budget, Cluster, price_of
+
+if TYPE_CHECKING:
+    from service.core.engine.estimate import Estimate
 
 # The MFU of plans that give one but no figure (the cluster model sets the pace otherwise), and where a budget
 # in money, hours or days starts its search for what the model achieves.
@@ -93,22 +96,27 @@ def _flops_for_hours(argument: str, hours: float, on: Cluster) -> float:
     return flops
 
 
-def with_unspent(found: list[Limit], budget: Budget, flops: float, run: Any) -> list[Limit]:
-    """The limits with the share of each the plan leaves unspent: its run's cost, accelerator-hours or days
-    against the limit (a model size and token count are whole numbers of what the budget buys, and a run's
-    pace is not exactly the one the limit was turned into FLOPs at), or the compute allocated."""
-    measured: dict[str, tuple[Any, Any]] = {"flops": (flops, flops_limit(found, "flops"))}
-    measured["pf_days"] = (flops, flops_limit(found, "pf_days"))
-    if run is not None:
+def with_unspent(found: list[Limit], budget: Budget, flops: float, run: Estimate | None) -> list[Limit]:
+    """The limits with the share of each the plan leaves unspent (a model size and token count are whole
+    numbers of what the budget buys, and a run's pace is not exactly the one the limit was turned into FLOPs
+    at)."""
+    return [
+        replace(limit, unspent=_share_left(*_used_and_allowed(limit, budget, flops, run))) for limit in found
+    ]
+
+
+def _used_and_allowed(limit: Limit, budget: Budget, flops: float, run: Estimate | None) -> tuple[Any, Any]:
+    """What the plan uses of a limit and what the limit allows, in its own unit: the compute allocated
+    against a compute limit, else its run's cost, accelerator-hours or days (None, None without a run to
+    measure, or a cost in another currency)."""
+    if limit.kind in ("flops", "pf_days"):
+        return flops, limit.flops
+    if run is None:
+        return None, None
+    if limit.kind == "cost":
         same_currency = budget.currency is None or run.currency in (None, budget.currency)
-        measured["cost"] = (run.cost if same_currency else None, budget.cost)
-        measured["accelerator_hours"] = (run.runtime.accelerator_hours, budget.accelerator_hours)
-        measured["days"] = (run.runtime.days, budget.days)
-    return [replace(limit, unspent=_share_left(*measured.get(limit.kind, (None, None)))) for limit in found]
-
-
-def flops_limit(found: list[Limit], kind: str) -> float | None:
-    return next((limit.flops for limit in found if limit.kind == kind), None)
+        return (run.cost if same_currency else None), budget.cost
+    return getattr(run.runtime, limit.kind), getattr(budget, limit.kind)  # accelerator_hours or days
 
 
 def _share_left(used: Any, limit: Any) -> float | None:
