@@ -21,6 +21,7 @@ from service.data.models import Plan, PlanStatus
 from service.infra.db import get_session
 from service.schemas.common import ListQuerySchema
 from service.schemas.plans import (
+    ApprovalRequestSchema,
     CompareQuerySchema,
     ComparisonSchema,
     PlanPageSchema,
@@ -28,6 +29,7 @@ from service.schemas.plans import (
     PlanRequestSchema,
     PlanRevisionSchema,
     PlanSchema,
+    RejectionRequestSchema,
 )
 from service.schemas.usage import (
     ReversalRequestSchema,
@@ -121,13 +123,55 @@ def get_plan(plan_id):
 @idempotent(blp)
 @blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
 @blp.alt_response(404, response="NOT_FOUND")
+@blp.alt_response(
+    202,
+    schema=PlanSchema,
+    headers=TRANSITION_HEADERS,
+    description="The budget asks for approval of plans that cost more than its approval_above: the plan is "
+    "pending_approval and nothing is reserved until a finance or admin key approves it.",
+)
 def commit_plan(plan_id):
     """Commit a draft: reserve its cost, FLOPs and accelerator-hours on its budget (a ledger entry).
+
+    When the plan costs more than its budget's `approval_above`, the answer is 202 instead: the plan is
+    `pending_approval`, nothing is reserved, and a `plan.approval_requested` event goes to the organisation's
+    webhooks; POST .../approve or .../reject decides.
 
     409 when the plan is not a draft, or when its budget would be overspent, its FLOP or accelerator-hour
     cap broken, its hardware not allowed, or the run outside its period: `limit` in the problem says which.
     """
     plan = plans.commit_plan(get_session(), plan_id, scope=scope())
+    pending = plan.status == PlanStatus.PENDING_APPROVAL
+    return plan, 202 if pending else 200, etag_header(plan)
+
+
+@blp.post("/<uuid:plan_id>/approve")
+@requires("finance")
+@idempotent(blp)
+@blp.arguments(ApprovalRequestSchema)
+@blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
+@blp.alt_response(404, response="NOT_FOUND")
+def approve_plan(decision, plan_id):
+    """Approve a plan pending approval (finance or admin): it is committed, and its cost, FLOPs and
+    accelerator-hours reserved on its budget as a commit does, against the budget as it is now; a
+    `plan.approved` event follows.
+
+    409 when the plan is not pending approval, or when its budget can no longer hold it (changed since the
+    commit asked: `limit` says how, and the plan stays pending)."""
+    plan = plans.approve_plan(get_session(), plan_id, note=decision.get("note"), scope=scope())
+    return plan, etag_header(plan)
+
+
+@blp.post("/<uuid:plan_id>/reject")
+@requires("finance")
+@idempotent(blp)
+@blp.arguments(RejectionRequestSchema)
+@blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
+@blp.alt_response(404, response="NOT_FOUND")
+def reject_plan(decision, plan_id):
+    """Reject a plan pending approval (finance or admin), saying why (`note`): it is rejected, nothing was
+    reserved, and a `plan.rejected` event follows. 409 when the plan is not pending approval."""
+    plan = plans.reject_plan(get_session(), plan_id, note=decision["note"], scope=scope())
     return plan, etag_header(plan)
 
 
@@ -137,7 +181,8 @@ def commit_plan(plan_id):
 @blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
 @blp.alt_response(404, response="NOT_FOUND")
 def cancel_plan(plan_id):
-    """Cancel a draft or a committed plan; a committed plan's reservation returns to its budget."""
+    """Cancel a draft, a plan pending approval or a committed plan; a committed plan's reservation returns
+    to its budget."""
     plan = plans.cancel_plan(get_session(), plan_id, scope=scope())
     return plan, etag_header(plan)
 

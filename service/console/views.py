@@ -29,13 +29,22 @@ from service.console.forms import (
     report_query,
 )
 from service.core import engine
-from service.data.models import PLAN_STATUSES, Budget, FittedLaw, HardwareProfile, Organization, utcnow
+from service.data.models import (
+    PLAN_STATUSES,
+    Budget,
+    FittedLaw,
+    HardwareProfile,
+    Organization,
+    PlanStatus,
+    utcnow,
+)
 from service.infra.db import get_session, reading_session
 from service.schemas.budgets import BudgetSchema
 from service.schemas.common import ListQuerySchema
 from service.schemas.laws import FrontierQuerySchema
 from service.schemas.planning import TRAINING_PRECISIONS, AllocationRequestSchema, AllocationSchema
 from service.schemas.plans import (
+    ApprovalRequestSchema,
     CompareQuerySchema,
     ComparisonSchema,
     LedgerEntrySchema,
@@ -306,6 +315,36 @@ def change_plan(plan_id: uuid.UUID, action: str) -> WerkzeugResponse | tuple[str
         return plan_page(plan_id, error=error.detail, status=409)
 
 
+@blp.post("/plans/<uuid:plan_id>/decide")
+@requires("finance")
+def decide_plan(plan_id: uuid.UUID) -> WerkzeugResponse | tuple[str, int]:
+    """Approve or reject a plan pending approval (the form's `decision`), with the form's note."""
+    session = get_session()
+    form = flask.request.form
+    note = (form.get("note") or "").strip() or None
+    decision = form.get("decision")
+    if decision not in {"approve", "reject"}:
+        raise BadRequest("The form's decision must be approve or reject.")
+    if decision == "reject" and note is None:
+        return plan_page(plan_id, error="Say why in the note to reject the plan.", status=422)
+    try:
+        ApprovalRequestSchema().load({} if note is None else {"note": note})
+    except ma.ValidationError as error:
+        return plan_page(plan_id, error="The note: " + " ".join(errors_by_field(error)["note"]), status=422)
+    change = plans.approve_plan if decision == "approve" else plans.reject_plan
+
+    def act() -> str:
+        change(session, plan_id, note=note, scope=scope())
+        return flask.url_for(".plan_page", plan_id=plan_id)
+
+    try:
+        return _once(session, act)
+    except NotFoundError:
+        raise
+    except ServiceError as error:  # rolled back by _once; e.g. the budget can no longer hold it
+        return plan_page(plan_id, error=error.detail, status=409)
+
+
 def _once(session: Session, act: Callable[[], str]) -> WerkzeugResponse:
     """Run `act` (it writes, and says which page to show next) once per rendered form, and go there.
 
@@ -358,8 +397,11 @@ def budget_page(budget_id: uuid.UUID) -> str:
     utilization = UtilizationSchema().dump(use)
     ledger = plans.list_ledger(session, budget_id, scope=scope(), limit=LIST_LIMIT, after=None)
     forecast = BudgetForecastSchema().dump(usage.budget_forecast(session, use.budget))
+    waiting = plans.PlanFilter(budget_id=budget_id, status=PlanStatus.PENDING_APPROVAL)
+    pending = plans.list_plans(session, waiting, scope=scope(), limit=LIST_LIMIT, after=None)
     return flask.render_template(
         "console/budget.html",
+        pending=PlanSummarySchema(many=True).dump(pending.items),
         budget=budget,
         forecast=forecast,
         utilization=utilization,

@@ -68,6 +68,16 @@ class BudgetSchema(StrictSchema):
             "example": 0.8,
         },
     )
+    approval_above = MoneyField(
+        allow_zero=True,
+        allow_none=True,
+        metadata={
+            "description": "Plans that cost more than this (in the budget's currency) wait for a finance or "
+            "admin key's approval when committed (status pending_approval): the ledger reserves nothing "
+            "until POST /v1/plans/{id}/approve; 0: every plan; null (default): none.",
+            "example": "1000000.00",
+        },
+    )
     alert_thresholds = ma.fields.List(
         positive_float(10, "A share of the amount: 0.8 for 80%."),
         validate=[validate.Length(max=10), _distinct],

@@ -152,6 +152,39 @@ class StoredDocument(ma.fields.Nested):
         return value
 
 
+class ApprovalSchema(ma.Schema):
+    """A plan's approval: asked for by committing it when it costs more than its budget's approval_above."""
+
+    requested_at = ma.fields.AwareDateTime(metadata={"description": "When the commit asked for it."})
+    requested_by = ma.fields.String(metadata={"description": "Key id of the caller who committed it."})
+    decision = ma.fields.String(
+        allow_none=True, metadata={"enum": ["approved", "rejected", None], "description": "null: pending."}
+    )
+    decided_at = ma.fields.AwareDateTime(allow_none=True)
+    decided_by = ma.fields.String(allow_none=True, metadata={"description": "Key id of the approver."})
+    note = ma.fields.String(allow_none=True, metadata={"description": "What the approver said."})
+
+
+class ApprovalRequestSchema(StrictSchema):
+    """The body of an approval or a rejection."""
+
+    note = Text(
+        validate=validate.Length(min=1, max=1000),
+        metadata={"description": "Why: kept with the plan and sent with its event.", "example": "Q1 roadmap"},
+    )
+
+
+class RejectionRequestSchema(ApprovalRequestSchema):
+    note = Text(
+        required=True,
+        validate=validate.Length(min=1, max=1000),
+        metadata={
+            "description": "Why not: kept with the plan and sent with its event.",
+            "example": "Over the quarter's plan.",
+        },
+    )
+
+
 class PlanSummarySchema(ma.Schema):
     """A plan's figures and status, as lists show it; GET /v1/plans/{id} adds its documents."""
 
@@ -186,6 +219,11 @@ class PlanSummarySchema(ma.Schema):
     created_at = ma.fields.AwareDateTime()
     committed_at = ma.fields.AwareDateTime(allow_none=True)
     cancelled_at = ma.fields.AwareDateTime(allow_none=True)
+    approval = ma.fields.Nested(
+        ApprovalSchema,
+        allow_none=True,
+        metadata={"description": "Null unless committing it asked its budget's approvers (approval_above)."},
+    )
     started_at = ma.fields.AwareDateTime(allow_none=True, metadata={"description": "When its run began."})
     finished_at = ma.fields.AwareDateTime(allow_none=True, metadata={"description": "Completed or failed."})
     actual_accelerator_hours = ma.fields.Float(metadata={"description": "Reported by its usage records."})

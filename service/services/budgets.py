@@ -47,6 +47,7 @@ class BudgetFields(Changes):
     alert_thresholds: list[float] | None = None
     labels: Mapping[str, str] | None = None
     commit_quantile: float | None = None
+    approval_above: Decimal | None = None
 
 
 _PLAIN_FIELDS = (
@@ -58,6 +59,7 @@ _PLAIN_FIELDS = (
     "max_flops",
     "max_accelerator_hours",
     "commit_quantile",
+    "approval_above",
 )
 
 

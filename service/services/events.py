@@ -22,6 +22,9 @@ from service.infra.after_commit import on_commit
 
 # The types, with what their `data` holds: the one list (the API's enum and filter).
 EVENT_TYPES = (
+    "plan.approval_requested",  # committing it asked its budget's approvers (cost above approval_above)
+    "plan.approved",  # a finance or admin key approved it: committed, reserved on its budget
+    "plan.rejected",  # a finance or admin key rejected it: nothing reserved
     "plan.started",  # the plan's run began: its first usage record, or POST /start
     "plan.completed",
     "plan.failed",

@@ -58,6 +58,7 @@ from service.infra.after_commit import on_commit
 from service.services import (
     audit,
     calibrations,
+    events,
     laws,
     organizations,
     plan_documents,
@@ -476,7 +477,9 @@ def _relative(values: list[Any]) -> list[float | None] | None:
 
 
 def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None) -> Plan:
-    """draft -> committed: reserve the plan's cost (and FLOPs and accelerator-hours) on its budget.
+    """draft -> committed: reserve the plan's cost (and FLOPs and accelerator-hours) on its budget; or
+    draft -> pending_approval, reserving nothing, when the budget asks for approval of plans that cost more
+    than its `approval_above` (approve_plan then reserves it).
 
     The check and the reservation are one conditional UPDATE of the budget row, so concurrent commits can
     never together overspend it (on SQLite and PostgreSQL alike); the plan's status moves the same way.
@@ -486,16 +489,126 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
         raise ConflictError(
             "The plan has no budget to commit against; revise it with a budget_id.", limit="budget"
         )
+    threshold = _approval_threshold(session, plan)
+    if threshold is not None and _needs_approval(plan, threshold):
+        return _request_approval(session, plan, threshold)
     now = utcnow()
-    _move(session, plan, PlanStatus.DRAFT, status=PlanStatus.COMMITTED, committed_at=now)
+    _move(session, plan, PlanStatus.DRAFT, "commit", status=PlanStatus.COMMITTED, committed_at=now)
+    _reserve(session, plan, now, unless_approval=True)
+    return plan
+
+
+def _approval_threshold(session: Session, plan: Plan) -> Decimal | None:
+    """Its budget's approval_above, as read before the commit (_reserve checks it again as it reserves)."""
+    return session.scalar(select(Budget.approval_above).where(Budget.id == plan.budget_id))
+
+
+def _needs_approval(plan: Plan, threshold: Decimal | None) -> bool:
+    return threshold is not None and plan.cost is not None and plan.cost > threshold
+
+
+def _request_approval(session: Session, plan: Plan, threshold: Decimal) -> Plan:
+    """draft -> pending_approval, if its budget could hold it now (else the 409 a commit gives): nothing is
+    reserved, and the organisation hears of it (plan.approval_requested)."""
+    if _refused_now(session, plan):
+        raise _refused(session, plan)
+    now = utcnow()
+    _move(
+        session,
+        plan,
+        PlanStatus.DRAFT,
+        "request_approval",
+        status=PlanStatus.PENDING_APPROVAL,
+        approval_requested_at=now,
+        approval_requested_by=actors.actor(session),
+    )
+    session.flush()
+    session.refresh(plan)
+    _publish(session, plan, "plan.approval_requested", approval_above=format_money(threshold))
+    return plan
+
+
+def approve_plan(session: Session, plan_id: uuid.UUID, *, note: str | None, scope: uuid.UUID | None) -> Plan:
+    """pending_approval -> committed: reserve the plan on its budget as a commit does, against the budget as
+    it is now; a 409 (the plan still pending) when the budget can no longer hold it."""
+    plan = get_plan(session, plan_id, scope=scope)
+    now = utcnow()
+    decided = {
+        "approval_decided_at": now,
+        "approval_decided_by": actors.actor(session),
+        "approval_note": note,
+    }
+    _move(
+        session,
+        plan,
+        PlanStatus.PENDING_APPROVAL,
+        "approve",
+        status=PlanStatus.COMMITTED,
+        committed_at=now,
+        **decided,
+    )
+    _reserve(session, plan, now, unless_approval=False)
+    _publish(session, plan, "plan.approved", note=note)
+    return plan
+
+
+def reject_plan(session: Session, plan_id: uuid.UUID, *, note: str | None, scope: uuid.UUID | None) -> Plan:
+    """pending_approval -> rejected: nothing was reserved, and nothing is."""
+    plan = get_plan(session, plan_id, scope=scope)
+    now = utcnow()
+    _move(
+        session,
+        plan,
+        PlanStatus.PENDING_APPROVAL,
+        "reject",
+        status=PlanStatus.REJECTED,
+        approval_decided_at=now,
+        approval_decided_by=actors.actor(session),
+        approval_note=note,
+    )
+    session.flush()
+    session.refresh(plan)
+    _publish(session, plan, "plan.rejected", note=note)
+    return plan
+
+
+def _publish(session: Session, plan: Plan, type: str, **data: Any) -> None:
+    """An approval event of the plan (last in the transaction, as events.publish asks)."""
+    assert plan.cost is not None, "a plan charged to a budget has a cost"
+    events.publish(
+        session,
+        organization_id=plan.organization_id,
+        type=type,
+        subject_type="plan",
+        subject_id=plan.id,
+        data={
+            "plan_id": str(plan.id),
+            "name": plan.name,
+            "budget_id": str(plan.budget_id),
+            "cost": format_money(plan.cost),
+            "currency": plan.currency,
+            "requested_by": plan.approval_requested_by,
+            **({"decided_by": plan.approval_decided_by} if plan.approval_decided_by else {}),
+            **data,
+        },
+    )
+
+
+def _reserve(session: Session, plan: Plan, now: datetime, *, unless_approval: bool) -> None:
+    """Reserve the plan's cost, FLOPs and accelerator-hours on its budget, with the ledger's commit entry;
+    a 409 naming the limit when the budget cannot hold it (or, `unless_approval`, when it asks for approval
+    of the plan: a budget changed since the commit read it)."""
     # PostgreSQL: lock the budget row before the conditional UPDATE, so that the UPDATE's own snapshot sees
     # the budget's allowed hardware as of any edit it waited for (a re-check after a lock wait would see
     # other tables as they were when the statement began). SQLite serialises writers anyway.
     session.execute(select(Budget.id).where(Budget.id == plan.budget_id).with_for_update())
     cost = money_literal(plan.cost)
+    conditions = _admits(plan, cost)
+    if unless_approval:
+        conditions.append(or_(Budget.approval_above.is_(None), Budget.approval_above >= cost))
     reserved = session.execute(
         update(Budget)
-        .where(Budget.id == plan.budget_id, *_admits(plan, cost))
+        .where(Budget.id == plan.budget_id, *conditions)
         .values(
             committed=Budget.committed + cost,
             committed_flops=Budget.committed_flops + plan.flops,
@@ -507,16 +620,25 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
         .execution_options(synchronize_session=False)
     ).first()
     if reserved is None:
-        refusal = _refusal(session, plan)
-        metrics.BUDGET_CONFLICTS.labels(limit=refusal.extensions["limit"]).inc()
-        raise refusal
+        raise _refused(session, plan, approval_asked=unless_approval)
     # The budget's UPDATE admits no plan without a cost (_admits).
     assert plan.cost is not None, "a plan charged to a budget has a cost"
     _ledger_entry(session, plan, "commit", plan.cost, plan.flops, plan.accelerator_hours, now)
     on_commit(session, metrics.PLANS_COMMITTED.inc)
     session.flush()
     session.refresh(plan)
-    return plan
+
+
+def _refused_now(session: Session, plan: Plan) -> bool:
+    """Whether the budget could not hold the plan now (read only: what _reserve's UPDATE would find)."""
+    admitted = select(Budget.id).where(Budget.id == plan.budget_id, *_admits(plan, money_literal(plan.cost)))
+    return session.scalar(admitted) is None
+
+
+def _refused(session: Session, plan: Plan, *, approval_asked: bool = False) -> ConflictError:
+    refusal = _refusal(session, plan, approval_asked=approval_asked)
+    metrics.BUDGET_CONFLICTS.labels(limit=refusal.extensions["limit"]).inc()
+    return refusal
 
 
 def _admits(plan: Plan, cost: BindParameter[Decimal]) -> list[ColumnElement[bool]]:
@@ -537,8 +659,11 @@ def _admits(plan: Plan, cost: BindParameter[Decimal]) -> list[ColumnElement[bool
     ]
 
 
-def _refusal(session: Session, plan: Plan) -> ConflictError:  # noqa: PLR0911 -- one return per limit
-    """Why the budget refused the plan: read back after the conditional UPDATE matched nothing."""
+def _refusal(  # noqa: PLR0911 -- one return per limit
+    session: Session, plan: Plan, *, approval_asked: bool
+) -> ConflictError:
+    """Why the budget refused the plan: read back after the conditional UPDATE matched nothing (which, with
+    `approval_asked`, also refused a plan the budget asks approval for)."""
     budget = session.scalars(
         select(Budget).where(Budget.id == plan.budget_id).options(selectinload(Budget.allowed_hardware))
     ).one()
@@ -584,19 +709,29 @@ def _refusal(session: Session, plan: Plan) -> ConflictError:  # noqa: PLR0911 --
             f"{budget.max_accelerator_hours - budget.committed_accelerator_hours:.6g}.",
             limit="max_accelerator_hours",
         )
+    if approval_asked and _needs_approval(plan, budget.approval_above):
+        return ConflictError(
+            f"The budget now asks for approval of plans above {money.format(budget.approval_above)}; "
+            "commit the plan again to request it.",
+            limit="approval",
+        )
     return ConflictError("The budget changed while the plan was being committed; retry.", limit="concurrent")
 
 
 def cancel_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None) -> Plan:
-    """draft or committed -> cancelled; a committed plan's reservation goes back to its budget."""
+    """draft, pending approval or committed -> cancelled; a committed plan's reservation goes back to its
+    budget."""
     plan = get_plan(session, plan_id, scope=scope)
     now = utcnow()
     if plan.status == PlanStatus.COMMITTED:
-        _move(session, plan, PlanStatus.COMMITTED, status=PlanStatus.CANCELLED, cancelled_at=now)
+        _move(session, plan, PlanStatus.COMMITTED, "cancel", status=PlanStatus.CANCELLED, cancelled_at=now)
         assert plan.cost is not None, "a committed plan has a cost"
         give_back(session, plan, "release", plan.cost, plan.flops, plan.accelerator_hours, now)
     else:
-        _move(session, plan, PlanStatus.DRAFT, status=PlanStatus.CANCELLED, cancelled_at=now)
+        unreserved = (
+            PlanStatus.PENDING_APPROVAL if plan.status == PlanStatus.PENDING_APPROVAL else PlanStatus.DRAFT
+        )
+        _move(session, plan, unreserved, "cancel", status=PlanStatus.CANCELLED, cancelled_at=now)
     session.flush()
     session.refresh(plan)
     return plan
@@ -607,8 +742,19 @@ def less(committed: SQLColumnExpression[float], amount: float) -> ColumnElement[
     return case((committed - amount <= amount * FLOAT_SLACK, 0.0), else_=committed - amount)
 
 
-def _move(session: Session, plan: Plan, from_status: str, **values: Any) -> None:
-    """Change the plan's status if it is still `from_status` (a concurrent transition makes this a 409)."""
+# What each transition is called, in the audit log and in a refusal ("it cannot be approved").
+_DONE = {
+    "commit": "committed",
+    "request_approval": "committed",
+    "approve": "approved",
+    "reject": "rejected",
+    "cancel": "cancelled",
+}
+
+
+def _move(session: Session, plan: Plan, from_status: str, action: str, **values: Any) -> None:
+    """Change the plan's status if it is still `from_status` (a concurrent transition makes this a 409), and
+    log it as `action` (commit, request_approval, approve, reject, cancel)."""
     moved = session.execute(
         update(Plan)
         .where(Plan.id == plan.id, Plan.status == from_status)
@@ -618,11 +764,9 @@ def _move(session: Session, plan: Plan, from_status: str, **values: Any) -> None
     ).first()
     if moved is None:
         session.refresh(plan)
-        wanted = values["status"]
-        raise ConflictError(f"The plan is {plan.status}; it cannot be {wanted}.", plan_status=plan.status)
-    audit.record(
-        session, "commit" if values["status"] == PlanStatus.COMMITTED else "cancel", plan, sorted(values)
-    )
+        status = str(plan.status).replace("_", " ")
+        raise ConflictError(f"The plan is {status}; it cannot be {_DONE[action]}.", plan_status=plan.status)
+    audit.record(session, action, plan, sorted(values))
 
 
 def give_back(  # noqa: PLR0917 -- the three figures a budget reserves, and the entry that says why

@@ -340,6 +340,21 @@ MATRIX = [
         {"admin": 200, "planner": 200, "finance": 200, "*": 403},
         {"admin": 200, "planner": 404, "finance": 404, "*": 403},
     ),
+    # The world's plans are drafts: finance or an admin is told it is not pending approval (409).
+    (
+        "POST",
+        "/v1/plans/{plan}/approve",
+        {},
+        {"admin": 409, "finance": 409, "*": 403},
+        {"admin": 409, "finance": 404, "*": 403},
+    ),
+    (
+        "POST",
+        "/v1/plans/{plan}/reject",
+        {"note": "No."},
+        {"admin": 409, "finance": 409, "*": 403},
+        {"admin": 409, "finance": 404, "*": 403},
+    ),
     (
         "POST",
         "/v1/plans/{plan}/revise",

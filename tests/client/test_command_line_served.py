@@ -48,12 +48,16 @@ class FlaskAdapter(requests.adapters.BaseAdapter):
 
 @pytest.fixture
 def served(app, session, issue_key, monkeypatch):
-    """`planner` as a planner of acme, its requests answered by the app, with the built-in hardware."""
+    """`planner` as a planner of acme (or as the key --api-key gives), its requests answered by the app, with
+    the built-in hardware."""
     load_builtin_hardware(session)
     transport = requests.Session()
     transport.mount("http://", FlaskAdapter(app.test_client()))
     key = issue_key("planner", "acme")
-    monkeypatch.setattr(cli, "PlannerClient", lambda url, _key: PlannerClient(url, key, session=transport))
+    monkeypatch.delenv("PLANNER_API_KEY", raising=False)
+    monkeypatch.setattr(
+        cli, "PlannerClient", lambda url, given: PlannerClient(url, given or key, session=transport)
+    )
 
 
 def named(summary: str) -> dict[str, str]:

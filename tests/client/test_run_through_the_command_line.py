@@ -60,6 +60,40 @@ def test_a_plan_runs_from_commit_to_completion_through_the_command_line(client, 
     assert answer(capsys, "budget", "show", budget["id"])["spent"] == forecast["spent"]
 
 
+def test_finance_approves_a_large_commit_through_the_command_line(client, served, capsys, issue_key):
+    budget = runs_budget(client)
+    finance = ["--api-key", issue_key("finance", "acme")]
+    updated = answer(capsys, *finance, "budget", "update", budget["id"], "--approval-above=1.00")
+    assert updated["approval_above"] == "1.00"
+    plan = answer(
+        capsys, "plan", "create", *RUN, f"--budget-id={budget['id']}", "--start-at=2027-01-04T00:00:00Z"
+    )
+
+    assert cli.main(["plan", "commit", plan["id"]]) == 0
+    asked = named(capsys.readouterr().out)
+    assert asked["status"] == "pending_approval"
+    assert asked["approval"].endswith("waiting for a finance or admin key")
+    assert cli.main(["plan", "approve", plan["id"]]) == 1  # a planner may not
+    assert "may not" in capsys.readouterr().err
+    assert [p["id"] for p in answer(capsys, "plan", "list", "--status=pending_approval")] == [plan["id"]]
+
+    assert cli.main([*finance, "plan", "approve", plan["id"], "--note", "Roadmap item 4."]) == 0
+    approved = named(capsys.readouterr().out)
+    assert approved["status"] == "committed"
+    assert approved["approval"].endswith(": Roadmap item 4.")
+    assert answer(capsys, "budget", "show", budget["id"])["committed"] == plan["cost"]
+
+    other = answer(
+        capsys, "plan", "create", *RUN, f"--budget-id={budget['id']}", "--start-at=2027-01-04T00:00:00Z"
+    )
+    answer(capsys, "plan", "commit", other["id"])
+    assert cli.main([*finance, "plan", "reject", other["id"]]) == 2  # --note is required
+    capsys.readouterr()
+    rejected = answer(capsys, *finance, "plan", "reject", other["id"], "--note", "One run a quarter.")
+    assert (rejected["status"], rejected["approval"]["decision"]) == ("rejected", "rejected")
+    assert answer(capsys, "budget", "show", budget["id"])["committed"] == plan["cost"]
+
+
 def test_finance_and_the_orchestrator_read_the_events_accuracy_and_calibration_of_a_run(
     client, served, capsys
 ):

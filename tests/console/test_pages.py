@@ -829,6 +829,47 @@ def test_committing_from_the_plan_page_charges_the_budget_once(browser, client, 
     assert "commit me" in again.get_data(as_text=True)
 
 
+def test_a_large_commit_waits_for_finance_who_approve_it_on_the_plan_page(
+    app, browser, client, issue_key, world
+):
+    """The budget asks approval above 1.00 USD: the planner's commit leaves the plan pending, the budget page
+    lists it, a finance key's approval (a double click: once) commits it, and a rejection needs a note."""
+    etag = client.get(f"/v1/budgets/{world['id']}").headers["ETag"]
+    asked = client.patch(
+        f"/v1/budgets/{world['id']}", json={"approval_above": "1.00"}, headers={"If-Match": etag}
+    )
+    assert asked.status_code == 200
+    plan_path = save(browser, name="big run", budget_id=world["id"]).headers["Location"]
+    page = browser.get(plan_path).get_data(as_text=True)
+    browser.post(f"{plan_path}/commit", data=hidden_fields(page, f"{plan_path}/commit"), headers=ORIGIN)
+    waiting = browser.get(plan_path).get_data(as_text=True)
+    assert "status-pending_approval" in waiting
+    assert "for a finance or admin key to approve or reject it" in waiting
+    assert f'action="{plan_path}/decide"' not in waiting  # a planner does not decide
+    budget_page = browser.get(f"/budgets/{world['id']}").get_data(as_text=True)
+    assert "Waiting for approval" in budget_page
+    assert "big run" in budget_page
+    assert client.get(f"/v1/budgets/{world['id']}").get_json()["committed"] == "0.00"
+
+    finance = signed_in(app, issue_key("finance", "acme"))
+    page = finance.get(plan_path).get_data(as_text=True)
+    form = hidden_fields(page, f"{plan_path}/decide")
+    unexplained = finance.post(f"{plan_path}/decide", data={**form, "decision": "reject"}, headers=ORIGIN)
+    assert unexplained.status_code == 422
+    assert "Say why in the note" in unexplained.get_data(as_text=True)
+    decision = {**form, "decision": "approve", "note": "Roadmap item 4."}
+    first = finance.post(f"{plan_path}/decide", data=decision, headers=ORIGIN)
+    second = finance.post(f"{plan_path}/decide", data=decision, headers=ORIGIN)  # a double click
+    assert first.status_code == second.status_code == 303
+
+    approved = finance.get(plan_path).get_data(as_text=True)
+    assert "status-committed" in approved
+    assert "Roadmap item 4." in approved
+    plan = client.get(f"/v1{plan_path}").get_json()
+    assert client.get(f"/v1/budgets/{world['id']}").get_json()["committed"] == plan["cost"]
+    assert len(client.get(f"/v1/budgets/{world['id']}/ledger").get_json()["items"]) == 1
+
+
 def test_a_forged_idempotency_key_is_refused(browser):
     planner = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
     fields = {**hidden_fields(planner, "/plans"), "idempotency_key": "x" * 300}

@@ -261,6 +261,11 @@ BUDGET_ACCOUNT_FIELDS = (
     ("period_end", str, "End of its period (exclusive), ISO 8601 with an offset."),
     ("max_flops", float, "Cap on the training FLOPs committed against it."),
     ("max_accelerator_hours", float, "Cap on the accelerator-hours committed against it."),
+    (
+        "approval_above",
+        str,
+        "Plans costing more than this wait, when committed, for a finance or admin key's approval.",
+    ),
 )
 BUDGET_ORGANIZATION = (("organization", str, "Slug of the organisation the budget belongs to."),)
 BODY_HELP = "A JSON file (- for stdin) of request fields the options do not cover, e.g. shape; options win."
@@ -277,7 +282,7 @@ METAVARS = {
     "budget_id": "ID",
     **dict.fromkeys(("start_at", "period_start", "period_end"), "TIME"),
     **dict.fromkeys(("organization", "hardware", "law"), "SLUG"),
-    **dict.fromkeys(("cost", "amount", "price_per_hour"), "AMOUNT"),
+    **dict.fromkeys(("cost", "amount", "price_per_hour", "approval_above"), "AMOUNT"),
     "currency": "CODE",
     **dict.fromkeys(
         ("scale_up_gb_per_second", "scale_out_gb_per_second", "checkpoint_write_gb_per_second"), "GB/S"
@@ -876,7 +881,20 @@ def plan_rows(plan: Json) -> Rows:
     result = plan.get("result") or {}
     performance = (result.get("estimate") or {}).get("performance") or {}
     experts = allocated_experts_rows(result) or experts_rows(performance)
-    return named_rows(plan, PLAN_ROWS) + experts + warning_rows(result)
+    return named_rows(plan, PLAN_ROWS) + approval_rows(plan) + experts + warning_rows(result)
+
+
+def approval_rows(plan: Json) -> Rows:
+    """Who asked for the plan's approval, and what was decided (nothing for a plan that never asked)."""
+    approval = plan.get("approval")
+    if not approval:
+        return []
+    asked = f"asked {approval['requested_at']} by {approval['requested_by']}"
+    if approval["decision"] is None:
+        return [["approval", f"{asked}; waiting for a finance or admin key"]]
+    decided = f"{approval['decision']} {approval['decided_at']} by {approval['decided_by']}"
+    note = f": {approval['note']}" if approval.get("note") else ""
+    return [["approval", f"{asked}; {decided}{note}"]]
 
 
 # --- The command tree ---------------------------------------------------------------------------------------
@@ -1307,7 +1325,7 @@ def key_revoke(key_uuid: str) -> None:
 
 @planner.group()
 def plan() -> None:
-    """Plans: create, list, show, revise, commit, cancel, compare."""
+    """Plans: create, list, show, revise, commit, approve or reject, cancel, compare."""
 
 
 PLAN_REQUEST = (PLAN_FIELDS, ESTIMATE_MODEL_FIELDS, BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS)
@@ -1361,7 +1379,9 @@ def plan_revise(plan_id: str, unset: Sequence[str], **options: Any) -> None:
     show(client.revise_plan(plan_id, changes, idempotency_key=options["idempotency_key"]), plan_rows)
 
 
-PLAN_STATUSES = click.Choice(["draft", "committed", "running", "completed", "failed", "cancelled"])
+PLAN_STATUSES = click.Choice(
+    ["draft", "pending_approval", "rejected", "committed", "running", "completed", "failed", "cancelled"]
+)
 
 
 @plan.command("list")
@@ -1392,8 +1412,28 @@ def plan_show(plan_id: str) -> None:
 @click.argument("plan_id")
 @click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
 def plan_commit(plan_id: str, idempotency_key: str | None) -> None:
-    """Reserve draft PLAN_ID's cost, FLOPs and accelerator-hours on its budget (409 if they do not fit)."""
+    """Reserve draft PLAN_ID's cost, FLOPs and accelerator-hours on its budget (409 if they do not fit); a
+    plan costing more than its budget's approval_above waits for approval instead (pending_approval)."""
     show(settings().client.commit_plan(plan_id, idempotency_key=idempotency_key), plan_rows)
+
+
+@plan.command("approve")
+@click.argument("plan_id")
+@click.option("--note", help="Why (kept with the plan and sent with its event).")
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def plan_approve(plan_id: str, note: str | None, idempotency_key: str | None) -> None:
+    """Approve plan PLAN_ID, pending approval (finance): it is committed, reserved on its budget now."""
+    approved = settings().client.approve_plan(plan_id, note=note, idempotency_key=idempotency_key)
+    show(approved, plan_rows)
+
+
+@plan.command("reject")
+@click.argument("plan_id")
+@click.option("--note", required=True, help="Why not (kept with the plan and sent with its event).")
+@click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
+def plan_reject(plan_id: str, note: str, idempotency_key: str | None) -> None:
+    """Reject plan PLAN_ID, pending approval (finance): nothing is reserved on its budget."""
+    show(settings().client.reject_plan(plan_id, note=note, idempotency_key=idempotency_key), plan_rows)
 
 
 @plan.command("cancel")

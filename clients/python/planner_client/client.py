@@ -290,6 +290,19 @@ class PlannerClient:
     def commit_plan(self, plan_id: str, *, idempotency_key: str | None = None) -> Json:
         return self._json("POST", f"/v1/plans/{plan_id}/commit", headers=self._idempotent(idempotency_key))
 
+    def approve_plan(
+        self, plan_id: str, *, note: str | None = None, idempotency_key: str | None = None
+    ) -> Json:
+        """pending_approval -> committed (finance or admin): reserved on its budget as it is now."""
+        body = {} if note is None else {"note": note}
+        path = f"/v1/plans/{plan_id}/approve"
+        return self._json("POST", path, json=body, headers=self._idempotent(idempotency_key))
+
+    def reject_plan(self, plan_id: str, *, note: str, idempotency_key: str | None = None) -> Json:
+        """pending_approval -> rejected (finance or admin), saying why: nothing is reserved."""
+        path = f"/v1/plans/{plan_id}/reject"
+        return self._json("POST", path, json={"note": note}, headers=self._idempotent(idempotency_key))
+
     def cancel_plan(self, plan_id: str, *, idempotency_key: str | None = None) -> Json:
         return self._json("POST", f"/v1/plans/{plan_id}/cancel", headers=self._idempotent(idempotency_key))
 

@@ -62,6 +62,7 @@ class Budget(Base):
         CheckConstraint("spent >= 0 AND overrun >= 0", name="spent_not_negative"),
         CheckConstraint("period_end > period_start", name="period_ordered"),
         CheckConstraint("max_flops IS NULL OR max_flops > 0", name="max_flops_positive"),
+        CheckConstraint("approval_above IS NULL OR approval_above >= 0", name="approval_above_not_negative"),
         CheckConstraint(
             "max_accelerator_hours IS NULL OR max_accelerator_hours > 0",
             name="max_accelerator_hours_positive",
@@ -105,6 +106,9 @@ class Budget(Base):
     # The quantile of a plan's cost its commitment charges (0.8: P80, from the estimate's interval); NULL: the
     # point value.
     commit_quantile: Mapped[float | None] = mapped_column(Float)
+    # Plans charged more than this (in its currency) wait for a finance or admin key's approval before the
+    # ledger reserves anything; NULL: none do.
+    approval_above: Mapped[Decimal | None] = mapped_column(Money)
     labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

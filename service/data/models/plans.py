@@ -45,13 +45,17 @@ if TYPE_CHECKING:
 class PlanStatus(enum.StrEnum):
     """Where a plan is in its life. The one list of statuses.
 
-    A draft may be committed (its cost reserved on its budget) or cancelled. A committed plan may be cancelled
-    (its reservation released) or started; it starts by itself with its first usage record. A running plan
-    reports usage and ends completed or failed: the part of its reservation it did not spend goes back to
-    its budget.
+    A draft may be committed (its cost reserved on its budget) or cancelled. When its budget asks for
+    approval above an amount (`Budget.approval_above`) and the plan costs more, committing it makes it
+    pending approval instead: a finance or admin key approves it (committed, reserved then) or rejects it
+    (rejected, nothing ever reserved). A committed plan may be cancelled (its reservation released) or
+    started; it starts by itself with its first usage record. A running plan reports usage and ends completed
+    or failed: the part of its reservation it did not spend goes back to its budget.
     """
 
     DRAFT = "draft"
+    PENDING_APPROVAL = "pending_approval"
+    REJECTED = "rejected"
     COMMITTED = "committed"
     RUNNING = "running"
     COMPLETED = "completed"
@@ -137,6 +141,13 @@ class Plan(Base):
     cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # completed or failed
+    # Approval, when its budget asked for it: who asked (by committing) and when; who approved or rejected it,
+    # when, and why.
+    approval_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    approval_requested_by: Mapped[str | None] = mapped_column(String(64))
+    approval_decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    approval_decided_by: Mapped[str | None] = mapped_column(String(64))
+    approval_note: Mapped[str | None] = mapped_column(String(1000))
     # What its usage records add up to, kept in their transactions: hours and money spent, and the tokens
     # trained by the latest record (each reports the run's tokens so far).
     actual_accelerator_hours: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
@@ -166,6 +177,23 @@ class Plan(Base):
     def progress(self) -> Progress:
         """How far its run is, and where its cost is heading."""
         return Progress.of(self.status, self.cost, self.actual_cost, self.tokens, self.tokens_trained)
+
+    @property
+    def approval(self) -> dict[str, Any] | None:
+        """Its approval, if its budget asked for one: who asked and when, and what was decided."""
+        if self.approval_requested_at is None:
+            return None
+        decision = None
+        if self.approval_decided_at is not None:
+            decision = "rejected" if self.status == PlanStatus.REJECTED else "approved"
+        return {
+            "requested_at": self.approval_requested_at,
+            "requested_by": self.approval_requested_by,
+            "decision": decision,
+            "decided_at": self.approval_decided_at,
+            "decided_by": self.approval_decided_by,
+            "note": self.approval_note,
+        }
 
     @property
     def estimate_at_completion(self) -> Decimal | None:
