@@ -211,7 +211,7 @@ def test_an_estimate_at_a_given_mfu_has_intervals_of_whole_runs_only(client, cat
 
 
 def test_unpriced_hardware_has_no_cost_interval(client, catalog):
-    body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, hardware="mi300x").get_json()
+    body = estimate(client, params=7e9, tokens=1.4e11, accelerators=64, hardware="mi325x").get_json()
     assert body["cost"] is None
     assert body["intervals"]["cost"] is None
     assert "uncalibrated hardware" in body["intervals"]["categories"]

@@ -49,6 +49,8 @@ SOURCE_PRICES = {
     "h100-sxm": "6.88",
     "h200": "7.91",
     "b200": "14.24",
+    "gb200": "16.00",  # Oracle OCI BM.GPU.GB200.4, per GPU-hour (2026-09)
+    "mi300x": "6.00",  # Oracle OCI BM.GPU.MI300X.8, per GPU-hour; Azure ND MI300X v5 48.00 / 8 (2026-09)
     "tpu-v5e": "1.20",
     "tpu-v5p": "4.20",
     "tpu-v6e": "2.70",
