@@ -235,6 +235,15 @@ class CostRowSchema(ma.Schema):
     )
     actual_accelerator_hours = ma.fields.Float()
     actual_cost = MoneyField(dump_only=True)
+    off_schedule_accelerator_hours = ma.fields.Float(
+        metadata={
+            "description": "Of actual_accelerator_hours, what usage records beginning before their plan's "
+            "start_at or ending after its end_at reported (accepted, and flagged)."
+        }
+    )
+    off_schedule_cost = MoneyField(
+        dump_only=True, metadata={"description": "Of actual_cost, what those records spent."}
+    )
     variance_cost = signed_money(
         "Measure both: actual_cost - planned_cost (negative: under plan).", example="-8.15", allow_none=True
     )
@@ -264,6 +273,8 @@ class CostTotalsSchema(ma.Schema):
     actual_plans = ma.fields.Integer()
     actual_accelerator_hours = ma.fields.Float()
     actual_cost = MoneyField(dump_only=True)
+    off_schedule_accelerator_hours = ma.fields.Float()
+    off_schedule_cost = MoneyField(dump_only=True)
     variance_cost = signed_money("actual_cost - planned_cost.", example="-8.15", allow_none=True)
     variance_percent = ma.fields.Float(allow_none=True)
 

@@ -27,6 +27,7 @@ from service.services.reports import (
     period_bounds,
     period_column,
     plan_filters,
+    summed_columns,
     summed_cost,
     usage_per_plan,
 )
@@ -74,6 +75,7 @@ FOCUS_COLUMNS = (
     "PricingCategory",
     "Tags",
     "x_PlanStatus",
+    "x_OffScheduleCost",
 )
 FOCUS_GRANULARITIES = ("day", "month")
 
@@ -108,13 +110,15 @@ def focus_rows(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -
     assert period is not None  # a day or a month
     keys: list[SQLColumnExpression[Any]] = [period, UsageDay.plan_id, UsageDay.currency]
     per_plan = usage_per_plan(keys, query, scope, dialect)
-    sums = [per_plan.c.cost] if dialect != "sqlite" else [per_plan.c.cost_units, per_plan.c.cost_millionths]
+    sums = summed_columns(per_plan, dialect)
+    off_schedule = summed_columns(per_plan, dialect, "off_schedule_cost")
     stmt = (
         select(
             per_plan.c.period,
             per_plan.c.currency,
             per_plan.c.accelerator_hours,
             *sums,
+            *off_schedule,
             Plan.id,
             Plan.name,
             Plan.labels,
@@ -141,8 +145,9 @@ def _focus_row(record: Sequence[Any], granularity: str, *, cost_columns: int) ->
     values = list(record)
     period, currency, hours = values[:3]
     cost = summed_cost(values[3 : 3 + cost_columns]) or Decimal(0)
+    off_schedule = summed_cost(values[3 + cost_columns : 3 + 2 * cost_columns]) or Decimal(0)
     plan_id, plan_name, labels, status, org_slug, org_name, budget_id, budget_name, hardware = values[
-        3 + cost_columns :
+        3 + 2 * cost_columns :
     ]
     charge = period_bounds(period, granularity)
     billing = period_bounds(charge["period_start"][:7], "month")  # the calendar month of the charge
@@ -191,6 +196,8 @@ def _focus_row(record: Sequence[Any], granularity: str, *, cost_columns: int) ->
         "PricingCategory": "Standard",
         "Tags": json.dumps(tags, ensure_ascii=False, sort_keys=True, separators=(",", ":")),
         "x_PlanStatus": status,
+        # Of BilledCost, what usage before the plan's start_at or after its end_at spent.
+        "x_OffScheduleCost": off_schedule,
     }
 
 

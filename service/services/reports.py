@@ -374,17 +374,25 @@ def at_most_max_rows(found: Sequence[Any]) -> Sequence[Any]:
 
 
 def cost_sums(
-    dialect: str, amount: SQLColumnExpression[Decimal | None]
+    dialect: str, amount: SQLColumnExpression[Decimal | None], name: str = "cost"
 ) -> list[Label[Decimal | None]] | list[Label[int]]:
-    """Exact sums of amounts. SQLite holds amounts as integer millionths, whose 64-bit sum overflows past
-    9.2e12: there, whole units and millionths are summed apart (each far from overflowing)."""
+    """Exact sums of amounts, labelled `name` (SQLite: `name`_units and `name`_millionths). SQLite holds
+    amounts as integer millionths, whose 64-bit sum overflows past 9.2e12: there, whole units and millionths
+    are summed apart (each far from overflowing)."""
     if dialect != "sqlite":
-        return [func.sum(amount).label("cost")]
+        return [func.sum(amount).label(name)]
     stored = cast(amount, Integer)
     return [
-        func.sum(stored // MILLION).label("cost_units"),
-        func.sum(stored % MILLION).label("cost_millionths"),
+        func.sum(stored // MILLION).label(f"{name}_units"),
+        func.sum(stored % MILLION).label(f"{name}_millionths"),
     ]
+
+
+def summed_columns(table: Subquery, dialect: str, name: str = "cost") -> list[ColumnElement[Any]]:
+    """The columns of `table` that cost_sums labelled `name`."""
+    if dialect != "sqlite":
+        return [table.c[name]]
+    return [table.c[f"{name}_units"], table.c[f"{name}_millionths"]]
 
 
 def summed_cost(sums: Sequence[Decimal | int | None]) -> Decimal | None:
@@ -484,13 +492,16 @@ def usage_per_plan(
     keys: list[SQLColumnExpression[Any]], query: CostQuery, scope: uuid.UUID | None, dialect: str
 ) -> Subquery:
     """The days of usage in the query's window summed per plan and `keys` (the plan, its period, its
-    currency), in the caller's scope and the query's organisation: what reports of spend join to plans."""
+    currency), in the caller's scope and the query's organisation: what reports of spend join to plans.
+    With the part of the hours and cost that records off their plan's schedule used and spent."""
     first_day, end_day = _days(query)
     stmt = (
         select(
             *keys,
             func.sum(UsageDay.accelerator_hours).label("accelerator_hours"),
             *cost_sums(dialect, UsageDay.cost),
+            func.sum(UsageDay.off_schedule_accelerator_hours).label("off_schedule_accelerator_hours"),
+            *cost_sums(dialect, UsageDay.off_schedule_cost, "off_schedule_cost"),
         )
         .where(UsageDay.day >= first_day, UsageDay.day < end_day)
         .group_by(*keys)

@@ -41,13 +41,22 @@ from service.services.reports import (
     period_floor,
     plan_filters,
     planned_sums,
+    summed_columns,
     summed_cost,
     too_many_rows,
     usage_per_plan,
 )
 
 PLANNED_METRICS = ("planned_plans", "planned_accelerator_hours", "planned_cost")
-ACTUAL_METRICS = ("actual_plans", "actual_accelerator_hours", "actual_cost")
+# Of the actual, what usage off the plans' schedules used and spent (records before a plan's start_at or
+# after its end_at: accepted, and flagged).
+ACTUAL_METRICS = (
+    "actual_plans",
+    "actual_accelerator_hours",
+    "actual_cost",
+    "off_schedule_accelerator_hours",
+    "off_schedule_cost",
+)
 VARIANCE_METRICS = ("variance_cost", "variance_percent")
 # The columns of every finance CSV, whatever the measure (a side not measured is blank).
 FINANCE_METRICS = (*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS)
@@ -122,9 +131,14 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
         row, (plans, hours, _flops, cost) = row_of(record)
         row.update(planned_plans=plans, planned_accelerator_hours=hours, planned_cost=cost)
     for record in actual:
-        row, (plans, hours, *sums) = row_of(record)
+        row, (plans, hours, off_hours, *sums) = row_of(record)
+        cost, off_cost = sums[: len(sums) // 2], sums[len(sums) // 2 :]
         row.update(
-            actual_plans=plans, actual_accelerator_hours=hours, actual_cost=summed_cost(sums) or Decimal(0)
+            actual_plans=plans,
+            actual_accelerator_hours=hours,
+            actual_cost=summed_cost(cost) or Decimal(0),
+            off_schedule_accelerator_hours=off_hours,
+            off_schedule_cost=summed_cost(off_cost) or Decimal(0),
         )
     if query.granularity != "none":
         _fill_periods(rows, query)
@@ -134,8 +148,8 @@ def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None)
 
 
 def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequence[Any]:
-    """Per (period, groups, currency): plans with usage, accelerator_hours and the cost sums of the usage days
-    in the window.
+    """Per (period, groups, currency): plans with usage, accelerator_hours, off-schedule accelerator-hours
+    and the cost sums, then the off-schedule cost sums, of the usage days in the window.
 
     Summed per plan and period first, over usage_days alone (its (organization_id, day) index serves an
     organisation's window), so that the join to plans for their groups and filters meets one row per plan
@@ -155,19 +169,17 @@ def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequ
         *groups,
         per_plan.c.currency,
     ]
-    sums = (
-        [func.sum(per_plan.c.cost).label("cost")]
-        if dialect != "sqlite"
-        else [
-            func.sum(per_plan.c.cost_units).label("cost_units"),
-            func.sum(per_plan.c.cost_millionths).label("cost_millionths"),
-        ]
-    )
+    sums = [
+        func.sum(column)
+        for name in ("cost", "off_schedule_cost")
+        for column in summed_columns(per_plan, dialect, name)
+    ]
     stmt = (
         select(
             *keys,
             func.count(func.distinct(per_plan.c.plan_id)).label("plans"),
             func.sum(per_plan.c.accelerator_hours).label("accelerator_hours"),
+            func.sum(per_plan.c.off_schedule_accelerator_hours),
             *sums,
         )
         .join_from(per_plan, Plan, Plan.id == per_plan.c.plan_id)
@@ -219,6 +231,8 @@ def _zeros(currency: str | None, measure: str) -> dict[str, Any]:
         "actual_plans": 0 if actual else None,
         "actual_accelerator_hours": 0.0 if actual else None,
         "actual_cost": Decimal(0) if actual else None,
+        "off_schedule_accelerator_hours": 0.0 if actual else None,
+        "off_schedule_cost": Decimal(0) if actual else None,
     }
 
 

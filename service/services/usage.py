@@ -418,27 +418,41 @@ def days_of(start: datetime, end: datetime) -> Iterator[tuple[date, float]]:
         day = day_end.date()
 
 
-def _add_to_days(session: Session, record: UsageRecord) -> None:
-    """Spread the record over its days in proportion to time; the last day takes the cost's rounding."""
-    days = list(days_of(record.period_start, record.period_end))
-    allotted = Decimal(0)
-    rows = []
+def day_pieces(
+    start: datetime, end: datetime, hours: float, cost: Decimal
+) -> list[tuple[date, float, Decimal]]:
+    """A record's hours and cost by the UTC days of its period, in proportion to time: each day's hours and
+    cost to the millionth, the last day taking the cost's rounding (so the pieces add up to it)."""
+    days = list(days_of(start, end))
+    pieces, allotted = [], Decimal(0)
     for index, (day, share) in enumerate(days):
         if index == len(days) - 1:
-            cost = record.cost - allotted
+            piece = cost - allotted
         else:
-            cost = (record.cost * Decimal(repr(share))).quantize(MONEY_QUANTUM, ROUND_HALF_UP)
-            allotted += cost
-        rows.append(
-            {
-                "plan_id": record.plan_id,
-                "day": day,
-                "organization_id": record.organization_id,
-                "accelerator_hours": record.accelerator_hours * share,
-                "cost": cost,
-                "currency": record.currency,
-            }
+            piece = (cost * Decimal(repr(share))).quantize(MONEY_QUANTUM, ROUND_HALF_UP)
+            allotted += piece
+        pieces.append((day, hours * share, piece))
+    return pieces
+
+
+def _add_to_days(session: Session, record: UsageRecord) -> None:
+    """Add the record to its plan's days (day_pieces), and to their off-schedule figures if it is off it."""
+    off = 1 if record.off_schedule else 0
+    rows = [
+        {
+            "plan_id": record.plan_id,
+            "day": day,
+            "organization_id": record.organization_id,
+            "accelerator_hours": hours,
+            "cost": cost,
+            "currency": record.currency,
+            "off_schedule_accelerator_hours": hours * off,
+            "off_schedule_cost": cost * off,
+        }
+        for day, hours, cost in day_pieces(
+            record.period_start, record.period_end, record.accelerator_hours, record.cost
         )
+    ]
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     stmt = insert(UsageDay).values(rows)
@@ -447,6 +461,9 @@ def _add_to_days(session: Session, record: UsageRecord) -> None:
         set_={
             "accelerator_hours": UsageDay.accelerator_hours + stmt.excluded.accelerator_hours,
             "cost": UsageDay.cost + stmt.excluded.cost,
+            "off_schedule_accelerator_hours": UsageDay.off_schedule_accelerator_hours
+            + stmt.excluded.off_schedule_accelerator_hours,
+            "off_schedule_cost": UsageDay.off_schedule_cost + stmt.excluded.off_schedule_cost,
         },
     )
     session.execute(stmt)

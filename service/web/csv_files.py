@@ -69,6 +69,7 @@ def csv_response(
 FINANCE_DECIMALS = {
     "planned_accelerator_hours": 2,
     "actual_accelerator_hours": 2,
+    "off_schedule_accelerator_hours": 2,
     "variance_percent": 2,
 }
 

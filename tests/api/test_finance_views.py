@@ -188,3 +188,39 @@ def test_the_console_and_the_command_line_show_the_same_money(
     assert cli.main([*argv, "--granularity=month", "--group-by=budget", "--format=csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert sum(money(row["planned_cost"]) for row in rows) == Decimal("500.00")
+
+
+def test_spend_off_the_plans_schedule_is_flagged_in_the_plan_and_every_report(client, world):
+    budget = make_budget(client, period_start=QUARTER["from"], period_end="2027-04-01T00:00:00Z")
+    plan = create_plan(client, budget_id=budget["id"], accelerators=1, start_at=START.isoformat())
+    assert transition(client, plan["id"], "commit").status_code == 200
+    # Twelve hours the day before the plan's start (a run that began early), then a day on schedule.
+    for start, end in (
+        ("2026-11-27T00:00:00Z", "2026-11-27T12:00:00Z"),
+        ("2026-11-29T00:00:00Z", "2026-11-30T00:00:00Z"),
+    ):
+        usage = {
+            "reporter": "slurm",
+            "period_start": start,
+            "period_end": end,
+            "accelerator_hours": 12.0 if start < "2026-11-28" else 24.0,
+        }
+        response = client.post(f"/v1/plans/{plan['id']}/usage", json=usage)
+        assert response.status_code == 201, response.get_json()
+    early = Decimal("30.00")  # 12 accelerator-hours at 2.50
+
+    shown = client.get(f"/v1/plans/{plan['id']}").get_json()
+    assert (money(shown["off_schedule_cost"]), shown["off_schedule_accelerator_hours"]) == (early, 12.0)
+    query = {**QUARTER, "granularity": "month", "measure": "both"}
+    report = client.get("/v1/reports/costs", query_string=query).get_json()
+    november = next(row for row in report["rows"] if row["period_start"] == "2026-11-01")
+    assert (money(november["actual_cost"]), money(november["off_schedule_cost"])) == (Decimal("90.00"), early)
+    assert november["off_schedule_accelerator_hours"] == 12.0
+    assert money(report["totals"][0]["off_schedule_cost"]) == early
+    rows = csv_lines(client.get("/v1/reports/costs", query_string={**query, "format": "csv"}))
+    assert sum(money(line["off_schedule_cost"]) for line in rows) == early
+    focus = csv_lines(client.get("/v1/reports/focus", query_string=QUARTER))
+    assert {line["ChargePeriodStart"][:10]: money(line["x_OffScheduleCost"]) for line in focus} == {
+        "2026-11-27": early,
+        "2026-11-29": Decimal(0),
+    }

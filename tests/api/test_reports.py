@@ -161,6 +161,8 @@ FINANCE_COLUMNS = [
     "actual_plans",
     "actual_accelerator_hours",
     "actual_cost",
+    "off_schedule_accelerator_hours",
+    "off_schedule_cost",
     "variance_cost",
     "variance_percent",
 ]

@@ -130,9 +130,9 @@ def test_both_sets_each_months_planned_beside_its_actual_and_the_variance(client
     ] * 3
     assert [(row["period_start"], row["period_end"]) for row in body["rows"]] == MONTHS
     assert [figures(row) for row in body["rows"]] == [
-        (1, 40.0, "100.00", 1, 24.0, "60.00", "-40.00", -40.0),
-        (0, 0.0, "0.00", 1, 24.5, "61.25", "61.25", None),  # nothing planned: no percentage
-        (1, 20.0, "50.00", 1, 8.0, "20.00", "-30.00", -60.0),
+        (1, 40.0, "100.00", 1, 24.0, "60.00", 0.0, "0.00", "-40.00", -40.0),
+        (0, 0.0, "0.00", 1, 24.5, "61.25", 0.0, "0.00", "61.25", None),  # nothing planned: no percentage
+        (1, 20.0, "50.00", 1, 8.0, "20.00", 0.0, "0.00", "-30.00", -60.0),
     ]
     assert body["totals"] == [
         {
@@ -143,6 +143,8 @@ def test_both_sets_each_months_planned_beside_its_actual_and_the_variance(client
             "actual_plans": 2,  # each plan once, though the January one spent in two months
             "actual_accelerator_hours": 56.5,
             "actual_cost": "141.25",
+            "off_schedule_accelerator_hours": 0.0,
+            "off_schedule_cost": "0.00",
             "variance_cost": "-8.75",
             "variance_percent": -5.83,
         }
@@ -158,7 +160,7 @@ def test_every_month_of_the_window_is_a_row_even_with_nothing_in_it(client, worl
     body = body_of(client, **QUARTER, measure="both", granularity="month")
 
     assert [(row["period_start"], row["currency"]) for row in body["rows"]] == [(m[0], None) for m in MONTHS]
-    assert {figures(row) for row in body["rows"]} == {(0, 0.0, None, 0, 0.0, "0.00", None, None)}
+    assert {figures(row) for row in body["rows"]} == {(0, 0.0, None, 0, 0.0, "0.00", 0.0, "0.00", None, None)}
 
 
 def test_a_group_seen_in_the_window_has_a_row_of_zeros_in_the_months_it_has_nothing(client, session, world):
@@ -255,6 +257,8 @@ def test_a_status_filters_the_actual_side_too_and_groups_by_it(client, session, 
         "actual_plans",
         "actual_accelerator_hours",
         "actual_cost",
+        "off_schedule_accelerator_hours",
+        "off_schedule_cost",
     ]
 
 
@@ -414,6 +418,8 @@ def test_the_csv_rounds_hours_and_money_to_the_hundredth_and_gives_its_totals_as
         "actual_plans": "1",
         "actual_accelerator_hours": "12.35",
         "actual_cost": "30.13",
+        "off_schedule_accelerator_hours": "0.00",
+        "off_schedule_cost": "0.00",
         "variance_cost": "-69.88",  # rounded from the exact -69.879, not the difference of rounded cells
         "variance_percent": "-69.88",
     }
@@ -523,6 +529,7 @@ def test_focus_is_one_usage_charge_per_plan_and_utc_day_in_the_columns_focus_nam
         "PricingCategory": "Standard",
         "Tags": first["Tags"],
         "x_PlanStatus": "running",
+        "x_OffScheduleCost": "0.00",
     }
     assert json.loads(first["Tags"]) == {
         "team": "alpha",

@@ -275,3 +275,6 @@ class UsageDay(Base):
     accelerator_hours: Mapped[float] = mapped_column(Float)
     cost: Mapped[Decimal] = mapped_column(Money)
     currency: Mapped[str] = mapped_column(String(3))
+    # Of those, what records off the plan's schedule (UsageRecord.off_schedule) used and spent.
+    off_schedule_accelerator_hours: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    off_schedule_cost: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default="0")
