@@ -74,9 +74,11 @@ def test_a_plan_above_it_waits_for_approval_and_reserves_nothing(client, session
     charged = make_budget(client, approval_above="400.00")
     plan = create_plan(client, budget_id=charged["id"])
 
-    response = transition(client, plan["id"], "commit", **{"X-Request-ID": "ask-1"})
+    response = transition(client, plan["id"], "commit", **{"X-Request-ID": "ask-1"}, **idempotency("ask"))
+    retried = transition(client, plan["id"], "commit", **idempotency("ask"))
 
     assert response.status_code == 202, response.get_json()
+    assert (retried.status_code, retried.get_json()) == (202, response.get_json())
     body = response.get_json()
     assert body["status"] == "pending_approval"
     assert body["committed_at"] is None
