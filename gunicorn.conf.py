@@ -89,3 +89,11 @@ def on_exit(_server):
 def child_exit(_server, worker):
     """A worker that exits (recycled, killed or timed out) leaves its counters behind, its gauges not."""
     multiprocess.mark_process_dead(worker.pid)
+
+
+def post_worker_init(worker):
+    """Each worker starts its app's background threads as it boots (service/infra/background.py): pending
+    webhook deliveries and fit jobs are taken up by a replica that receives no request."""
+    from service.infra import background  # noqa: PLC0415 -- in the worker, after the fork
+
+    background.start_all(worker.wsgi)

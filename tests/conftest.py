@@ -171,13 +171,22 @@ class BufferedClient(FlaskClient):
         return super().open(*args, **kwargs)
 
 
+LOOPBACK = "127.0.0.0/8,::1"
+
+
 def build_app(database_url: str, **settings) -> Flask:
     """The service for tests, on `database_url`; `on_transaction` puts it on a test's connection."""
     # No background runner or sender: they would share the test's connection from another thread. Tests run
     # fit jobs with service.workers.jobs.run_pending, and send webhooks with
     # service.workers.webhook_sender.deliver_due.
+    # Webhook receivers in tests run on this machine: loopback is allowed (the egress policy's own tests
+    # build apps without it).
     config = Config(
-        database_url=database_url, testing=True, fit_jobs_in_process=False, webhooks_in_process=False
+        database_url=database_url,
+        testing=True,
+        fit_jobs_in_process=False,
+        webhooks_in_process=False,
+        webhook_allowed_networks=LOOPBACK,
     )
     app = create_app(config.with_overrides(settings))
     app.test_client_class = BufferedClient

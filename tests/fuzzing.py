@@ -25,6 +25,7 @@ import schemathesis
 from service.core.shape import ModelShape
 from service.core.units import MAX_PARAMS, PF_DAY_FLOPS
 from service.core.validation import InvalidInput
+from service.infra.egress import literal_address
 from service.services.feed import FeedCursor
 from service.services.pagination import Cursor
 
@@ -197,6 +198,7 @@ def _keep_to_rules(case, world: World, pairs, keys):
         _shape_that_divides(case.body)
         _a_cluster_the_model_can_run(case.body)
         _future_expiry(case.body)
+        _a_receiver_by_name(case.body)
         _runs_that_make_a_law(case.body)
         _keys_that_match(case.body, keys)
     return case
@@ -639,6 +641,17 @@ def _matching(key: str, pattern: str) -> str:
     replaced = f"k{zlib.crc32(key.encode('utf-8', 'surrogatepass')):x}"
     assert re.fullmatch(pattern, replaced), f"{replaced} does not match {pattern}"
     return replaced
+
+
+def _a_receiver_by_name(body: dict) -> None:
+    """A webhook's URL names its host (its `url` description: an address literal outside public space is
+    refused, as the egress policy says, which no pattern can); a drawn address becomes a name."""
+    url = body.get("url")  # webhooks' only
+    if not isinstance(url, str):
+        return
+    match = re.match(r"^(https?://)(\[[^\]]*\]|[^/?#:]*)(.*)$", url)
+    if match and (match.group(2).startswith("[") or literal_address(match.group(2)) is not None):
+        body["url"] = f"{match.group(1)}hooks.example{match.group(3)}"
 
 
 def _future_expiry(body: dict) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from flask import current_app
+
 from service.api.base import (
     ETAG_HEADER,
     IF_MATCH_PARAMETER,
@@ -37,6 +41,11 @@ MANAGERS = ("planner", "finance")
 NO_STORE = {"Cache-Control": "no-store"}
 
 
+def egress_policy():
+    """Where this server's senders may deliver (WEBHOOK_ALLOWED_NETWORKS): a URL they may not is a 422."""
+    return webhook_sender.policy_of_app()
+
+
 @blp.get("")
 @requires(*MANAGERS)
 @blp.arguments(WebhookQuerySchema, location="query", as_kwargs=True)
@@ -56,7 +65,7 @@ def list_webhooks(limit, cursor, organization=None):
 def create_webhook(body):
     """Register an endpoint for an organisation's events. The response's `secret` is the only time it is
     shown."""
-    webhook = webhooks.create_webhook(get_session(), body, scope=scope())
+    webhook = webhooks.create_webhook(get_session(), body, scope=scope(), policy=egress_policy())
     return webhook, {"Location": f"/v1/webhooks/{webhook.id}", **etag_header(webhook), **NO_STORE}
 
 
@@ -78,7 +87,9 @@ def get_webhook(webhook_id):
 @conditional_write(blp)
 def update_webhook(body, webhook_id):
     """Change its url, event_types, active or description."""
-    webhook = webhooks.update_webhook(get_session(), webhook_id, body, scope=scope(), if_match=if_match())
+    webhook = webhooks.update_webhook(
+        get_session(), webhook_id, body, scope=scope(), if_match=if_match(), policy=egress_policy()
+    )
     return webhook, etag_header(webhook)
 
 
@@ -100,8 +111,13 @@ def delete_webhook(webhook_id):
 @blp.doc(parameters=[{**IF_MATCH_PARAMETER, "required": False}])
 def rotate_secret(webhook_id):
     """A new secret, shown this once and in force at once: every attempt from now on, retries of earlier
-    events included, is signed with it. If-Match is optional."""
-    webhook = webhooks.rotate_secret(get_session(), webhook_id, scope=scope(), if_match=if_match())
+    events included, is signed with it, and until `previous_secret_until` (WEBHOOK_SECRET_OVERLAP_SECONDS,
+    a day by default) with the secret it replaces too: two signatures in `webhook-signature`, so that a
+    receiver can change keys without refusing a delivery. If-Match is optional."""
+    overlap = timedelta(seconds=current_app.extensions["planner.config"].webhook_secret_overlap_seconds)
+    webhook = webhooks.rotate_secret(
+        get_session(), webhook_id, scope=scope(), if_match=if_match(), overlap=overlap
+    )
     return webhook, {**etag_header(webhook), **NO_STORE}
 
 

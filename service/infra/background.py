@@ -1,5 +1,6 @@
-"""Threads an app process runs beside its requests: each is started by the first request the process serves
-(after gunicorn forked it, so that every worker has its own) and ends with its process.
+"""Threads an app process runs beside its requests: each is started when the process boots as a gunicorn
+worker (its post_worker_init calls `start_all`, after the fork, so that every worker has its own), again by
+any request if it is not running, and ends with its process.
 
 `Periodic` is the shape they share: work every `interval` seconds, at once when woken, and after an error
 again within `pause_after_error` (the database away, or not yet migrated). The webhook sender and the
@@ -18,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 log = logging.getLogger(__name__)
 
 WEBHOOK_SENDER = "webhook_sender"  # the app's extension that holds its process's webhook sender
+THREADS = "planner.background"  # the app's extension that lists the keys of its threads
 
 
 class Periodic:
@@ -74,9 +76,9 @@ class Periodic:
 
 
 def started_by_requests(app: flask.Flask, key: str, thread: Periodic | None) -> None:
-    """Keep `thread` as the app's extension `key` (None: no thread, as in tests) and have each request
-    start it if it does not run (at no cost once it does)."""
-    app.extensions[key] = thread
+    """Keep `thread` as the app's extension `key` (None: no thread, as in tests), started by `start_all` and
+    by each request if it does not run (at no cost once it does)."""
+    register(app, key, thread)
 
     def start() -> None:
         running = flask.current_app.extensions.get(key)
@@ -84,6 +86,21 @@ def started_by_requests(app: flask.Flask, key: str, thread: Periodic | None) -> 
             running.start()
 
     app.before_request(start)
+
+
+def register(app: flask.Flask, key: str, thread: object | None) -> None:
+    """Keep `thread` (with a `start` method) as the app's extension `key`, for `start_all`."""
+    app.extensions[key] = thread
+    app.extensions.setdefault(THREADS, []).append(key)
+
+
+def start_all(app: flask.Flask) -> None:
+    """Start every thread the app has: when a worker process boots, so that work left pending by a
+    restart (webhook deliveries, fit jobs, expired keys) is taken up without waiting for a request."""
+    for key in app.extensions.get(THREADS, []):
+        thread = app.extensions.get(key)
+        if thread is not None:
+            thread.start()
 
 
 def wake_after_response(key: str) -> None:

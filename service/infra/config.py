@@ -60,6 +60,12 @@ class Config:
     webhook_max_attempts: int = (
         8  # the last is about 22 h after the first (service/workers/webhook_sender.py)
     )
+    # Deliveries go to public addresses only, unless named here: networks (10.1.0.0/16) or host names,
+    # comma-separated (service/infra/egress.py).
+    webhook_allowed_networks: str = ""
+    webhook_secret_overlap_seconds: int = 86_400  # a rotated secret signs beside the new one this long
+    webhook_concurrency: int = 8  # deliveries in flight at once, per process (threads waiting on receivers)
+    webhook_concurrency_per_endpoint: int = 2  # of which to one webhook
     sqlite_busy_timeout_ms: int = 5000
     db_pool_size: int = 5
     db_pool_timeout_seconds: int = 10  # waiting for a pooled connection before answering 503
@@ -103,6 +109,14 @@ class Config:
                 env, "WEBHOOK_TIMEOUT_SECONDS", default.webhook_timeout_seconds, minimum=1
             ),
             webhook_max_attempts=_int(env, "WEBHOOK_MAX_ATTEMPTS", default.webhook_max_attempts, minimum=1),
+            webhook_allowed_networks=env.get("WEBHOOK_ALLOWED_NETWORKS") or default.webhook_allowed_networks,
+            webhook_secret_overlap_seconds=_int(
+                env, "WEBHOOK_SECRET_OVERLAP_SECONDS", default.webhook_secret_overlap_seconds
+            ),
+            webhook_concurrency=_int(env, "WEBHOOK_CONCURRENCY", default.webhook_concurrency, minimum=1),
+            webhook_concurrency_per_endpoint=_int(
+                env, "WEBHOOK_CONCURRENCY_PER_ENDPOINT", default.webhook_concurrency_per_endpoint, minimum=1
+            ),
             sqlite_busy_timeout_ms=_int(env, "SQLITE_BUSY_TIMEOUT_MS", default.sqlite_busy_timeout_ms),
             db_pool_size=_int(env, "DB_POOL_SIZE", default.db_pool_size, minimum=1),
             db_pool_timeout_seconds=_int(

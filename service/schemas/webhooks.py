@@ -7,6 +7,7 @@ import re
 import marshmallow as ma
 from marshmallow import validate
 
+from service.infra import egress
 from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema
 from service.schemas.fields import SLUG_PATTERN, JsonBoolean, Text
 from service.services.events import EVENT_TYPES
@@ -18,7 +19,8 @@ MAX_URL_LENGTH = 2000
 # the OpenAPI description states. It leaves out credentials (user:password@), which everyone who may read
 # the webhook would see: receivers authenticate the sender by its signature instead.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-URL_PATTERN = rf"^https?://(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{{1,5}})?(?:[/?#][!-~]*)?$"
+_PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"  # 1-65535
+URL_PATTERN = rf"^https?://(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::{_PORT})?(?:[/?#][!-~]*)?$"
 
 
 def _is_url(url: str) -> None:
@@ -28,6 +30,10 @@ def _is_url(url: str) -> None:
         )
     if not re.fullmatch(URL_PATTERN, url):
         raise ma.ValidationError("Must be an http or https URL such as https://host/path.")
+    try:
+        egress.Target.of(url)  # parsed as the sender will parse it
+    except egress.Refused as refusal:
+        raise ma.ValidationError(str(refusal)) from None
 
 
 class WebhookSchema(StrictSchema):
@@ -46,8 +52,9 @@ class WebhookSchema(StrictSchema):
         validate=[validate.Length(max=MAX_URL_LENGTH), _is_url],
         metadata={
             "pattern": URL_PATTERN,
-            "description": "Where events are POSTed: http or https, any address the server can reach. "
-            "Redirects are not followed.",
+            "description": "Where events are POSTed: http or https, to a public address unless the operator "
+            "allows internal ones (WEBHOOK_ALLOWED_NETWORKS), checked on the address each delivery connects "
+            "to. Redirects are not followed.",
             "example": "https://orchestrator.internal/hooks/planner",
         },
     )
@@ -67,6 +74,14 @@ class WebhookSchema(StrictSchema):
     created_by = ma.fields.String(dump_only=True, metadata={"description": "Key id of its creator."})
     created_at = ma.fields.AwareDateTime(dump_only=True)
     REQUEST = WebhookFields
+    previous_secret_until = ma.fields.AwareDateTime(
+        dump_only=True,
+        allow_none=True,
+        metadata={
+            "description": "After a rotation: until when deliveries are signed with the secret before it too "
+            "(a second signature); null when only one secret signs."
+        },
+    )
 
 
 class IssuedWebhookSchema(WebhookSchema):

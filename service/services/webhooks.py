@@ -2,8 +2,9 @@
 says (https://www.standardwebhooks.com), and their deliveries.
 
 The secret is made here, shown once (in the response that creates or rotates it) and kept as it is, since
-signing needs it. Any URL the server can reach may be registered, which is why only planner, finance and
-admin keys may (README, Webhooks).
+signing needs it. A URL is refused at registration when the sender could not send to it, or when its host is
+an address the egress policy forbids (service/infra/egress.py; host names are checked at each delivery, on
+what they resolve to then).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import hmac
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from service.data.models import Webhook, WebhookDelivery, utcnow
-from service.infra import actors
+from service.infra import actors, egress
 from service.services import organizations
 from service.services.changes import Changes
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
@@ -50,11 +51,16 @@ def new_secret() -> str:
 
 
 def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
-    """The `webhook-signature` header: `v1,` and the base64 of HMAC-SHA256 over `id.timestamp.body`, keyed
-    with the secret's decoded bytes."""
+    """A signature of the `webhook-signature` header: `v1,` and the base64 of HMAC-SHA256 over
+    `id.timestamp.body`, keyed with the secret's decoded bytes."""
     key = base64.b64decode(secret.removeprefix(SECRET_PREFIX))
     signed = f"{message_id}.{timestamp}.{body}".encode()
     return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+
+
+def signatures(secrets_in_force: list[str], message_id: str, timestamp: int, body: str) -> str:
+    """The `webhook-signature` header: one signature per secret in force, space-separated."""
+    return " ".join(sign(secret, message_id, timestamp, body) for secret in secrets_in_force)
 
 
 def _in_order(event_types: list[str]) -> list[str]:
@@ -87,14 +93,25 @@ def get_webhook(session: Session, webhook_id: uuid.UUID, *, scope: uuid.UUID | N
     return webhook
 
 
-def create_webhook(session: Session, fields: WebhookFields, *, scope: uuid.UUID | None) -> Webhook:
+def _allowed(url: str, policy: egress.Policy) -> str:
+    """The URL, if the policy allows its host as written (a 422 at url otherwise)."""
+    try:
+        policy.check_literal(egress.Target.of(url))
+    except egress.Refused as refusal:
+        raise InvalidFieldError("url", str(refusal)) from None
+    return url
+
+
+def create_webhook(
+    session: Session, fields: WebhookFields, *, scope: uuid.UUID | None, policy: egress.Policy
+) -> Webhook:
     """A new webhook; its `secret` is in the returned record, for the one response that shows it."""
     assert fields.organization_slug is not None, "a new webhook's organization is required (WebhookSchema)"
     assert fields.url is not None, "a new webhook's url is required (WebhookSchema)"
     organization = organizations.named_in_body(session, fields.organization_slug, scope=scope)
     webhook = Webhook(
         organization=organization,
-        url=fields.url,
+        url=_allowed(fields.url, policy),
         secret=new_secret(),
         event_types=_in_order(fields.event_types or []),
         active=True if fields.active is None else fields.active,
@@ -114,6 +131,7 @@ def update_webhook(
     *,
     scope: uuid.UUID | None,
     if_match: str | None,
+    policy: egress.Policy,
 ) -> Webhook:
     """PATCH: url, event_types, active, description. Queued deliveries go to the URL in force at each
     attempt; an inactive webhook's wait until it is active again."""
@@ -122,7 +140,7 @@ def update_webhook(
     if fields.given_or("organization_slug", webhook.organization_slug) != webhook.organization_slug:
         raise InvalidFieldError("organization", "A webhook cannot move to another organization.")
     if fields.sets("url"):
-        webhook.url = fields.url or webhook.url  # the schema refuses null
+        webhook.url = _allowed(fields.url or webhook.url, policy)  # the schema refuses null
     if fields.sets("event_types"):
         webhook.event_types = _in_order(fields.event_types or [])
     if fields.sets("active") and fields.active is not None:
@@ -134,12 +152,20 @@ def update_webhook(
 
 
 def rotate_secret(
-    session: Session, webhook_id: uuid.UUID, *, scope: uuid.UUID | None, if_match: str | None
+    session: Session,
+    webhook_id: uuid.UUID,
+    *,
+    scope: uuid.UUID | None,
+    if_match: str | None,
+    overlap: timedelta,
 ) -> Webhook:
-    """A new secret, in force at once: every attempt from now on, retries included, is signed with it."""
+    """A new secret, in force at once: every attempt from now on, retries included, is signed with it, and
+    for `overlap` with the secret it replaces too (a second signature), so that receivers can switch keys
+    without refusing a delivery."""
     webhook = get_webhook(session, webhook_id, scope=scope)
     if if_match is not None:  # optional here: rotating twice is as good as once
         require_version(if_match, webhook.version)
+    webhook.previous_secret, webhook.previous_secret_until = webhook.secret, utcnow() + overlap
     webhook.secret = new_secret()
     session.commit()
     return webhook

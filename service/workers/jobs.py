@@ -24,7 +24,7 @@ import flask
 from sqlalchemy import ColumnElement, and_, or_, select, update
 
 from service.data.models import FitJob, utcnow
-from service.infra import actors, http_status, metrics
+from service.infra import actors, background, http_status, metrics
 from service.infra.after_commit import on_commit
 from service.infra.background import wake_after_response
 from service.infra.db import Database, get_db
@@ -193,6 +193,10 @@ class Runner:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
+    def start(self) -> None:
+        """Run what is pending now (as a worker boots: jobs a restart interrupted, their lease run out)."""
+        self.wake()
+
     def wake(self) -> None:
         with self._lock:
             self._wake.set()
@@ -218,7 +222,9 @@ class Runner:
 def init_app(app: flask.Flask) -> None:
     config = app.extensions["planner.config"]
     lease = timedelta(seconds=config.fit_job_lease_seconds)
-    app.extensions[EXTENSION_KEY] = Runner(get_db(app), lease) if config.fit_jobs_in_process else None
+    background.register(
+        app, EXTENSION_KEY, Runner(get_db(app), lease) if config.fit_jobs_in_process else None
+    )
 
 
 def wake_runner() -> None:

@@ -69,7 +69,7 @@ def test_a_webhook_is_changed_and_deleted_with_if_match(client, session, organiz
         json={
             "active": False,
             "event_types": ["plan.started"],
-            "url": "http://10.0.0.7:8080/h",
+            "url": "http://hooks.acme.internal:8080/h",
             "description": None,
         },
         headers={"If-Match": '"1"'},
@@ -80,7 +80,7 @@ def test_a_webhook_is_changed_and_deleted_with_if_match(client, session, organiz
     assert (body["active"], body["event_types"], body["url"], body["description"]) == (
         False,
         ["plan.started"],
-        "http://10.0.0.7:8080/h",
+        "http://hooks.acme.internal:8080/h",
         None,
     )
     moved = client.patch(path, json={"organization": "globex"}, headers={"If-Match": '"2"'})

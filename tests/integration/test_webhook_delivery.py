@@ -22,19 +22,24 @@ from service import create_app
 from service.data.models import Organization, Webhook, WebhookDelivery, utcnow
 from service.infra.config import Config
 from service.infra.db import get_db
+from service.infra.egress import Policy
 from service.services import events
 from service.services.webhooks import new_secret
 from service.workers.webhook_sender import (
     EXTENSION_KEY,
+    NO_ANSWER,
     POLL_SECONDS,
     Sender,
     Settings,
     claim_next,
     deliver_due,
 )
-from tests.conftest import migrated
+from tests.conftest import LOOPBACK, migrated
 
-SETTINGS = Settings(timeout_seconds=5, max_attempts=3)
+# One delivery at a time, in the test's thread: the test's app works on one database connection.
+SETTINGS = Settings(
+    timeout_seconds=5, max_attempts=3, egress=Policy.allowing(LOOPBACK.split(",")), concurrency=1
+)
 LATER = timedelta(days=2)  # beyond any retry delay, jitter included
 
 
@@ -155,7 +160,7 @@ def test_a_failed_attempt_is_retried_later_with_the_same_webhook_id(app, session
     assert deliver_due(get_db(app), now=now, settings=SETTINGS) == 1
     waiting = delivery(session)
     assert (waiting.status, waiting.attempts, waiting.last_status_code) == ("pending", 1, 500)
-    assert waiting.last_error == "HTTP 500: nope"
+    assert waiting.last_error == "HTTP 500"  # the receiver's answer ("nope") is never kept
     assert timedelta(seconds=24) <= waiting.next_attempt_at - now <= timedelta(seconds=36)  # 30 s, +-20%
     assert deliver_due(get_db(app), now=now + timedelta(seconds=10), settings=SETTINGS) == 0  # not due yet
 
@@ -179,7 +184,7 @@ def test_a_delivery_fails_after_its_last_attempt(client, app, session, webhook, 
     failed = delivery(session)
     assert (failed.status, failed.attempts, failed.last_status_code) == ("failed", 3, 503)
     listed = client.get(f"/v1/webhooks/{webhook['id']}/deliveries").get_json()["items"][0]
-    assert (listed["status"], listed["last_error"]) == ("failed", "HTTP 503: nope")
+    assert (listed["status"], listed["last_error"]) == ("failed", "HTTP 503")
 
     assert client.post(f"/v1/webhooks/{webhook['id']}/deliveries/{failed.id}/retry").status_code == 200
     receiver.answers = [200]
@@ -211,7 +216,7 @@ def test_an_unreachable_receiver_is_recorded_and_retried(client, app, session, a
 
     unreachable = delivery(session)
     assert (unreachable.status, unreachable.attempts, unreachable.last_status_code) == ("pending", 1, None)
-    assert "refused" in unreachable.last_error.lower()
+    assert unreachable.last_error == NO_ANSWER  # not "refused": no port scanner
 
 
 def test_a_webhook_receives_only_the_types_it_asked_for(client, app, session, acme, receiver, publish):

@@ -81,6 +81,10 @@ class Webhook(Base):
     organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id", ondelete="RESTRICT"))
     url: Mapped[str] = mapped_column(String(2000))
     secret: Mapped[str] = mapped_column(String(100))
+    # After a rotation, the secret before it, still signing beside the new one until `previous_secret_until`
+    # (Standard Webhooks allows several signatures), so that receivers can change keys without a gap.
+    previous_secret: Mapped[str | None] = mapped_column(String(100))
+    previous_secret_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
     event_types: Mapped[list[str]] = mapped_column(JSON, default=list)  # empty: every type
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     description: Mapped[str | None] = mapped_column(String(200))
