@@ -11,17 +11,41 @@ from pathlib import Path
 # from an earlier run. Set it to choose the directory (it is emptied); otherwise a fresh one is made, in
 # memory where possible.
 worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() else None
+METRICS_PREFIX = "planner-metrics-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _remove_stale_metrics_dirs(parent: Path) -> None:
+    """A master killed with SIGKILL never runs on_exit: the directory it made (named by its pid) stays in
+    memory. Those of masters no longer alive are removed as a new one starts."""
+    for path in parent.glob(f"{METRICS_PREFIX}*"):
+        pid = path.name.removeprefix(METRICS_PREFIX).split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 _metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
 if _metrics_dir:
     shutil.rmtree(_metrics_dir, ignore_errors=True)
     os.makedirs(_metrics_dir)
 else:
-    _metrics_dir = tempfile.mkdtemp(prefix="planner-metrics-", dir=worker_tmp_dir)
+    _remove_stale_metrics_dirs(Path(worker_tmp_dir or tempfile.gettempdir()))
+    _metrics_dir = tempfile.mkdtemp(prefix=f"{METRICS_PREFIX}{os.getpid()}-", dir=worker_tmp_dir)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
 
 import json  # noqa: E402
 
 from gunicorn import glogging, util  # noqa: E402
+from gunicorn.http import wsgi  # noqa: E402
 from prometheus_client import multiprocess  # noqa: E402
 
 from service.infra import http_status  # noqa: E402
@@ -80,6 +104,20 @@ def _write_problem(sock, status: int, reason: str, detail: str) -> None:
 
 
 util.write_error = _write_problem  # what gunicorn's workers call to refuse a request
+
+_process_headers = wsgi.Response.process_headers
+
+
+def _closing_when_asked(self, headers):
+    """gunicorn drops the app's Connection header (hop-by-hop) and answers keep-alive; an app that asks to
+    close (a 413, whose unread body would be taken for the next request) gets the connection closed, and
+    the response says so."""
+    if any(name.lower() == "connection" and value.strip().lower() == "close" for name, value in headers):
+        self.must_close = True
+    return _process_headers(self, headers)
+
+
+wsgi.Response.process_headers = _closing_when_asked
 
 
 def on_exit(_server):

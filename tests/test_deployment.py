@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -140,3 +144,33 @@ def test_the_dockerfile_copies_what_the_server_needs_and_serves_with_the_same_co
     assert "COPY pyproject.toml README.md gunicorn.conf.py ./" in lines
     assert "COPY service ./service" in lines
     assert "COPY migrations ./migrations" in lines
+
+
+def test_a_starting_server_removes_the_metrics_directories_of_masters_that_were_killed(tmp_path):
+    """A SIGKILLed master never runs on_exit: its directory stayed in /dev/shm for good (issue 50)."""
+    shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+    stale = shm / "planner-metrics-999999999-killed"  # beyond any pid Linux gives
+    stale.mkdir(exist_ok=True)
+    (stale / "counter_1.db").write_bytes(b"x")
+    environment = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, runpy; runpy.run_path('gunicorn.conf.py'); "
+            "print(os.environ['PROMETHEUS_MULTIPROC_DIR'])",
+        ],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    made = Path(loaded.stdout.strip().splitlines()[-1])
+    try:
+        assert not stale.exists()
+        assert made.name.startswith("planner-metrics-")
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+        shutil.rmtree(stale, ignore_errors=True)

@@ -16,6 +16,10 @@ from decimal import ROUND_HALF_UP, Decimal
 from service.core.units import CENT
 
 FINISHED_STATUSES = ("completed", "failed")  # a plan's, as its status column spells them
+# Below this share of its tokens trained, a run's spend says too little of its pace to extrapolate (a
+# reporter's first token of 6e10 would forecast a hundred-dollar plan at billions): the plan is the forecast.
+MIN_SHARE_TO_EXTRAPOLATE = 0.01
+FORECAST_BASES = ("plan", "trend", "spent")
 
 
 @dataclass(frozen=True)
@@ -42,12 +46,21 @@ class Progress:
         return min(self.tokens_trained / self.planned_tokens, 1.0)
 
     @property
+    def basis(self) -> str:
+        """What the estimate at completion stands on: `spent` (the run finished, or trained all its tokens),
+        `trend` (its spend so far over the share trained), or `plan` (too little trained to extrapolate:
+        less than MIN_SHARE_TO_EXTRAPOLATE)."""
+        if self.finished or self.share_trained >= 1.0:
+            return "spent"
+        return "trend" if self.share_trained >= MIN_SHARE_TO_EXTRAPOLATE else "plan"
+
+    @property
     def estimate_at_completion(self) -> Decimal:
         """The cost the run will have when it completes: exact where it is a cost (spent, or planned), to the
         cent where it is a projection."""
-        if self.finished or self.share_trained >= 1.0:
+        if self.basis == "spent":
             return self.actual_cost
-        if self.tokens_trained <= 0:
+        if self.basis == "plan":
             return max(self.planned_cost, self.actual_cost)
         projected = (self.actual_cost / Decimal(repr(self.share_trained))).quantize(CENT, ROUND_HALF_UP)
         return max(self.actual_cost, projected)
@@ -60,10 +73,10 @@ class Progress:
         least what is spent); while it runs, what it has spent plus what remains of the estimate, stretched
         as the interval stretches the point; once finished (or without an interval), the estimate itself."""
         at_completion = self.estimate_at_completion
-        if interval is None or point is None or point <= 0 or self.finished or self.share_trained >= 1.0:
+        if interval is None or point is None or point <= 0 or self.basis == "spent":
             return at_completion, at_completion
         low, high = interval
-        if self.tokens_trained <= 0:
+        if self.basis == "plan":
             return max(low, self.actual_cost), max(high, self.actual_cost)
         remaining = at_completion - self.actual_cost
 
@@ -80,8 +93,8 @@ class Progress:
 
 
 def expected_end(started_at: datetime, reported_until: datetime, share_trained: float) -> datetime | None:
-    """When the run ends at the pace it has kept since it started; None before any progress."""
-    if share_trained <= 0 or reported_until <= started_at:
+    """When the run ends at the pace it has kept since it started; None before enough progress to say."""
+    if share_trained < MIN_SHARE_TO_EXTRAPOLATE or reported_until <= started_at:
         return None
     elapsed = (reported_until - started_at).total_seconds()
     try:

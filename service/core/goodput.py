@@ -79,7 +79,8 @@ def goodput(
     overhead = v.in_range("run_overhead", run_overhead, 0.0, MAX_RUN_OVERHEAD)
     delta = CHECKPOINT_BYTES_PER_PARAM * v.positive("params", params) / bandwidth
     per_hour = count * rate
-    if per_hour == 0:
+    if per_hour == 0 or math.isinf(3600.0 / per_hour):  # no failure expected (a subnormal rate: none either)
+        per_hour = 0.0
         kept = 1.0 - overhead
         return Goodput(0.0, math.inf, delta, math.inf, restart, kept, 0.0, seconds / kept, overhead)
     M = 3600.0 / per_hour

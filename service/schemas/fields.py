@@ -174,6 +174,14 @@ def budget_float(description: str, *, field: type[ma.fields.Float] = Number, **k
     )
 
 
+# Money a request may send: ASCII digits (Python's \d takes any script's), at most 12 before the point, which
+# every sum the service keeps of them holds (see service.data.models.MAX_MONEY). What the service answers may
+# be a total over many budgets: up to 18 digits.
+MONEY_PATTERN = r"^[0-9]{1,12}(\.[0-9]{1,6})?$"
+SUM_PATTERN = r"^[0-9]{1,18}(\.[0-9]{1,6})?$"
+SIGNED_SUM_PATTERN = r"^-?[0-9]{1,18}(\.[0-9]{1,6})?$"
+
+
 class MoneyField(ma.fields.Decimal):
     """Money as a decimal string ("1234.56"), never a JSON number, which would pass through a float."""
 
@@ -181,7 +189,7 @@ class MoneyField(ma.fields.Decimal):
         self.allow_zero = allow_zero
         metadata = {
             "example": "1234.56",
-            "pattern": r"^\d{1,12}(\.\d{1,6})?$",
+            "pattern": MONEY_PATTERN if not kwargs.get("dump_only") else SUM_PATTERN,
             # What a request may send; what the service answers may be zero ("committed": "0.00").
             **({} if allow_zero or kwargs.get("dump_only") else {"not": {"pattern": r"^0+(\.0+)?$"}}),
             **kwargs.pop("metadata", {}),
@@ -194,7 +202,7 @@ class MoneyField(ma.fields.Decimal):
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, str):
             raise ma.ValidationError('Must be a decimal string such as "1234.56", not a number.')
-        if not re.fullmatch(r"\d{1,12}(\.\d{1,6})?", value):
+        if not re.fullmatch(MONEY_PATTERN, value):
             raise ma.ValidationError("Must be a non-negative decimal with at most 12 digits and 6 decimals.")
         amount = super()._deserialize(value, attr, data, **kwargs)
         if amount == 0 and not self.allow_zero:
@@ -205,7 +213,7 @@ class MoneyField(ma.fields.Decimal):
 def signed_money(description: str, *, example: str = "-1234.56", **kwargs) -> MoneyField:
     """An amount the service answers that may be negative (a reversal, a budget spent past its amount, a
     run heading over its plan)."""
-    pattern = {"pattern": r"^-?\d{1,12}(\.\d{1,6})?$", "example": example, "description": description}
+    pattern = {"pattern": SIGNED_SUM_PATTERN, "example": example, "description": description}
     return MoneyField(dump_only=True, metadata=pattern, **kwargs)
 
 

@@ -182,7 +182,7 @@ def failures_field(**kwargs) -> Number:
     )
 
 
-ISO_DATE_PATTERN = r"^\d{4}(-\d{2}(-\d{2})?)?$"
+ISO_DATE_PATTERN = r"^[0-9]{4}(-[0-9]{2}(-[0-9]{2})?)?$"
 # What _is_reduced_iso_date admits, as the description states it: a year (not 0000), a month of it, or a date.
 _YEAR, _MONTH = "([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])", "(0[1-9]|1[0-2])"
 REDUCED_ISO_DATE = [

@@ -17,6 +17,7 @@ from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, St
 from service.schemas.fields import (
     LABEL_FILTER_VALUE,
     LABEL_KEY_PATTERN,
+    SIGNED_SUM_PATTERN,
     SLUG_PATTERN,
     LabelFilterField,
     MoneyField,
@@ -241,6 +242,13 @@ class PlanSummarySchema(ma.Schema):
     share_trained = ma.fields.Float(
         attribute="progress.share_trained", metadata={"description": "tokens_trained / tokens, at most 1."}
     )
+    forecast_basis = ma.fields.String(
+        attribute="progress.basis",
+        metadata={
+            "enum": ["plan", "trend", "spent"],
+            "description": "What estimate_at_completion stands on (see the budget forecast's runs).",
+        },
+    )
     estimate_at_completion = MoneyField(
         dump_only=True,
         allow_none=True,
@@ -388,7 +396,7 @@ class LedgerEntrySchema(ma.Schema):
     entry = ma.fields.String(metadata={"description": "commit (reserves) or release (gives back)"})
     amount = MoneyField(
         dump_only=True,
-        metadata={"description": "Signed: negative for a release.", "pattern": r"^-?\d{1,12}(\.\d{1,6})?$"},
+        metadata={"description": "Signed: negative for a release.", "pattern": SIGNED_SUM_PATTERN},
     )
     currency = ma.fields.String()
     flops = ma.fields.Float()

@@ -134,7 +134,8 @@ class CostReportQuerySchema(StrictSchema):
     group_by = GroupByField(
         load_default=tuple,  # a callable: the description shows no default (none is no query value)
         metadata={
-            "description": "Up to 3 of organization, budget, hardware, status, label:<key>; comma-separated.",
+            "description": "Up to 3 of organization, budget, hardware, status, label:<key>; comma-separated. "
+            "Plans without the label, or with an empty value, group under null.",
             "example": ["budget", "label:team"],
         },
     )

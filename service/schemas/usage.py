@@ -5,6 +5,7 @@ from __future__ import annotations
 import marshmallow as ma
 from marshmallow import validate
 
+from service.core.forecast import FORECAST_BASES, MIN_SHARE_TO_EXTRAPOLATE
 from service.core.units import MAX_TOKENS
 from service.schemas.common import GREATER_THAN, PageSchema, StrictSchema
 from service.schemas.fields import (
@@ -19,6 +20,11 @@ from service.schemas.fields import (
 from service.services.usage import UsageReport
 
 MAX_HOURS = 1e12
+FORECAST_BASIS = (
+    "What estimate_at_completion stands on: trend (the spend so far over the share of tokens trained), plan "
+    f"(less than {MIN_SHARE_TO_EXTRAPOLATE:.0%} trained: too little to extrapolate, the plan's cost or the "
+    "spend if more), spent (finished, or every token trained)."
+)
 
 
 class UsageRequestSchema(StrictSchema):
@@ -164,6 +170,10 @@ class RunForecastSchema(ma.Schema):
     tokens_trained = ma.fields.Float(attribute="progress.tokens_trained")
     share_trained = ma.fields.Float(attribute="progress.share_trained")
     estimate_at_completion = MoneyField(dump_only=True, attribute="progress.estimate_at_completion")
+    forecast_basis = ma.fields.String(
+        attribute="progress.basis",
+        metadata={"enum": list(FORECAST_BASES), "description": FORECAST_BASIS},
+    )
     variance_at_completion = signed_money(
         "Forecast less planned: positive when heading over (the sign of every variance here).",
         attribute="progress.variance_at_completion",

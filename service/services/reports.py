@@ -461,7 +461,10 @@ def group_column(name: str) -> SQLColumnExpression[uuid.UUID | str | None]:
         return Plan.hardware_id
     if name == "status":
         return Plan.status
-    return cast(Plan.labels[name.removeprefix("label:")].as_string(), String).label(name)
+    # A plan without the label and one whose value is empty are one group (null): a CSV could not tell them
+    # apart, and neither says anything more.
+    value = cast(Plan.labels[name.removeprefix("label:")].as_string(), String)
+    return func.nullif(value, "").label(name)
 
 
 def group_slugs(

@@ -26,7 +26,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from service.core import accuracy
 from service.core.forecast import Progress, expected_end
-from service.core.units import CENT
+from service.core.units import CENT, MAX_MONEY
 from service.data.models import (
     CHARGED_STATUSES,
     DEFAULT_ALERT_THRESHOLDS,
@@ -94,6 +94,7 @@ def report_usage(
     _check_no_overlap(session, plan, report)
     latest = _check_tokens(session, plan, report)
     cost, price = _cost(session, plan, report)
+    _check_within_money(plan, report, cost)
 
     starts = plan.status == PlanStatus.COMMITTED
     if starts:
@@ -288,6 +289,23 @@ def _cost(session: Session, plan: Plan, report: UsageReport) -> tuple[Decimal, D
     return cost, price
 
 
+def _money_field(report: UsageReport) -> str:
+    """The field a record's cost comes from: `cost` when reported, else the hours charged at the price."""
+    return "cost" if report.cost is not None else "accelerator_hours"
+
+
+def _check_within_money(plan: Plan, report: UsageReport, cost: Decimal) -> None:
+    """A 422 (at cost, or at accelerator_hours when the cost is theirs at the price) for a record whose cost,
+    or the plan's spend with it, would reach MAX_MONEY: more than the databases hold (NUMERIC(18, 6)). The
+    budget's spend is held to it as the record is charged (_charge_budget)."""
+    if cost >= MAX_MONEY or plan.actual_cost + cost >= MAX_MONEY:
+        raise InvalidFieldError(
+            _money_field(report),
+            f"The period's cost, {cost:f} {plan.currency}, would bring the plan's spend to "
+            f"{plan.actual_cost + cost:f}: amounts reach at most {MAX_MONEY - MONEY_QUANTUM:f}.",
+        )
+
+
 def _price_in_force(session: Session, plan: Plan, moment: datetime) -> Decimal | None:
     """The plan's own price (given with its request), else its hardware's price in force at `moment`, else
     (inline hardware, or a period before the profile had a price) the price the plan was made with."""
@@ -338,7 +356,8 @@ def _apply(
     )
     reserved = plan.cost or Decimal(0)
     overrun = max(plan.actual_cost - reserved, Decimal(0)) - max(spent_before - reserved, Decimal(0))
-    budget = _charge_budget(session, plan, record.cost, overrun)
+    field = "accelerator_hours" if record.cost_source == "price" else "cost"
+    budget = _charge_budget(session, plan, record.cost, overrun, field)
     _add_to_days(session, record)
     if starts:
         _announce_start(session, plan)
@@ -382,13 +401,16 @@ class _Charged:
     spent: Decimal
 
 
-def _charge_budget(session: Session, plan: Plan, cost: Decimal, overrun: Decimal) -> _Charged | None:
-    """Add the record's cost to the budget's spend (None for a plan without a budget)."""
+def _charge_budget(
+    session: Session, plan: Plan, cost: Decimal, overrun: Decimal, field: str = "cost"
+) -> _Charged | None:
+    """Add the record's cost to the budget's spend (None for a plan without a budget); a 422 at `field`
+    when the budget's spend would reach MAX_MONEY (the UPDATE's own condition: concurrent records alike)."""
     if plan.budget_id is None:
         return None
     after = session.execute(
         update(Budget)
-        .where(Budget.id == plan.budget_id)
+        .where(Budget.id == plan.budget_id, Budget.spent + money_literal(cost) < MAX_MONEY)
         .values(
             spent=Budget.spent + money_literal(cost),
             overrun=Budget.overrun + money_literal(overrun),
@@ -399,7 +421,13 @@ def _charge_budget(session: Session, plan: Plan, cost: Decimal, overrun: Decimal
             Budget.organization_id, Budget.amount, Budget.currency, Budget.alert_thresholds, Budget.spent
         )
         .execution_options(synchronize_session=False)
-    ).one()
+    ).first()
+    if after is None:
+        raise InvalidFieldError(
+            field,
+            f"The period's cost, {cost:f} {plan.currency}, would bring its budget's spend past "
+            f"{MAX_MONEY - MONEY_QUANTUM:f}, the most an amount reaches.",
+        )
     return _Charged(plan.budget_id, *after[:4], spent_before=after.spent - cost, spent=after.spent)
 
 

@@ -170,6 +170,10 @@ def _handle_http_exception(error: HTTPException) -> flask.Response:
     # Werkzeug puts protocol headers on the exception (Allow on 405, WWW-Authenticate on 401); keep them.
     headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
     headers.update(data.get("headers") or {})
+    if status == 413:
+        # The body was not read: what is left of it would be taken for the next request, so the server closes
+        # the connection, and says so rather than "keep-alive" (a client's next request would fail, in doubt).
+        headers["Connection"] = "close"
     return problem_response(status, detail, headers=headers, extensions=extensions)
 
 

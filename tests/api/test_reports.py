@@ -369,7 +369,7 @@ def group_value(spec: PlanSpec, name: str, world: World) -> str | None:
         return spec.hardware
     if name == "status":
         return spec.status
-    return spec.labels.get(name.removeprefix("label:"))
+    return spec.labels.get(name.removeprefix("label:")) or None  # empty is as missing (one null group)
 
 
 CHARGED = ("committed", "running", "completed", "failed")

@@ -50,6 +50,21 @@ def test_the_server_refuses_an_oversized_body_with_a_413_problem(server):
     assert response.status_code == 413
     assert response.headers["Content-Type"] == "application/problem+json"
     assert response.json()["status"] == 413
+    assert response.headers["Connection"] == "close"  # and it is closed: it said keep-alive before
+
+
+def test_a_client_keeps_working_after_a_413_on_a_kept_alive_connection(server):
+    base, _, _ = server
+    with requests.Session() as client:
+        big = b'{"slug": "big", "name": "' + b"x" * (2 * 1024 * 1024) + b'"}'
+        refused = client.post(
+            f"{base}/v1/organizations",
+            data=big,
+            headers={"Content-Type": "application/json", **AUTH},
+            timeout=10,
+        )
+        assert refused.status_code == 413
+        assert client.get(f"{base}/healthz", timeout=5).status_code == 200
 
 
 def test_the_server_refuses_an_oversized_chunked_body_with_a_413_problem(server):
