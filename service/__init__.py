@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 
 from flask import Flask
-from sqlalchemy import inspect
+from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -14,7 +14,7 @@ from service import cli, console
 from service.api import init_api
 from service.data.models import ApiKey
 from service.infra import actors, request_context
-from service.infra.config import Config
+from service.infra.config import Config, ConfigError
 from service.infra.db import Database, create_db_engine, create_readiness_engine, get_db
 from service.infra.json_provider import OrjsonProvider
 from service.infra.logs import configure_logging
@@ -22,6 +22,16 @@ from service.services import keys
 from service.services.health import expected_head
 from service.web import auth, ratelimit
 from service.workers import idempotency_purger, jobs, webhook_sender
+
+
+def _shared_limits(config: Config, engine: Engine) -> Engine | None:
+    """The database that keeps the rate limits' buckets for every process and host, or None: each process
+    keeps its own (RATE_LIMIT_STORE)."""
+    postgresql = engine.dialect.name == "postgresql"
+    if config.rate_limit_store == "database" and not postgresql:
+        raise ConfigError("RATE_LIMIT_STORE=database needs PostgreSQL; SQLite keeps them in each process.")
+    wanted = config.rate_limit_store == "database" or (config.rate_limit_store == "auto" and postgresql)
+    return engine if wanted else None
 
 
 def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
@@ -40,11 +50,16 @@ def create_app(config: Config | Mapping[str, object] | None = None) -> Flask:
     app.extensions["planner.config"] = config
     app.extensions["planner.schema_head"] = expected_head(config.migrations_dir)
 
-    Database(create_db_engine(config), create_readiness_engine(config)).init_app(app)
+    engine = create_db_engine(config)
+    Database(engine, create_readiness_engine(config)).init_app(app)
     request_context.init_app(app)
     auth.init_app(app)  # after the request id is set, before any body is looked at
     ratelimit.init_app(  # the per-key limit runs once the key is known
-        app, config.rate_limit_per_minute, config.rate_limit_burst, config.auth_failures_per_minute
+        app,
+        config.rate_limit_per_minute,
+        config.rate_limit_burst,
+        config.auth_failures_per_minute,
+        shared=_shared_limits(config, engine),
     )
     if config.trusted_proxy_hops:
         # The client's address, for the failure limit, as the last that many proxies forwarded it; what

@@ -187,6 +187,9 @@ def build_app(database_url: str, **settings) -> Flask:
         fit_jobs_in_process=False,
         webhooks_in_process=False,
         webhook_allowed_networks=LOOPBACK,
+        # Each test's app its own buckets: shared ones outlive the test's transaction (their own tests make
+        # apps on databases of their own, tests/integration/test_shared_limits.py).
+        rate_limit_store="process",
     )
     app = create_app(config.with_overrides(settings))
     app.test_client_class = BufferedClient

@@ -34,6 +34,18 @@ def _int(environ: Mapping[str, str], name: str, default: int, minimum: int = 0) 
     return value
 
 
+RATE_LIMIT_STORES = ("auto", "database", "process")
+
+
+def _choice(environ: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = (environ.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {environ[name]!r}")
+    return raw
+
+
 def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
     raw = (environ.get(name) or "").strip().lower()
     if raw == "":
@@ -73,6 +85,9 @@ class Config:
     db_statement_timeout_ms: int = 30_000  # PostgreSQL: a statement running longer is cancelled (503)
     rate_limit_per_minute: int = 0  # requests per API key and minute; 0 turns the limit off
     rate_limit_burst: int = 0  # requests a key may send at once; 0: a tenth of a minute's worth
+    # Where rate-limit buckets live: auto (the database on PostgreSQL, shared by every host; each process on
+    # SQLite), database (PostgreSQL only) or process.
+    rate_limit_store: str = "auto"
     # Failed authentications per client address and minute (and at once); on by default, 0 turns it off.
     auth_failures_per_minute: int = 30
     trusted_proxy_hops: int = 0  # reverse proxies in front that append the client to X-Forwarded-For
@@ -128,6 +143,7 @@ class Config:
             db_statement_timeout_ms=_int(env, "DB_STATEMENT_TIMEOUT_MS", default.db_statement_timeout_ms),
             rate_limit_per_minute=_int(env, "RATE_LIMIT_PER_MINUTE", default.rate_limit_per_minute),
             rate_limit_burst=_int(env, "RATE_LIMIT_BURST", default.rate_limit_burst),
+            rate_limit_store=_choice(env, "RATE_LIMIT_STORE", default.rate_limit_store, RATE_LIMIT_STORES),
             auth_failures_per_minute=_int(env, "AUTH_FAILURES_PER_MINUTE", default.auth_failures_per_minute),
             trusted_proxy_hops=_int(env, "TRUSTED_PROXY_HOPS", default.trusted_proxy_hops),
             web_concurrency=_int(env, "WEB_CONCURRENCY", default.web_concurrency, minimum=1),

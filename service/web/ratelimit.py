@@ -12,9 +12,10 @@ still looked up (and admitted) from an address over its limit, so nobody sharing
 locked out of a key they use. Only well-formed keys (`cpk_<id>_<secret>`) count: anything else is refused by
 its shape, without a lookup, and cannot be a guess at a key.
 
-Each server process keeps its own buckets (no shared store, so no extra round trip per request): a key whose
-requests are spread over W worker processes on H hosts can get up to W x H times the rate. It is a guard
-against runaway clients, not a quota; put an exact limit, if one is needed, in the load balancer.
+Where the buckets live (RATE_LIMIT_STORE): on PostgreSQL, by default, in the database every process and host
+shares (`SharedTokenBuckets`: one atomic statement per request), so that W workers on H hosts admit the limit,
+not W x H times it; on the embedded SQLite default, which serves one host, in each process (`TokenBuckets`:
+no round trip). The keys a process admitted lately are its own either way.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import flask
+from sqlalchemy import Engine, text
 from werkzeug.exceptions import TooManyRequests
 
 from service.infra import metrics
@@ -90,6 +92,51 @@ class TokenBuckets:
             self._buckets.popitem(last=False)  # the least recently counted: the likeliest to be full again
 
 
+class SharedTokenBuckets:
+    """Token buckets kept in the database (PostgreSQL): one bucket per key for every process and host that
+    shares it, taken and refilled by one atomic statement each, so that W workers on H hosts admit the
+    limit, not W x H times it. Idle buckets are full again after `capacity / rate` seconds; rows older than
+    an hour are dropped by the purger (service/workers/idempotency_purger.py)."""
+
+    def __init__(self, engine: Engine, scope: str, per_minute: int, burst: int):
+        self.engine = engine
+        self.scope = scope  # which limit: "key" or "auth_failures"
+        self.rate = per_minute / 60
+        self.capacity = float(burst)
+
+    def take(self, key: str) -> float:
+        """Take a token for `key`: 0 if there was one, else the seconds until there will be."""
+        params = {"scope": self.scope, "key": key, "capacity": self.capacity, "rate": self.rate}
+        with self.engine.connect() as connection:
+            taken = connection.execute(_TAKE, params).first()
+            tokens = None if taken is not None else connection.execute(_TOKENS, params).scalar()
+            connection.commit()
+        if taken is not None or tokens is None:
+            return 0.0
+        return max(0.0, (1 - float(tokens)) / self.rate)
+
+    def wait(self, key: str) -> float:
+        """The seconds until `key` has a token (0: it has one now), taking none."""
+        params = {"scope": self.scope, "key": key, "capacity": self.capacity, "rate": self.rate}
+        with self.engine.connect() as connection:
+            tokens = connection.execute(_TOKENS, params).scalar()
+        return 0.0 if tokens is None or tokens >= 1 else (1 - float(tokens)) / self.rate
+
+
+# What a bucket holds now: what it held, refilled at the rate since it was counted, up to its capacity.
+_REFILLED = "LEAST(:capacity, b.tokens + EXTRACT(EPOCH FROM clock_timestamp() - b.counted_at) * :rate)"
+_TAKE = text(
+    "INSERT INTO rate_limit_buckets AS b (scope, key, tokens, counted_at) "
+    "VALUES (:scope, :key, :capacity - 1, clock_timestamp()) "
+    f"ON CONFLICT (scope, key) DO UPDATE SET tokens = {_REFILLED} - 1, counted_at = clock_timestamp() "
+    f"WHERE {_REFILLED} >= 1 RETURNING b.tokens"
+)
+_TOKENS = text(f"SELECT {_REFILLED} FROM rate_limit_buckets AS b WHERE b.scope = :scope AND b.key = :key")
+
+
+Buckets = TokenBuckets | SharedTokenBuckets
+
+
 class FailedAuthentications:
     """Failed authentications by client address, and the keys admitted lately (kept as digests only)."""
 
@@ -99,8 +146,13 @@ class FailedAuthentications:
         clock: Callable[[], float] = time.monotonic,
         max_addresses: int = MAX_ADDRESSES,
         max_known_keys: int = MAX_KNOWN_KEYS,
+        shared: Engine | None = None,
     ):
-        self._failures = TokenBuckets(per_minute, per_minute, clock, max_keys=max_addresses)
+        self._failures: Buckets = (
+            TokenBuckets(per_minute, per_minute, clock, max_keys=max_addresses)
+            if shared is None
+            else SharedTokenBuckets(shared, "auth_failures", per_minute, per_minute)
+        )
         self._known: OrderedDict[str, None] = OrderedDict()  # the most recently admitted last
         self._max_known = max_known_keys
         self._lock = threading.Lock()
@@ -127,7 +179,8 @@ class FailedAuthentications:
                 self._known.popitem(last=False)
 
     def addresses(self) -> int:
-        return len(self._failures)
+        """How many addresses this process remembers (its own store's)."""
+        return len(self._failures) if isinstance(self._failures, TokenBuckets) else 0
 
     def known_keys(self) -> int:
         return len(self._known)
@@ -187,11 +240,19 @@ def _refused(limit: str, detail: str, wait: float) -> TooManyRequests:
     return TooManyRequests(detail, retry_after=max(1, math.ceil(wait)))
 
 
-def init_app(app: flask.Flask, per_minute: int, burst: int, failures_per_minute: int) -> None:
+def init_app(
+    app: flask.Flask, per_minute: int, burst: int, failures_per_minute: int, shared: Engine | None = None
+) -> None:
     """Limit each key to `per_minute` requests (after authentication), and each client address to
-    `failures_per_minute` failed authentications; either is off when 0."""
+    `failures_per_minute` failed authentications; either is off when 0. With `shared`, the buckets are that
+    database's, the same for every process and host on it."""
     if failures_per_minute > 0:
-        app.extensions[FAILURES_EXTENSION_KEY] = FailedAuthentications(failures_per_minute)
+        app.extensions[FAILURES_EXTENSION_KEY] = FailedAuthentications(failures_per_minute, shared=shared)
     if per_minute > 0:
-        app.extensions[EXTENSION_KEY] = TokenBuckets(per_minute, burst or max(1, math.ceil(per_minute / 10)))
+        burst = burst or max(1, math.ceil(per_minute / 10))
+        app.extensions[EXTENSION_KEY] = (
+            TokenBuckets(per_minute, burst)
+            if shared is None
+            else SharedTokenBuckets(shared, "key", per_minute, burst)
+        )
         app.before_request(_limit)

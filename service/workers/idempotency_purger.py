@@ -13,11 +13,12 @@ Tests call `purge_expired`.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import flask
+from sqlalchemy import delete
 
-from service.data.models import utcnow
+from service.data.models import RateLimitBucket, utcnow
 from service.infra.background import Periodic, started_by_requests
 from service.infra.db import Database, get_db
 from service.services import idempotency
@@ -30,6 +31,7 @@ PAUSE_AFTER_ERROR_SECONDS = 60.0
 # requests waiting for it meanwhile are not held up noticeably.
 BATCH = 500
 EXTENSION_KEY = "idempotency_purger"
+IDLE_BUCKET = timedelta(days=1)
 
 
 def purge_expired(database: Database, now: datetime | None = None) -> int:
@@ -61,6 +63,18 @@ class Purger(Periodic):
         purged = purge_expired(self.database)
         if purged:
             log.info("expired idempotency keys purged", extra={"count": purged})
+        purge_idle_buckets(self.database)
+
+
+def purge_idle_buckets(database: Database, now: datetime | None = None) -> int:
+    """Delete the shared rate-limit buckets not counted for a day (full again long since: as absent)."""
+    cutoff = (now or utcnow()) - IDLE_BUCKET
+    with database.sessionmaker() as session:
+        idle = session.scalars(
+            delete(RateLimitBucket).where(RateLimitBucket.counted_at < cutoff).returning(RateLimitBucket.key)
+        ).all()
+        session.commit()
+    return len(idle)
 
 
 def init_app(app: flask.Flask) -> None:

@@ -190,13 +190,16 @@ def test_0012_has_postgresql_compress_documents_with_lz4_and_its_downgrade_does_
     assert compression(empty_engine) == {}
 
 
+TABLES_SINCE_0015 = {"rate_limit_buckets"}  # 0024
+
+
 def test_0015_drops_the_change_triggers_of_0011_to_0014_and_its_downgrade_restores_them(empty_engine):
     migrate.upgrade(empty_engine, "0014")
     made = triggers(empty_engine)
     migrate.upgrade(empty_engine, "0015")
     assert made
     assert triggers(empty_engine) == set()
-    assert tables(empty_engine) == modelled(empty_engine)
+    assert tables(empty_engine) == modelled(empty_engine) - TABLES_SINCE_0015
     migrate.downgrade(empty_engine, "0014")
     assert triggers(empty_engine) == made
 

@@ -23,7 +23,13 @@ from service.data.models.budgets import (
 from service.data.models.events import Counter, Event, Webhook, WebhookDelivery
 from service.data.models.hardware import HARDWARE_FIGURES, Calibration, HardwarePrice, HardwareProfile
 from service.data.models.laws import FitJob, FittedLaw
-from service.data.models.organizations import ApiKey, AuditEntry, IdempotencyRecord, Organization
+from service.data.models.organizations import (
+    ApiKey,
+    AuditEntry,
+    IdempotencyRecord,
+    Organization,
+    RateLimitBucket,
+)
 from service.data.models.plans import (
     CHARGED_STATUSES,
     PLAN_STATUSES,
@@ -64,6 +70,7 @@ __all__ = [
     "Organization",
     "Plan",
     "PlanStatus",
+    "RateLimitBucket",
     "UTCDateTime",
     "UsageDay",
     "UsageRecord",

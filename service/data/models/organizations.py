@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import (
     JSON,
     CheckConstraint,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -40,6 +41,18 @@ class Organization(Base):
 
     # The version feeds the ETag; SQLAlchemy bumps it on every UPDATE and refuses a stale one.
     __mapper_args__ = {"version_id_col": version}
+
+
+class RateLimitBucket(Base):
+    """A token bucket of a rate limit shared by every process and host on the database (PostgreSQL):
+    `scope` is the limit (key, auth_failures), `key` what it counts (an API key's id, a client address)."""
+
+    __tablename__ = "rate_limit_buckets"
+
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    counted_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
 class IdempotencyRecord(Base):
