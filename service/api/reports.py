@@ -74,9 +74,8 @@ def cost_report(
         return response
 
     if _wants_csv(format):  # a finance file, whatever the measure: the spend report's rows
-        suffix = "_totals" if part == "totals" else ""
-        filename = f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}{suffix}.csv"
-        return finance_csv(spend.spend_report(session, query, scope=scope()), filename, part)
+        stem = f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}"
+        return finance_csv(spend.spend_report(session, query, scope=scope()), stem, part)
     if measure == "planned":
         return reports.cost_report(session, query, scope=scope())
     return spend.spend_report(session, query, scope=scope())

@@ -52,6 +52,7 @@ from service.schemas.plans import (
     PlanRequestSchema,
     PlanSchema,
     PlanSummarySchema,
+    RejectionRequestSchema,
 )
 from service.schemas.reports import REPORT_GROUPS, REPORT_MEASURES, CostReportQuerySchema, UtilizationSchema
 from service.schemas.usage import BudgetForecastSchema, UsageRecordSchema
@@ -325,12 +326,11 @@ def decide_plan(plan_id: uuid.UUID) -> WerkzeugResponse | tuple[str, int]:
     decision = form.get("decision")
     if decision not in {"approve", "reject"}:
         raise BadRequest("The form's decision must be approve or reject.")
-    if decision == "reject" and note is None:
-        return plan_page(plan_id, error="Say why in the note to reject the plan.", status=422)
+    schema = ApprovalRequestSchema() if decision == "approve" else RejectionRequestSchema()
     try:
-        ApprovalRequestSchema().load({} if note is None else {"note": note})
+        schema.load({} if note is None else {"note": note})  # as the API's approve or reject would
     except ma.ValidationError as error:
-        return plan_page(plan_id, error="The note: " + " ".join(errors_by_field(error)["note"]), status=422)
+        return plan_page(plan_id, error=" ".join(errors_by_field(error)["note"]), status=422)
     change = plans.approve_plan if decision == "approve" else plans.reject_plan
 
     def act() -> str:
@@ -486,10 +486,7 @@ def cost_report() -> tuple[str, int]:
 def cost_report_csv() -> flask.Response:
     query = CostReportQuerySchema().load(report_query(flask.request.args))
     report = spend.spend_report(get_session(), _cost_query(query), scope=scope())
-    suffix = "_totals" if query["part"] == "totals" else ""
-    return finance_csv(
-        report, f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}{suffix}.csv", query["part"]
-    )
+    return finance_csv(report, f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}", query["part"])
 
 
 def _report(query: Mapping[str, Any]) -> reports.CostReport | spend.SpendReport:

@@ -179,6 +179,7 @@ class RejectionRequestSchema(ApprovalRequestSchema):
     note = Text(
         required=True,
         validate=validate.Length(min=1, max=1000),
+        error_messages={"required": "Say why in the note to reject the plan."},
         metadata={
             "description": "Why not: kept with the plan and sent with its event.",
             "example": "Over the quarter's plan.",

@@ -490,7 +490,7 @@ def commit_plan(session: Session, plan_id: uuid.UUID, *, scope: uuid.UUID | None
             "The plan has no budget to commit against; revise it with a budget_id.", limit="budget"
         )
     threshold = _approval_threshold(session, plan)
-    if threshold is not None and _needs_approval(plan, threshold):
+    if _needs_approval(plan, threshold):
         return _request_approval(session, plan, threshold)
     now = utcnow()
     _move(session, plan, PlanStatus.DRAFT, "commit", status=PlanStatus.COMMITTED, committed_at=now)
@@ -507,9 +507,10 @@ def _needs_approval(plan: Plan, threshold: Decimal | None) -> bool:
     return threshold is not None and plan.cost is not None and plan.cost > threshold
 
 
-def _request_approval(session: Session, plan: Plan, threshold: Decimal) -> Plan:
+def _request_approval(session: Session, plan: Plan, threshold: Decimal | None) -> Plan:
     """draft -> pending_approval, if its budget could hold it now (else the 409 a commit gives): nothing is
     reserved, and the organisation hears of it (plan.approval_requested)."""
+    assert threshold is not None, "a plan needs approval only under a threshold"
     if _refused_now(session, plan):
         raise _refused(session, plan)
     now = utcnow()
@@ -533,11 +534,6 @@ def approve_plan(session: Session, plan_id: uuid.UUID, *, note: str | None, scop
     it is now; a 409 (the plan still pending) when the budget can no longer hold it."""
     plan = get_plan(session, plan_id, scope=scope)
     now = utcnow()
-    decided = {
-        "approval_decided_at": now,
-        "approval_decided_by": actors.actor(session),
-        "approval_note": note,
-    }
     _move(
         session,
         plan,
@@ -545,7 +541,7 @@ def approve_plan(session: Session, plan_id: uuid.UUID, *, note: str | None, scop
         "approve",
         status=PlanStatus.COMMITTED,
         committed_at=now,
-        **decided,
+        **_decision(session, now, note),
     )
     _reserve(session, plan, now, unless_approval=False)
     _publish(session, plan, "plan.approved", note=note)
@@ -555,21 +551,23 @@ def approve_plan(session: Session, plan_id: uuid.UUID, *, note: str | None, scop
 def reject_plan(session: Session, plan_id: uuid.UUID, *, note: str | None, scope: uuid.UUID | None) -> Plan:
     """pending_approval -> rejected: nothing was reserved, and nothing is."""
     plan = get_plan(session, plan_id, scope=scope)
-    now = utcnow()
     _move(
         session,
         plan,
         PlanStatus.PENDING_APPROVAL,
         "reject",
         status=PlanStatus.REJECTED,
-        approval_decided_at=now,
-        approval_decided_by=actors.actor(session),
-        approval_note=note,
+        **_decision(session, utcnow(), note),
     )
     session.flush()
     session.refresh(plan)
     _publish(session, plan, "plan.rejected", note=note)
     return plan
+
+
+def _decision(session: Session, now: datetime, note: str | None) -> dict[str, Any]:
+    """The columns an approval or a rejection sets: when, by whom, why."""
+    return {"approval_decided_at": now, "approval_decided_by": actors.actor(session), "approval_note": note}
 
 
 def _publish(session: Session, plan: Plan, type: str, **data: Any) -> None:

@@ -53,6 +53,7 @@ from service.services.plans import get_plan, give_back
 CLOCK_SKEW = timedelta(minutes=5)  # a reporter's clock may run this far ahead of ours
 MAX_PERIOD = timedelta(days=366)
 MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_SCALE)
+MOST_MONEY = MAX_MONEY - MONEY_QUANTUM  # the largest amount the databases hold
 # Forecasts raise events only at thresholds a run is not expected to reach anyway (a forecast of 80% of the
 # plan is the plan going well), and only when over them: before any progress a run's forecast is its plan,
 # which is no news.
@@ -94,7 +95,8 @@ def report_usage(
     _check_no_overlap(session, plan, report)
     latest = _check_tokens(session, plan, report)
     cost, price = _cost(session, plan, report)
-    _check_within_money(plan, report, cost)
+    cost_source = "price" if report.cost is None else "reported"
+    _check_within_money(plan, cost, _money_field(cost_source))
 
     starts = plan.status == PlanStatus.COMMITTED
     if starts:
@@ -111,7 +113,7 @@ def report_usage(
         tokens_per_second=report.tokens_per_second,
         cost=cost,
         currency=plan.currency,
-        cost_source="price" if report.cost is None else "reported",
+        cost_source=cost_source,
         price_per_hour=price,
         off_schedule=report.period_start < plan.start_at or report.period_end > plan.end_at,
         note=report.note,
@@ -289,20 +291,20 @@ def _cost(session: Session, plan: Plan, report: UsageReport) -> tuple[Decimal, D
     return cost, price
 
 
-def _money_field(report: UsageReport) -> str:
-    """The field a record's cost comes from: `cost` when reported, else the hours charged at the price."""
-    return "cost" if report.cost is not None else "accelerator_hours"
+def _money_field(cost_source: str) -> str:
+    """The field a record's cost comes from: the hours when charged at the price, else `cost`."""
+    return "accelerator_hours" if cost_source == "price" else "cost"
 
 
-def _check_within_money(plan: Plan, report: UsageReport, cost: Decimal) -> None:
-    """A 422 (at cost, or at accelerator_hours when the cost is theirs at the price) for a record whose cost,
-    or the plan's spend with it, would reach MAX_MONEY: more than the databases hold (NUMERIC(18, 6)). The
-    budget's spend is held to it as the record is charged (_charge_budget)."""
+def _check_within_money(plan: Plan, cost: Decimal, field: str) -> None:
+    """A 422 at `field` for a record whose cost, or the plan's spend with it, would reach MAX_MONEY: more
+    than the databases hold (NUMERIC(18, 6)). The budget's spend is held to it as the record is charged
+    (_charge_budget)."""
     if cost >= MAX_MONEY or plan.actual_cost + cost >= MAX_MONEY:
         raise InvalidFieldError(
-            _money_field(report),
+            field,
             f"The period's cost, {cost:f} {plan.currency}, would bring the plan's spend to "
-            f"{plan.actual_cost + cost:f}: amounts reach at most {MAX_MONEY - MONEY_QUANTUM:f}.",
+            f"{plan.actual_cost + cost:f}: amounts reach at most {MOST_MONEY:f}.",
         )
 
 
@@ -356,8 +358,7 @@ def _apply(
     )
     reserved = plan.cost or Decimal(0)
     overrun = max(plan.actual_cost - reserved, Decimal(0)) - max(spent_before - reserved, Decimal(0))
-    field = "accelerator_hours" if record.cost_source == "price" else "cost"
-    budget = _charge_budget(session, plan, record.cost, overrun, field)
+    budget = _charge_budget(session, plan, record.cost, overrun, _money_field(record.cost_source))
     _add_to_days(session, record)
     if starts:
         _announce_start(session, plan)
@@ -402,7 +403,7 @@ class _Charged:
 
 
 def _charge_budget(
-    session: Session, plan: Plan, cost: Decimal, overrun: Decimal, field: str = "cost"
+    session: Session, plan: Plan, cost: Decimal, overrun: Decimal, field: str
 ) -> _Charged | None:
     """Add the record's cost to the budget's spend (None for a plan without a budget); a 422 at `field`
     when the budget's spend would reach MAX_MONEY (the UPDATE's own condition: concurrent records alike)."""
@@ -426,7 +427,7 @@ def _charge_budget(
         raise InvalidFieldError(
             field,
             f"The period's cost, {cost:f} {plan.currency}, would bring its budget's spend past "
-            f"{MAX_MONEY - MONEY_QUANTUM:f}, the most an amount reaches.",
+            f"{MOST_MONEY:f}, the most an amount reaches.",
         )
     return _Charged(plan.budget_id, *after[:4], spent_before=after.spent - cost, spent=after.spent)
 

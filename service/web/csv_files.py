@@ -74,11 +74,13 @@ FINANCE_DECIMALS = {
 }
 
 
-def finance_csv(report: SpendReport, filename: str, part: str = "rows") -> flask.Response:
+def finance_csv(report: SpendReport, stem: str, part: str = "rows") -> flask.Response:
     """A report as a finance tool opens it, whatever its measure: the same columns (planned, actual and
     their variance; a side not measured is blank), names beside ids, money in its currency's minor unit,
     hours and percentages to the hundredth, every period of the window. `part` rows: the rows alone, so that
-    a column's sum is the window's (per currency); totals: one row per currency, in a file of its own."""
+    a column's sum is the window's (per currency), in `stem`.csv; totals: one row per currency, in a file of
+    its own, `stem`_totals.csv."""
+    filename = f"{stem}_totals.csv" if part == "totals" else f"{stem}.csv"
     money = [name for name in FINANCE_METRICS if name.endswith("_cost")]
     if part == "totals":
         columns, rows = ["currency", *FINANCE_METRICS], report.totals

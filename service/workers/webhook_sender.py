@@ -253,9 +253,9 @@ def deliver_due(database: Database, now: datetime | None = None, settings: Setti
                 attempt = claim_next(database, moment, settings, full)
             if attempt is not None:
                 count += 1
-                if (
-                    settings.concurrency == 1
-                ):  # one at a time, in this thread (as tests on one connection need)
+                # One at a time in this thread (tests, whose app works on one database connection), else in
+                # the pool.
+                if settings.concurrency == 1:
                     _attempt(database, attempt, moment, settings)
                 else:
                     sent = pool.submit(_attempt, database, attempt, moment, settings)
