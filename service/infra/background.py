@@ -3,9 +3,10 @@ worker (its post_worker_init calls `start_all`, after the fork, so that every wo
 any request if it is not running, and ends with its process.
 
 `Periodic` is the shape they share: work every `interval` seconds, at once when woken, and after an error
-again within `pause_after_error` (the database away, or not yet migrated). The webhook sender and the
-Idempotency-Key purger are two; the fit-job runner ends its thread when idle and is its own
-(service/workers/jobs.py).
+again within `pause_after_error` (the database away, or not yet migrated). The webhook sender, the fit-job
+runner and the Idempotency-Key purger are the three. Each claims its work in the database (a conditional
+UPDATE, or rows locked and skipped), so that many processes on many hosts do it once, and each looks again
+every interval, so that work leased by a process that died is taken over when its lease runs out.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ runner died), which raises the job's `attempt`. While it fits, a heartbeat exten
 stores the law and marks the job in one transaction, only if the job still carries its attempt. A job
 interrupted MAX_ATTEMPTS times fails with that reason.
 
-Each app process runs a runner thread, started when a job is submitted (or polled after its lease ran out)
-and ended when there has been no work for a while; `flask --app service jobs work` runs one in the
-foreground, for hosts dedicated to fitting.
+Each app process runs a runner thread, started when its worker boots, which looks for claimable jobs every
+POLL_SECONDS and at once when a job is submitted (or polled after its lease ran out): so a job whose host
+died is taken over by another host's runner within a lease and a poll, whether or not anyone asks after it.
+`flask --app service jobs work` runs one in the foreground, for hosts dedicated to fitting.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import flask
 from sqlalchemy import ColumnElement, and_, or_, select, update
 
 from service.data.models import FitJob, utcnow
-from service.infra import actors, background, http_status, metrics
+from service.infra import actors, http_status, metrics
 from service.infra.after_commit import on_commit
-from service.infra.background import wake_after_response
+from service.infra.background import Periodic, started_by_requests, wake_after_response
 from service.infra.db import Database, get_db
 from service.services import laws
 from service.services.errors import InvalidFieldError
@@ -36,7 +37,8 @@ log = logging.getLogger(__name__)
 
 LEASE = timedelta(minutes=2)  # default; FIT_JOB_LEASE_SECONDS sets it. A heartbeat renews it 4 times a lease.
 MAX_ATTEMPTS = 3
-IDLE_SECONDS = 60.0  # a runner thread with nothing to do for this long ends
+POLL_SECONDS = 15.0  # a look that finds nothing is one indexed SELECT
+PAUSE_AFTER_ERROR_SECONDS = 60.0
 EXTENSION_KEY = "fit_job_runner"
 
 
@@ -183,46 +185,24 @@ def run_pending(database: Database, lease: timedelta = LEASE) -> int:
     return count
 
 
-class Runner:
-    """A process's background runner: a thread that runs jobs while there are any."""
+class Runner(Periodic):
+    """A process's runner thread: runs every claimable job, every `interval` seconds and when woken."""
 
-    def __init__(self, database: Database, lease: timedelta = LEASE):
+    name = "fit-job runner"
+
+    def __init__(self, database: Database, lease: timedelta = LEASE, interval: float = POLL_SECONDS):
+        super().__init__(interval, min(interval, PAUSE_AFTER_ERROR_SECONDS))
         self.database = database
         self.lease = lease
-        self._wake = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Run what is pending now (as a worker boots: jobs a restart interrupted, their lease run out)."""
-        self.wake()
-
-    def wake(self) -> None:
-        with self._lock:
-            self._wake.set()
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="fit-job-runner", daemon=True)
-                self._thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            self._wake.clear()
-            try:
-                run_pending(self.database, self.lease)
-            except Exception:  # the database is away, say: try again when woken
-                log.exception("fit job runner")
-            if self._wake.wait(IDLE_SECONDS):
-                continue
-            with self._lock:
-                if not self._wake.is_set():  # not woken between the wait and the lock: end
-                    self._thread = None
-                    return
+    def work(self) -> None:
+        run_pending(self.database, self.lease)
 
 
 def init_app(app: flask.Flask) -> None:
     config = app.extensions["planner.config"]
     lease = timedelta(seconds=config.fit_job_lease_seconds)
-    background.register(
+    started_by_requests(
         app, EXTENSION_KEY, Runner(get_db(app), lease) if config.fit_jobs_in_process else None
     )
 

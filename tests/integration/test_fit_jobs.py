@@ -67,6 +67,9 @@ def start_process(migrated_url):
 
     yield start
     for app in apps:
+        runner = app.extensions.get(jobs.EXTENSION_KEY)
+        if runner is not None:
+            runner.stop()
         get_db(app).engine.dispose()
 
 
@@ -129,6 +132,27 @@ def test_a_job_whose_process_died_is_resumed_by_another_when_polled_and_the_dead
     jobs.run_job(get_db(dead), job_id, 1)  # the first process was only stalled: it finishes late
     assert poll(alive, job_id) == job
     assert laws_stored(alive) == 1
+
+
+def test_a_job_whose_host_died_is_taken_over_when_its_lease_runs_out_though_nobody_asks(start_process):
+    dead = start_process(fit_jobs_in_process=False)
+    job_id = submit(dead)
+    assert jobs.claim_next(get_db(dead), lease=timedelta(seconds=1)) == (job_id, 1)  # then its host dies
+    alive = start_process(fit_jobs_in_process=True)
+    runner = alive.extensions[jobs.EXTENSION_KEY]
+    runner.interval = 0.2  # POLL_SECONDS, shortened: the runner looks again on its own, unasked
+    runner.start()
+    deadline = time.monotonic() + 60
+    while (row := fit_job(alive, job_id)).status != "succeeded" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (row.status, row.attempt) == ("succeeded", 2)
+    assert laws_stored(alive) == 1
+
+
+def fit_job(app, job_id: uuid.UUID) -> FitJob:
+    """The job as stored, read without the API (whose reads of a job would wake the runner)."""
+    with get_db(app).sessionmaker() as session:
+        return session.get_one(FitJob, job_id)
 
 
 def test_runners_claiming_at_once_take_each_job_once(start_process):
