@@ -12,7 +12,7 @@ from werkzeug.routing import BaseConverter
 
 from service.schemas.fields import SLUG_PATTERN
 from service.services.pagination import Page
-from service.services.preconditions import etag
+from service.services.preconditions import IF_MATCH_PATTERN, etag
 
 LINK_HEADER = {
     "Link": {
@@ -24,20 +24,22 @@ LOCATION_HEADER = {"Location": {"description": "Path of the created resource.", 
 ETAG_HEADER = {"ETag": {"description": "Version of the resource (strong).", "schema": {"type": "string"}}}
 
 
-def _header_parameter(name: str, description: str, *, required: bool) -> dict:
+def _header_parameter(name: str, description: str, *, required: bool, pattern: str | None = None) -> dict:
     return {
         "in": "header",
         "name": name,
         "required": required,
-        "schema": {"type": "string"},
+        "schema": {"type": "string", **({"pattern": pattern} if pattern else {})},
         "description": description,
     }
 
 
 IF_MATCH_PARAMETER = _header_parameter(
     "If-Match",
-    "The ETag of your last read: 428 without it, 412 when the resource has changed since.",
+    "The ETag of your last read (or `*`: whatever the current version): 428 without it, 412 when the "
+    "resource has changed since, 400 when it is neither `*` nor a list of ETags.",
     required=True,
+    pattern=IF_MATCH_PATTERN,
 )
 IF_NONE_MATCH_PARAMETER = _header_parameter(
     "If-None-Match",

@@ -55,8 +55,8 @@ class ScalingLaw:
         D = v.positive("tokens", tokens, maximum=MAX_TOKENS)
         return (
             self.E
-            + self.A * math.exp(-self.alpha * math.log(N))
-            + self.B * math.exp(-self.beta * math.log(D))
+            + _power_term("params", self.A, self.alpha, N)
+            + _power_term("tokens", self.B, self.beta, D)
         )
 
     def optimal_params(self, flops: float) -> float:
@@ -429,3 +429,19 @@ PUBLISHED_LAWS: dict[str, PublishedLaw] = {
 }
 DEFAULT_LAW = "chinchilla-2022"
 DATA_CONSTRAINED_LAW = "muennighoff-2023-c4"
+
+
+# The largest natural logarithm of a loss term a float holds with room to add the others (exp(709.78) is the
+# largest float).
+_LARGEST_LOG_TERM = 700.0
+
+
+def _power_term(argument: str, coefficient: float, exponent: float, count: float) -> float:
+    """coefficient / count^exponent, taken in log space: a count far below 1 under a steep exponent (1e-195
+    parameters at alpha 2.1) makes a term no float holds, refused naming the count."""
+    log_term = math.log(coefficient) - exponent * math.log(count)
+    if log_term > _LARGEST_LOG_TERM:
+        raise v.InvalidInput(
+            argument, f"too small for this law: it predicts a loss beyond any number, got {count!r}"
+        )
+    return math.exp(log_term)

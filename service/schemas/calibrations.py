@@ -5,7 +5,7 @@ from __future__ import annotations
 import marshmallow as ma
 from marshmallow import validate
 
-from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, StrictSchema
+from service.schemas.common import NOT_LESS_THAN, ListQuerySchema, PageSchema, StrictSchema
 from service.schemas.fields import SLUG_PATTERN, UtcDateTime
 from service.services.calibrations import MAX_RUNS, CalibrationRequest
 
@@ -25,7 +25,7 @@ class ModelAccuracyQuerySchema(StrictSchema):
         metadata={"description": "Only usage periods starting at or after (inclusive), ISO 8601."},
     )
     to = UtcDateTime(
-        metadata={"description": "Only usage periods starting before (exclusive).", GREATER_THAN: "from"}
+        metadata={"description": "Only usage periods starting before (exclusive).", NOT_LESS_THAN: "from"}
     )
     detail = ma.fields.Boolean(
         load_default=False, metadata={"description": "true: each profile lists its plans (`plans`)."}

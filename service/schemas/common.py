@@ -21,6 +21,9 @@ from service.services.pagination import DEFAULT_LIMIT, MAX_LIMIT
 # server does. An order between two values, which JSON Schema cannot state, is declared on the later field as
 # metadata `x-greater-than` (the other field's name): the validator checks it and the description carries it.
 GREATER_THAN = "x-greater-than"
+# The same order, equality allowed: the end of a half-open window of a query (`to`, `created_to`, `max_flops`)
+# may be its start, an empty window (or a single budget), answered as such rather than refused.
+NOT_LESS_THAN = "x-not-less-than"
 
 
 @dataclass(frozen=True)
@@ -81,9 +84,13 @@ def one_at_least(fields: tuple[str, ...], message: str, *, at: str = "_schema") 
     )
 
 
-def _must_follow(field: ma.fields.Field, other: str) -> str:
-    """What a field marked `x-greater-than` must be, in the words of its error and of the description."""
-    return f"Must be {'after' if isinstance(field, ma.fields.DateTime) else 'greater than'} {other}."
+def _must_follow(field: ma.fields.Field, other: str, *, strictly: bool = True) -> str:
+    """What a field marked `x-greater-than` (or, not `strictly`, `x-not-less-than`) must be, in the words of
+    its error and of the description."""
+    time = isinstance(field, ma.fields.DateTime)
+    if strictly:
+        return f"Must be {'after' if time else 'greater than'} {other}."
+    return f"Must not be {'before' if time else 'less than'} {other}."
 
 
 def rules_document(schema: StrictSchema) -> dict:
@@ -129,9 +136,11 @@ class StrictSchema(ma.Schema):
         for rule in self.RULES:
             if (error := rule.broken(value)) is not None:
                 raise ma.ValidationError(*error)
-        for key, other, field in self._in_order:
-            if None not in (value[key], value[other]) and value[key] <= value[other]:
-                raise ma.ValidationError(_must_follow(field, other), key)
+        for key, other, field, strictly in self._in_order:
+            if None in (value[key], value[other]):
+                continue
+            if value[key] < value[other] or (strictly and value[key] == value[other]):
+                raise ma.ValidationError(_must_follow(field, other, strictly=strictly), key)
 
     # What the checks above and below read of the schema's fields, found once per schema (an instance serves
     # every request of its endpoint: api/base.py), not on each request.
@@ -145,12 +154,14 @@ class StrictSchema(ma.Schema):
         )
 
     @functools.cached_property
-    def _in_order(self) -> tuple[tuple[str, str, ma.fields.Field], ...]:
-        """(name, the name it must be greater than, field) of each field marked GREATER_THAN."""
+    def _in_order(self) -> tuple[tuple[str, str, ma.fields.Field, bool], ...]:
+        """(name, the name it must follow, field, strictly) of each field marked GREATER_THAN (strictly) or
+        NOT_LESS_THAN."""
         return tuple(
-            (field.data_key or name, field.metadata[GREATER_THAN], field)
+            (field.data_key or name, field.metadata[marker], field, marker == GREATER_THAN)
             for name, field in self.load_fields.items()
-            if GREATER_THAN in field.metadata
+            for marker in (GREATER_THAN, NOT_LESS_THAN)
+            if marker in field.metadata
         )
 
     @functools.cached_property
@@ -199,11 +210,12 @@ class DocumentSchema(ma.Schema):
 
 
 def greater_than_to_property(self, field, ret, **kwargs) -> dict:
-    """apispec attribute function: say in words the order `x-greater-than` declares."""
-    other = field.metadata.get(GREATER_THAN)
+    """apispec attribute function: say in words the order `x-greater-than` (or `x-not-less-than`) declares."""
+    strictly = GREATER_THAN in field.metadata
+    other = field.metadata.get(GREATER_THAN if strictly else NOT_LESS_THAN)
     if other is None:
         return {}
-    said = _must_follow(field, f"`{other}`")
+    said = _must_follow(field, f"`{other}`", strictly=strictly)
     return {"description": f"{ret['description']} {said}" if ret.get("description") else said}
 
 

@@ -11,7 +11,7 @@ from service.schemas.fields import Text, slug_field
 
 class OrganizationSchema(StrictSchema):
     id = ma.fields.UUID(dump_only=True)
-    slug = slug_field(required=True, metadata={"example": "acme-research"})
+    slug = slug_field(required=True, metadata={"example": "acme"})
     name = Text(required=True, validate=validate.Length(min=1, max=200))
     created_at = ma.fields.AwareDateTime(dump_only=True)
 

@@ -13,7 +13,15 @@ from webargs.fields import DelimitedList
 from service.core.units import MAX_ACCELERATORS, MAX_PARAMS, MAX_TOKENS
 from service.data.models import PLAN_STATUSES
 from service.schemas.calibrations import OwnCalibrationSchema
-from service.schemas.common import GREATER_THAN, ListQuerySchema, PageSchema, StrictSchema, excludes, requires
+from service.schemas.common import (
+    GREATER_THAN,
+    NOT_LESS_THAN,
+    ListQuerySchema,
+    PageSchema,
+    StrictSchema,
+    excludes,
+    requires,
+)
 from service.schemas.fields import (
     LABEL_FILTER_VALUE,
     LABEL_KEY_PATTERN,
@@ -323,7 +331,7 @@ class PlanQuerySchema(ListQuerySchema):
     )
     created_from = UtcDateTime(metadata={"description": "Created at or after (inclusive)."})
     created_to = UtcDateTime(
-        metadata={"description": "Created before (exclusive).", GREATER_THAN: "created_from"}
+        metadata={"description": "Created before (exclusive).", NOT_LESS_THAN: "created_from"}
     )
 
 

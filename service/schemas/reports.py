@@ -10,7 +10,7 @@ from marshmallow import validate
 from webargs.fields import DelimitedList
 
 from service.data.models import PLAN_STATUSES
-from service.schemas.common import GREATER_THAN, StrictSchema
+from service.schemas.common import NOT_LESS_THAN, StrictSchema
 from service.schemas.fields import LABEL_KEY_PATTERN, SLUG_PATTERN, MoneyField, UtcDateTime, signed_money
 from service.services.documents import format_money
 from service.services.focus import FOCUS_GRANULARITIES, FOCUS_VERSION, FOCUS_VERSIONS
@@ -110,8 +110,8 @@ class CostReportQuerySchema(StrictSchema):
         required=True,
         metadata={
             "description": "The window's end (exclusive): the part of each plan's schedule before it, and "
-            "UTC days of spend beginning before it.",
-            GREATER_THAN: "from",
+            "UTC days of spend beginning before it. Equal to `from`: an empty window.",
+            NOT_LESS_THAN: "from",
         },
     )
     measure = ma.fields.String(
@@ -172,7 +172,7 @@ class FocusQuerySchema(StrictSchema):
     )
     to = UtcDateTime(
         required=True,
-        metadata={"description": "UTC days of spend beginning before (exclusive).", GREATER_THAN: "from"},
+        metadata={"description": "UTC days of spend beginning before (exclusive).", NOT_LESS_THAN: "from"},
     )
     granularity = ma.fields.String(
         load_default="day",

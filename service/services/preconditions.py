@@ -5,7 +5,14 @@ An immutable resource's version is its id: a resource deleted and made again und
 
 from __future__ import annotations
 
-from service.services.errors import PreconditionFailedError, PreconditionRequiredError
+import re
+
+from service.services.errors import InvalidHeaderError, PreconditionFailedError, PreconditionRequiredError
+
+# If-Match as RFC 9110 §13.1.1 writes it: `*`, or a list of entity tags (optionally weak, `W/`), each quoted
+# (etagc: visible ASCII but `"`). The OpenAPI description states the same pattern for the header.
+_ENTITY_TAG = r'(W/)?"[\x21\x23-\x7e]*"'
+IF_MATCH_PATTERN = rf"^[ \t]*(\*|{_ENTITY_TAG}([ \t]*,[ \t]*{_ENTITY_TAG})*)[ \t]*$"
 
 
 def etag(version: int | str) -> str:
@@ -18,6 +25,9 @@ def require_version(if_match: str | None, version: int | str) -> None:
         raise PreconditionRequiredError(
             "Send If-Match with the ETag of your last read of this resource; updates without it are refused."
         )
+    if not re.fullmatch(IF_MATCH_PATTERN, if_match):
+        # Neither `*` nor entity tags (an empty value among them): a condition that cannot be evaluated.
+        raise InvalidHeaderError("If-Match", 'Not `*` or a list of ETags such as "3" (RFC 9110).')
     tags = [tag.strip() for tag in if_match.split(",")]
     if "*" in tags or etag(version) in tags:
         return

@@ -465,6 +465,21 @@ def test_a_write_without_if_match_is_a_428_problem_and_changes_nothing(client, s
     assert (profile.name, profile.version) == ("Our H100", 1)
 
 
+@pytest.mark.parametrize("if_match", ["", " ", "1", "garbage", 'W/"1" "2"', '"1",'])
+@pytest.mark.parametrize(("method", "body", "status"), WRITES)
+def test_an_if_match_that_is_neither_star_nor_etags_is_a_400_problem_and_changes_nothing(
+    client, session, method, body, status, if_match
+):
+    # Outside the pattern the description gives the header: not a stale ETag (412), a malformed one.
+    create(client)
+
+    problem = assert_problem(write(client, method, "our-h100", body, if_match=if_match), 400)
+
+    assert [error["header"] for error in problem["errors"]] == ["If-Match"]
+    profile = stored(session, "our-h100")
+    assert (profile.name, profile.version) == ("Our H100", 1)
+
+
 @pytest.mark.parametrize(("method", "body", "status"), WRITES)
 def test_a_write_with_a_stale_etag_is_a_412_problem_and_changes_nothing(
     client, session, method, body, status

@@ -523,6 +523,25 @@ def test_the_window_includes_from_and_excludes_to(client, session, world):
     ]
 
 
+@pytest.mark.parametrize("granularity", ["none", "day"])
+@pytest.mark.parametrize("measure", ["planned", "actual", "both"])
+def test_a_window_that_ends_where_it_begins_is_an_empty_report(client, session, world, granularity, measure):
+    # Half-open: [from, to) with to = from holds no instant. The description allows it (`x-not-less-than`),
+    # and schemathesis sends it as valid; refusing it was the server being stricter than its description.
+    insert_plans(session, world, [PlanSpec("acme", at("2026-01-01T00:00:00+00:00"), cost=Decimal("10.00"))])
+    same_instant = "2026-01-01T01:00:00+01:00"
+
+    body = report_body(client, from_=JANUARY, to=same_instant, granularity=granularity, measure=measure)
+
+    assert (body["rows"], body["totals"]) == ([], [])
+
+
+def test_a_window_that_ends_before_it_begins_is_still_refused(client, world):
+    body = assert_problem(report(client, from_=FEBRUARY, to=JANUARY), 422)
+
+    assert body["errors"] == [{"parameter": "to", "detail": "Must not be before from."}]
+
+
 def test_a_plan_counts_in_a_window_with_the_part_of_its_schedule_inside_it(client, session, world):
     # Ten hours from 22:00 on 31 December: two in December, eight in January.
     insert_plans(
@@ -869,7 +888,6 @@ WINDOW = {"from": JANUARY, "to": FEBRUARY}
         ({"from": JANUARY, "to": "2026-02-01"}, "to"),
         ({"from": "yesterday", "to": FEBRUARY}, "from"),
         ({"from": FEBRUARY, "to": JANUARY}, "to"),
-        ({"from": JANUARY, "to": "2026-01-01T01:00:00+01:00"}, "to"),  # the same instant
         ({**WINDOW, "granularity": "year"}, "granularity"),
         ({**WINDOW, "group_by": "team"}, "group_by"),
         ({**WINDOW, "group_by": "label:Team"}, "group_by"),

@@ -158,6 +158,20 @@ def test_loss_refuses_non_positive_or_non_finite_sizes(params, tokens):
         CHINCHILLA.loss(params, tokens)
 
 
+@pytest.mark.parametrize(
+    ("params", "tokens", "argument"), [(5.6e-195, 1e9, "params"), (1e9, 1e-300, "tokens")]
+)
+def test_a_size_whose_loss_no_float_holds_is_refused_by_name_not_overflowed(params, tokens, argument):
+    # alpha 2.1 over 5.6e-195 parameters is a term of e^943: computed directly, an OverflowError (a 500).
+    steep = ScalingLaw(E=13.6, A=3.9e11, B=3.1e11, alpha=2.1, beta=2.5)
+    with pytest.raises(InvalidInput, match=f"^{argument}: too small for this law"):
+        steep.loss(params, tokens)
+
+
+def test_a_tiny_size_whose_loss_a_float_holds_still_has_one():
+    assert math.isfinite(CHINCHILLA.loss(1e-100, 1e9))
+
+
 # --- Whose parameters a law counts --------------------------------------------------------------------------
 
 
