@@ -21,6 +21,7 @@ from service.schemas.plans import LedgerPageSchema
 from service.schemas.reports import UtilizationSchema
 from service.schemas.usage import BudgetForecastSchema
 from service.services import budget_utilization, budgets, plans, usage
+from service.services.pagination import Page
 from service.web.auth import READERS, requires, scope
 
 blp = Blueprint("budgets", __name__, url_prefix="/v1/budgets", description="Organisations' budgets")
@@ -126,11 +127,16 @@ def utilization(budget_id):
 
 @blp.get("/<uuid:budget_id>/forecast")
 @requires(*READERS)
-@blp.response(200, BudgetForecastSchema)
+@blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
+@blp.response(200, BudgetForecastSchema, headers=LINK_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
-def forecast(budget_id):
-    """Committed, spent and remaining now, and the estimate at completion: of each running plan from its
-    progress (its spend so far over the share of its tokens trained), and of the budget as the sum over every
-    plan charged to it."""
+def forecast(limit, cursor, budget_id):
+    """Committed, spent and remaining now, and the estimate at completion: of the budget as the sum over
+    every plan charged to it, and of each running plan from its progress (its spend so far over the share of
+    its tokens trained), a page of them at a time (newest started first; `next_cursor` and a Link header, as
+    every list)."""
     session = get_session()
-    return usage.budget_forecast(session, budgets.get_budget(session, budget_id, scope=scope()))
+    budget = budgets.get_budget(session, budget_id, scope=scope())
+    found = usage.budget_forecast(session, budget, limit=limit, after=cursor)
+    _, link = page_response(Page(found.running, found.next_cursor), limit)
+    return found, link

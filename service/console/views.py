@@ -396,7 +396,7 @@ def budget_page(budget_id: uuid.UUID) -> str:
     budget = BudgetSchema().dump(use.budget)
     utilization = UtilizationSchema().dump(use)
     ledger = plans.list_ledger(session, budget_id, scope=scope(), limit=LIST_LIMIT, after=None)
-    forecast = BudgetForecastSchema().dump(usage.budget_forecast(session, use.budget))
+    forecast = BudgetForecastSchema().dump(usage.budget_forecast(session, use.budget, limit=LIST_LIMIT))
     waiting = plans.PlanFilter(budget_id=budget_id, status=PlanStatus.PENDING_APPROVAL)
     pending = plans.list_plans(session, waiting, scope=scope(), limit=LIST_LIMIT, after=None)
     return flask.render_template(

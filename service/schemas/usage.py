@@ -215,5 +215,13 @@ class BudgetForecastSchema(ma.Schema):
     )
     as_of = ma.fields.AwareDateTime()
     running = ma.fields.List(
-        ma.fields.Nested(RunForecastSchema), metadata={"description": "Each running plan."}
+        ma.fields.Nested(RunForecastSchema),
+        metadata={
+            "description": "A page of its running plans (`limit`, `cursor`), newest started first; the "
+            "budget's own figures are every plan's, on every page."
+        },
+    )
+    next_cursor = ma.fields.String(
+        allow_none=True,
+        metadata={"description": "Pass as `cursor` for the next page of running plans; null on the last."},
     )

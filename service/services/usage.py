@@ -47,7 +47,7 @@ from service.infra import actors
 from service.services import audit, events
 from service.services.documents import JsonObject, format_money, format_optional_money
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
-from service.services.pagination import Cursor, Page, paginate
+from service.services.pagination import DEFAULT_LIMIT, Cursor, Page, paginate
 from service.services.plans import get_plan, give_back
 
 CLOCK_SKEW = timedelta(minutes=5)  # a reporter's clock may run this far ahead of ours
@@ -642,6 +642,7 @@ class BudgetForecast:
     running: list[PlanForecast]
     band: Band  # the plans' bands added: their errors are the model's, and move together
     median: Decimal  # the plans' P50s added (moving together, their quantiles add)
+    next_cursor: str | None = None  # of the running plans, a page at a time
 
     @property
     def variance_at_completion(self) -> Decimal:
@@ -709,15 +710,19 @@ def cost_interval(result: JsonObject | None) -> tuple[Decimal | None, Band | Non
     return Decimal(estimate["cost"]), (Decimal(bounds[0]), Decimal(bounds[1]))
 
 
-def budget_forecast(session: Session, budget: Budget) -> BudgetForecast:
-    """Where the budget is heading: each running plan's estimate at completion from its progress, and the
-    sum over every plan charged to it (the plan for those not started, the spend for those finished)."""
-    running = session.scalars(
+def budget_forecast(
+    session: Session, budget: Budget, *, limit: int = DEFAULT_LIMIT, after: Cursor | None = None
+) -> BudgetForecast:
+    """Where the budget is heading: the sum over every plan charged to it (the plan for those not started,
+    the spend for those finished, the forecast for those running), and a page of its running plans, newest
+    started first, each with its estimate at completion from its progress."""
+    stmt = (
         select(Plan)
         .where(Plan.budget_id == budget.id, Plan.status == PlanStatus.RUNNING)
         .options(*(defer(document) for document in (Plan.inputs, Plan.snapshot)))
-        .order_by(Plan.started_at, Plan.id)
-    ).all()
+    )
+    page = paginate(session, stmt, Plan, limit, after, time="started_at")
+    running = page.items
     reported_until = dict(
         session.execute(
             select(UsageRecord.plan_id, func.max(UsageRecord.period_end))
@@ -737,7 +742,7 @@ def budget_forecast(session: Session, budget: Budget) -> BudgetForecast:
         band = plan_progress.completion_interval(*cost_interval(plan.result))
         forecasts.append(PlanForecast(plan, plan_progress, end, band))
     total, band, median = _completion(session, budget.id)
-    return BudgetForecast(budget, utcnow(), total, forecasts, band, median)
+    return BudgetForecast(budget, utcnow(), total, forecasts, band, median, page.next_cursor)
 
 
 # --- Lifecycle --------------------------------------------------------------------------------------------

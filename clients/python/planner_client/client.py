@@ -250,8 +250,14 @@ class PlannerClient:
         return self._json("GET", f"/v1/budgets/{budget_id}/utilization")
 
     def budget_forecast(self, budget_id: str) -> Json:
-        """Committed, spent, remaining, and the estimate at completion of the budget and its running plans."""
-        return self._json("GET", f"/v1/budgets/{budget_id}/forecast")
+        """Committed, spent, remaining, and the estimate at completion of the budget and its running plans
+        (every one: the pages of `running` the server gives, joined)."""
+        path = f"/v1/budgets/{budget_id}/forecast"
+        forecast = self._json("GET", path, params={"limit": 100})
+        while forecast.get("next_cursor"):
+            page = self._json("GET", path, params={"limit": 100, "cursor": forecast["next_cursor"]})
+            forecast = {**page, "running": [*forecast["running"], *page["running"]]}
+        return forecast
 
     # --- Plans ---------------------------------------------------------------------------------------------
 
