@@ -14,6 +14,8 @@ died is taken over by another host's runner within a lease and a poll, whether o
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -65,6 +67,7 @@ def claim_next(database: Database, lease: timedelta = LEASE) -> tuple[uuid.UUID,
                     attempt=FitJob.attempt + 1,
                     started_at=now,
                     lease_expires_at=now + lease,
+                    runner=f"{socket.gethostname()}:{os.getpid()}",  # at claim time: after any fork
                 )
                 .returning(FitJob.attempt)
             ).scalar()
@@ -202,9 +205,10 @@ class Runner(Periodic):
 def init_app(app: flask.Flask) -> None:
     config = app.extensions["planner.config"]
     lease = timedelta(seconds=config.fit_job_lease_seconds)
-    started_by_requests(
-        app, EXTENSION_KEY, Runner(get_db(app), lease) if config.fit_jobs_in_process else None
-    )
+    # It looks at least once a lease, so that a short lease (FIT_JOB_LEASE_SECONDS) is taken over soon too.
+    interval = min(POLL_SECONDS, lease.total_seconds())
+    runner = Runner(get_db(app), lease, interval) if config.fit_jobs_in_process else None
+    started_by_requests(app, EXTENSION_KEY, runner)
 
 
 def wake_runner() -> None:

@@ -241,8 +241,10 @@ class Ledger:
 
     created: dict[str, dict] = field(default_factory=dict)
     committed: set[str] = field(default_factory=set)
+    awaiting_approval: set[str] = field(default_factory=set)  # commits answered 202 (budgets with approval)
     statuses: Counter = field(default_factory=Counter)
     failures: Counter = field(default_factory=Counter)  # no answer at all: connection refused or reset
+    failed_at: list[float] = field(default_factory=list)  # when each of them happened (seconds since start)
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (seconds since start, status)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -284,10 +286,12 @@ def run_load(
     seconds: float,
     clients: int = 32,
     during: Callable[[float], None] | None = None,
+    keys: list[str] | None = None,
 ) -> Ledger:
     """`clients` threads for `seconds`, each a loop of random calls: create a plan (with an
     Idempotency-Key), commit one of its drafts, read one, list, report. `during(elapsed)` runs on the calling
-    thread meanwhile, every 0.1 s (to crash or stop things)."""
+    thread meanwhile, every 0.1 s (to crash or stop things). `server` is anything with a `base` URL (a load
+    balancer, say); client n sends `keys[n % len(keys)]` if given, else the admin key."""
     ledger = Ledger()
     stop = threading.Event()
     started = time.monotonic()
@@ -296,7 +300,9 @@ def run_load(
         rng = random.Random(seed)
         drafts: list[str] = []
         with requests.Session() as http:
-            http.headers.update(AUTH)
+            http.headers.update(
+                AUTH if keys is None else {"Authorization": f"Bearer {keys[seed % len(keys)]}"}
+            )
             while not stop.is_set():
                 action = rng.choices(("create", "commit", "read", "list", "report"), (4, 2, 2, 1, 1))[0]
                 if action == "commit" and not drafts:
@@ -306,6 +312,7 @@ def run_load(
                 except requests.RequestException as error:
                     with ledger.lock:
                         ledger.failures[type(error).__name__] += 1
+                        ledger.failed_at.append(time.monotonic() - started)
                     time.sleep(0.05)
 
     threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(clients)]
@@ -348,9 +355,9 @@ def _act(http, base, action, rng, budgets, drafts, ledger: Ledger, started: floa
             f"{base}/v1/plans/{plan_id}/commit", headers={"Idempotency-Key": str(uuid.uuid4())}, timeout=30
         )
         ledger.record(started, response.status_code)
-        if response.status_code == 200:
+        if response.status_code in (200, 202):
             with ledger.lock:
-                ledger.committed.add(plan_id)
+                (ledger.committed if response.status_code == 200 else ledger.awaiting_approval).add(plan_id)
     elif action == "read":
         with ledger.lock:
             known = list(ledger.created)[-50:]

@@ -113,6 +113,7 @@ class FitJob(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    runner: Mapped[str | None] = mapped_column(String(300))  # host:pid of the process that claimed it last
 
     organization: Mapped[Organization] = relationship()
     law: Mapped[FittedLaw | None] = relationship()
