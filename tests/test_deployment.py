@@ -100,29 +100,48 @@ def test_the_command_line_make_run_prints_runs_planner_against_that_server_with_
     assert done.stdout.splitlines()[-1] == f"planner --help on http://127.0.0.1:8123 as {key}"
 
 
-def test_the_compose_app_runs_the_same_gunicorn_command_as_make_run(compose):
-    assert compose["app"]["command"] == SERVE_COMMAND
-    assert compose["app"]["build"] == "."
+REPLICAS = ("app1", "app2")
 
 
-def test_the_compose_migration_runs_the_same_setup_as_make_run_before_the_app_starts(compose):
+def test_the_compose_replicas_run_the_same_gunicorn_command_as_make_run(compose):
+    for replica in REPLICAS:
+        assert compose[replica]["command"] == SERVE_COMMAND
+        assert compose[replica]["build"] == "."
+
+
+def test_the_compose_migration_runs_the_same_setup_as_make_run_before_the_replicas_start(compose):
     assert compose["migrate"]["command"] == SETUP_COMMAND
-    assert compose["app"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    for replica in REPLICAS:
+        assert compose[replica]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert compose["migrate"]["depends_on"]["db"]["condition"] == "service_healthy"
 
 
-def test_the_compose_app_listens_on_the_published_port_on_all_interfaces(compose):
-    environment = compose["app"]["environment"]
-    port = int(environment["PORT"])
+def test_the_compose_balancer_runs_the_tested_configuration_in_front_of_every_replica(compose):
+    """The balancer is the one the several-hosts test runs (deploy/haproxy.cfg), publishing the port the
+    replicas listen on, sending to each replica there, and trusted by them as one proxy hop."""
+    balancer = compose["balancer"]
+    assert balancer["image"].startswith("haproxy:")
+    assert "./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in balancer["volumes"]
+    port = int(compose[REPLICAS[0]]["environment"]["PORT"])
     assert port == Config().port
-    assert compose["app"]["ports"] == [f"{port}:{port}"]
-    assert environment["HOST"] == "0.0.0.0"
-    assert f"127.0.0.1:{port}/readyz" in " ".join(compose["app"]["healthcheck"]["test"])
+    assert f"{port}:{port}" in balancer["ports"]
+    assert balancer["environment"]["PLANNER_LISTEN"] == f"0.0.0.0:{port}"
+    addresses = {balancer["environment"][f"PLANNER_APP{n}"] for n in range(1, len(REPLICAS) + 1)}
+    assert addresses == {f"{replica}:{port}" for replica in REPLICAS}
+    configuration = (ROOT / "deploy" / "haproxy.cfg").read_text()
+    assert configuration.count('"${PLANNER_APP') == len(REPLICAS)
+    for replica in REPLICAS:
+        environment = compose[replica]["environment"]
+        assert environment["HOST"] == "0.0.0.0"
+        assert environment["TRUSTED_PROXY_HOPS"] == "1"
+        assert "ports" not in compose[replica]  # reached through the balancer only
+        assert f"127.0.0.1:{port}/readyz" in " ".join(compose[replica]["healthcheck"]["test"])
+        assert balancer["depends_on"][replica]["condition"] == "service_healthy"
 
 
 def test_the_compose_database_url_is_a_psycopg_url_to_the_compose_postgres(compose):
     db = compose["db"]["environment"]
-    for service in ("app", "migrate"):
+    for service in ("migrate", *REPLICAS):
         url = make_url(compose[service]["environment"]["DATABASE_URL"])
         assert url.drivername == "postgresql+psycopg", service
         assert (url.host, url.port) == ("db", 5432)
@@ -134,7 +153,7 @@ def test_the_compose_database_url_is_a_psycopg_url_to_the_compose_postgres(compo
 
 
 def test_the_compose_setup_and_app_are_given_the_admin_key_from_the_environment(compose):
-    for service in ("migrate", "app"):
+    for service in ("migrate", *REPLICAS):
         assert compose[service]["environment"]["PLANNER_ADMIN_KEY"].startswith("${PLANNER_ADMIN_KEY:?")
 
 
