@@ -267,6 +267,24 @@ def get_session() -> Session:
     return session_of_request
 
 
+def export_session() -> tuple[Session, Callable[[], None]]:
+    """A session for an export that streams its rows (a report's CSV, the FOCUS export), and what to call
+    when the stream ends (however it ends). A server-side cursor lives in a transaction: the request's
+    session where it has one (SQLite's reading transaction, DEFERRED, never waits for the write lock nor
+    holds it), which the stream then owns, since teardown runs as the view returns, before a streamed body
+    is read (Flask 3.1's stream_with_context pushes the contexts again around the body); else, on
+    PostgreSQL, whose reading sessions have none, one of its own. Either holds a pooled connection for as
+    long as the client reads."""
+    session = get_session()
+    if session.connection().get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+        flask.g.pop("db_session")
+        return session, lambda: _close(session)
+    principal = flask.g.get("principal")
+    actor = principal.key_id if principal else "anonymous"
+    own = act_as(get_db().sessionmaker(), actor, flask.g.get("request_id"))
+    return own, lambda: _close(own)
+
+
 @contextlib.contextmanager
 def reading_session() -> Iterator[Session]:
     """A session for what a request reads before it may write (the key's lookup, a plan's evaluation): the

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -21,12 +21,11 @@ from sqlalchemy.orm import Session
 
 from service.data.models import Budget, HardwareProfile, Organization, Plan, UsageDay
 from service.services.reports import (
-    MAX_ROWS,
     CostQuery,
-    at_most_max_rows,
     period_bounds,
     period_column,
     plan_filters,
+    streamed,
     summed_columns,
     summed_cost,
     usage_per_plan,
@@ -94,7 +93,9 @@ ACCELERATOR_HOURS_UNIT = "Accelerator-Hours"
 TAG_PREFIX = "planner/"
 
 
-def focus_rows(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -> list[dict[str, Any]]:
+def focus_rows(
+    session: Session, query: CostQuery, *, scope: uuid.UUID | None, stream: bool = False
+) -> Iterator[dict[str, Any]]:
     """What runs spent, one FOCUS usage charge per plan per UTC day (or month) of the window: billed charges,
     so actual spend only (plans are forecasts, which FOCUS does not describe).
 
@@ -102,6 +103,11 @@ def focus_rows(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -
     that amount alike (no discount or commitment to amortise). The billing account is the organisation, the
     sub-account the budget the plan is charged to; the SKU is the hardware profile; the tags are the plan's
     labels and its budget.
+
+    The charges come as they are read, in order of period and plan, however many: with `stream`, from a
+    server-side cursor on PostgreSQL (the session in a transaction: infra.db.export_session), so that memory
+    holds a batch of them, not the export. What the query names (an organisation, hardware) is looked up
+    when this is called, before the first charge.
     """
     if query.granularity not in FOCUS_GRANULARITIES or query.group_by:
         raise ValueError("FOCUS charges are one plan's in a day or a month")  # the schema keeps them so
@@ -134,11 +140,18 @@ def focus_rows(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -
         .outerjoin(Budget, Budget.id == Plan.budget_id)
         .outerjoin(HardwareProfile, HardwareProfile.id == Plan.hardware_id)
         .order_by(per_plan.c.period, Plan.id)
-        .limit(MAX_ROWS + 1)
     )
-    stmt = stmt.where(Plan.status.in_(query.statuses))
-    found = at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
-    return [_focus_row(record, query.granularity, cost_columns=len(sums)) for record in found]
+    stmt = plan_filters(stmt.where(Plan.status.in_(query.statuses)), query)
+    return _charges(session, streamed(stmt, stream), query.granularity, len(sums))
+
+
+def _charges(session: Session, stmt: Any, granularity: str, cost_columns: int) -> Iterator[dict[str, Any]]:
+    result = session.execute(stmt)
+    try:  # closed however the stream ends: a server-side cursor is not left to the garbage collector
+        for record in result:
+            yield _focus_row(record, granularity, cost_columns=cost_columns)
+    finally:
+        result.close()
 
 
 def _focus_row(record: Sequence[Any], granularity: str, *, cost_columns: int) -> dict[str, Any]:

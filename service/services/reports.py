@@ -19,14 +19,16 @@ and the FOCUS export of what runs spent (focus.py). What they share keeps their 
   window with the part of its schedule inside it.
 * Amounts are exact (NUMERIC on PostgreSQL, integer millionths on SQLite: see models.Money); the currency is
   always part of a row's group, so amounts in different currencies are never added together.
-* A report has at most MAX_ROWS rows: a larger one is refused rather than cut short.
+* A report as JSON has at most MAX_ROWS rows: a larger one is refused rather than cut short (its message
+  points to CSV). CSV files (the cost report's and the FOCUS export) have no bound: they stream their rows a
+  period at a time as they are read from the database (planned_periods, spend.spend_stream, focus.focus_rows).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -166,15 +168,52 @@ def planned_sums(
     session: Session, query: CostQuery, scope: uuid.UUID | None, *, charged: bool = False
 ) -> Planned:
     """The plans of the query's statuses whose schedule overlaps the window, each spread over the periods of
-    its schedule pro rata to time (`spread`), summed per period, group and currency.
-
-    A plan whose schedule lies inside one period of the window is that period's whole: the database sums
-    those (most plans, at a month's or the window's granularity) as it sums any column; the others, which
-    cross a period's or the window's edge, are spread here.
+    its schedule pro rata to time (`spread`), summed per period, group and currency: every period's of
+    planned_periods, at most MAX_ROWS rows (a larger report is refused).
 
     `charged`: the money each plan holds on its budget's ledger instead of its planned cost: the cost while
     it is committed or running, and once it has finished what it spent of it (the ledger settles the rest
     back; spend beyond it is the budget's overrun).
+    """
+    counted: dict[str | None, int] = {}
+    rows: list[tuple[Any, ...]] = []
+    for _, sums in planned_periods(session, query, scope, charged=charged, counted=counted):
+        if len(rows) + len(sums) > MAX_ROWS:
+            raise too_many_rows()
+        rows += [(*key, *values) for key, values in sorted(sums.items(), key=lambda item: key_order(item[0]))]
+    return Planned(rows, counted)
+
+
+# Rows fetched from the database at a time when a report streams (a server-side cursor on PostgreSQL).
+STREAM_BATCH = 2_000
+PeriodSums = dict[tuple[Any, ...], list[Any]]
+
+
+def streamed(stmt: Select[*Columns], stream: bool) -> Select[*Columns]:
+    """`stmt` read a batch at a time as it is iterated (a server-side cursor on PostgreSQL, which needs a
+    transaction: see infra.db.export_session) rather than whole when it is executed."""
+    return stmt.execution_options(yield_per=STREAM_BATCH) if stream else stmt
+
+
+def planned_periods(
+    session: Session,
+    query: CostQuery,
+    scope: uuid.UUID | None,
+    *,
+    charged: bool = False,
+    counted: dict[str | None, int] | None = None,
+    stream: bool = False,
+) -> Iterator[tuple[datetime | None, PeriodSums]]:
+    """planned_sums a period at a time, in order, the periods with something planned only: (its start, or
+    None for granularity none; its sums per (period, groups, currency) key: plans, accelerator_hours, flops
+    and cost (None for plans without a price)). `counted` receives per currency the plans counted, each once
+    however many periods it spans, as they are read.
+
+    A plan whose schedule lies inside one period of the window is that period's whole: the database sums
+    those (most plans, at a month's or the window's granularity) as it sums any column, in period order; the
+    others, which cross a period's or the window's edge, are read in order of their start and spread here.
+    What is held at a time is one period's sums and the pieces, in later periods, of the plans that crossed
+    into them, never the whole report: with `stream`, rows are read from the database as they are needed.
     """
     dialect = session.get_bind().dialect.name
     groups = [group_column(name) for name in query.group_by]
@@ -183,24 +222,10 @@ def planned_sums(
         spent_less = Plan.status.in_(FINISHED_STATUSES) & (Plan.actual_cost < Plan.cost)
         money = case((spent_less, Plan.actual_cost), else_=Plan.cost)
     within = _within_one_period(query, dialect)
-    sums: dict[tuple[Any, ...], list[Any]] = {}
-    counted: dict[str | None, int] = {}
-
-    def add(key: tuple[Any, ...], plans: int, hours: float, flops: float, cost: Decimal | None) -> None:
-        found = sums.get(key)
-        if found is None:
-            if len(sums) >= MAX_ROWS:
-                raise too_many_rows()
-            found = sums[key] = [0, 0.0, 0.0, None]
-        found[0] += plans
-        found[1] += hours
-        found[2] += flops
-        if cost is not None:
-            found[3] = cost if found[3] is None else found[3] + cost
-
+    counted = {} if counted is None else counted
     period = period_column(query.granularity, dialect, Plan.start_at)
     keys: list[SQLColumnExpression[Any]] = [*([period] if period is not None else []), *groups, Plan.currency]
-    whole = _planned_scope(
+    whole = planned_scope(
         select(
             *keys,
             func.count().label("plans"),
@@ -211,34 +236,101 @@ def planned_sums(
         query,
         scope,
     ).group_by(*keys)
-    for record in session.execute(whole):
-        values = list(record)
-        first = [_period_start(values.pop(0), query.granularity)] if period is not None else []
-        key = (*first, *values[: len(groups)], values[len(groups)])
-        plans, hours, flops, *cost = values[len(groups) + 1 :]
-        counted[key[-1]] = counted.get(key[-1], 0) + plans
-        add(key, plans, hours or 0.0, flops or 0.0, summed_cost(cost))
-    crossing = _planned_scope(
-        select(Plan.start_at, Plan.end_at, *groups, Plan.currency, Plan.accelerator_hours, Plan.flops, money),
-        query,
-        scope,
-    ).where(~within)
-    for start, end, *rest in session.execute(crossing):
-        *group_values, currency, hours, flops, cost = rest
-        counted[currency] = counted.get(currency, 0) + 1
-        for moment, share, piece in spread(start, end, query, cost, currency):
-            add(
-                (*([moment] if period is not None else []), *group_values, currency),
-                1,
-                hours * share,
-                flops * share,
-                piece,
-            )
-    rows = [(*key, *values) for key, values in sorted(sums.items(), key=lambda item: key_order(item[0]))]
-    return Planned(rows, counted)
+    if period is not None:
+        whole = whole.order_by(period)
+    crossing = (
+        planned_scope(
+            select(
+                Plan.start_at, Plan.end_at, *groups, Plan.currency, Plan.accelerator_hours, Plan.flops, money
+            ),
+            query,
+            scope,
+        )
+        .where(~within)
+        .order_by(Plan.start_at)
+    )
+    results = [session.execute(streamed(statement, stream)) for statement in (whole, crossing)]
+    try:  # closed however the stream ends: a server-side cursor is not left to the garbage collector
+        yield from _merged_periods(
+            query,
+            periodic=period is not None,
+            group_count=len(groups),
+            counted=counted,
+            wholes_result=results[0],
+            crossings_result=results[1],
+        )
+    finally:
+        for result in results:
+            result.close()
 
 
-def _planned_scope(stmt: Select[*Columns], query: CostQuery, scope: uuid.UUID | None) -> Select[*Columns]:
+def _merged_periods(
+    query: CostQuery,
+    *,
+    periodic: bool,
+    group_count: int,
+    counted: dict[str | None, int],
+    wholes_result: Iterable[Any],
+    crossings_result: Iterable[Any],
+) -> Iterator[tuple[datetime | None, PeriodSums]]:
+    """planned_periods' merge of the sums of plans inside one period (in period order) and the pieces of
+    those crossing a period's edge (in order of their start)."""
+    wholes, crossings = iter(wholes_result), iter(crossings_result)
+    next_whole, next_crossing = next(wholes, None), next(crossings, None)
+    pending: dict[datetime | None, PeriodSums] = {}
+
+    def first_of(record: Any) -> datetime | None:
+        return None if not periodic else _period_start(record[0], query.granularity)
+
+    def crossing_first(record: Any) -> datetime | None:
+        moment = max(record[0], query.start) if record[1] > record[0] else record[0]
+        return None if not periodic else period_floor(moment, query.granularity)
+
+    while True:
+        starts = [*pending]
+        if next_whole is not None:
+            starts.append(first_of(next_whole))
+        if next_crossing is not None:
+            starts.append(crossing_first(next_crossing))
+        if not starts:
+            return
+        first = None if not periodic else min(start for start in starts if start is not None)
+        after = None if first is None else next_period(first, query.granularity)
+        sums = pending.setdefault(first, {})
+        while next_whole is not None and (after is None or first_of(next_whole) == first):
+            values = list(next_whole)
+            head = [first] if periodic else []
+            values = values[1:] if periodic else values
+            key = (*head, *values[:group_count], values[group_count])
+            plans, hours, flops, *cost = values[group_count + 1 :]
+            counted[key[-1]] = counted.get(key[-1], 0) + plans
+            _add(sums, key, plans, hours or 0.0, flops or 0.0, summed_cost(cost))
+            next_whole = next(wholes, None)
+        while next_crossing is not None and (after is None or next_crossing[0] < after):
+            start, end, *rest = next_crossing
+            *group_values, currency, hours, flops, cost = rest
+            counted[currency] = counted.get(currency, 0) + 1
+            for moment, share, piece in spread(start, end, query, cost, currency):
+                key = (*([moment] if periodic else []), *group_values, currency)
+                _add(pending.setdefault(moment, {}), key, 1, hours * share, flops * share, piece)
+            next_crossing = next(crossings, None)
+        yield first, pending.pop(first)
+
+
+def _add(sums: PeriodSums, key: tuple[Any, ...], *figures: Any) -> None:
+    """Adds (plans, accelerator_hours, flops, cost) to the sums of `key` (a cost of None adds nothing)."""
+    plans, hours, flops, cost = figures
+    found = sums.get(key)
+    if found is None:
+        found = sums[key] = [0, 0.0, 0.0, None]
+    found[0] += plans
+    found[1] += hours
+    found[2] += flops
+    if cost is not None:
+        found[3] = cost if found[3] is None else found[3] + cost
+
+
+def planned_scope(stmt: Select[*Columns], query: CostQuery, scope: uuid.UUID | None) -> Select[*Columns]:
     """The plans a planned report counts: of its statuses, in its scope and filters, their schedule
     overlapping the window (a schedule of no length: its start inside it)."""
     stmt = stmt.where(
@@ -362,15 +454,10 @@ def next_period(first: datetime, granularity: str) -> datetime:
 def too_many_rows() -> InvalidParameterError:
     return InvalidParameterError(
         "granularity",
-        f"The report would have more than {MAX_ROWS} rows; narrow the window, coarsen the granularity "
-        "or group by less.",
+        f"The report would have more than {MAX_ROWS} rows, more than a JSON answer holds: ask for CSV "
+        "(format=csv, or the FOCUS export), which streams every row, or narrow the window, coarsen the "
+        "granularity or group by less.",
     )
-
-
-def at_most_max_rows(found: Sequence[Any]) -> Sequence[Any]:
-    if len(found) > MAX_ROWS:
-        raise too_many_rows()
-    return found
 
 
 def cost_sums(

@@ -17,21 +17,21 @@ than as missing; totals per currency, in which a plan counts once however many p
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
+from itertools import islice
 from typing import Any
 
-from sqlalchemy import SQLColumnExpression, func, select
+from sqlalchemy import Result, SQLColumnExpression, func, select
 from sqlalchemy.orm import Session
 
 from service.core.units import CENT
 from service.data.models import Budget, Organization, Plan, UsageDay
+from service.services import reports
 from service.services.reports import (
-    MAX_ROWS,
     CostQuery,
-    Planned,
-    at_most_max_rows,
     group_column,
     group_slugs,
     key_order,
@@ -40,7 +40,9 @@ from service.services.reports import (
     period_column,
     period_floor,
     plan_filters,
-    planned_sums,
+    planned_periods,
+    planned_scope,
+    streamed,
     summed_columns,
     summed_cost,
     too_many_rows,
@@ -76,11 +78,7 @@ class SpendReport:
 
     @property
     def key_columns(self) -> list[str]:
-        period = [] if self.query.granularity == "none" else ["period_start", "period_end"]
-        groups: list[str] = []
-        for name in self.query.group_by:
-            groups += [name, NAMED_GROUPS[name]] if name in NAMED_GROUPS else [name]
-        return [*period, *groups, "currency"]
+        return key_columns(self.query)
 
     @property
     def metrics(self) -> list[str]:
@@ -97,59 +95,210 @@ class SpendReport:
         return self.totals
 
 
+def key_columns(query: CostQuery) -> list[str]:
+    """A row's period and groups (names beside ids) and its currency, in order: a finance CSV's first
+    columns."""
+    period = [] if query.granularity == "none" else ["period_start", "period_end"]
+    groups: list[str] = []
+    for name in query.group_by:
+        groups += [name, NAMED_GROUPS[name]] if name in NAMED_GROUPS else [name]
+    return [*period, *groups, "currency"]
+
+
 def spend_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) -> SpendReport:
     """What the plans planned to spend in [start, end) (measure planned or both) and what their runs spent on
     the UTC days in it (actual or both), side by side per (period, groups, currency), with the variance
-    (actual - planned, measure both).
+    (actual - planned, measure both), and the totals per currency: spend_stream's rows, at most MAX_ROWS of
+    them (a larger report is refused: its CSV streams).
+    """
+    found = spend_stream(session, query, scope=scope)
+    if found.periods * max(len(found.combinations), 1) > reports.MAX_ROWS:
+        raise too_many_rows()  # known before any row is read: the periods times the groups seen
+    rows = list(islice(found.rows, reports.MAX_ROWS + 1))
+    if len(rows) > reports.MAX_ROWS:
+        raise too_many_rows()
+    return SpendReport(query, rows, found.totals(rows))
+
+
+@dataclass
+class SpendStream:
+    """A report's rows as they are read (`rows`, an iterator), once what the query names is known to exist
+    and the groups seen in the window (`combinations`) and their names are read: what can be refused is
+    refused before the first row. `planned_plans` fills as the rows are read."""
+
+    session: Session
+    query: CostQuery
+    scope: uuid.UUID | None
+    combinations: list[tuple[Any, ...]]
+    periods: int  # how many periods the window has (1 with granularity none)
+    rows: Iterator[dict[str, Any]]
+    planned_plans: dict[str | None, int]
+
+    def totals(self, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per currency, over `rows` (this stream's, read once); a plan counts once however many periods it
+        spans."""
+        measure = self.query.measure
+        summed = _spend_totals(rows, measure)
+        actual = {} if measure == "planned" else _actual_plans(self.session, self.query, self.scope)
+        for totals in summed:
+            for name, plans in (("planned_plans", self.planned_plans), ("actual_plans", actual)):
+                if totals[name] is not None:
+                    totals[name] = plans.get(totals["currency"], 0)
+        return summed
+
+
+def spend_stream(
+    session: Session, query: CostQuery, *, scope: uuid.UUID | None, stream: bool = False
+) -> SpendStream:
+    """spend_report's rows one period at a time, in its order, with bounded memory: a period's rows, the
+    groups seen in the window and the pieces of plans still crossing into later periods are held, never the
+    whole report. With `stream`, rows are read from the database as they are needed (a server-side cursor
+    on PostgreSQL: the session must be in a transaction, infra.db.export_session).
 
     A group seen in the window has a row in every period of it (zeros where it has nothing); a window with
     nothing at all still has a row per period, of zeros, so that a month without spend reads as zero rather
     than as missing.
     """
-    planned = Planned([], {}) if query.measure == "actual" else planned_sums(session, query, scope)
-    actual = [] if query.measure == "planned" else _actual(session, query, scope)
-    offset = 0 if query.granularity == "none" else 1
-    names = group_slugs(session, query.group_by, [*planned.rows, *actual], offset=offset)
-    display = _display_names(session, query.group_by, [*planned.rows, *actual], offset=offset)
-    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    combinations = _combinations(session, query, scope)
+    names = group_slugs(session, query.group_by, combinations, offset=0)
+    display = _display_names(session, query.group_by, combinations, offset=0)
+    planned_plans: dict[str | None, int] = {}
 
-    def row_of(record: Sequence[Any]) -> tuple[dict[str, Any], list[Any]]:
-        values = list(record)
+    def key_of(values: list[Any]) -> dict[str, Any]:
+        """The group and currency members of a row from (groups..., currency, ...), consumed from `values`."""
         key: dict[str, Any] = {}
-        if query.granularity != "none":
-            key.update(period_bounds(values.pop(0), query.granularity))
         for name in query.group_by:
             raw = values.pop(0)
             key[name] = names.get((name, raw), raw)
             if name in NAMED_GROUPS:
                 key[NAMED_GROUPS[name]] = display.get((name, raw))
         key["currency"] = values.pop(0)
-        row = rows.setdefault(tuple(key.values()), {**key, **_zeros(key["currency"], query.measure)})
-        return row, values
+        return key
 
-    for record in planned.rows:
-        row, (plans, hours, _flops, cost) = row_of(record)
-        row.update(planned_plans=plans, planned_accelerator_hours=hours, planned_cost=cost)
-    for record in actual:
-        row, (plans, hours, off_hours, *sums) = row_of(record)
-        cost, off_cost = sums[: len(sums) // 2], sums[len(sums) // 2 :]
-        row.update(
-            actual_plans=plans,
-            actual_accelerator_hours=hours,
-            actual_cost=summed_cost(cost) or Decimal(0),
-            off_schedule_accelerator_hours=off_hours,
-            off_schedule_cost=summed_cost(off_cost) or Decimal(0),
+    groups = [key_of(list(combination)) for combination in combinations]
+    rows = _spend_rows(
+        session,
+        query,
+        scope=scope,
+        stream=stream,
+        key_of=key_of,
+        groups=groups,
+        periods=_periods(query),
+        planned_plans=planned_plans,
+    )
+    return SpendStream(session, query, scope, combinations, _period_count(query), rows, planned_plans)
+
+
+def _spend_rows(
+    session: Session,
+    query: CostQuery,
+    *,
+    scope: uuid.UUID | None,
+    stream: bool,
+    key_of: Callable[[list[Any]], dict[str, Any]],
+    groups: list[dict[str, Any]],
+    periods: Iterable[dict[str, str] | None],
+    planned_plans: dict[str | None, int],
+) -> Iterator[dict[str, Any]]:
+    planned: Iterator[tuple[Any, reports.PeriodSums]] = (
+        iter(())
+        if query.measure == "actual"
+        else planned_periods(session, query, scope, counted=planned_plans, stream=stream)
+    )
+    found = None if query.measure == "planned" else _actual(session, query, scope, stream=stream)
+    try:  # closed however the stream ends: a server-side cursor is not left to the garbage collector
+        rows = _merged_rows(
+            query, key_of=key_of, groups=groups, periods=periods, planned=planned, actual=iter(found or ())
         )
-    if query.granularity != "none":
-        _fill_periods(rows, query)
-    ordered = [_with_variance(rows[key], query.measure) for key in sorted(rows, key=key_order)]
-    actual_plans = {} if query.measure == "planned" else _actual_plans(session, query, scope)
-    return SpendReport(query, ordered, _spend_totals(ordered, query.measure, planned.plans, actual_plans))
+        yield from rows
+    finally:
+        if isinstance(planned, Generator):
+            planned.close()
+        if found is not None:
+            found.close()
 
 
-def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequence[Any]:
-    """Per (period, groups, currency): plans with usage, accelerator_hours, off-schedule accelerator-hours
-    and the cost sums, then the off-schedule cost sums, of the usage days in the window.
+def _merged_rows(
+    query: CostQuery,
+    *,
+    key_of: Callable[[list[Any]], dict[str, Any]],
+    groups: list[dict[str, Any]],
+    periods: Iterable[dict[str, str] | None],
+    planned: Iterator[tuple[Any, reports.PeriodSums]],
+    actual: Iterator[Any],
+) -> Iterator[dict[str, Any]]:
+    """Each period's rows, in order: its planned sums and actual rows (both in period order) merged, every
+    group seen in the window given a row of zeros where it had nothing."""
+    next_planned, next_actual = next(planned, None), next(actual, None)
+    for bounds in periods:
+        rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        if next_planned is not None and _in_period(next_planned[0], bounds, query.granularity):
+            for key, (plans, hours, _flops, cost) in next_planned[1].items():
+                row = _row(rows, bounds, key_of(list(key[1:] if bounds is not None else key)), query.measure)
+                row.update(planned_plans=plans, planned_accelerator_hours=hours, planned_cost=cost)
+            next_planned = next(planned, None)
+        while next_actual is not None and _in_period(next_actual[0], bounds, query.granularity):
+            values = list(next_actual)[1:] if bounds is not None else list(next_actual)
+            row = _row(rows, bounds, key_of(values), query.measure)
+            plans, hours, off_hours, *sums = values
+            cost, off_cost = sums[: len(sums) // 2], sums[len(sums) // 2 :]
+            row.update(
+                actual_plans=plans,
+                actual_accelerator_hours=hours,
+                actual_cost=summed_cost(cost) or Decimal(0),
+                off_schedule_accelerator_hours=off_hours,
+                off_schedule_cost=summed_cost(off_cost) or Decimal(0),
+            )
+            next_actual = next(actual, None)
+        if bounds is not None:  # every group seen in the window, in every period: zeros where it had nothing
+            for group in groups or [{"currency": None}]:
+                _row(rows, bounds, group, query.measure)
+        for key in sorted(rows, key=key_order):
+            yield _with_variance(rows[key], query.measure)
+
+
+def _in_period(period: Any, bounds: dict[str, str] | None, granularity: str) -> bool:
+    """Whether a database's period (or a planned period's start) is the one of `bounds` (None: the window)."""
+    return bounds is None or period_bounds(period, granularity) == bounds
+
+
+def _row(
+    rows: dict[tuple[Any, ...], dict[str, Any]],
+    bounds: dict[str, str] | None,
+    group: dict[str, Any],
+    measure: str,
+) -> dict[str, Any]:
+    """The row of `group` in the period of `bounds`, of zeros until something is added."""
+    key = {**(bounds or {}), **group}
+    return rows.setdefault(tuple(key.values()), {**key, **_zeros(key["currency"], measure)})
+
+
+def _combinations(session: Session, query: CostQuery, scope: uuid.UUID | None) -> list[tuple[Any, ...]]:
+    """The (groups..., currency) the window has planned or spent in, on the measure's sides: the groups a
+    row of every period is given, read before any row."""
+    found: set[tuple[Any, ...]] = set()
+    groups = [group_column(name) for name in query.group_by]
+    if query.measure != "actual":
+        planned = planned_scope(select(*groups, Plan.currency).distinct(), query, scope)
+        found.update(tuple(record) for record in session.execute(planned))
+    if query.measure != "planned":
+        dialect = session.get_bind().dialect.name
+        per_plan = usage_per_plan([UsageDay.plan_id, UsageDay.currency], query, scope, dialect)
+        spent = (
+            select(*groups, per_plan.c.currency)
+            .distinct()
+            .join_from(per_plan, Plan, Plan.id == per_plan.c.plan_id)
+            .where(Plan.status.in_(query.statuses))
+        )
+        found.update(tuple(record) for record in session.execute(plan_filters(spent, query)))
+    return sorted(found, key=key_order)
+
+
+def _actual(
+    session: Session, query: CostQuery, scope: uuid.UUID | None, *, stream: bool = False
+) -> Result[Any]:
+    """Per (period, groups, currency), in that order: plans with usage, accelerator_hours, off-schedule
+    accelerator-hours and the cost sums, then the off-schedule cost sums, of the usage days in the window.
 
     Summed per plan and period first, over usage_days alone (its (organization_id, day) index serves an
     organisation's window), so that the join to plans for their groups and filters meets one row per plan
@@ -185,10 +334,9 @@ def _actual(session: Session, query: CostQuery, scope: uuid.UUID | None) -> Sequ
         .join_from(per_plan, Plan, Plan.id == per_plan.c.plan_id)
         .group_by(*keys)
         .order_by(*keys)
-        .limit(MAX_ROWS + 1)
     )
     stmt = stmt.where(Plan.status.in_(query.statuses))
-    return at_most_max_rows(session.execute(plan_filters(stmt, query)).all())
+    return session.execute(streamed(plan_filters(stmt, query), stream))
 
 
 def _actual_plans(session: Session, query: CostQuery, scope: uuid.UUID | None) -> dict[str | None, int]:
@@ -246,54 +394,43 @@ def _with_variance(row: dict[str, Any], measure: str) -> dict[str, Any]:
     return row
 
 
-def _fill_periods(rows: dict[tuple[Any, ...], dict[str, Any]], query: CostQuery) -> None:
-    """Adds a row of zeros for every period of the window that a group seen in it has no row in."""
-    periods = _periods(query)
-    combinations = {key[2:]: rows[key] for key in rows} or {(): {}}
-    if len(periods) * len(combinations) > MAX_ROWS:
-        raise too_many_rows()
-    for bounds in periods:
-        for rest, example in combinations.items():
-            key = (bounds["period_start"], bounds["period_end"], *rest)
-            if key not in rows:
-                group = {name: example.get(name) for name in example if name not in _METRIC_NAMES}
-                group.update(bounds)
-                group.setdefault("currency", None)
-                rows[key] = {**group, **_zeros(group["currency"], query.measure)}
-
-
-_METRIC_NAMES = frozenset(FINANCE_METRICS)
-
-
-def _periods(query: CostQuery) -> list[dict[str, str]]:
-    """The bounds of every period that [start, end) touches (at most MAX_ROWS + 1 of them)."""
-    periods: list[dict[str, str]] = []
+def _periods(query: CostQuery) -> Iterator[dict[str, str] | None]:
+    """The bounds of every period that [start, end) touches, in order; None, the window, with granularity
+    none."""
+    if query.granularity == "none":
+        yield None
+        return
     first = period_floor(query.start, query.granularity)
-    while first < query.end and len(periods) <= MAX_ROWS:
-        periods.append(period_bounds(first, query.granularity))
+    while first < query.end:
+        yield period_bounds(first, query.granularity)
         first = next_period(first, query.granularity)
-    return periods
 
 
-def _spend_totals(
-    rows: list[dict[str, Any]],
-    measure: str,
-    planned_plans: dict[str | None, int],
-    actual_plans: dict[str | None, int],
-) -> list[dict[str, Any]]:
-    """Per currency; a plan spread over (or spending in) several periods counts once."""
+def _period_count(query: CostQuery) -> int:
+    """How many periods _periods gives, without listing them."""
+    if query.granularity == "none":
+        return 1
+    first = period_floor(query.start, query.granularity)
+    if query.granularity == "month":
+        last = period_floor(query.end - timedelta.resolution, "month")
+        return (last.year - first.year) * 12 + last.month - first.month + 1
+    length = timedelta(days=7 if query.granularity == "week" else 1)
+    return -(-(query.end - first) // length)
+
+
+def _spend_totals(rows: Iterable[dict[str, Any]], measure: str) -> list[dict[str, Any]]:
+    """Per currency, the rows' sums (read once, as they stream); the plans are counted by the caller."""
     by_currency: dict[str | None, dict[str, Any]] = {}
-    counted = {"planned_plans": planned_plans, "actual_plans": actual_plans}
     for row in rows:
         currency = row["currency"]
         totals = by_currency.get(currency)
         if totals is None:
             totals = by_currency[currency] = {"currency": currency, **_zeros(currency, measure)}
-            for name, plans in counted.items():
-                if totals[name] is not None:
-                    totals[name] = plans.get(currency, 0)
         for name in (*PLANNED_METRICS, *ACTUAL_METRICS):
-            if name not in counted and row[name] is not None and totals[name] is not None:
+            if name not in COUNTS and row[name] is not None and totals[name] is not None:
                 totals[name] += row[name]
     ordered = sorted(by_currency.items(), key=lambda item: item[0] or "")
     return [_with_variance(totals, measure) for _, totals in ordered]
+
+
+COUNTS = ("planned_plans", "actual_plans")
