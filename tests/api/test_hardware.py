@@ -522,6 +522,21 @@ def test_a_weak_etag_never_satisfies_if_match(client, session):
     assert stored(session, "our-h100").name == "Our H100"
 
 
+@pytest.mark.parametrize("if_match", ['"\xff\xfe"', '"1,2"', '"a,b", "1"'])
+def test_entity_tags_rfc_9110_allows_are_evaluated_not_refused(client, session, if_match):
+    # etagc takes obs-text (bytes 0x80-0xFF, Latin-1 in a header) and commas: a tag holding one is a stale
+    # tag (412), or the current one beside it matches; never a malformed header (400).
+    create(client)
+
+    response = write(client, "PATCH", "our-h100", {"name": "Renamed"}, if_match=if_match)
+
+    if if_match.endswith('"1"'):
+        assert response.status_code == 200, response.get_json()
+    else:
+        assert_problem(response, 412)
+        assert stored(session, "our-h100").name == "Our H100"
+
+
 def test_writes_to_an_unknown_slug_are_404_problems(client):
     for method, body, _status in [param.values for param in WRITES]:
         assert_problem(write(client, method, "nothing-here", body, if_match="*"), 404)
