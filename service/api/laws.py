@@ -73,17 +73,20 @@ FIT_REQUEST_BODY = {
                         name: {"$ref": f"#/components/schemas/FitRequest/properties/{name}"}
                         for name in ("organization", "name", "slug")
                     },
+                    # Text, not `format: binary`: the part is read as UTF-8 text, which a string states (and
+                    # schemathesis 4.32 crashes on a binary property beside the rule above).
                     "runs": {
                         "type": "string",
-                        "format": "binary",
-                        "description": "CSV, UTF-8, with a header row: params, loss, and tokens or flops.",
+                        "description": "CSV text with a header row: params, loss, and tokens or flops. "
+                        "A file part (`-F runs=@runs.csv`) or a field; UTF-8 either way, else a 422.",
                     },
                     **{
                         f"bootstrap_{name}": {"$ref": f"{BOOTSTRAP_REQUEST}/properties/{name}"}
                         for name in ("samples", "seed")
                     },
                 },
-            }
+            },
+            "encoding": {"runs": {"contentType": "text/csv"}},
         },
     },
 }
@@ -180,9 +183,12 @@ def _fit_body() -> dict:
             raise BadRequest("The request body is not valid JSON.") from None
     form = request.form
     # A part without a name arrives under None.
-    unknown = sorted(str(name) for name in (set(form) - FORM_FIELDS) | (set(request.files) - {"runs"}))
+    fields = FORM_FIELDS | {"runs"}  # the runs come as a file part or as a field
+    unknown = sorted(str(name) for name in (set(form) - fields) | (set(request.files) - {"runs"}))
     if unknown:
         raise ma.ValidationError({name: ["Unknown field."] for name in unknown})
+    if "runs" in form and "runs" in request.files:
+        raise ma.ValidationError({"runs": ["Send the runs once: as a file part or as a field."]})
     body: dict = {name: form[name] for name in ("organization", "name", "slug") if name in form}
     bootstrap = {
         name: numeral(form[f"bootstrap_{name}"])
@@ -192,9 +198,12 @@ def _fit_body() -> dict:
     if bootstrap:
         body["bootstrap"] = bootstrap
     upload = request.files.get("runs")
-    if upload is None:
+    if upload is not None:
+        body["runs"] = _csv_runs(upload.stream)
+    elif "runs" in form:  # a part without a file name: Werkzeug has decoded it already
+        body["runs"] = _csv_runs(io.BytesIO(form["runs"].encode("utf-8")))
+    else:
         raise ma.ValidationError({"runs": ["Missing data for required field: a CSV file."]})
-    body["runs"] = _csv_runs(upload.stream)
     return body
 
 

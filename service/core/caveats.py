@@ -114,7 +114,20 @@ def influential_runs(fitted: LawFit) -> list[Caveat]:
     # At a budget C with D/N = r, N = sqrt(C / (6·r)): the model size moves by the root of r's move. Whether
     # it moves is judged between the two refits (alike but for the runs); what is shown is against the law
     # as fitted, which the refit of every run matches unless the fit stopped short of its optimum.
-    flops = max(with_them, key=lambda budget: abs(math.log(without[budget] / with_them[budget])))
+    # Runs of magnitudes no training has (a law of 1e-56 parameters) can leave a refit whose ratio a float
+    # does not hold (0 or infinite): no shift can be said there, so those budgets are not compared.
+    comparable = [
+        budget
+        for budget in with_them
+        if all(
+            0 < ratio < math.inf
+            for ratio in (with_them[budget], without[budget], fitted.tokens_per_param[budget])
+        )
+        and 0 < without[budget] / with_them[budget] < math.inf
+    ]
+    if not comparable:
+        return []
+    flops = max(comparable, key=lambda budget: abs(math.log(without[budget] / with_them[budget])))
     if abs(math.log(without[flops] / with_them[flops])) <= 2 * math.log1p(INFLUENTIAL_SHIFT):
         return []
     smaller = math.sqrt(without[flops] / fitted.tokens_per_param[flops])  # N with them / N without

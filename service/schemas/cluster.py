@@ -165,7 +165,7 @@ class ModelShapeSchema(StrictSchema):
         validate=validate.Range(0, MAX_MTP_DEPTH),
         metadata={"description": "Multi-token prediction modules (DeepSeek-V3: 1); default 0."},
     )
-    dropout = ma.fields.Boolean(
+    dropout = JsonBoolean(
         metadata={
             "description": "Whether training applies dropout and keeps its masks for the backward pass "
             "(GPT-3 and Megatron's GPT defaults); default false, as modern pretraining runs."

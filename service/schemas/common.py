@@ -14,7 +14,7 @@ from marshmallow import validate
 from service.core.validation import InvalidInput
 from service.schemas.fields import CursorField
 from service.services.changes import Changes
-from service.services.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from service.services.pagination import CURSOR_PATTERN, DEFAULT_LIMIT, MAX_LIMIT
 
 # A schema's RULES are checked by its validator and stated in JSON Schema in the OpenAPI description (an allOf
 # that service/api adds to the schema's component), both from the one declaration: the document says what the
@@ -228,8 +228,8 @@ class ListQuerySchema(StrictSchema):
     cursor = CursorField(
         load_default=lambda: None,  # a callable: the description shows no default (null is no query value)
         metadata={
-            "description": "The `next_cursor` of the previous page; omit for the newest items. A cursor "
-            "this service did not issue is a 422."
+            "description": "The `next_cursor` of the previous page (a position in the list: 32 base64url "
+            "characters); omit for the newest items. A value of another shape is a 422."
         },
     )
 
@@ -238,7 +238,10 @@ class PageSchema(ma.Schema):
     next_cursor = ma.fields.String(
         allow_none=True,
         required=True,
-        metadata={"description": "Pass as `cursor` to get the next page; null on the last page."},
+        metadata={
+            "pattern": CURSOR_PATTERN,
+            "description": "Pass as `cursor` to get the next page; null on the last page.",
+        },
     )
 
 

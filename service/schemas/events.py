@@ -9,7 +9,7 @@ from webargs.fields import DelimitedList
 from service.schemas.common import StrictSchema
 from service.schemas.fields import SLUG_PATTERN, CursorField, Text
 from service.services.events import EVENT_TYPES
-from service.services.feed import FeedCursor
+from service.services.feed import FEED_CURSOR_PATTERN, FeedCursor
 from service.services.pagination import DEFAULT_LIMIT, MAX_LIMIT
 
 
@@ -44,9 +44,10 @@ class EventPageSchema(ma.Schema):
     next_cursor = ma.fields.String(
         required=True,
         metadata={
+            "pattern": FEED_CURSOR_PATTERN,
             "description": "Never null: pass it as `cursor` to get the events after this page, now or later "
             "(an empty page gives it back, or one further on past events the filters left out). Keep it "
-            "where your poller keeps its state."
+            "where your poller keeps its state.",
         },
     )
     has_more = ma.fields.Boolean(
@@ -81,10 +82,12 @@ class EventQuerySchema(StrictSchema):
     )
     cursor = CursorField(
         decode=FeedCursor.decode,
+        pattern=FEED_CURSOR_PATTERN,
         load_default=lambda: None,  # a callable: the description shows no default
         metadata={
-            "description": "The `next_cursor` of your last page: the events after it. Omit it to start "
-            "from the first event. A cursor this service did not issue is a 422."
+            "description": "The `next_cursor` of your last page (the id of the last event it considered, in "
+            "decimal): the events after it. Omit it, or send 0, to start from the first event. A value of "
+            "another shape is a 422."
         },
     )
     type = EventTypesField(

@@ -14,7 +14,7 @@ from marshmallow import validate
 
 from service.core.units import MAX_FLOPS, MIN_FLOPS
 from service.services.documents import format_money
-from service.services.pagination import Cursor
+from service.services.pagination import CURSOR_PATTERN, Cursor
 
 SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])$"
 
@@ -68,21 +68,20 @@ class UtcDateTime(ma.fields.AwareDateTime):
 
 
 class CursorField(ma.fields.String):
-    """An opaque pagination cursor (base64url, as `next_cursor` gives it); loads into a `Cursor`, or what
-    `decode` makes of it (the events feed's cursor)."""
+    """A pagination cursor, as `next_cursor` gives it: of the shape `pattern` states (every string of that
+    shape is a position), loaded into a `Cursor` or what `decode` makes of it (the events feed's cursor).
+    `decode` also reads cursors of the earlier form, which the description no longer offers."""
 
-    PATTERN = r"^[A-Za-z0-9_-]+$"
-
-    def __init__(self, *, decode: Callable[[str], object] = Cursor.decode, **kwargs):
+    def __init__(
+        self, *, decode: Callable[[str], object] = Cursor.decode, pattern: str = CURSOR_PATTERN, **kwargs
+    ):
         self.decode = decode
-        metadata = {"minLength": 1, "pattern": self.PATTERN, **kwargs.pop("metadata", {})}
+        metadata = {"pattern": pattern, **kwargs.pop("metadata", {})}
         super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
         token = super()._deserialize(value, attr, data, **kwargs)
         try:
-            if not re.fullmatch(self.PATTERN, token):  # so not empty either
-                raise ValueError("Not a valid cursor.")
             return self.decode(token)
         except ValueError as exc:
             raise ma.ValidationError(str(exc)) from exc

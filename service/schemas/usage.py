@@ -17,6 +17,7 @@ from service.schemas.fields import (
     positive_float,
     signed_money,
 )
+from service.services.pagination import CURSOR_PATTERN
 from service.services.usage import UsageReport
 
 MAX_HOURS = 1e12
@@ -223,5 +224,8 @@ class BudgetForecastSchema(ma.Schema):
     )
     next_cursor = ma.fields.String(
         allow_none=True,
-        metadata={"description": "Pass as `cursor` for the next page of running plans; null on the last."},
+        metadata={
+            "pattern": CURSOR_PATTERN,
+            "description": "Pass as `cursor` for the next page of running plans; null on the last.",
+        },
     )

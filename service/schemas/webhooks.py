@@ -20,7 +20,23 @@ MAX_URL_LENGTH = 2000
 # the webhook would see: receivers authenticate the sender by its signature instead.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"  # 1-65535
-URL_PATTERN = rf"^https?://(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::{_PORT})?(?:[/?#][!-~]*)?$"
+# RFC 3986's IPv6address (section 3.2.2), what urllib and the sender accept between brackets.
+_H16 = r"[0-9A-Fa-f]{1,4}"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_LS32 = rf"(?:{_H16}:{_H16}|{_OCTET}(?:\.{_OCTET}){{3}})"
+_IPV6 = "|".join(
+    [
+        rf"(?:{_H16}:){{6}}{_LS32}",
+        rf"::(?:{_H16}:){{5}}{_LS32}",
+        *(
+            rf"(?:(?:{_H16}:){{0,{before}}}{_H16})?::(?:{_H16}:){{{after}}}{_LS32}"
+            for before, after in ((0, 4), (1, 3), (2, 2), (3, 1), (4, 0))
+        ),
+        rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+        rf"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+    ]
+)
+URL_PATTERN = rf"^https?://(?:{_LABEL}(?:\.{_LABEL})*|\[(?:{_IPV6})\])(?::{_PORT})?(?:[/?#][!-~]*)?$"
 
 
 def _is_url(url: str) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,22 +34,32 @@ from service.services.errors import NotFoundError
 _LARGEST_ID = 2**63 - 1  # events.id is a BIGINT: larger ids exist nowhere (and PostgreSQL refuses them)
 
 
+# The feed's cursor is the id it stands after, in decimal: every string of this shape is one (ids stay far
+# below 10^18), so the description states it and the server takes whatever it admits.
+FEED_CURSOR_PATTERN = r"^[0-9]{1,18}$"
+
+
 @dataclass(frozen=True)
 class FeedCursor:
     """Where a poller stands: after the event `after_id` (0: before the first)."""
 
     after_id: int
 
-    # Tagged, so that another list's cursor is refused rather than misread.
+    # Cursors of the earlier form, tagged JSON in base64url (["events", id]): pollers store theirs, so
+    # they are read still; the tag refuses another list's cursor rather than misread it.
     _TAG = "events"
 
     def encode(self) -> str:
-        raw = json.dumps([self._TAG, self.after_id]).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        return str(self.after_id)
 
     @classmethod
     def decode(cls, token: str) -> FeedCursor:
-        """Raises ValueError for anything that is not a cursor of the feed this service issued."""
+        """Raises ValueError for anything that is neither of FEED_CURSOR_PATTERN's shape nor a cursor of the
+        feed in its earlier form."""
+        if re.fullmatch(FEED_CURSOR_PATTERN, token):
+            return cls(int(token))
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", token):  # b64decode would skip other characters
+            raise ValueError("Not a valid cursor.")
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
             tag, after_id = json.loads(raw)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
+import struct
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, TypeVarTuple
 
 from sqlalchemy import ColumnElement, FromClause, Row, Select, literal, tuple_
@@ -15,6 +17,18 @@ from sqlalchemy.orm import Mapped, QueryableAttribute, Session
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 20
+
+
+# A cursor is 24 bytes in base64url, 32 characters without padding: the time in microseconds since the Unix
+# epoch (signed, big-endian), then the id. Every string of that shape is a position, so the description can
+# state it (`CURSOR_PATTERN`) and the server takes whatever the pattern admits: a time before or after any
+# a datetime holds is clamped to the first or last one (a position before or after every item).
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]{32}$"
+_POSITION = struct.Struct(">q16s")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+_LATEST = datetime.max.replace(tzinfo=UTC)
+_MICROSECONDS = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -25,12 +39,20 @@ class Cursor:
     id: uuid.UUID
 
     def encode(self) -> str:
-        raw = json.dumps([self.created_at.isoformat(), str(self.id)]).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        microseconds = (self.created_at - _EPOCH) // _MICROSECONDS
+        return base64.urlsafe_b64encode(_POSITION.pack(microseconds, self.id.bytes)).decode()
 
     @classmethod
     def decode(cls, token: str) -> Cursor:
-        """Raises ValueError for anything that is not a cursor this service issued."""
+        """Raises ValueError for anything that is neither of CURSOR_PATTERN's shape nor a cursor in its
+        earlier form, base64url JSON (read still: a client paging through an upgrade is not refused)."""
+        if re.fullmatch(CURSOR_PATTERN, token):
+            microseconds, id_ = _POSITION.unpack(base64.urlsafe_b64decode(token))
+            earliest, latest = (int((end - _EPOCH) // _MICROSECONDS) for end in (_EARLIEST, _LATEST))
+            moment = _EPOCH + timedelta(microseconds=min(max(microseconds, earliest), latest))
+            return cls(moment, uuid.UUID(bytes=id_))
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", token):  # b64decode would skip other characters
+            raise ValueError("Not a valid cursor.")
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
             created_at, id_ = json.loads(raw)

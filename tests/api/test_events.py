@@ -3,6 +3,9 @@ organisation."""
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 import uuid
 
 import pytest
@@ -10,7 +13,7 @@ from sqlalchemy import select
 
 from service.data.models import Organization
 from service.services import events
-from service.services.feed import FeedCursor
+from service.services.feed import FEED_CURSOR_PATTERN, FeedCursor
 from tests.conftest import bearer
 from tests.problems import assert_problem
 
@@ -148,6 +151,23 @@ def test_a_bad_query_is_a_422_naming_the_parameter(client, organizations, query,
     body = assert_problem(client.get(f"/v1/events?{query}"), 422)
     assert [error["parameter"] for error in body["errors"]] == [parameter]
     assert body["errors"][0]["detail"].startswith(detail)
+
+
+def test_the_feeds_cursor_is_the_event_id_it_stands_after_and_its_earlier_form_is_still_read(client, publish):
+    ids = [publish() for _ in range(3)]
+    first = client.get("/v1/events?limit=1").get_json()
+    # Pollers that stored a cursor of the earlier form (tagged JSON in base64url) resume from it.
+    earlier = base64.urlsafe_b64encode(json.dumps(["events", ids[0]]).encode()).decode().rstrip("=")
+
+    from_zero = client.get("/v1/events", query_string={"cursor": "0"}).get_json()
+    resumed = client.get("/v1/events", query_string={"cursor": first["next_cursor"]}).get_json()
+    from_earlier = client.get("/v1/events", query_string={"cursor": earlier}).get_json()
+
+    assert first["next_cursor"] == str(ids[0])
+    assert re.fullmatch(FEED_CURSOR_PATTERN, first["next_cursor"])
+    assert [event["id"] for event in from_zero["items"]] == ids
+    assert [event["id"] for event in resumed["items"]] == ids[1:]
+    assert from_earlier == resumed
 
 
 def test_another_lists_cursor_is_not_taken_for_the_feeds(client, organizations):

@@ -19,6 +19,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from sqlalchemy import func, select, update
+from werkzeug.datastructures import MultiDict
 
 from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.data.models import FitJob, FittedLaw, IdempotencyRecord, Organization, Plan, utcnow
@@ -315,6 +316,23 @@ def test_a_multipart_form_is_validated_like_json(client, orgs):
     assert pointers(bad_samples) == ["#/bootstrap/samples"]
     text = client.post("/v1/scaling-laws", data=csv_bytes(RUNS), content_type="text/csv")
     assert_problem(text, 415)
+
+
+def test_runs_sent_as_a_form_field_give_the_same_law_as_a_file(client, fitted, session):
+    # The description states `runs` as text (a part with or without a file name), as curl -F sends either.
+    form = {"organization": "acme", "name": "Acme sweep", "slug": "from-field"}
+    response = client.post(
+        "/v1/scaling-laws",
+        data={**form, "runs": csv_bytes(RUNS).decode()},
+        content_type="multipart/form-data",
+    )
+    assert response.status_code == 201, response.get_json()
+    assert coefficients(response.get_json()) == coefficients(fitted.get_json())
+    file = (io.BytesIO(csv_bytes(RUNS)), "runs.csv")
+    twice = MultiDict([*form.items(), ("runs", csv_bytes(RUNS).decode()), ("runs", file)])
+    response = client.post("/v1/scaling-laws", data=twice, content_type="multipart/form-data")
+    problem = assert_problem(response, 422)
+    assert pointers(problem) == ["#/runs"]
 
 
 def test_a_multipart_form_refuses_fields_it_does_not_know_as_json_does(client, orgs, session):

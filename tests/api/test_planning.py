@@ -400,6 +400,13 @@ def test_non_finite_json_numbers_are_refused(client, literal):
     assert pointers(response) == ["#/flops"]
 
 
+@pytest.mark.parametrize("dropout", [0, 1, "true", None])
+def test_a_shapes_dropout_is_a_json_boolean_as_described(client, dropout):
+    shape = {"d_model": 4096, "heads": 32, "layers": 32, "sequence_length": 4096, "dropout": dropout}
+    body = {"params": 7e9, "tokens": 1e12, "hardware": "h100-sxm", "shape": shape}
+    assert pointers(client.post("/v1/estimates", json=body)) == ["#/shape/dropout"]
+
+
 def test_an_estimate_needs_tokens_hardware_and_then_params_or_a_shape(client):
     found = pointers(client.post("/v1/estimates", json={}))
     assert set(found) >= {"#/tokens", "#/hardware"}

@@ -98,6 +98,9 @@ def test_a_webhook_is_changed_and_deleted_with_if_match(client, session, organiz
         (webhook_body(url="ftp://files.acme/x"), "#/url", "Must be an http or https URL"),
         (webhook_body(url="hooks.acme/x"), "#/url", "Must be an http or https URL"),
         (webhook_body(url="https://bot:hunter2@hooks.acme/x"), "#/url", "Must not contain credentials"),
+        # Between brackets, an IPv6 address only (RFC 3986), as the pattern in the description states.
+        (webhook_body(url="https://[03a5]:62400"), "#/url", "Must be an http or https URL"),
+        (webhook_body(url="https://[1:2:3:4:5:6:7]/x"), "#/url", "Must be an http or https URL"),
         (webhook_body(event_types=["plan.exploded"]), "#/event_types/0", "Must be one of"),
         (webhook_body(organization="nobody"), "#/organization", "No organization 'nobody'."),
         (webhook_body(secret="whsec_mine"), "#/secret", "Unknown field."),

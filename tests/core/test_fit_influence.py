@@ -8,6 +8,7 @@ find the same optimum as the whole grid on these runs) to stay fast.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -158,6 +159,19 @@ def test_a_fit_stopped_short_of_its_optimum_does_not_blame_its_runs_for_the_rest
     monkeypatch.setattr(fit, "_solve", fit.minimise)
     result = fit.fit_law(n, d, loss)
     assert result.tokens_per_param[1e24] > 2 * result.influence.tokens_per_param_with[1e24]
+    assert caveats.influential_runs(result) == []
+
+
+@pytest.mark.parametrize("degenerate", [0.0, math.inf])
+def test_a_refit_whose_ratio_no_float_holds_is_no_warning_not_a_crash(monkeypatch, degenerate):
+    # Runs of magnitudes no training has (1e-56 parameters, a loss of 1e-323) left a refit of 0 tokens per
+    # parameter: the comparison divided by it (a 500 on POST /v1/scaling-laws).
+    result = fit.fit_law(*with_short_big_runs())
+    assert caveats.influential_runs(result) != []
+    budgets = result.influence.tokens_per_param_with
+    monkeypatch.setattr(
+        fit.Influence, "tokens_per_param_with", property(lambda self: dict.fromkeys(budgets, degenerate))
+    )
     assert caveats.influential_runs(result) == []
 
 
