@@ -349,7 +349,8 @@ class ClusterFieldsSchema(StrictSchema):
         ModelShapeSchema,
         metadata={
             "description": "Transformer shape: attention FLOPs, memory and step time. Left out, the cluster "
-            "model assumes one (and says so)."
+            "model assumes one (and says so).",
+            "example": {"d_model": 4096, "heads": 32, "layers": 32, "sequence_length": 4096},  # Llama 2 7B
         },
     )
     layout = ma.fields.Nested(

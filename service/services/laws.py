@@ -29,7 +29,7 @@ from service.services import organizations
 from service.services.documents import JsonObject, from_document, to_document
 from service.services.errors import ConflictError, InvalidFieldError, NotFoundError
 from service.services.pagination import Cursor, Page, paginate
-from service.services.preconditions import require_version
+from service.services.preconditions import require_if_match, require_version
 from service.services.transactions import commit_or
 
 # Fits answered at once (201) rather than as a job (202): about 5 s at most on two cores.
@@ -382,6 +382,7 @@ def list_fitted_laws(
 def delete_law(session: Session, slug: str, *, scope: uuid.UUID | None, if_match: str | None) -> None:
     law = get_law(session, slug, scope=scope)
     if not isinstance(law, FittedLaw):
+        require_if_match(if_match)  # a delete without If-Match is a 428 first, whatever it would delete
         raise ConflictError(f"{slug!r} is a published law; only fitted laws can be deleted.")
     require_version(if_match, law_version(law))
     session.delete(law)

@@ -20,12 +20,18 @@ def etag(version: int | str) -> str:
     return f'"{version}"'
 
 
-def require_version(if_match: str | None, version: int | str) -> None:
-    """Check an If-Match header (RFC 9110 §13.1.1, strong comparison) against the current version."""
+def require_if_match(if_match: str | None) -> str:
+    """The If-Match header, which updates and deletes must send (428 without it)."""
     if if_match is None:
         raise PreconditionRequiredError(
             "Send If-Match with the ETag of your last read of this resource; updates without it are refused."
         )
+    return if_match
+
+
+def require_version(if_match: str | None, version: int | str) -> None:
+    """Check an If-Match header (RFC 9110 §13.1.1, strong comparison) against the current version."""
+    if_match = require_if_match(if_match)
     if not re.fullmatch(IF_MATCH_PATTERN, if_match):
         # Neither `*` nor entity tags (an empty value among them): a condition that cannot be evaluated.
         raise InvalidHeaderError("If-Match", 'Not `*` or a list of ETags such as "3" (RFC 9110).')

@@ -650,6 +650,8 @@ def test_an_unused_fitted_law_can_be_deleted_and_a_published_one_cannot(client, 
         client.delete("/v1/scaling-laws/epoch-2024", headers={**planner, "If-Match": "*"}), 409
     )
     assert "published" in published["detail"]
+    # Without If-Match a delete is refused for that first (428), published law or not.
+    assert_problem(client.delete("/v1/scaling-laws/epoch-2024", headers=planner), 428)
     assert client.get("/v1/scaling-laws/epoch-2024", headers=planner).status_code == 200
 
 
