@@ -27,9 +27,9 @@ import flask
 from sqlalchemy import ColumnElement, and_, or_, select, update
 
 from service.data.models import FitJob, utcnow
-from service.infra import actors, http_status, metrics
+from service.infra import actors, background, http_status, metrics
 from service.infra.after_commit import on_commit
-from service.infra.background import Periodic, started_by_requests, wake_after_response
+from service.infra.background import Periodic, wake_after_response
 from service.infra.db import Database, get_db
 from service.services import laws
 from service.services.errors import InvalidFieldError
@@ -208,7 +208,9 @@ def init_app(app: flask.Flask) -> None:
     # It looks at least once a lease, so that a short lease (FIT_JOB_LEASE_SECONDS) is taken over soon too.
     interval = min(POLL_SECONDS, lease.total_seconds())
     runner = Runner(get_db(app), lease, interval) if config.fit_jobs_in_process else None
-    started_by_requests(app, EXTENSION_KEY, runner)
+    # Started when a worker boots (background.start_all) or a job is submitted, not by any request: an app
+    # that never runs fits (a test's, say) keeps no thread polling its database.
+    background.register(app, EXTENSION_KEY, runner)
 
 
 def wake_runner() -> None:

@@ -257,6 +257,7 @@ class PlannerClient:
         while forecast.get("next_cursor"):
             page = self._json("GET", path, params={"limit": 100, "cursor": forecast["next_cursor"]})
             forecast = {**page, "running": [*forecast["running"], *page["running"]]}
+        forecast.pop("next_cursor", None)  # every page joined: nothing follows
         return forecast
 
     # --- Plans ---------------------------------------------------------------------------------------------
