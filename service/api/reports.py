@@ -10,7 +10,7 @@ from service.schemas.reports import CostReportQuerySchema, CostReportSchema, Foc
 from service.services import focus, reports, spend
 from service.services.errors import InvalidParameterError
 from service.web.auth import READERS, requires, scope
-from service.web.csv_files import CSV_TYPE, csv_stream, finance_csv_stream, finance_totals_csv
+from service.web.csv_files import CSV_TYPE, csv_stream, finance_csv
 
 blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost reports")
 
@@ -78,26 +78,10 @@ def cost_report(
         return response
 
     if _wants_csv(format):  # a finance file, whatever the measure: the spend report's rows
-        return _finance_csv(query, f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}", part)
+        return finance_csv(query, f"costs_{from_:%Y%m%dT%H%M%SZ}_{to:%Y%m%dT%H%M%SZ}", part, scope=scope())
     if measure == "planned":
         return reports.cost_report(session, query, scope=scope())
     return spend.spend_report(session, query, scope=scope())
-
-
-def _finance_csv(query: reports.CostQuery, stem: str, part: str):
-    """The finance CSV, streamed however long (its totals read every row first, holding none)."""
-    session, close = export_session()
-    try:
-        found = spend.spend_stream(session, query, scope=scope(), stream=True)
-        if part == "totals":
-            try:
-                return finance_totals_csv(found.totals(found.rows), stem)
-            finally:
-                close()
-        return finance_csv_stream(spend.key_columns(query), found.rows, stem, on_close=close)
-    except BaseException:
-        close()
-        raise
 
 
 def _wants_csv(format: str | None) -> bool:

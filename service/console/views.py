@@ -485,8 +485,8 @@ def cost_report() -> tuple[str, int]:
 @requires(*READERS)
 def cost_report_csv() -> flask.Response:
     query = CostReportQuerySchema().load(report_query(flask.request.args))
-    report = spend.spend_report(get_session(), _cost_query(query), scope=scope())
-    return finance_csv(report, f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}", query["part"])
+    stem = f"costs_{query['from_']:%Y%m%d}_{query['to']:%Y%m%d}"
+    return finance_csv(_cost_query(query), stem, query["part"], scope=scope())
 
 
 def _report(query: Mapping[str, Any]) -> reports.CostReport | spend.SpendReport:

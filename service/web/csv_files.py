@@ -8,6 +8,7 @@ import csv
 import io
 import itertools
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -15,8 +16,11 @@ from typing import Any
 import flask
 
 from service.core.units import minor_unit
+from service.infra.db import export_session
+from service.services import spend
 from service.services.documents import format_money
-from service.services.spend import FINANCE_METRICS, SpendReport
+from service.services.reports import CostQuery
+from service.services.spend import FINANCE_METRICS
 
 log = logging.getLogger(__name__)
 
@@ -144,20 +148,25 @@ FINANCE_DECIMALS = {
 }
 
 
-def finance_csv(report: SpendReport, stem: str, part: str = "rows") -> flask.Response:
-    """A report as a finance tool opens it, whatever its measure: the same columns (planned, actual and
-    their variance; a side not measured is blank), names beside ids, money in its currency's minor unit,
-    hours and percentages to the hundredth, every period of the window. `part` rows: the rows alone, so that
-    a column's sum is the window's (per currency), in `stem`.csv; totals: one row per currency, in a file of
-    its own, `stem`_totals.csv."""
-    if part == "totals":
-        return finance_totals_csv(report.totals, stem)
-    return csv_response(
-        [*report.key_columns, *FINANCE_METRICS],
-        finance_rows(report.rows),
-        f"{stem}.csv",
-        decimals=FINANCE_DECIMALS,
-    )
+def finance_csv(query: CostQuery, stem: str, part: str, *, scope: uuid.UUID | None) -> flask.Response:
+    """A cost report as a finance tool opens it, whatever its measure, streamed however long: the same
+    columns (planned, actual and their variance; a side not measured is blank), names beside ids, money in
+    its currency's minor unit, hours and percentages to the hundredth, every period of the window. `part`
+    rows: the rows alone, so that a column's sum is the window's (per currency), in `stem`.csv; totals: one
+    row per currency, in a file of its own, `stem`_totals.csv (read from every row, holding none). The API's
+    and the console's downloads are this one file."""
+    session, close = export_session()
+    try:
+        found = spend.spend_stream(session, query, scope=scope, stream=True)
+        if part == "totals":
+            try:
+                return finance_totals_csv(found.totals(found.rows), stem)
+            finally:
+                close()
+        return finance_csv_stream(spend.key_columns(query), found.rows, stem, on_close=close)
+    except BaseException:
+        close()
+        raise
 
 
 def finance_totals_csv(totals: Iterable[dict[str, Any]], stem: str) -> flask.Response:

@@ -26,6 +26,8 @@ from service.console.views import MAX_FITTED_LAWS_CHARTED, SIZING_TEXTS
 from service.core.laws import PUBLISHED_LAWS
 from service.data.models import Organization, UsageDay
 from service.schemas.fields import numeral
+from service.services import reports as reports_service
+from service.services import spend as spend_service
 from service.services.catalog import load_builtin_hardware
 from service.web.auth import CONSOLE_COOKIE
 from tests.api.test_laws import store_law
@@ -1025,11 +1027,17 @@ def test_the_frontier_range_is_validated(browser):
     assert "Must be greater than min_flops." in response.get_data(as_text=True)
 
 
-def test_the_cost_report_page_puts_totals_first_and_folds_the_empty_periods(browser, client, world):
+def a_march_plan_committed(client, world) -> dict:
+    """A plan of acme starting on 1 March 2026, committed to the world's budget."""
     plan = {"organization": "acme", "pf_days": 60, "hardware": "h100-sxm", "accelerators": 64}
     plan |= {"budget_id": world["id"], "start_at": "2026-03-01T00:00:00Z"}
     created = client.post("/v1/plans", json=plan).get_json()
     assert client.post(f"/v1/plans/{created['id']}/commit").status_code == 200
+    return created
+
+
+def test_the_cost_report_page_puts_totals_first_and_folds_the_empty_periods(browser, client, world):
+    a_march_plan_committed(client, world)
     args = {"from": "2026-01-01", "to": "2027-01-01", "granularity": "month", "measure": "both"}
 
     page = browser.get("/reports/costs", query_string=args).get_data(as_text=True)
@@ -1369,3 +1377,20 @@ def test_a_person_over_the_rate_limit_gets_a_page_saying_when_to_retry(app_with,
     assert refused[0].mimetype == "text/html"
     assert int(refused[0].headers["Retry-After"]) >= 1
     assert "429 Too Many Requests" in refused[0].get_data(as_text=True)
+
+
+def test_the_cost_report_download_streams_past_the_row_cap_as_the_api_does(
+    browser, client, world, monkeypatch
+):
+    # Issue 50: the console's CSV is the API's streamed file, not the JSON report (refused past MAX_ROWS).
+    created = a_march_plan_committed(client, world)
+    for module in (reports_service, spend_service):
+        monkeypatch.setattr(module, "MAX_ROWS", 5, raising=False)
+    args = {"from": "2026-01-01", "to": "2027-01-01", "granularity": "day", "measure": "both"}
+
+    download = browser.get("/reports/costs.csv", query_string=args)
+
+    assert download.status_code == 200, download.get_data(as_text=True)[:300]
+    rows = list(csv.DictReader(io.StringIO(download.get_data(as_text=True))))
+    assert len(rows) == 365  # every day of 2026, past the cap of 5
+    assert sum(Decimal(row["planned_cost"] or "0") for row in rows) == Decimal(created["cost"])
