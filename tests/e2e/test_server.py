@@ -38,12 +38,14 @@ def test_the_server_serves_probes_resources_and_problems(server):
     assert missing.json()["request_id"] == "e2e-1"
 
 
+OVERSIZED = b'{"slug": "big", "name": "' + b"x" * (2 * 1024 * 1024) + b'"}'  # over the 1 MiB bound
+
+
 def test_the_server_refuses_an_oversized_body_with_a_413_problem(server):
     base, _, _ = server
-    body = b'{"slug": "big", "name": "' + b"x" * (2 * 1024 * 1024) + b'"}'
     response = requests.post(
         f"{base}/v1/organizations",
-        data=body,
+        data=OVERSIZED,
         headers={"Content-Type": "application/json", **AUTH},
         timeout=10,
     )
@@ -56,10 +58,9 @@ def test_the_server_refuses_an_oversized_body_with_a_413_problem(server):
 def test_a_client_keeps_working_after_a_413_on_a_kept_alive_connection(server):
     base, _, _ = server
     with requests.Session() as client:
-        big = b'{"slug": "big", "name": "' + b"x" * (2 * 1024 * 1024) + b'"}'
         refused = client.post(
             f"{base}/v1/organizations",
-            data=big,
+            data=OVERSIZED,
             headers={"Content-Type": "application/json", **AUTH},
             timeout=10,
         )

@@ -167,16 +167,8 @@ class Server:
                 stderr=log,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if requests.get(f"{self.base}/readyz", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"gunicorn did not become ready: {self.log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
+        if not serving_within(self.base, self.process, seconds=30):
+            pytest.fail(f"gunicorn did not become ready: {self.log_path.read_text()[-3000:]}")
 
     def workers(self) -> list[int]:
         """gunicorn's worker processes: the same ones later means that none was replaced."""
@@ -200,6 +192,20 @@ class Server:
         response = requests.request(method, f"{self.base}{path}", headers=AUTH, timeout=30, **kwargs)
         assert response.status_code == expect, response.text
         return response.json()
+
+
+def serving_within(base: str, process: subprocess.Popen, seconds: float) -> bool:
+    """Whether `base` answers /readyz with 200 within `seconds`, while `process` (what serves it) runs."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if requests.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return True
+        except requests.RequestException:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager

@@ -48,6 +48,7 @@ from tests.reliability.conftest import (
     check_nothing_lost_or_half_written,
     prepare_world,
     run_load,
+    serving_within,
 )
 
 pytestmark = pytest.mark.reliability
@@ -93,17 +94,9 @@ class Balancer:
             self.process = subprocess.Popen(
                 [program, "-db", "-f", str(CONFIG)], env=env, stdout=log, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if requests.get(f"{self.base}/readyz", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"HAProxy did not serve: {self.log.read_text()[-2000:]}")
-            time.sleep(0.2)
+        if not serving_within(self.base, self.process, seconds=20):
+            self.stop()
+            pytest.fail(f"HAProxy did not serve: {self.log.read_text()[-2000:]}")
 
     def servers_up(self) -> int:
         """How many servers the balancer sends requests to (its stats page, as CSV)."""
@@ -259,12 +252,8 @@ def check_a_keys_burst_is_counted_once(hosts: list[Server]) -> None:
     """Sent to each host in turn, a key is admitted BURST times (and what refills meanwhile), where each of
     the four processes alone would have admitted all of it."""
     limited = {"Authorization": f"Bearer {new_key(hosts[1])}"}
-    started = time.monotonic()
-    answers = [
-        requests.get(f"{hosts[n % 2].base}/v1/organizations", headers=limited, timeout=10).status_code
-        for n in range(2 * BURST)
-    ]
-    refilled = PER_MINUTE / 60 * (time.monotonic() - started)
+    answers, seconds = sent_in_turn([host.base for host in hosts], limited, 2 * BURST)
+    refilled = PER_MINUTE / 60 * seconds
     assert set(answers) == {200, 429}, answers
     # Two tokens of slack: the database's clock refills the bucket, the test's measures the time.
     assert BURST <= answers.count(200) <= BURST + refilled + 2, (answers.count(200), refilled)
@@ -303,14 +292,21 @@ def check_every_event_is_delivered_under_one_webhook_id(receiver: Receiver, even
 def check_failed_authentications_are_counted_once(balancer: Balancer) -> None:
     """Failed authentications from one address, through the balancer to both hosts, are counted once."""
     guess = {"Authorization": "Bearer cpk_000000000000_" + "x" * 43}
-    started = time.monotonic()
-    answers = [
-        requests.get(f"{balancer.base}/v1/organizations", headers=guess, timeout=10).status_code
-        for _ in range(2 * AUTH_FAILURES_PER_MINUTE)
-    ]
-    refilled = AUTH_FAILURES_PER_MINUTE / 60 * (time.monotonic() - started)
+    answers, seconds = sent_in_turn([balancer.base], guess, 2 * AUTH_FAILURES_PER_MINUTE)
+    refilled = AUTH_FAILURES_PER_MINUTE / 60 * seconds
     assert set(answers) == {401, 429}, answers
     assert answers.count(401) <= AUTH_FAILURES_PER_MINUTE + refilled + 2, (answers.count(401), refilled)
+
+
+def sent_in_turn(bases: list[str], headers: dict[str, str], count: int) -> tuple[list[int], float]:
+    """The statuses of `count` reads sent one after another to each of `bases` in turn, and the seconds
+    they took (what a rate limit refilled meanwhile)."""
+    started = time.monotonic()
+    answers = [
+        requests.get(f"{bases[n % len(bases)]}/v1/organizations", headers=headers, timeout=10).status_code
+        for n in range(count)
+    ]
+    return answers, time.monotonic() - started
 
 
 def new_key(server: Server) -> str:
