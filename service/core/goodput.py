@@ -7,6 +7,10 @@ interval on average) and a restart; each checkpoint stops training for δ, the m
 storage's write bandwidth. Young (1974) and Daly (2006) give the interval that loses the least,
 τ = √(2δM) - δ (δ < M/2; τ = M otherwise), and the useful fraction 1 - δ/τ - (R + τ/2)/M, R the restart.
 
+On spot capacity the provider also takes instances back: preemptions at λp per accelerator-hour add to the
+failures (M = 1 / (n · (λ + λp)), and the interval is chosen for the sum), and each one waits for capacity to
+come back (requeue time Q) before the restart, so the mean restart is R + Q · λp / (λ + λp).
+
 Whole runs lose more than that: evaluation, restarts after loss spikes, slow or degraded nodes, data stalls,
 ramp-up and power caps. The useful fraction is also multiplied by 1 - o, o the run overhead: by default
 what published whole runs took beyond the model's pace with failures and checkpoints paid
@@ -52,9 +56,10 @@ class Goodput:
     checkpoint_interval_seconds: float
     restart_seconds: float
     useful_fraction: float
-    interruptions: float  # expected over the wall-clock time
+    interruptions: float  # expected over the wall-clock time, failures and preemptions
     wall_clock_seconds: float  # training time / useful fraction
     run_overhead: float = 0.0  # the share of the wall-clock time lost beyond failures and checkpoints
+    preemptions: float = 0.0  # of the interruptions, those a spot provider makes
 
 
 def goodput(
@@ -66,9 +71,12 @@ def goodput(
     checkpoint_write_bytes_per_second: float = DEFAULT_CHECKPOINT_WRITE_BYTES_PER_SECOND,
     restart_seconds: float = DEFAULT_RESTART_SECONDS,
     run_overhead: float = 0.0,
+    preemptions_per_accelerator_hour: float = 0.0,
+    requeue_seconds: float = 0.0,
 ) -> Goodput:
-    """The wall-clock time of `training_seconds` of steps on `accelerators`, with failures, checkpoints and
-    the `run_overhead`."""
+    """The wall-clock time of `training_seconds` of steps on `accelerators`, with failures (and a spot
+    provider's preemptions, each waiting `requeue_seconds` for capacity), checkpoints and the
+    `run_overhead`."""
     seconds = v.positive("training_seconds", training_seconds)
     count = v.whole("accelerators", accelerators)
     rate = v.in_range(
@@ -77,8 +85,14 @@ def goodput(
     bandwidth = v.positive("checkpoint_write_bytes_per_second", checkpoint_write_bytes_per_second)
     restart = v.in_range("restart_seconds", restart_seconds, 0.0, 30 * 86_400.0)
     overhead = v.in_range("run_overhead", run_overhead, 0.0, MAX_RUN_OVERHEAD)
+    preempted = v.in_range(
+        "preemptions_per_accelerator_hour", preemptions_per_accelerator_hour, 0.0, 1.0, high_inclusive=False
+    )
+    requeue = v.in_range("requeue_seconds", requeue_seconds, 0.0, 30 * 86_400.0)
     delta = CHECKPOINT_BYTES_PER_PARAM * v.positive("params", params) / bandwidth
-    per_hour = count * rate
+    per_hour = count * (rate + preempted)
+    if preempted > 0:  # the mean restart: a preemption's waits for capacity first
+        restart += requeue * preempted / (rate + preempted)
     if per_hour == 0 or math.isinf(3600.0 / per_hour):  # no failure expected (a subnormal rate: none either)
         per_hour = 0.0
         kept = 1.0 - overhead
@@ -90,8 +104,8 @@ def goodput(
     useful = 1 - (delta / tau if tau > 0 else 0.0) - (restart + tau / 2) / M
     if useful <= 0.01:
         raise v.InvalidInput(
-            "failures_per_accelerator_hour",
-            f"at {per_hour:.3g} failures an hour (one every {M / 60:.1f} minutes) a checkpoint of "
+            "preemptions_per_accelerator_hour" if preempted > rate else "failures_per_accelerator_hour",
+            f"at {per_hour:.3g} interruptions an hour (one every {M / 60:.1f} minutes) a checkpoint of "
             f"{delta:.0f} s and a restart of {restart:.0f} s leave no time to train",
         )
     useful *= 1.0 - overhead
@@ -106,4 +120,5 @@ def goodput(
         interruptions=wall / 3600.0 * per_hour,
         wall_clock_seconds=wall,
         run_overhead=overhead,
+        preemptions=wall / 3600.0 * count * preempted,
     )

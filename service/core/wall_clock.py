@@ -286,6 +286,9 @@ class Reliability:
     checkpoint_write_bytes_per_second: float = goodput_model.DEFAULT_CHECKPOINT_WRITE_BYTES_PER_SECOND
     restart_seconds: float = goodput_model.DEFAULT_RESTART_SECONDS
     run_overhead: float = goodput_model.DEFAULT_RUN_OVERHEAD
+    # A spot offer's: the provider's preemptions, and how long each waits for capacity (core/goodput.py).
+    preemptions_per_accelerator_hour: float = 0.0
+    requeue_seconds: float = 0.0
 
 
 def run_on_cluster(
@@ -328,6 +331,8 @@ def run_on_cluster(
         checkpoint_write_bytes_per_second=reliability.checkpoint_write_bytes_per_second,
         restart_seconds=reliability.restart_seconds,
         run_overhead=reliability.run_overhead,
+        preemptions_per_accelerator_hour=reliability.preemptions_per_accelerator_hour,
+        requeue_seconds=reliability.requeue_seconds,
     )
     return ClusterRun(accelerators, found, steps, tokens_per_step, training, useful)
 

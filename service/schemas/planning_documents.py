@@ -102,8 +102,15 @@ class AlternativeLayoutSchema(ma.Schema):
 
 
 class GoodputSchema(ma.Schema):
-    failures_per_hour = ma.fields.Float(metadata={"description": "Of the whole job."})
+    failures_per_hour = ma.fields.Float(
+        metadata={
+            "description": "Interruptions an hour of the whole job: failures, and a spot offer's preemptions."
+        }
+    )
     interruptions = ma.fields.Float(metadata={"description": "Expected over the run."})
+    preemptions = ma.fields.Float(
+        metadata={"description": "Of the interruptions, those a spot provider makes (0 on other capacity)."}
+    )
     checkpoint_seconds = ma.fields.Float()
     checkpoint_interval_seconds = ma.fields.Float(
         allow_none=True, metadata={"description": "Young/Daly: sqrt(2·δ·M) - δ; null if nothing fails."}

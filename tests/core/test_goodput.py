@@ -74,3 +74,51 @@ def test_a_run_overhead_outside_0_to_0_9_is_refused_naming_it(overhead):
     with pytest.raises(InvalidInput) as refused:
         goodput(1e6, 1000, 1e9, run_overhead=overhead)
     assert refused.value.argument == "run_overhead"
+
+
+def test_preemptions_add_to_failures_and_each_costs_the_requeue_too():
+    """A spot job is interrupted at the sum of the rates; the interval is chosen for the combined rate, and
+    a preemption's restart waits for capacity as well (docs/research/energy-and-offers.md, section 5)."""
+    failures = LLAMA3_FAILURES_PER_ACCELERATOR_HOUR
+    preemptions = 1.44e-4 / 8  # AWS's 10% bucket per 8-GPU instance-hour, per GPU
+    result = goodput(1e6, 1024, 7e10, preemptions_per_accelerator_hour=preemptions, requeue_seconds=1800.0)
+    M = 3600.0 / (1024 * (failures + preemptions))
+    delta = result.checkpoint_seconds
+    assert result.mean_time_between_failures_seconds == pytest.approx(M)
+    assert result.checkpoint_interval_seconds == pytest.approx(math.sqrt(2 * delta * M) - delta)
+    restart = 600.0 + 1800.0 * preemptions / (failures + preemptions)
+    assert result.restart_seconds == pytest.approx(restart)
+    expected = (
+        1
+        - delta / result.checkpoint_interval_seconds
+        - (restart + result.checkpoint_interval_seconds / 2) / M
+    )
+    assert result.useful_fraction == pytest.approx(expected)
+    hours = result.wall_clock_seconds / 3600.0
+    assert result.preemptions == pytest.approx(hours * 1024 * preemptions)
+    assert result.interruptions == pytest.approx(hours * 1024 * (failures + preemptions))
+
+
+def test_slow_checkpoints_make_preemptions_dearer_than_fast_ones():
+    on_demand = goodput(1e6, 1024, 4e11, checkpoint_write_bytes_per_second=2e10)
+    spot = goodput(
+        1e6, 1024, 4e11, checkpoint_write_bytes_per_second=2e10, preemptions_per_accelerator_hour=3e-5
+    )
+    fast = goodput(
+        1e6, 1024, 4e11, checkpoint_write_bytes_per_second=2e12, preemptions_per_accelerator_hour=3e-5
+    )
+    assert spot.useful_fraction < on_demand.useful_fraction
+    assert (1 - spot.useful_fraction) > 2 * (1 - fast.useful_fraction)
+
+
+def test_no_preemptions_leave_the_goodput_of_failures_alone():
+    assert goodput(1e6, 1000, 1e9, requeue_seconds=3600.0) == goodput(1e6, 1000, 1e9)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("preemptions_per_accelerator_hour", -1e-5), ("requeue_seconds", -1.0)]
+)
+def test_negative_preemption_figures_are_refused_naming_them(name, value):
+    with pytest.raises(InvalidInput) as refused:
+        goodput(1e6, 1000, 1e9, **{name: value})
+    assert refused.value.argument == name

@@ -79,6 +79,9 @@ class Cluster:
     checkpoint_write_bytes_per_second: float | None = None
     restart_seconds: float | None = None
     run_overhead: float | None = None  # what whole runs lose beyond failures and checkpoints; None: default
+    # On spot capacity: the provider's preemptions per accelerator-hour and each one's wait for capacity.
+    preemptions_per_accelerator_hour: float = 0.0
+    requeue_seconds: float = 0.0
     # What a budget in money, hours or days is turned into FLOPs at when the model sets the pace: the
     # allocation's FLOPs per accelerator-second over the peak, found by `plan`.
     utilisation: float | None = None

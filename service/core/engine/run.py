@@ -99,6 +99,8 @@ def reliability_of(on: Cluster) -> Reliability:
         ),
         restart_seconds=_or(on.restart_seconds, Reliability.restart_seconds),
         run_overhead=run_overhead_of(on)[0],
+        preemptions_per_accelerator_hour=on.preemptions_per_accelerator_hour,
+        requeue_seconds=on.requeue_seconds,
     )
 
 
