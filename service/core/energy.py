@@ -15,10 +15,11 @@ Figures and their sources: docs/research/energy-and-offers.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from service.core import units
 from service.core import validation as v
+from service.core.caveats import Caveat
 
 # While an H100 node of OLMo 2 7B wrote a checkpoint, its GPUs drew "just over 100W, or about 15%" of their
 # 700 W (Morrison et al. 2025, Figure 2): the floor of a powered GPU waiting on the rest of the job. No source
@@ -258,3 +259,179 @@ def _band(argument: str, point: float, band: Band, low: float, high: float) -> B
     if start > end:
         raise v.InvalidInput(argument, f"its low end {start:g} is above its high end {end:g}")
     return (min(start, point), max(end, point))
+
+
+# --- A planned run: its power and site as a plan states them, and what they come to -------------------------
+
+POWER_BASES = ("modeled", "tdp")  # what a plan may ask for: `RunPower.basis`
+NO_POWER_FIGURE = "no_power_figure"  # the hardware states no TDP: no energy
+NO_GRID_INTENSITY = "no_grid_intensity"  # neither a region nor an intensity: energy without emissions
+ASSUMED_NODE_OVERHEAD = "assumed_node_overhead"  # no node rating is sourced for the hardware
+DEFAULT_SITE_PUE = "default_pue"  # the site's PUE was not stated
+
+
+@dataclass(frozen=True)
+class GridFigure:
+    """A grid's carbon intensity and where it comes from: a region's figure from the table shipped with the
+    service, or the one a request gives (`region` None)."""
+
+    grams_co2e_per_kwh: float
+    basis: str  # "location": the grid's average
+    source: str
+    year: int | None = None
+    region: str | None = None
+    location: str | None = None
+    grams_co2e_per_kwh_range: Band | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class RunSite:
+    """The site of a planned run: its PUE (None: not stated, DEFAULT_PUE in DEFAULT_PUE_RANGE), the grid's
+    intensity (None: unknown, so no emissions) and a market-based intensity when the site states one."""
+
+    pue: float | None = None
+    pue_range: Band | None = None
+    pue_source: str | None = None
+    grid: GridFigure | None = None
+    market_grams_co2e_per_kwh: float | None = None
+
+
+@dataclass(frozen=True)
+class RunPower:
+    """What one accelerator of a planned run draws: modeled (`training_energy` at `utilisation`) or its TDP
+    throughout, as the published runs counted (`at_constant_power`). `tdp_watts` None: none is known."""
+
+    basis: str  # one of POWER_BASES
+    tdp_watts: float | None = None
+    overhead: NodeOverhead | None = None  # modeled runs only
+    utilisation: float = MEASURED_TRAINING_UTILISATION
+    utilisation_range: Band | None = None  # None: ± UTILISATION_SPREAD
+
+
+@dataclass(frozen=True)
+class RunEnergy:
+    """A planned run's energy and emissions, with what they rest on. `energy` is None without a power figure;
+    its emissions are not to be read (they are zero) when `site.grid` is None."""
+
+    energy: Energy | None
+    power: RunPower
+    site: RunSite
+    caveats: tuple[Caveat, ...]
+
+    @property
+    def has_emissions(self) -> bool:
+        return self.energy is not None and self.site.grid is not None
+
+
+def run_power(basis: str, tdp_watts: float | None, slug: str | None) -> RunPower:
+    """The power of a run on the hardware `slug` of `tdp_watts` (None: not known), counted as `basis` says:
+    modeled runs carry its node's overhead (`node_overhead`)."""
+    basis = v.choice("power_basis", basis, POWER_BASES)
+    if tdp_watts is None:
+        return RunPower(basis, None)
+    tdp = v.positive("tdp_watts", tdp_watts, maximum=MAX_WATTS)
+    return RunPower(basis, tdp, node_overhead(slug, tdp) if basis == "modeled" else None)
+
+
+def run_energy(
+    accelerator_hours: float,
+    power: RunPower,
+    site: RunSite,
+    *,
+    accelerator_hours_interval: Band | None = None,
+    hardware: str = "the hardware",
+) -> RunEnergy:
+    """The energy and emissions of a planned run of `accelerator_hours`, at `power` on `site`; its interval
+    also spans `accelerator_hours_interval` (energy is proportional to the hours), when given."""
+    hours = _accelerator_hours(accelerator_hours)
+    notes: list[Caveat] = []
+    if site.pue is None:
+        notes.append(_default_pue())
+    if power.tdp_watts is None:
+        notes.append(
+            Caveat(
+                NO_POWER_FIGURE,
+                f"{hardware} states no TDP (board power), so the run's energy and emissions are not "
+                "estimated: give the hardware profile its tdp_watts.",
+                {"hardware": hardware},
+            )
+        )
+        return RunEnergy(None, power, site, tuple(notes))
+    if site.grid is None:
+        notes.append(
+            Caveat(
+                NO_GRID_INTENSITY,
+                "Emissions need the grid's carbon intensity: give site.region (GET /v1/grid-intensities "
+                "lists the regions with a sourced figure) or site.grid_intensity_g_per_kwh.",
+            )
+        )
+    if power.overhead is not None and power.overhead.basis == "assumed":
+        notes.append(
+            Caveat(
+                ASSUMED_NODE_OVERHEAD,
+                f"No node rating is sourced for {hardware}: its node's CPUs, memory and network are assumed "
+                f"to draw {ASSUMED_OVERHEAD_SHARE_OF_TDP:.0%} of its TDP per accelerator at full load, as a "
+                "DGX H100's do.",
+                {"overhead_watts": power.overhead.watts},
+            )
+        )
+    grid = site.grid
+    core_site = Site(
+        grams_co2e_per_kwh=0.0 if grid is None else grid.grams_co2e_per_kwh,
+        pue=site.pue,
+        pue_range=site.pue_range,
+        grams_co2e_per_kwh_range=None if grid is None else grid.grams_co2e_per_kwh_range,
+        market_grams_co2e_per_kwh=site.market_grams_co2e_per_kwh,
+    )
+    if power.basis == "tdp":
+        energy = at_constant_power(hours, power.tdp_watts, core_site)
+    else:
+        model = PowerModel(
+            tdp_watts=power.tdp_watts, overhead_watts=0.0 if power.overhead is None else power.overhead.watts
+        )
+        energy = training_energy(
+            hours,
+            model,
+            core_site,
+            utilisation=power.utilisation,
+            utilisation_range=power.utilisation_range,
+        )
+    if accelerator_hours_interval is not None:
+        energy = _over_hours(
+            energy,
+            _band(
+                "accelerator_hours_interval", hours, accelerator_hours_interval, 0.0, MAX_ACCELERATOR_HOURS
+            ),
+        )
+    return RunEnergy(energy, power, site, tuple(notes))
+
+
+def _default_pue() -> Caveat:
+    return Caveat(
+        DEFAULT_SITE_PUE,
+        f"The site's PUE is not stated: {DEFAULT_PUE} is assumed, a cloud or colocation site's, within "
+        f"{DEFAULT_PUE_RANGE[0]}-{DEFAULT_PUE_RANGE[1]} (the best fleet reported to the industry average); "
+        "give site.pue or site.region.",
+        {"pue": DEFAULT_PUE, "pue_range": list(DEFAULT_PUE_RANGE)},
+    )
+
+
+def _over_hours(energy: Energy, hours_band: Band) -> Energy:
+    """`energy` with its intervals stretched over the band of its accelerator-hours: energy and emissions are
+    proportional to the hours, so the low end of each is scaled by the fewest hours, the high by the most."""
+    hours = energy.accelerator_hours
+    if hours == 0:
+        return energy
+    low, high = hours_band[0] / hours, hours_band[1] / hours
+
+    def stretched(band: Band) -> Band:
+        return (band[0] * low, band[1] * high)
+
+    market = energy.market_emissions_kg_co2e_interval
+    return replace(
+        energy,
+        energy_kwh_interval=stretched(energy.energy_kwh_interval),
+        emissions_kg_co2e_interval=stretched(energy.emissions_kg_co2e_interval),
+        market_emissions_kg_co2e_interval=None if market is None else stretched(market),
+    )

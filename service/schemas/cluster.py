@@ -22,6 +22,7 @@ from service.core.shape import (
 from service.core.units import MAX_ACCELERATORS
 from service.data.catalog import PRECISIONS
 from service.schemas.common import Rule, StrictSchema, core_value, excludes, requires
+from service.schemas.energy import SiteSchema, power_basis_field
 from service.schemas.fields import (
     CurrencyField,
     JsonBoolean,
@@ -361,6 +362,15 @@ class ClusterFieldsSchema(StrictSchema):
         ReliabilitySchema,
         metadata={"description": "What goodput needs besides the hardware's failure rate."},
     )
+    site = ma.fields.Nested(
+        SiteSchema,
+        metadata={
+            "description": "Where the run draws its power: the estimate's energy takes its PUE, its "
+            "emissions its grid's carbon intensity. Left out: PUE 1.2, and energy without emissions.",
+            "example": {"region": "gcp:us-central1"},
+        },
+    )
+    power_basis = power_basis_field()
 
     CLUSTER_OPTIONS = (
         "accelerators",
@@ -376,6 +386,8 @@ class ClusterFieldsSchema(StrictSchema):
         "shape",
         "layout",
         "reliability",
+        "site",
+        "power_basis",
     )
 
     # The rules of a request that always names its hardware (a plan's); the schemas of requests with a

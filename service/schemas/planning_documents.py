@@ -10,6 +10,7 @@ from service.core.engine import ENGINE_VERSION
 from service.core.hyper import FLOPS_DEFINITIONS
 from service.core.shape import SERVING_BYTES_PER_PARAM
 from service.schemas.common import CaveatSchema, DocumentSchema
+from service.schemas.energy import EnergySchema
 from service.schemas.fields import MoneyField, PairField
 from service.schemas.hardware import PeakFlopsSchema
 from service.services import plan_documents
@@ -296,6 +297,13 @@ class EstimateSchema(DocumentSchema):
         },
     )
     warnings = ma.fields.List(ma.fields.Nested(CaveatSchema))
+    energy = ma.fields.Nested(
+        EnergySchema,
+        metadata={
+            "description": "The run's energy and emissions at the request's site (services/energy.py); "
+            "absent from plans made before energy was modelled."
+        },
+    )
 
 
 class LimitSchema(ma.Schema):

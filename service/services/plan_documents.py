@@ -21,7 +21,7 @@ from service.core.laws import FittedRange, MoEDesign, ScalingLaw
 from service.core.memory import MemoryEstimate
 from service.core.shape import SERVING_BYTES_PER_PARAM, ModelShape
 from service.data.catalog import PRECISIONS
-from service.services import planning
+from service.services import energy, planning
 from service.services.documents import JsonObject, format_optional_money, from_document, to_document
 from service.services.planning import PlanInputs
 
@@ -60,12 +60,15 @@ def snapshot_document(
     serving: tuple[engine.Hardware, datetime | None] | None = None,
     *,
     own_calibration: dict[str, Any] | None = None,
+    energy_setting: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What an evaluation depends on besides its inputs. `serving`: the inference hardware and when its
     price took effect, when the plan serves on hardware of its own. `hardware` with the organisation's own
     efficiency when it has calibrated one and the model set the pace; `own_calibration` then says which
-    (`own_calibration_document`)."""
+    (`own_calibration_document`). `energy_setting`: what the run's energy rests on (the hardware's power,
+    the site's PUE and grid: services/energy.py), kept under `energy`."""
     return {
+        **({} if energy_setting is None else {"energy": energy_setting}),
         "engine_version": engine.ENGINE_VERSION,
         "cluster_model": {
             "version": performance.MODEL_VERSION,
@@ -211,8 +214,9 @@ def replay(inputs: JsonObject, snapshot: JsonObject, samples: tuple[ScalingLaw, 
 
 def result_document(plan: engine.Plan, snapshot: JsonObject) -> dict[str, Any]:
     """A plan's result: the allocation document, and a caveat when the cluster model ran at the
-    organisation's own calibration (which the snapshot names)."""
-    document = allocation_document(plan)
+    organisation's own calibration (which the snapshot names). Its estimate's energy is the snapshot's
+    (plans made before energy was modelled have none, and show none)."""
+    document = allocation_document(energy.plan_with_energy(plan, snapshot.get("energy")))
     own = snapshot_own_calibration(snapshot)
     if own is not None:
         default = own.get("default_matmul_efficiency")
@@ -342,6 +346,8 @@ def estimate_document(estimate: engine.Estimate) -> dict[str, Any]:
         "predicted_loss": _number(estimate.predicted_loss),
         "intervals": _run_intervals(estimate.intervals),
         "warnings": _caveats(estimate.caveats),
+        # Left out, rather than null, in plans made before energy was modelled: they show what they showed.
+        **({} if estimate.energy is None else {"energy": energy.energy_document(estimate.energy)}),
     }
 
 

@@ -16,7 +16,8 @@ from service.core.laws import PUBLISHED_LAWS, ScalingLaw
 from service.core.shape import ModelShape
 from service.core.validation import InvalidInput
 from service.data.models import FittedLaw, HardwareProfile
-from service.services import laws
+from service.services import energy, laws
+from service.services.energy import SiteRequest
 from service.services.errors import FieldPath, InvalidFieldError, InvalidParameterError, NotFoundError
 from service.services.hardware import get_hardware
 
@@ -54,6 +55,8 @@ class ClusterRequest:
     # checkpoint_write_bytes_per_second, restart_seconds, run_overhead
     reliability: Mapping[str, float] | None = None
     max_accelerators: int | None = None  # when accelerators is left to the planner (not in plans)
+    site: SiteRequest | None = None  # where its power comes from: energy's PUE, emissions' grid
+    power_basis: str | None = None  # how its power is counted (core.energy.POWER_BASES); None: modeled
 
     @property
     def deprecated_fields(self) -> list[str]:
@@ -250,10 +253,31 @@ def _budget(request: AllocationRequest) -> engine.Budget:
 
 
 def make_allocation(session: Session, request: AllocationRequest, *, scope: uuid.UUID | None) -> engine.Plan:
-    """Allocate the request's budget; nothing is stored."""
-    hardware = resolve_hardware(session, request.hardware) if request.hardware is not None else None
+    """Allocate the request's budget, with the energy of its run on hardware; nothing is stored."""
+    hardware, setting = None, None
+    if request.hardware is not None:
+        profile = find_hardware_profile(session, request.hardware)
+        hardware = hardware_of(profile, request.hardware)
+        setting = energy_setting(profile, request, AllocationRequest)
     law = resolve_law(session, request.law, scope=scope) if request.law is not None else None
-    return allocate_on(request, hardware, law, resolve_serving_hardware(session, request))
+    plan = allocate_on(request, hardware, law, resolve_serving_hardware(session, request))
+    return energy.plan_with_energy(plan, setting)
+
+
+def energy_setting(
+    profile: HardwareProfile | None, request: ClusterRequest, kind: type[ClusterRequest]
+) -> dict[str, Any]:
+    """What the energy of the request's run rests on (services/energy.py): its profile's TDP (inline hardware
+    states none) and the request's site; a refusal names the field of `kind` (a request class)."""
+    try:
+        return energy.setting_document(
+            None if profile is None else profile.slug,
+            None if profile is None else profile.tdp_watts,
+            request.site,
+            request.power_basis,
+        )
+    except InvalidInput as error:
+        raise _field_error(error, kind) from error
 
 
 def resolve_serving_hardware(session: Session, request: AllocationRequest) -> engine.Hardware | None:
@@ -308,18 +332,20 @@ def make_estimate(session: Session, request: EstimateRequest, *, scope: uuid.UUI
     if params is None:
         assert request.shape is not None, "EstimateRequestSchema requires params or a shape"
         params = request.shape.params
+    profile = find_hardware_profile(session, request.hardware)
+    setting = energy_setting(profile, request, EstimateRequest)
     try:
         run = engine.estimate(
             params,
             request.tokens,
-            _cluster(request, resolve_hardware(session, request.hardware), deadline_days=request.days),
+            _cluster(request, hardware_of(profile, request.hardware), deadline_days=request.days),
             price_per_hour=request.price_per_hour,
             currency=request.currency,
             law=resolve_law(session, request.law, scope=scope) if request.law is not None else None,
         )
     except InvalidInput as error:
         raise _field_error(_where_given(error, request), EstimateRequest) from error
-    return _warned(run, request)
+    return energy.with_energy(_warned(run, request), setting)
 
 
 def _where_given(error: InvalidInput, request: ClusterRequest) -> InvalidInput:

@@ -58,6 +58,7 @@ from service.infra.after_commit import on_commit
 from service.services import (
     audit,
     calibrations,
+    energy,
     events,
     laws,
     organizations,
@@ -134,6 +135,7 @@ def evaluate_new(
         inputs = dataclasses.replace(inputs, cost=_remaining(budget), currency=budget.currency, days=days)
 
     profile, hardware, price_effective_at = _priced_hardware(session, request.hardware, "hardware")
+    energy_setting = planning.energy_setting(profile, inputs, PlanInputs)
     fitted, law = None, None
     if inputs.law is not None:
         fitted = planning.find_fitted_law(session, inputs.law, scope=organization.id)
@@ -169,7 +171,9 @@ def evaluate_new(
                 inputs.precision or engine.DEFAULT_PRECISION, performance.CALIBRATION
             ),
         ),
+        energy_setting=energy_setting,
     )
+    outcome = energy.plan_with_energy(outcome, energy_setting)
     return _draft(request, inputs, outcome, snapshot, organization, budget, profile, fitted, parent)
 
 
@@ -215,6 +219,8 @@ def _draft(  # noqa: PLR0917 -- what a draft is made of, each read or evaluated 
         accelerator_hours=run.runtime.accelerator_hours,
         cost=cost,
         currency=run.currency,
+        energy_kwh=energy.energy_kwh(run.energy),
+        emissions_kg_co2e=energy.emissions_kg_co2e(run.energy),
         created_at=now,
     )
 

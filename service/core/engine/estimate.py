@@ -10,6 +10,7 @@ from decimal import Decimal
 from service.core import accuracy, caveats, cluster, frameworks, performance, units
 from service.core import validation as v
 from service.core.cluster import Runtime
+from service.core.energy import RunEnergy
 from service.core.engine.inputs import Cluster, NamedLaw, price_of
 from service.core.engine.run import machine_of, model_run
 from service.core.memory import MemoryEstimate, state_bytes, training_memory
@@ -51,6 +52,9 @@ class Estimate:
     sizing: Sizing | None = None  # how the accelerator count was chosen, when the request left it out
     shape: ModelShape | None = None  # the shape the run was modelled with (given or assumed)
     intervals: RunIntervals | None = None
+    # Set by the services from the hardware's power and the run's site (services/energy.py), never by the
+    # engine: its figures follow from the accelerator-hours, so they leave the engine's version as it is.
+    energy: RunEnergy | None = None
 
     @property
     def accelerators(self) -> int:

@@ -103,6 +103,8 @@ class Plan(Base):
             "cost",
             "accelerator_hours",
             "flops",
+            "energy_kwh",
+            "emissions_kg_co2e",
         ),
     )
 
@@ -135,6 +137,10 @@ class Plan(Base):
     accelerator_hours: Mapped[float] = mapped_column(Float)
     cost: Mapped[Decimal | None] = mapped_column(Money)
     currency: Mapped[str | None] = mapped_column(String(3))
+    # The facility energy of its run and its location-based emissions (its result's estimate's `energy`);
+    # NULL where they are not estimated: no TDP for its hardware, or for emissions no grid intensity.
+    energy_kwh: Mapped[float | None] = mapped_column(Float)
+    emissions_kg_co2e: Mapped[float | None] = mapped_column(Float)
     created_by: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     committed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
