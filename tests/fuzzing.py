@@ -222,6 +222,7 @@ def _keep_to_rules(case, world: World, pairs, keys):
         _future_expiry(case.body)
         _a_receiver_by_name(case.body)
         _runs_that_make_a_law(case.body)
+        _a_catalog_file(case.body)
         _keys_that_match(case.body, keys)
     return case
 
@@ -408,6 +409,22 @@ def _real_references(body: dict, world: World) -> None:
         hardware = body.get("hardware")
         if isinstance(hardware, dict):
             hardware.update(currency="USD", price_per_hour=hardware.get("price_per_hour") or "2.00")
+
+
+# A catalog in SkyPilot's format (its description names the columns): one row of an 8-GPU instance.
+CATALOG_FILE = "\n".join(
+    (
+        "InstanceType,AcceleratorName,AcceleratorCount,Price,SpotPrice,Region",
+        "p5.48xlarge,H100,8.0,55.04,,us-east-1",
+        "",
+    )
+)
+
+
+def _a_catalog_file(body: dict) -> None:
+    """An import's `catalog` is a CSV file with the columns its description names."""
+    if isinstance(body.get("catalog"), str) and "provider" in body:
+        body["catalog"] = CATALOG_FILE
 
 
 def _peak_at_the_precision(body: dict) -> None:

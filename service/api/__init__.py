@@ -22,6 +22,7 @@ from service.api import (
     health,
     keys,
     laws,
+    offers,
     organizations,
     planning,
     plans,
@@ -40,6 +41,7 @@ from service.schemas.fields import (
 )
 from service.schemas.hardware import HARDWARE_PATCH, HARDWARE_REPLACE
 from service.schemas.laws import FitRequestSchema
+from service.schemas.offers import OFFER_PATCH, OfferImportSchema
 from service.schemas.planning import InlineHardwareSchema, InlineLawSchema, InlineServingHardwareSchema
 from service.schemas.reports import CostReportSchema, CostRowSchema, CostTotalsSchema
 from service.schemas.webhooks import WEBHOOK_PATCH
@@ -87,13 +89,14 @@ RETRY_AFTER = {
 NAMED_VARIANTS = {
     "HardwareReplace": HARDWARE_REPLACE,
     "HardwarePatch": HARDWARE_PATCH,
+    "OfferPatch": OFFER_PATCH,
     "BudgetPatch": BUDGET_PATCH,
     "WebhookPatch": WEBHOOK_PATCH,
 }
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # Operations that take training runs: bodies up to MAX_FIT_UPLOAD_LENGTH, as JSON or a multipart CSV upload.
-UPLOAD_ENDPOINTS = frozenset({"scaling-laws.fit_law"})
+UPLOAD_ENDPOINTS = frozenset({"scaling-laws.fit_law", "offers.import_offers"})
 
 
 class _Converter(OpenAPIConverter):
@@ -204,6 +207,7 @@ def init_api(app: flask.Flask) -> Api:
     api.spec.components.schema("InlineServingHardware", schema=InlineServingHardwareSchema)
     api.spec.components.schema("InlineLaw", schema=InlineLawSchema)
     api.spec.components.schema("FitRequest", schema=FitRequestSchema)
+    api.spec.components.schema("OfferImport", schema=OfferImportSchema)
     api.spec.components.schema("CostRow", schema=CostRowSchema)
     api.spec.components.schema("CostTotals", schema=CostTotalsSchema)
     api.spec.components.schema("CostReport", schema=CostReportSchema)
@@ -218,6 +222,7 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(laws.blp)
     api.register_blueprint(laws.jobs_blp)
     api.register_blueprint(hardware.blp)
+    api.register_blueprint(offers.blp)
     api.register_blueprint(budgets.blp)
     api.register_blueprint(plans.blp)
     api.register_blueprint(reports.blp)

@@ -76,6 +76,35 @@ def excludes(field: str, others: str | tuple[str, ...], message: str, *, at: str
     )
 
 
+def given_when(field: str, key: str, value: str, *, required: bool = True) -> Rule:
+    """`field` only where `key` is `value` (and, `required`, always there): a spot offer's preemption rate."""
+
+    def broken(values):
+        if values[field] is not None and values[key] != value:
+            return f"Only with {key} {value}.", field
+        if required and values[field] is None and values[key] == value:
+            return f"Required with {key} {value}.", field
+        return None
+
+    def schema(given, absent):
+        this = {"required": [key], "properties": {key: {"enum": [value]}}}
+        if required:
+            present = given(field)
+            this = {
+                "required": [key, field],
+                "properties": {**present.get("properties", {}), **this["properties"]},
+            }
+        elsewhere = absent(field)
+        elsewhere["properties"][key] = {"not": {"enum": [value]}}
+        return {"anyOf": [this, elsewhere]}
+
+    return Rule(
+        broken=broken,
+        schema=schema,
+        text=f"`{field}` {'exactly' if required else 'only'} when `{key}` is {value}",
+    )
+
+
 def one_at_least(fields: tuple[str, ...], message: str, *, at: str = "_schema") -> Rule:
     return Rule(
         broken=lambda value: None if any(value[name] is not None for name in fields) else (message, at),

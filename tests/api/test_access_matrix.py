@@ -152,6 +152,7 @@ def _build_world(app, session) -> dict:
         session.commit()
         calibrations[organization] = str(calibration.id)
     assert client.post("/v1/hardware", json={**HARDWARE, "slug": "custom-gpu"}).status_code == 201
+    assert client.post("/v1/offers", json={**OFFER, "slug": "an-offer"}).status_code == 201
     revocable = client.post("/v1/keys", json={"name": "spare", "role": "viewer", "organization": "acme"})
     events_, webhooks_, deliveries = {}, {}, {}
     for organization in ("acme", "globex"):
@@ -192,6 +193,20 @@ def _build_world(app, session) -> dict:
 # (method, path, body, {role: status for an object of the caller's own organisation},
 #  {role: status for another organisation's object}); "*" stands for every role.
 OWN, OTHER = "acme", "globex"
+OFFER = {
+    "hardware": "h100-sxm",
+    "pricing": "on_demand",
+    "provider": "lambda",
+    "source": "x",
+    "price_per_hour": "3.99",
+    "currency": "USD",
+}
+OFFER_IMPORT = {
+    "catalog": "InstanceType,AcceleratorName,AcceleratorCount,Price,SpotPrice,Region\n"
+    "p5.48xlarge,H100,8,55.04,,us-east-1\n",
+    "provider": "aws",
+    "source": "x",
+}
 RUN_BY_PLANNERS = ({"admin": 409, "planner": 409, "*": 403}, {"admin": 409, "planner": 404, "*": 403})
 USAGE = {
     "reporter": "slurm",
@@ -212,6 +227,13 @@ MATRIX = [
     ("PUT", "/v1/hardware/custom-gpu", HARDWARE, {"admin": 200, "*": 403}, None),
     ("PATCH", "/v1/hardware/custom-gpu", {"name": "x"}, {"admin": 200, "*": 403}, None),
     ("DELETE", "/v1/hardware/custom-gpu", None, {"admin": 204, "*": 403}, None),
+    ("GET", "/v1/offers", None, {"*": 200}, None),
+    ("GET", "/v1/offers/an-offer", None, {"*": 200}, None),
+    ("GET", "/v1/offers/an-offer/prices", None, {"*": 200}, None),
+    ("POST", "/v1/offers", {**OFFER, "slug": "more-offer"}, {"admin": 201, "*": 403}, None),
+    ("PATCH", "/v1/offers/an-offer", {"note": "x"}, {"admin": 200, "*": 403}, None),
+    ("DELETE", "/v1/offers/an-offer", None, {"admin": 204, "*": 403}, None),
+    ("POST", "/v1/offers/import", OFFER_IMPORT, {"admin": 200, "*": 403}, None),
     ("GET", "/v1/scaling-laws", None, {"*": 200}, None),
     ("GET", "/v1/scaling-laws/epoch-2024", None, {"*": 200}, None),
     ("GET", "/v1/scaling-laws/epoch-2024/isoflop?flops=1e21", None, {"*": 200}, None),
@@ -473,6 +495,7 @@ def as_documented(path: str) -> str:
         "{usage}": "{usage_id}",
         "h100-sxm": "{slug}",
         "custom-gpu": "{slug}",
+        "an-offer": "{slug}",
         "epoch-2024": "{slug}",
     }.items():
         path = path.replace(concrete, parameter)

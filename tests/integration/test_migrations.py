@@ -190,7 +190,7 @@ def test_0012_has_postgresql_compress_documents_with_lz4_and_its_downgrade_does_
     assert compression(empty_engine) == {}
 
 
-TABLES_SINCE_0015 = {"rate_limit_buckets"}  # 0024
+TABLES_SINCE_0015 = {"rate_limit_buckets", "offers", "offer_prices"}  # 0024, 0026
 
 
 def test_0015_drops_the_change_triggers_of_0011_to_0014_and_its_downgrade_restores_them(empty_engine):

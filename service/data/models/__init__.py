@@ -23,6 +23,7 @@ from service.data.models.budgets import (
 from service.data.models.events import Counter, Event, Webhook, WebhookDelivery
 from service.data.models.hardware import HARDWARE_FIGURES, Calibration, HardwarePrice, HardwareProfile
 from service.data.models.laws import FitJob, FittedLaw
+from service.data.models.offers import PRICINGS, Offer, OfferPrice
 from service.data.models.organizations import (
     ApiKey,
     AuditEntry,
@@ -51,6 +52,7 @@ __all__ = [
     "MONEY_SCALE",
     "NAMING_CONVENTION",
     "PLAN_STATUSES",
+    "PRICINGS",
     "REPORTING_STATUSES",
     "USAGE_KINDS",
     "ApiKey",
@@ -67,6 +69,8 @@ __all__ = [
     "IdempotencyRecord",
     "LedgerEntry",
     "Money",
+    "Offer",
+    "OfferPrice",
     "Organization",
     "Plan",
     "PlanStatus",
