@@ -274,6 +274,7 @@ def _in_order(members: dict, later: str, earlier: str, *, strictly: bool = True)
 
 PLANNING = {
     "POST /v1/allocations",
+    "POST /v1/comparisons",
     "POST /v1/estimates",
     "POST /v1/plans",
     "POST /v1/plans/{plan_id}/revise",

@@ -17,6 +17,7 @@ from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 from service.api import (
     budgets,
     calibrations,
+    comparisons,
     events,
     hardware,
     health,
@@ -223,6 +224,7 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(laws.jobs_blp)
     api.register_blueprint(hardware.blp)
     api.register_blueprint(offers.blp)
+    api.register_blueprint(comparisons.blp)
     api.register_blueprint(budgets.blp)
     api.register_blueprint(plans.blp)
     api.register_blueprint(reports.blp)

@@ -6,7 +6,7 @@ import marshmallow as ma
 from marshmallow import validate
 
 from service.data.models import PRICINGS
-from service.schemas.common import ListQuerySchema, PageSchema, StrictSchema, given_when, requires
+from service.schemas.common import ListQuerySchema, PageSchema, Rule, StrictSchema, given_when, requires
 from service.schemas.fields import (
     CurrencyField,
     JsonBoolean,
@@ -137,7 +137,9 @@ class _OfferTermsSchema(StrictSchema):
     created_at = ma.fields.AwareDateTime(dump_only=True)
     updated_at = ma.fields.AwareDateTime(dump_only=True)
 
-    RULES = (requires(("currency", "price_per_kwh", "price_as_of", "price_source"), "price_per_hour"),)
+    RULES: tuple[Rule, ...] = (
+        requires(("currency", "price_per_kwh", "price_as_of", "price_source"), "price_per_hour"),
+    )
     REQUEST = OfferFields
 
 

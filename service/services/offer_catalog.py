@@ -11,12 +11,14 @@ of a file) are counted. Format facts and their sources: docs/research/energy-and
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -85,7 +87,7 @@ class ImportReport:
     updated: list[str] = field(default_factory=list)  # a new price joined the history
     unchanged: int = 0
     without_accelerator: int = 0
-    refused: list[dict] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
     refused_count: int = 0
     dry_run: bool = False
 
@@ -119,6 +121,7 @@ def import_catalog(session: Session, request: CatalogImport) -> ImportReport:
     wanted: dict[str, OfferFields] = {}
     for row in _mapped_rows(session, request, report):
         for fields in _offers_of(row, request, report):
+            assert fields.slug is not None, "an imported offer has its slug"
             if fields.slug in wanted:  # another zone's row of the region's on-demand offer
                 if wanted[fields.slug].price_per_hour != fields.price_per_hour:
                     report.refuse(
@@ -218,24 +221,24 @@ def _offers_of(row: _Row, request: CatalogImport, report: ImportReport) -> Itera
     if PLACEHOLDER_PRICE in (price, spot) and price == spot:
         report.refuse(row.line, cells, "a placeholder price (700.0) of a region without the product")
         return
-    common = {
-        "hardware_slug": row.hardware,
-        "provider": request.provider,
-        "region": region,
-        "instance_type": row.instance,
-        "accelerators_per_instance": row.accelerators,
-        "source": request.source,
-        "currency": request.currency,
-        "price_as_of": request.price_as_of,
-        "price_source": request.source,
-    }
+    on_demand = OfferFields(
+        slug=_slug(request.provider, row.instance, region),
+        hardware_slug=row.hardware,
+        pricing="on_demand",
+        provider=request.provider,
+        region=region,
+        instance_type=row.instance,
+        accelerators_per_instance=row.accelerators,
+        source=request.source,
+        price_per_hour=None if price is None else _per_accelerator(price, row),
+        currency=request.currency,
+        price_as_of=request.price_as_of,
+        price_source=request.source,
+    )
     if price is None:
         report.refuse(row.line, cells, "no on-demand price")
     else:
-        slug = _slug(request.provider, row.instance, region)
-        yield OfferFields(
-            slug=slug, pricing="on_demand", price_per_hour=_per_accelerator(price, row), **common
-        )
+        yield on_demand
     if spot is None or spot == price:  # the same as on demand: no spot capacity there
         return
     if request.spot_preemptions_per_instance_hour is None:
@@ -243,14 +246,14 @@ def _offers_of(row: _Row, request: CatalogImport, report: ImportReport) -> Itera
             row.line, cells, "a spot price without a preemption rate: give spot_preemptions_per_instance_hour"
         )
         return
-    yield OfferFields(
+    yield dataclasses.replace(
+        on_demand,
         slug=_slug(request.provider, row.instance, zone or region, "spot"),
         pricing="spot",
         availability_zone=zone,
         price_per_hour=_per_accelerator(spot, row),
         preemptions_per_instance_hour=request.spot_preemptions_per_instance_hour,
         preemptions_source=request.spot_preemptions_source,
-        **common,
     )
 
 

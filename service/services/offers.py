@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from service.data.models import HardwareProfile, Offer, OfferPrice, utcnow
@@ -82,7 +82,7 @@ class OfferFilter:
     slugs: tuple[str, ...] | None = None
 
 
-def _filtered(stmt, chosen: OfferFilter):
+def _filtered(stmt: Select[Offer], chosen: OfferFilter) -> Select[Offer]:
     if chosen.hardware:
         stmt = stmt.where(
             Offer.hardware_id.in_(select(HardwareProfile.id).where(HardwareProfile.slug.in_(chosen.hardware)))
@@ -98,7 +98,7 @@ def _filtered(stmt, chosen: OfferFilter):
     return stmt
 
 
-def _loaded():
+def _loaded() -> Select[Offer]:
     return select(Offer).options(selectinload(Offer.prices), selectinload(Offer.hardware))
 
 
@@ -224,5 +224,6 @@ def add_price_if_changed(offer: Offer, fields: OfferFields) -> bool:
 def slugs_taken(session: Session, slugs: Iterable[str]) -> dict[str, Offer]:
     """The stored offers among `slugs`, by slug, with their prices."""
     wanted = list(slugs)
-    found = session.scalars(_loaded().where(Offer.slug.in_(wanted))) if wanted else []
-    return {offer.slug: offer for offer in found}
+    if not wanted:
+        return {}
+    return {offer.slug: offer for offer in session.scalars(_loaded().where(Offer.slug.in_(wanted)))}

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from service.data.models import HardwareProfile, Organization, utcnow
+from service.data.models import HardwareProfile, Offer, Organization, utcnow
 from service.services import idempotency
 from service.services.errors import ConflictError, ServiceError
 
@@ -84,7 +84,7 @@ def commit_or(
 
 
 def commit_new(
-    session: Session, model: type[HardwareProfile] | type[Organization], slug: str, kind: str
+    session: Session, model: type[HardwareProfile] | type[Offer] | type[Organization], slug: str, kind: str
 ) -> None:
     """Commit a new object; a slug already taken (perhaps by a concurrent request) is a 409 that names it.
 
