@@ -205,3 +205,59 @@ def test_planner_reports_planned_against_actual_and_exports_focus(served, client
     header, line = focus.splitlines()
     assert header.startswith("BilledCost,EffectiveCost,ListCost,ContractedCost,BillingCurrency,")
     assert line.startswith("60.25,60.25,60.25,60.25,USD,2026-01-01T00:00:00Z,2026-02-01T00:00:00Z,2026-01-06")
+
+
+# Rows of SkyPilot's catalogs/v8/aws/vms.csv (@00148f2; docs/research/energy-and-offers.md, 4.2).
+VMS_CSV = """\
+InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone
+p5.48xlarge,H100,8.0,192.0,2048.0,,55.04,11.2543,us-east-2,use2-az1
+p5.48xlarge,H100,8.0,192.0,2048.0,,68.80,19.8326,us-west-1,usw1-az3
+m7i.large,,,2.0,8.0,,0.1008,0.0389,us-east-1,use1-az1
+"""
+
+
+def test_planner_imports_a_catalog_and_compares_its_offers_by_a_date(served, issue_key, tmp_path, capsys):
+    catalog = tmp_path / "vms.csv"
+    catalog.write_text(VMS_CSV)
+    admin = ["--api-key", issue_key("admin")]
+    rate = ["--spot-preemptions-per-instance-hour=1.07e-4", "--spot-preemptions-source=Advisor 5-10%"]
+    assert (
+        cli.main([*admin, "offer", "import", str(catalog), "--provider=aws", "--source=vms.csv", *rate]) == 0
+    )
+    shown = named(capsys.readouterr().out)
+    assert (shown["rows"], shown["created"], shown["without accelerator"], shown["refused"]) == (
+        "3",
+        "4",
+        "1",
+        "0",
+    )
+
+    assert cli.main(["compare", "--params=7e9", "--tokens=1.4e11", "--days=10", "--hardware=h100-sxm"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == [
+        "rank",
+        "offer",
+        "pricing",
+        "count",
+        "days",
+        "cost",
+        "kWh",
+        "kg",
+        "CO2e",
+        "frontier",
+    ]
+    offers = [line.split()[1] for line in table[2:]]
+    assert offers[0] == "aws-p5-48xlarge-use2-az1-spot"  # the cheapest: spot in Ohio
+    assert set(offers) == {
+        "aws-p5-48xlarge-us-east-2",
+        "aws-p5-48xlarge-us-west-1",
+        "aws-p5-48xlarge-use2-az1-spot",
+        "aws-p5-48xlarge-usw1-az3-spot",
+    }
+
+    assert (
+        cli.main(["--json", "compare", "--params=7e9", "--tokens=1.4e11", "--days=10", "--rank-by=days"]) == 0
+    )
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["rank_by"] == "days"
+    assert answer["frontier"]

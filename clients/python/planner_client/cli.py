@@ -1144,6 +1144,171 @@ def hardware_prices(slug: str, limit: int) -> None:
     show_list(prices, ("price_per_hour", "effective_at", "as_of", "source"))
 
 
+# --- Offers and comparisons ---
+
+
+@planner.group()
+def offer() -> None:
+    """Offers of hardware on a provider, region and pricing: list, show, prices, create, import."""
+
+
+OFFER_FIELDS = (
+    ("hardware", str, "The hardware profile's slug, e.g. h100-sxm."),
+    ("pricing", str, "on_demand, reserved, spot or owned."),
+    ("provider", str, "Who offers it, e.g. aws, lambda, ours."),
+    ("region", str, "The provider's region, e.g. us-east-1."),
+    ("instance_type", str, "The instance it comes in, e.g. p5.48xlarge."),
+    ("accelerators_per_instance", int, "Accelerators an instance has; default 1."),
+    ("term_days", int, "Reserved: the term paid whether used or not."),
+    ("preemptions_per_instance_hour", float, "Spot: instances taken back per instance-hour, e.g. 1.07e-4."),
+    ("preemptions_source", str, "Spot: where that rate comes from."),
+    ("requeue_seconds", float, "Spot: how long a preempted job waits for capacity; default 1800."),
+    ("pue", float, "The site's power usage effectiveness, e.g. 1.1."),
+    ("grid_region", str, "The region its grid's carbon intensity is looked up by, e.g. FR."),
+    ("source", str, "Where the offer comes from."),
+    ("price_per_hour", str, "Per accelerator-hour (an owned offer's amortised capital), e.g. 6.88."),
+    ("price_per_kwh", str, "Owned: the energy's price per kWh at the meter."),
+    ("currency", str, "ISO 4217 code of the prices, e.g. USD."),
+    ("price_as_of", str, "When the price was quoted, e.g. 2026-09."),
+    ("price_source", str, "Where the price comes from."),
+)
+OFFER_COLUMNS = ("slug", "hardware", "provider", "region", "pricing", "price_per_hour")
+
+
+@offer.command("list")
+@click.option("--hardware", multiple=True, help="Only offers of this hardware slug; repeatable.")
+@click.option("--provider", multiple=True, help="Only this provider's; repeatable.")
+@click.option("--region", multiple=True, help="Only this region's; repeatable.")
+@click.option("--pricing", multiple=True, help="Only this pricing (on_demand, reserved, spot, owned).")
+@limit_option
+def offer_list(limit: int, **filters: Sequence[str]) -> None:
+    """Offers, newest first."""
+    found = settings().client.offers(**filters, limit=min(limit, 100))
+    show_list(first(found, limit), OFFER_COLUMNS)
+
+
+@offer.command("show")
+@click.argument("slug")
+def offer_show(slug: str) -> None:
+    """Offer SLUG, with its current price."""
+    show(settings().client.get_offer(slug))
+
+
+@offer.command("prices")
+@click.argument("slug")
+@limit_option
+def offer_prices(slug: str, limit: int) -> None:
+    """Offer SLUG's price history, newest first."""
+    prices = first(settings().client.offer_prices(slug, limit=min(limit, 100)), limit)
+    show_list(prices, ("price_per_hour", "price_per_kwh", "effective_at", "as_of", "source"))
+
+
+@offer.command("create")
+@click.option("--slug", required=True, help="Its slug, e.g. aws-p5-us-east-1.")
+@fields_options(OFFER_FIELDS)
+@body_option
+def offer_create(slug: str, body: Path | None, **options: Any) -> None:
+    """An offer with its price (admins)."""
+    show(settings().client.create_offer(slug=slug, **request_body(options, OFFER_FIELDS, body=body)))
+
+
+@offer.command("import")
+@click.argument("catalog", type=click.File("r", encoding="utf-8-sig"))
+@click.option("--provider", required=True, help="Whose catalog it is, e.g. aws.")
+@click.option("--source", required=True, help="Where the file comes from, e.g. skypilot-catalog v8 @00148f2.")
+@click.option("--currency", help="Of the file's prices; default USD.")
+@click.option("--price-as-of", help="When the prices were quoted, e.g. 2026-11.")
+@click.option(
+    "--spot-preemptions-per-instance-hour", type=float, help="Spot rows' rate; without it they are refused."
+)
+@click.option("--spot-preemptions-source", help="Where that rate comes from.")
+@click.option("--dry-run", is_flag=True, help="Report what would change; store nothing.")
+def offer_import(catalog, provider: str, source: str, dry_run: bool, **options: Any) -> None:
+    """Offers from CATALOG, a file in SkyPilot's vms.csv format (- for stdin), and what was refused."""
+    fields = {name: value for name, value in options.items() if value is not None}
+    report = settings().client.import_offers(
+        catalog.read(), provider=provider, source=source, dry_run=dry_run, **fields
+    )
+    show(report, import_rows)
+
+
+def import_rows(report: Json) -> Rows:
+    rows = [
+        ["rows", report["rows"]],
+        ["created", len(report["created"])],
+        ["updated", len(report["updated"])],
+        ["unchanged", report["unchanged"]],
+        ["without accelerator", report["without_accelerator"]],
+        ["refused", report["refused_count"]],
+    ]
+    rows += [
+        [f"line {row['line']}", f"{row['instance_type'] or ''} {row['accelerator'] or ''}: {row['reason']}"]
+        for row in report["refused"][:20]
+    ]
+    if report["dry_run"]:
+        rows.append(["dry run", "nothing stored"])
+    return rows
+
+
+COMPARE_FIELDS = (
+    ("params", float, "A model already chosen: its parameters, e.g. 7e10 (with --tokens)."),
+    ("tokens", float, "Its training tokens, e.g. 1.4e12."),
+    ("days", float, "A deadline in days: the fewest accelerators that finish by it."),
+    ("cost", str, "Money: the fastest within it for a model; a budget without one."),
+    ("currency", str, "Of the comparison; offers priced otherwise are unable. Default USD."),
+    ("flops", float, "A compute budget the law allocates on each offer."),
+    ("law", str, "Scaling law slug, to allocate a budget and predict the loss."),
+    ("tokens_per_param", float, "A fixed ratio instead of a law."),
+    ("rank_by", click.Choice(("cost", "days", "compute")), "cost, days or compute (default by the run)."),
+    ("max_accelerators", int, "Most accelerators on any offer; default 32768."),
+)
+COMPARISON_COLUMNS = (
+    "rank",
+    "offer",
+    "pricing",
+    "accelerators",
+    "days",
+    "cost",
+    "energy.energy_kwh",
+    "energy.emissions_kg_co2e",
+    "frontier",
+)
+COMPARISON_HEADERS = {
+    "energy.energy_kwh": "kWh",
+    "energy.emissions_kg_co2e": "kg CO2e",
+    "accelerators": "count",
+}
+
+
+@planner.command()
+@click.option("--hardware", multiple=True, help="Only offers of this hardware slug; repeatable.")
+@click.option("--provider", multiple=True, help="Only this provider's offers; repeatable.")
+@click.option("--region", multiple=True, help="Only this region's offers; repeatable.")
+@click.option("--pricing", multiple=True, help="Only this pricing (on_demand, reserved, spot, owned).")
+@click.option("--offer", "offers", multiple=True, help="Only this offer; repeatable.")
+@fields_options(COMPARE_FIELDS)
+@body_option
+def compare(body: Path | None, **options: Any) -> None:
+    """The cheapest way to train a run by a date, or the fastest for the money, on every offer: ranked, the
+    frontier of days against cost marked, and why the others cannot take it."""
+    request = request_body(options, COMPARE_FIELDS, body=body)
+    for name in ("hardware", "provider", "region", "pricing", "offers"):
+        if options[name]:
+            request[name] = list(options[name])
+    result = settings().client.compare(**request)
+    chosen = settings()
+    if chosen.json or chosen.get:
+        show(result)
+        return
+    rows = [
+        {**row, "currency": result["currency"], "frontier": "*" if row["on_frontier"] else ""}
+        for row in result["offers"]
+    ]
+    show_list(rows, COMPARISON_COLUMNS, COMPARISON_HEADERS)
+    for row in result["unable"]:
+        click.echo(f"{row['offer']}: cannot: {row['reason']}")
+
+
 # --- Budgets ---
 
 

@@ -25,7 +25,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import requests
@@ -215,6 +215,47 @@ class PlannerClient:
     def delete_hardware(self, slug: str, *, if_match: str | None = None) -> None:
         path = f"/v1/hardware/{slug}"
         self.request("DELETE", path, headers=self._etag(path, if_match))
+
+    # --- Offers and comparisons ----------------------------------------------------------------------------
+
+    def offers(
+        self,
+        *,
+        hardware: Sequence[str] = (),
+        provider: Sequence[str] = (),
+        region: Sequence[str] = (),
+        pricing: Sequence[str] = (),
+        limit: int | None = None,
+    ) -> Iterator[Json]:
+        """Offers: hardware on a provider, in a region, under a pricing (on_demand, reserved, spot, owned)."""
+        filters = {"hardware": list(hardware), "provider": list(provider), "region": list(region)}
+        return self._pages("/v1/offers", {**filters, "pricing": list(pricing), "limit": limit})
+
+    def get_offer(self, slug: str) -> Json:
+        return self._json("GET", f"/v1/offers/{slug}")
+
+    def offer_prices(self, slug: str, *, limit: int | None = None) -> Iterator[Json]:
+        return self._pages(f"/v1/offers/{slug}/prices", {"limit": limit})
+
+    def create_offer(self, **offer: Any) -> Json:
+        return self._json("POST", "/v1/offers", json=offer)
+
+    def update_offer(self, slug: str, changes: Mapping[str, Any], *, if_match: str | None = None) -> Json:
+        path = f"/v1/offers/{slug}"
+        return self._json("PATCH", path, json=dict(changes), headers=self._etag(path, if_match))
+
+    def delete_offer(self, slug: str, *, if_match: str | None = None) -> None:
+        path = f"/v1/offers/{slug}"
+        self.request("DELETE", path, headers=self._etag(path, if_match))
+
+    def import_offers(self, catalog: str, *, provider: str, source: str, **fields: Any) -> Json:
+        """Offers from a catalog file in SkyPilot's vms.csv format (its text); the report of what changed."""
+        body = {"catalog": catalog, "provider": provider, "source": source, **fields}
+        return self._json("POST", "/v1/offers/import", json=body)
+
+    def compare(self, **request: Any) -> Json:
+        """One run priced on every offer (or those the filters name): ranked, with the frontier."""
+        return self._json("POST", "/v1/comparisons", json=request)
 
     # --- Budgets -------------------------------------------------------------------------------------------
 
