@@ -353,7 +353,7 @@ def run_energy(
             Caveat(
                 NO_POWER_FIGURE,
                 f"{hardware} states no TDP (board power), so the run's energy and emissions are not "
-                "estimated: give the hardware profile its tdp_watts.",
+                "estimated: plan on a hardware profile that states its tdp_watts.",
                 {"hardware": hardware},
             )
         )
@@ -362,8 +362,8 @@ def run_energy(
         notes.append(
             Caveat(
                 NO_GRID_INTENSITY,
-                "Emissions need the grid's carbon intensity: give site.region (GET /v1/grid-intensities "
-                "lists the regions with a sourced figure) or site.grid_intensity_g_per_kwh.",
+                "Emissions need the grid's carbon intensity: give site.region (a region with a sourced "
+                "figure) or site.grid_intensity_g_per_kwh.",
             )
         )
     if power.overhead is not None and power.overhead.basis == "assumed":

@@ -1,6 +1,5 @@
 """Energy and emissions: the site a request states (`SiteSchema`), a run's energy as the API shows it
-(`EnergySchema`, made by services/energy.py's `energy_document`), and the grid intensities the service
-knows (`GridIntensitySchema`)."""
+(`EnergySchema`, made by services/energy.py's `energy_document`)."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from service.core.energy import (
     NO_POWER_FIGURE,
     POWER_BASES,
 )
+from service.data.catalog.grid import grid_intensities
 from service.schemas.common import CaveatSchema, DocumentSchema, StrictSchema, excludes
 from service.schemas.fields import Number, PairField, Text
 from service.services import energy
@@ -45,8 +45,9 @@ class SiteSchema(StrictSchema):
     region = Text(
         validate=validate.Length(min=1, max=100),
         metadata={
-            "description": f"A region whose grid's intensity the service knows (GET /v1/grid-intensities): "
-            f"{REGION_KEYS}. A region it does not know is a 422.",
+            "description": f"A region whose grid's intensity the service knows: {REGION_KEYS}. A region it "
+            "does not know is a 422. Known (service/data/catalog/grid_intensity.json, each with its source "
+            f"and year): {', '.join(entry.region for entry in grid_intensities().values())}.",
             "example": "gcp:us-central1",
         },
     )
@@ -167,21 +168,3 @@ class EnergySchema(DocumentSchema):
             f"{NO_POWER_FIGURE}, {NO_GRID_INTENSITY}, {ASSUMED_NODE_OVERHEAD}, {DEFAULT_SITE_PUE}."
         },
     )
-
-
-class GridIntensitySchema(ma.Schema):
-    region = ma.fields.String(metadata={"description": REGION_KEYS})
-    location = ma.fields.String()
-    grid_intensity_g_per_kwh = ma.fields.Float()
-    year = ma.fields.Integer()
-    basis = ma.fields.String(metadata={"enum": ["location"]})
-    source = ma.fields.String()
-    range = PairField(allow_none=True, metadata={"description": "The figures of the source's other years."})
-    range_note = ma.fields.String(allow_none=True)
-    pue = ma.fields.Float(allow_none=True, metadata={"description": "The provider's published fleet PUE."})
-    pue_source = ma.fields.String(allow_none=True)
-    note = ma.fields.String(allow_none=True)
-
-
-class GridIntensityListSchema(ma.Schema):
-    items = ma.fields.List(ma.fields.Nested(GridIntensitySchema))

@@ -222,6 +222,29 @@ class CostRowSchema(ma.Schema):
     estimated = ma.fields.Constant(
         True, metadata={"description": "Measure planned; always true: plans, not invoices."}
     )
+    energy_kwh = ma.fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "Measure planned: the facility energy of the plans' runs (each plan's estimate's "
+            "energy, spread like its hours); null when no plan in the row has one (plans_without_energy)."
+        },
+    )
+    emissions_kg_co2e = ma.fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "Measure planned: their location-based emissions; null when no plan in the row "
+            "has them. Plans made without a site (or on hardware without a TDP) have none: "
+            "plans_without_emissions."
+        },
+    )
+    plans_without_energy = ma.fields.Integer(
+        metadata={
+            "description": "Measure planned: plans counted that add no energy (hardware without a TDP)."
+        }
+    )
+    plans_without_emissions = ma.fields.Integer(
+        metadata={"description": "Measure planned: plans counted that add no emissions (no site, or no TDP)."}
+    )
     planned_plans = ma.fields.Integer(
         metadata={"description": "Measure both: plans starting in the period (of the status asked for)."}
     )
@@ -229,6 +252,12 @@ class CostRowSchema(ma.Schema):
     planned_cost = MoneyField(
         dump_only=True, allow_none=True, metadata={"description": "Null for plans with no price."}
     )
+    planned_energy_kwh = ma.fields.Float(allow_none=True, metadata={"description": "As energy_kwh."})
+    planned_emissions_kg_co2e = ma.fields.Float(
+        allow_none=True, metadata={"description": "As emissions_kg_co2e."}
+    )
+    planned_plans_without_energy = ma.fields.Integer(allow_none=True)
+    planned_plans_without_emissions = ma.fields.Integer(allow_none=True)
     actual_plans = ma.fields.Integer(
         metadata={
             "description": "Measures actual and both: plans whose runs used accelerators in the period."
@@ -268,9 +297,17 @@ class CostTotalsSchema(ma.Schema):
     flops = ma.fields.Float()
     cost = MoneyField(dump_only=True, allow_none=True)
     estimated = ma.fields.Constant(True)
+    energy_kwh = ma.fields.Float(allow_none=True)
+    emissions_kg_co2e = ma.fields.Float(allow_none=True)
+    plans_without_energy = ma.fields.Integer()
+    plans_without_emissions = ma.fields.Integer()
     planned_plans = ma.fields.Integer()
     planned_accelerator_hours = ma.fields.Float()
     planned_cost = MoneyField(dump_only=True, allow_none=True)
+    planned_energy_kwh = ma.fields.Float(allow_none=True)
+    planned_emissions_kg_co2e = ma.fields.Float(allow_none=True)
+    planned_plans_without_energy = ma.fields.Integer(allow_none=True)
+    planned_plans_without_emissions = ma.fields.Integer(allow_none=True)
     actual_plans = ma.fields.Integer()
     actual_accelerator_hours = ma.fields.Float()
     actual_cost = MoneyField(dump_only=True)

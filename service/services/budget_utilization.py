@@ -55,7 +55,7 @@ def utilization(
     )
     found = {
         f"{period:%Y-%m}": (plans, cost)
-        for period, _currency, plans, _hours, _flops, cost in planned_sums(
+        for period, _currency, plans, _hours, _flops, cost, *_energy in planned_sums(
             session, query, scope, charged=True
         ).rows
     }

@@ -75,6 +75,8 @@ FOCUS_COLUMNS = (
     "Tags",
     "x_PlanStatus",
     "x_OffScheduleCost",
+    "x_EnergyKwh",
+    "x_EmissionsKgCO2e",
 )
 FOCUS_GRANULARITIES = ("day", "month")
 
@@ -134,6 +136,9 @@ def focus_rows(
             Budget.id,
             Budget.name,
             HardwareProfile.slug,
+            Plan.accelerator_hours,
+            Plan.energy_kwh,
+            Plan.emissions_kg_co2e,
         )
         .join_from(per_plan, Plan, Plan.id == per_plan.c.plan_id)
         .join(Organization, Organization.id == Plan.organization_id)
@@ -159,9 +164,10 @@ def _focus_row(record: Sequence[Any], granularity: str, *, cost_columns: int) ->
     period, currency, hours = values[:3]
     cost = summed_cost(values[3 : 3 + cost_columns]) or Decimal(0)
     off_schedule = summed_cost(values[3 + cost_columns : 3 + 2 * cost_columns]) or Decimal(0)
-    plan_id, plan_name, labels, status, org_slug, org_name, budget_id, budget_name, hardware = values[
-        3 + 2 * cost_columns :
-    ]
+    plan_id, plan_name, labels, status, org_slug, org_name, budget_id, budget_name, hardware, *energy = (
+        values[3 + 2 * cost_columns :]
+    )
+    planned_hours, planned_kwh, planned_emissions = energy
     charge = period_bounds(period, granularity)
     billing = period_bounds(charge["period_start"][:7], "month")  # the calendar month of the charge
     tags = dict(labels or {})
@@ -211,7 +217,18 @@ def _focus_row(record: Sequence[Any], granularity: str, *, cost_columns: int) ->
         "x_PlanStatus": status,
         # Of BilledCost, what usage before the plan's start_at or after its end_at spent.
         "x_OffScheduleCost": off_schedule,
+        # The charge's accelerator-hours at its plan's energy (and location-based emissions) per
+        # accelerator-hour: estimates, as the plan's are, not metered; empty where the plan has none.
+        "x_EnergyKwh": per_hour_of(hours, planned_kwh, planned_hours),
+        "x_EmissionsKgCO2e": per_hour_of(hours, planned_emissions, planned_hours),
     }
+
+
+def per_hour_of(hours: float, planned: float | None, planned_hours: float) -> float | None:
+    """`hours` at the rate of a plan's `planned` figure over its `planned_hours` (None: the plan has none)."""
+    if planned is None or not planned_hours:
+        return None
+    return hours * planned / planned_hours
 
 
 def _focus_time(day: str) -> str:

@@ -94,9 +94,18 @@ class Totals:
     accelerator_hours: float = 0.0
     flops: float = 0.0
     cost: Decimal | None = None
+    energy_kwh: float | None = None
+    emissions_kg_co2e: float | None = None
+    plans_without_energy: int = 0
+    plans_without_emissions: int = 0
 
 
-METRICS = ("currency", "plans", "accelerator_hours", "flops", "cost", "estimated")
+# A plan's energy and emissions (services/energy.py) are summed like its hours; plans without them (hardware
+# without a TDP; for emissions, no site) add nothing and are counted, so that a sum says what it leaves out.
+ENERGY_METRICS = ("energy_kwh", "emissions_kg_co2e", "plans_without_energy", "plans_without_emissions")
+METRICS = ("currency", "plans", "accelerator_hours", "flops", "cost", "estimated", *ENERGY_METRICS)
+# The figures planned_periods sums per key, in order.
+PLANNED_FIGURES = ("plans", "accelerator_hours", "flops", "cost", *ENERGY_METRICS)
 
 
 @dataclass
@@ -135,21 +144,57 @@ def cost_report(session: Session, query: CostQuery, *, scope: uuid.UUID | None) 
             raw = values.pop(0)
             row[name] = names.get((name, raw), raw)
         row["currency"] = values.pop(0)
-        row.update(zip(("plans", "accelerator_hours", "flops", "cost"), values, strict=True))
+        row.update(zip(PLANNED_FIGURES, values, strict=True))
         rows.append(row)
-    return CostReport(query, rows, _totals(rows, planned.plans))
+    return CostReport(query, rows, _totals(rows, planned.plans, plans_without_energy(session, query, scope)))
 
 
-def _totals(rows: list[dict[str, Any]], plans: dict[str | None, int]) -> list[Totals]:
+def _totals(
+    rows: list[dict[str, Any]], plans: dict[str | None, int], without: dict[str | None, tuple[int, int]]
+) -> list[Totals]:
     """Per currency; a plan spread over several periods counts once."""
     by_currency: dict[str | None, Totals] = {}
     for row in rows:
-        totals = by_currency.setdefault(row["currency"], Totals(row["currency"], plans[row["currency"]]))
+        currency = row["currency"]
+        totals = by_currency.get(currency)
+        if totals is None:
+            no_energy, no_emissions = without.get(currency, (0, 0))
+            totals = by_currency[currency] = Totals(
+                currency,
+                plans[currency],
+                plans_without_energy=no_energy,
+                plans_without_emissions=no_emissions,
+            )
         totals.accelerator_hours += row["accelerator_hours"]
         totals.flops += row["flops"]
         if row["cost"] is not None:
             totals.cost = (totals.cost or Decimal(0)) + row["cost"]
+        totals.energy_kwh = _plus(totals.energy_kwh, row["energy_kwh"])
+        totals.emissions_kg_co2e = _plus(totals.emissions_kg_co2e, row["emissions_kg_co2e"])
     return sorted(by_currency.values(), key=lambda totals: totals.currency or "")
+
+
+def _plus(total: float | None, value: float | None) -> float | None:
+    """A sum of figures some plans lack: None until one has it."""
+    return total if value is None else (total or 0.0) + value
+
+
+def plans_without_energy(
+    session: Session, query: CostQuery, scope: uuid.UUID | None
+) -> dict[str | None, tuple[int, int]]:
+    """Per currency, the plans a planned report counts that have no energy, and no emissions: each once."""
+    stmt = planned_scope(
+        select(
+            Plan.currency,
+            func.count() - func.count(Plan.energy_kwh),
+            func.count() - func.count(Plan.emissions_kg_co2e),
+        ),
+        query,
+        scope,
+    ).group_by(Plan.currency)
+    return {
+        currency: (no_energy, no_emissions) for currency, no_energy, no_emissions in session.execute(stmt)
+    }
 
 
 Columns = TypeVarTuple("Columns")
@@ -157,8 +202,9 @@ Columns = TypeVarTuple("Columns")
 
 @dataclass(frozen=True)
 class Planned:
-    """Per (period, groups, currency), in key order: plans, accelerator_hours, flops and cost (None for plans
-    without a price); and per currency the plans counted, each once however many periods it spans."""
+    """Per (period, groups, currency), in key order: PLANNED_FIGURES (cost None for plans without a price,
+    energy and emissions None where no plan has them); and per currency the plans counted, each once however
+    many periods it spans."""
 
     rows: list[tuple[Any, ...]]
     plans: dict[str | None, int]
@@ -231,6 +277,10 @@ def planned_periods(
             func.count().label("plans"),
             func.sum(Plan.accelerator_hours),
             func.sum(Plan.flops),
+            func.sum(Plan.energy_kwh),
+            func.sum(Plan.emissions_kg_co2e),
+            func.count() - func.count(Plan.energy_kwh),
+            func.count() - func.count(Plan.emissions_kg_co2e),
             *cost_sums(dialect, money),
         ).where(within),
         query,
@@ -241,7 +291,15 @@ def planned_periods(
     crossing = (
         planned_scope(
             select(
-                Plan.start_at, Plan.end_at, *groups, Plan.currency, Plan.accelerator_hours, Plan.flops, money
+                Plan.start_at,
+                Plan.end_at,
+                *groups,
+                Plan.currency,
+                Plan.accelerator_hours,
+                Plan.flops,
+                Plan.energy_kwh,
+                Plan.emissions_kg_co2e,
+                money,
             ),
             query,
             scope,
@@ -302,32 +360,58 @@ def _merged_periods(
             head = [first] if periodic else []
             values = values[1:] if periodic else values
             key = (*head, *values[:group_count], values[group_count])
-            plans, hours, flops, *cost = values[group_count + 1 :]
+            plans, hours, flops, kwh, emitted, no_energy, no_emissions, *cost = values[group_count + 1 :]
             counted[key[-1]] = counted.get(key[-1], 0) + plans
-            _add(sums, key, plans, hours or 0.0, flops or 0.0, summed_cost(cost))
+            _add(
+                sums,
+                key,
+                plans,
+                hours or 0.0,
+                flops or 0.0,
+                summed_cost(cost),
+                kwh,
+                emitted,
+                no_energy,
+                no_emissions,
+            )
             next_whole = next(wholes, None)
         while next_crossing is not None and (after is None or next_crossing[0] < after):
             start, end, *rest = next_crossing
-            *group_values, currency, hours, flops, cost = rest
+            *group_values, currency, hours, flops, kwh, emitted, cost = rest
             counted[currency] = counted.get(currency, 0) + 1
             for moment, share, piece in spread(start, end, query, cost, currency):
                 key = (*([moment] if periodic else []), *group_values, currency)
-                _add(pending.setdefault(moment, {}), key, 1, hours * share, flops * share, piece)
+                _add(
+                    pending.setdefault(moment, {}),
+                    key,
+                    1,
+                    hours * share,
+                    flops * share,
+                    piece,
+                    None if kwh is None else kwh * share,
+                    None if emitted is None else emitted * share,
+                    int(kwh is None),
+                    int(emitted is None),
+                )
             next_crossing = next(crossings, None)
         yield first, pending.pop(first)
 
 
 def _add(sums: PeriodSums, key: tuple[Any, ...], *figures: Any) -> None:
-    """Adds (plans, accelerator_hours, flops, cost) to the sums of `key` (a cost of None adds nothing)."""
-    plans, hours, flops, cost = figures
+    """Adds PLANNED_FIGURES to the sums of `key` (a cost, energy or emissions of None adds nothing)."""
+    plans, hours, flops, cost, kwh, emitted, no_energy, no_emissions = figures
     found = sums.get(key)
     if found is None:
-        found = sums[key] = [0, 0.0, 0.0, None]
+        found = sums[key] = [0, 0.0, 0.0, None, None, None, 0, 0]
     found[0] += plans
     found[1] += hours
     found[2] += flops
     if cost is not None:
         found[3] = cost if found[3] is None else found[3] + cost
+    found[4] = _plus(found[4], kwh)
+    found[5] = _plus(found[5], emitted)
+    found[6] += no_energy
+    found[7] += no_emissions
 
 
 def planned_scope(stmt: Select[*Columns], query: CostQuery, scope: uuid.UUID | None) -> Select[*Columns]:

@@ -31,6 +31,7 @@ from service.core.units import CENT
 from service.data.models import Budget, Organization, Plan, UsageDay
 from service.services import reports
 from service.services.reports import (
+    ENERGY_METRICS,
     CostQuery,
     group_column,
     group_slugs,
@@ -49,6 +50,8 @@ from service.services.reports import (
     usage_per_plan,
 )
 
+# The planned energy and emissions of the plans (reports.ENERGY_METRICS), with the plans that have none.
+PLANNED_ENERGY_METRICS = tuple(f"planned_{name}" for name in ENERGY_METRICS)
 PLANNED_METRICS = ("planned_plans", "planned_accelerator_hours", "planned_cost")
 # Of the actual, what usage off the plans' schedules used and spent (records before a plan's start_at or
 # after its end_at: accepted, and flagged).
@@ -61,7 +64,8 @@ ACTUAL_METRICS = (
 )
 VARIANCE_METRICS = ("variance_cost", "variance_percent")
 # The columns of every finance CSV, whatever the measure (a side not measured is blank).
-FINANCE_METRICS = (*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS)
+# The planned energy last, so that the columns before them stay where finance files have read them.
+FINANCE_METRICS = (*PLANNED_METRICS, *ACTUAL_METRICS, *VARIANCE_METRICS, *PLANNED_ENERGY_METRICS)
 # Groups whose value is an id or slug: a person also reads the name beside it.
 NAMED_GROUPS = {"organization": "organization_name", "budget": "budget_name"}
 HUNDRED = Decimal(100)
@@ -140,10 +144,25 @@ class SpendStream:
         measure = self.query.measure
         summed = _spend_totals(rows, measure)
         actual = {} if measure == "planned" else _actual_plans(self.session, self.query, self.scope)
+        without = (
+            {} if measure == "actual" else reports.plans_without_energy(self.session, self.query, self.scope)
+        )
         for totals in summed:
             for name, plans in (("planned_plans", self.planned_plans), ("actual_plans", actual)):
                 if totals[name] is not None:
                     totals[name] = plans.get(totals["currency"], 0)
+            if measure != "actual":  # each plan once, however many periods it spans
+                no_energy, no_emissions = without.get(totals["currency"], (0, 0))
+                totals.update(
+                    planned_plans_without_energy=no_energy, planned_plans_without_emissions=no_emissions
+                )
+                # A sum over plans none of which has the figure is not zero: it is not known.
+                for name, lacking in (
+                    ("planned_energy_kwh", no_energy),
+                    ("planned_emissions_kg_co2e", no_emissions),
+                ):
+                    if totals["planned_plans"] and lacking == totals["planned_plans"]:
+                        totals[name] = None
         return summed
 
 
@@ -233,9 +252,10 @@ def _merged_rows(
     for bounds in periods:
         rows: dict[tuple[Any, ...], dict[str, Any]] = {}
         if next_planned is not None and _in_period(next_planned[0], bounds, query.granularity):
-            for key, (plans, hours, _flops, cost) in next_planned[1].items():
+            for key, (plans, hours, _flops, cost, *energy) in next_planned[1].items():
                 row = _row(rows, bounds, key_of(list(key[1:] if bounds is not None else key)), query.measure)
                 row.update(planned_plans=plans, planned_accelerator_hours=hours, planned_cost=cost)
+                row.update(zip(PLANNED_ENERGY_METRICS, energy, strict=True))
             next_planned = next(planned, None)
         while next_actual is not None and _in_period(next_actual[0], bounds, query.granularity):
             values = list(next_actual)[1:] if bounds is not None else list(next_actual)
@@ -376,6 +396,10 @@ def _zeros(currency: str | None, measure: str) -> dict[str, Any]:
         "planned_accelerator_hours": 0.0 if planned else None,
         # Plans without a price (no currency) have no planned cost, rather than a cost of zero.
         "planned_cost": Decimal(0) if planned and currency is not None else None,
+        "planned_energy_kwh": 0.0 if planned else None,
+        "planned_emissions_kg_co2e": 0.0 if planned else None,
+        "planned_plans_without_energy": 0 if planned else None,
+        "planned_plans_without_emissions": 0 if planned else None,
         "actual_plans": 0 if actual else None,
         "actual_accelerator_hours": 0.0 if actual else None,
         "actual_cost": Decimal(0) if actual else None,
@@ -426,11 +450,11 @@ def _spend_totals(rows: Iterable[dict[str, Any]], measure: str) -> list[dict[str
         totals = by_currency.get(currency)
         if totals is None:
             totals = by_currency[currency] = {"currency": currency, **_zeros(currency, measure)}
-        for name in (*PLANNED_METRICS, *ACTUAL_METRICS):
+        for name in (*PLANNED_METRICS, *ACTUAL_METRICS, *PLANNED_ENERGY_METRICS):
             if name not in COUNTS and row[name] is not None and totals[name] is not None:
                 totals[name] += row[name]
     ordered = sorted(by_currency.items(), key=lambda item: item[0] or "")
     return [_with_variance(totals, measure) for _, totals in ordered]
 
 
-COUNTS = ("planned_plans", "actual_plans")
+COUNTS = ("planned_plans", "actual_plans", "planned_plans_without_energy", "planned_plans_without_emissions")

@@ -142,6 +142,8 @@ def _csv_chunks(
 # What a person reads in a finance CSV: hours and percentages to the hundredth.
 FINANCE_DECIMALS = {
     "planned_accelerator_hours": 2,
+    "planned_energy_kwh": 2,
+    "planned_emissions_kg_co2e": 2,
     "actual_accelerator_hours": 2,
     "off_schedule_accelerator_hours": 2,
     "variance_percent": 2,

@@ -108,8 +108,8 @@ def test_bloom_at_tdp_on_the_french_grid_of_the_table_is_within_2_percent_of_its
 
 
 def test_blooms_modeled_draw_lands_within_a_fifth_of_its_gpus_and_idle_infrastructure(client, catalog):
-    """BLOOM's Table 2 adds 256 646 kWh of idle infrastructure to its GPUs' 433 196 kWh: the modeled draw (GPUs
-    below TDP, the DGX A100's overhead) counts both."""
+    """BLOOM's Table 2 adds 256 646 kWh of idle infrastructure to its GPUs' 433 196 kWh: the modeled draw
+    (GPUs below TDP, the DGX A100's overhead) counts both."""
     body = run_of(1_082_990, 176e9, 366e9, "a100-80gb", A100_BF16, site={"region": "FR", "pue": 1.0})
     energy = estimate(client, **body)["energy"]
     assert energy["method"]["node_overhead_basis"] == "rating"
@@ -120,7 +120,8 @@ def test_blooms_modeled_draw_lands_within_a_fifth_of_its_gpus_and_idle_infrastru
 def test_gpt3_at_its_v100s_tdp_is_within_a_tenth_of_pattersons_measured_1287_mwh_and_552_tonnes(
     client, catalog
 ):
-    """Patterson et al. 2021 measured 330 W per V100 with its host; at the 300 W TDP the API counts 9% less."""
+    """Patterson et al. 2021 measured 330 W per V100 with its host; at the 300 W TDP the API counts 9%
+    less."""
     body = run_of(
         3_552_000,
         175e9,
@@ -313,3 +314,31 @@ def test_a_plan_made_before_energy_shows_none_and_still_replays_to_what_it_holds
     estimate_then = {key: value for key, value in stored.result["estimate"].items() if key != "energy"}
     stored.snapshot, stored.result = snapshot, {**stored.result, "estimate": estimate_then}
     assert reevaluate(stored) == stored.result
+
+
+# Reports.
+
+
+def test_the_cost_report_sums_energy_and_emissions_by_month_and_label_and_counts_plans_without(client, acme):
+    french = create_plan(client, site={"region": "FR"}, labels={"team": "a"})
+    unsited = create_plan(client, labels={"team": "a"})
+    create_plan(client, hardware="tpu-v5p", labels={"team": "b"})
+    energy = {plan["id"]: plan["result"]["estimate"]["energy"] for plan in (french, unsited)}
+
+    response = client.get(
+        "/v1/reports/costs?from=2027-01-01T00:00:00Z&to=2028-01-01T00:00:00Z&granularity=month&group_by=label:team"
+        "&status=draft"
+    )
+
+    assert response.status_code == 200, response.get_json()
+    rows = {row["label:team"]: row for row in response.get_json()["rows"]}
+    assert rows["a"]["energy_kwh"] == pytest.approx(sum(e["energy_kwh"] for e in energy.values()), rel=1e-9)
+    assert rows["a"]["emissions_kg_co2e"] == pytest.approx(
+        energy[french["id"]]["emissions_kg_co2e"], rel=1e-9
+    )
+    assert (rows["a"]["plans_without_energy"], rows["a"]["plans_without_emissions"]) == (0, 1)
+    assert (rows["b"]["energy_kwh"], rows["b"]["emissions_kg_co2e"]) == (None, None)
+    assert (rows["b"]["plans_without_energy"], rows["b"]["plans_without_emissions"]) == (1, 1)
+    (totals,) = response.get_json()["totals"]
+    assert totals["energy_kwh"] == pytest.approx(rows["a"]["energy_kwh"], rel=1e-9)
+    assert (totals["plans_without_energy"], totals["plans_without_emissions"]) == (1, 2)

@@ -33,7 +33,8 @@ LABEL_KEYS = ("team", "cost.centre")
 # evaluate (the API refuses control codes in labels; a tab is stored directly to check the CSV anyway).
 LABEL_VALUES = ("alpha", "beta", "équipe", "团队", "", "null", "=1+2", "+cmd", "-2", "@sum", "\tx")
 GROUPS = ("organization", "budget", "hardware", "status", *(f"label:{key}" for key in LABEL_KEYS))
-METRICS = ["plans", "accelerator_hours", "flops", "cost", "estimated"]
+ENERGY = ["energy_kwh", "emissions_kg_co2e", "plans_without_energy", "plans_without_emissions"]
+METRICS = ["plans", "accelerator_hours", "flops", "cost", "estimated", *ENERGY]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 JANUARY, FEBRUARY = "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"
 
@@ -95,6 +96,8 @@ class PlanSpec:
     currency: str | None = "USD"
     accelerator_hours: float = 40.0
     flops: float = 1e21
+    energy_kwh: float | None = None  # None: its hardware states no TDP
+    emissions_kg_co2e: float | None = None  # None: made without a site (or without energy)
     duration: timedelta | None = None  # its schedule's length; by default its hours on 8 accelerators
 
     @property
@@ -125,6 +128,8 @@ def insert_plans(session, world: World, specs: list[PlanSpec]) -> list[uuid.UUID
             accelerator_hours=spec.accelerator_hours,
             cost=spec.cost,
             currency=spec.currency,
+            energy_kwh=spec.energy_kwh,
+            emissions_kg_co2e=spec.emissions_kg_co2e,
             created_by="test",
             committed_at=spec.start_at if spec.status != "draft" else None,
             cancelled_at=spec.start_at if spec.status == "cancelled" else None,
@@ -165,7 +170,9 @@ FINANCE_COLUMNS = [
     "off_schedule_cost",
     "variance_cost",
     "variance_percent",
+    *(f"planned_{name}" for name in ENERGY),  # last: the columns before them keep their places
 ]
+ACTUAL_AND_VARIANCE = FINANCE_COLUMNS[3:10]
 NAMES = {"organization": "organization_name", "budget": "budget_name"}
 
 
@@ -194,7 +201,7 @@ def assert_csv_matches_json(csv_response, json_rows: list[dict], group_by: tuple
         key = tuple(cell_value(cells[name]) for name in keys)
         assert key not in in_csv, "a row appears twice"
         in_csv[key] = cells
-        for name in FINANCE_COLUMNS[3:]:
+        for name in ACTUAL_AND_VARIANCE:
             assert cells[name] == "", name  # measure planned: no actual side, no variance
     for row in json_rows:
         key = tuple("" if row[name] is None else row[name] for name in keys)
@@ -208,6 +215,16 @@ def assert_csv_matches_json(csv_response, json_rows: list[dict], group_by: tuple
             assert (
                 cells["planned_cost"] == f"{Decimal(row['cost']).quantize(Decimal('0.01'), ROUND_HALF_UP):f}"
             )
+        for name in ("energy_kwh", "emissions_kg_co2e"):  # to the hundredth, blank where no plan has it
+            figure = row[name]
+            expected = (
+                ""
+                if figure is None
+                else f"{Decimal(repr(figure)).quantize(Decimal('0.01'), ROUND_HALF_UP):f}"
+            )
+            assert cells[f"planned_{name}"] == expected, name
+        for name in ("plans_without_energy", "plans_without_emissions"):
+            assert int(cells[f"planned_{name}"]) == row[name], name
     for cells in in_csv.values():  # a period of the window without plans
         assert (cells["planned_plans"], cells["planned_accelerator_hours"]) == ("0", "0.00")
         assert cells["planned_cost"] in {"0.00", ""}
@@ -284,8 +301,10 @@ def plan_specs(draw, start: datetime, end: datetime) -> PlanSpec:
         labels=draw(st.dictionaries(st.sampled_from(LABEL_KEYS), st.sampled_from(LABEL_VALUES), max_size=2)),
         cost=cost,
         currency=currency,
-        accelerator_hours=draw(st.floats(0.5, 1e6)),
+        accelerator_hours=(hours := draw(st.floats(0.5, 1e6))),
         flops=draw(st.floats(1e15, 1e26)),
+        energy_kwh=(kwh := draw(st.sampled_from([None, hours * 0.8, hours * 1.3]))),
+        emissions_kg_co2e=None if kwh is None else draw(st.sampled_from([None, kwh * 0.4])),
     )
 
 
@@ -421,27 +440,49 @@ def recompute(case: Case, world: World) -> tuple[dict[tuple, dict], dict[str | N
         ):
             continue
         groups = tuple(group_value(spec, name, world) for name in case.group_by)
-        total = totals.setdefault(
-            spec.currency, {"plans": 0, "accelerator_hours": 0.0, "flops": 0.0, "cost": None}
-        )
+        total = totals.setdefault(spec.currency, figures_of_none())
         total["plans"] += 1
+        total["plans_without_energy"] += spec.energy_kwh is None
+        total["plans_without_emissions"] += spec.emissions_kg_co2e is None
         for bounds, share, cost in pieces(spec, case):
-            for figures in (
-                rows.setdefault(
-                    (*bounds, *groups, spec.currency),
-                    {"plans": 0, "accelerator_hours": 0.0, "flops": 0.0, "cost": None},
-                ),
-            ):
+            for figures in (rows.setdefault((*bounds, *groups, spec.currency), figures_of_none()),):
                 figures["plans"] += 1
+                figures["plans_without_energy"] += spec.energy_kwh is None
+                figures["plans_without_emissions"] += spec.emissions_kg_co2e is None
             for figures in (rows[(*bounds, *groups, spec.currency)], total):
                 figures["accelerator_hours"] += spec.accelerator_hours * float(share)
                 figures["flops"] += spec.flops * float(share)
                 if cost is not None:
                     figures["cost"] = (figures["cost"] or Decimal(0)) + cost
+                for name in ("energy_kwh", "emissions_kg_co2e"):  # spread like the hours
+                    if (figure := getattr(spec, name)) is not None:
+                        figures[name] = (figures[name] or 0.0) + figure * float(share)
     return rows, totals
 
 
+def figures_of_none() -> dict:
+    return {
+        "plans": 0,
+        "accelerator_hours": 0.0,
+        "flops": 0.0,
+        "cost": None,
+        "energy_kwh": None,
+        "emissions_kg_co2e": None,
+        "plans_without_energy": 0,
+        "plans_without_emissions": 0,
+    }
+
+
 def assert_figures(actual: dict, expected: dict) -> None:
+    for name in ("energy_kwh", "emissions_kg_co2e"):
+        if expected[name] is None:
+            assert actual[name] is None, name
+        else:
+            assert actual[name] == pytest.approx(expected[name], rel=1e-9), name
+    assert (actual["plans_without_energy"], actual["plans_without_emissions"]) == (
+        expected["plans_without_energy"],
+        expected["plans_without_emissions"],
+    )
     assert actual["plans"] == expected["plans"]
     assert actual["accelerator_hours"] == pytest.approx(expected["accelerator_hours"], rel=1e-9)
     assert actual["flops"] == pytest.approx(expected["flops"], rel=1e-9)
@@ -519,6 +560,10 @@ def test_the_window_includes_from_and_excludes_to(client, session, world):
             "flops": 2e21,
             "cost": "110.00",
             "estimated": True,
+            "energy_kwh": None,
+            "emissions_kg_co2e": None,
+            "plans_without_energy": 2,
+            "plans_without_emissions": 2,
         }
     ]
 

@@ -130,9 +130,11 @@ def test_both_sets_each_months_planned_beside_its_actual_and_the_variance(client
     ] * 3
     assert [(row["period_start"], row["period_end"]) for row in body["rows"]] == MONTHS
     assert [figures(row) for row in body["rows"]] == [
-        (1, 40.0, "100.00", 1, 24.0, "60.00", 0.0, "0.00", "-40.00", -40.0),
-        (0, 0.0, "0.00", 1, 24.5, "61.25", 0.0, "0.00", "61.25", None),  # nothing planned: no percentage
-        (1, 20.0, "50.00", 1, 8.0, "20.00", 0.0, "0.00", "-30.00", -60.0),
+        # Plans made without energy (their hardware states no TDP): none summed, and counted.
+        (1, 40.0, "100.00", 1, 24.0, "60.00", 0.0, "0.00", "-40.00", -40.0, None, None, 1, 1),
+        # Nothing planned: no percentage, and no energy.
+        (0, 0.0, "0.00", 1, 24.5, "61.25", 0.0, "0.00", "61.25", None, 0.0, 0.0, 0, 0),
+        (1, 20.0, "50.00", 1, 8.0, "20.00", 0.0, "0.00", "-30.00", -60.0, None, None, 1, 1),
     ]
     assert body["totals"] == [
         {
@@ -147,6 +149,10 @@ def test_both_sets_each_months_planned_beside_its_actual_and_the_variance(client
             "off_schedule_cost": "0.00",
             "variance_cost": "-8.75",
             "variance_percent": -5.83,
+            "planned_energy_kwh": None,  # not zero: none of its plans has it
+            "planned_emissions_kg_co2e": None,
+            "planned_plans_without_energy": 2,
+            "planned_plans_without_emissions": 2,
         }
     ]
     # Under plan is negative, and the description says it may be (a fuzzing run found it did not).
@@ -160,7 +166,9 @@ def test_every_month_of_the_window_is_a_row_even_with_nothing_in_it(client, worl
     body = body_of(client, **QUARTER, measure="both", granularity="month")
 
     assert [(row["period_start"], row["currency"]) for row in body["rows"]] == [(m[0], None) for m in MONTHS]
-    assert {figures(row) for row in body["rows"]} == {(0, 0.0, None, 0, 0.0, "0.00", 0.0, "0.00", None, None)}
+    assert {figures(row) for row in body["rows"]} == {
+        (0, 0.0, None, 0, 0.0, "0.00", 0.0, "0.00", None, None, 0.0, 0.0, 0, 0)
+    }
 
 
 def test_a_group_seen_in_the_window_has_a_row_of_zeros_in_the_months_it_has_nothing(client, session, world):
@@ -422,6 +430,10 @@ def test_the_csv_rounds_hours_and_money_to_the_hundredth_and_gives_its_totals_as
         "off_schedule_cost": "0.00",
         "variance_cost": "-69.88",  # rounded from the exact -69.879, not the difference of rounded cells
         "variance_percent": "-69.88",
+        "planned_energy_kwh": "",
+        "planned_emissions_kg_co2e": "",
+        "planned_plans_without_energy": "1",
+        "planned_plans_without_emissions": "1",
     }
     assert january_usd["budget_name"] == "acme USD"
     totals_response = report(client, **params, format="csv", part="totals")
@@ -464,6 +476,8 @@ def runs(session, world) -> dict[str, uuid.UUID]:
                 budget="acme-USD",
                 hardware="h100-sxm",
                 labels={"team": "alpha", "cost.centre": "=1+2"},
+                energy_kwh=48.0,  # of its 40 accelerator-hours: 1.2 kWh each
+                emissions_kg_co2e=12.0,
             ),
             plan("globex", status="completed"),
         ],
@@ -530,6 +544,8 @@ def test_focus_is_one_usage_charge_per_plan_and_utc_day_in_the_columns_focus_nam
         "Tags": first["Tags"],
         "x_PlanStatus": "running",
         "x_OffScheduleCost": "0.00",
+        "x_EnergyKwh": "28.8",  # its 24 hours at its plan's 1.2 kWh an accelerator-hour
+        "x_EmissionsKgCO2e": "7.2",
     }
     assert json.loads(first["Tags"]) == {
         "team": "alpha",
@@ -545,6 +561,7 @@ def test_focus_is_one_usage_charge_per_plan_and_utc_day_in_the_columns_focus_nam
         "{}",
     )
     assert bare["x_PlanStatus"] == "completed"
+    assert (bare["x_EnergyKwh"], bare["x_EmissionsKgCO2e"]) == ("", "")  # its plan has none
 
 
 def test_focus_by_month_has_the_months_charge_and_its_sums_equal_the_actual_report(client, runs):
