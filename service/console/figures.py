@@ -324,3 +324,30 @@ def planned_actual_charts(report: spend.SpendReport) -> list[Markup]:
             )
         )
     return drawn
+
+
+def comparison_chart(comparison: Mapping[str, Any]) -> Markup | None:
+    """Cost against days of each offer that takes the run, marked by its rank (the table below names it),
+    with the frontier drawn through the offers no other beats on both; None when no offer takes it."""
+    rows = [row for row in comparison["offers"] if row["cost"] is not None]
+    if not rows:
+        return None
+    currency = comparison["currency"]
+    frontier = sorted((row for row in rows if row["on_frontier"]), key=lambda row: row["days"])
+    costs = [float(row["cost"]) for row in rows]
+    return charts.line_chart(
+        chart_id="comparison-frontier",
+        title="Cost against days, by offer",
+        description=f"Each offer's run at its days and its cost in {currency} (as paid: a reservation's "
+        "whole term), marked by its rank in the table; the line joins the offers no other is both as fast "
+        "and as cheap as.",
+        series=[
+            charts.Series(
+                "Frontier: fastest for the money", [(row["days"], float(row["cost"])) for row in frontier]
+            )
+        ],
+        x_label="Wall-clock days",
+        y_label=f"Cost ({currency})",
+        y_log=max(costs) > 10 * min(costs),
+        markers=[charts.Marker(row["days"], float(row["cost"]), str(row["rank"])) for row in rows],
+    )

@@ -243,3 +243,26 @@ def _utc_day(text: str) -> str:
     except ValueError:
         return ""  # not an instant: the schema's error says so beside the form
     return f"{moment.astimezone(UTC) if moment.tzinfo else moment:%Y-%m-%d}"
+
+
+# The comparison page's fields: the run's, and the filters of the offers it may go to (checkboxes of
+# pricings, a list of hardware slugs).
+COMPARISON_NUMBERS = ("params", "tokens", "days", "flops", "max_accelerators")
+COMPARISON_TEXTS = ("cost", "currency", "law", "rank_by")
+
+
+def comparison_request(args: Mapping[str, str]) -> dict[str, Any]:
+    """The comparison a page's query asks for, as POST /v1/comparisons takes it: blank fields left out."""
+    request: dict[str, Any] = {}
+    for name in COMPARISON_NUMBERS:
+        if text := _number_text(args.get(name, "").strip()):
+            request[name] = numeral(text)
+    for name in COMPARISON_TEXTS:
+        if text := args.get(name, "").strip():
+            request[name] = _number_text(text) if name == "cost" else text
+    getlist = getattr(args, "getlist", None)
+    for name in ("hardware", "pricing"):
+        values = [value for value in (getlist(name) if getlist else [args.get(name, "")]) if value]
+        if values:
+            request[name] = values
+    return request

@@ -23,6 +23,7 @@ from service.console.forms import (
     BUDGET_KINDS,
     DEFAULT_BUDGET_KIND,
     allocation_request,
+    comparison_request,
     errors_by_field,
     plan_filter_query,
     report_form,
@@ -31,6 +32,7 @@ from service.console.forms import (
 from service.core import engine
 from service.data.models import (
     PLAN_STATUSES,
+    PRICINGS,
     Budget,
     FittedLaw,
     HardwareProfile,
@@ -41,6 +43,7 @@ from service.data.models import (
 from service.infra.db import get_session, reading_session
 from service.schemas.budgets import BudgetSchema
 from service.schemas.common import ListQuerySchema
+from service.schemas.comparisons import OfferComparisonRequestSchema, OfferComparisonSchema
 from service.schemas.laws import FrontierQuerySchema
 from service.schemas.planning import TRAINING_PRECISIONS, AllocationRequestSchema, AllocationSchema
 from service.schemas.plans import (
@@ -59,9 +62,11 @@ from service.schemas.usage import BudgetForecastSchema, UsageRecordSchema
 from service.services import (
     budget_utilization,
     budgets,
+    comparisons,
     hardware,
     idempotency,
     laws,
+    offers,
     organizations,
     planning,
     plans,
@@ -445,6 +450,39 @@ def law_frontier() -> str:
         errors=errors,
         warned=[law for law in fitted if law.warnings],  # what each fit leaves in doubt
     )
+
+
+# --- comparing offers -------------------------------------------------------------------------------------
+
+
+@blp.get("/comparisons")
+@requires(*READERS)
+def compare_offers() -> tuple[str, int]:
+    """One run priced on every offer: the question first, the frontier and the ranked table beside it."""
+    session = get_session()
+    args = flask.request.args
+    request = comparison_request(args)
+    comparison, errors = None, {}
+    if request:  # the page opens on the question alone
+        try:
+            loaded = OfferComparisonRequestSchema().load(request)
+            comparison = comparisons.comparison_document(
+                comparisons.compare_offers(session, loaded, scope=scope())
+            )
+        except (ma.ValidationError, InvalidFieldError) as error:
+            errors = errors_by_field(error)
+    shown = None if comparison is None else OfferComparisonSchema().dump(comparison)
+    html = flask.render_template(
+        "console/offers.html",
+        form=args,
+        comparison=shown,
+        chart=None if shown is None else figures.comparison_chart(shown),
+        errors=errors,
+        hardware=offers.hardware_offered(session),
+        pricings=PRICINGS,
+        rankings=comparisons.RANKINGS,
+    )
+    return html, 422 if errors else 200
 
 
 # --- cost report ----------------------------------------------------------------------------------------

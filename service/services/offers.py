@@ -111,6 +111,12 @@ def find_offers(session: Session, chosen: OfferFilter, *, most: int) -> list[Off
     return list(session.scalars(_filtered(_loaded(), chosen).order_by(Offer.slug).limit(most)))
 
 
+def hardware_offered(session: Session) -> list[str]:
+    """The slugs of the hardware profiles some offer is of."""
+    stmt = select(HardwareProfile.slug).join(Offer, Offer.hardware_id == HardwareProfile.id).distinct()
+    return sorted(session.scalars(stmt))
+
+
 def get_offer(session: Session, slug: str) -> Offer:
     offer = session.scalars(_loaded().where(Offer.slug == slug)).first()
     if offer is None:

@@ -1,0 +1,54 @@
+"""The console's comparison of offers: the question first, the same answer as POST /v1/comparisons, the
+frontier drawn, and bad input beside its field."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.api.test_comparisons import OFFERS
+from tests.console.test_pages import signed_in, svg, world  # noqa: F401 (fixture)
+
+QUESTION = {"params": "7e9", "tokens": "1.4e11", "days": "10"}
+
+
+@pytest.fixture
+def browser(app, client, issue_key, world):  # noqa: F811
+    for offer in OFFERS:
+        assert (
+            client.post("/v1/offers", json={"source": "test", "currency": "USD", **offer}).status_code == 201
+        )
+    return signed_in(app, issue_key("planner", "acme"))
+
+
+def test_the_page_opens_on_the_question_alone(browser):
+    page = browser.get("/comparisons").get_data(as_text=True)
+    assert 'name="params"' in page
+    assert 'value="h100-sxm"' in page  # the hardware some offer is of
+    assert "comparison-frontier" not in page
+
+
+def test_the_page_ranks_the_offers_as_the_api_does_and_draws_the_frontier(browser, client):
+    page = browser.get("/comparisons", query_string=QUESTION).get_data(as_text=True)
+    api = client.post("/v1/comparisons", json={"params": 7e9, "tokens": 1.4e11, "days": 10}).get_json()
+    shown = re.findall(r'<th scope="row"><code>([a-z0-9-]+)</code>', page)
+    assert shown == [row["offer"] for row in api["offers"]]
+    chart = svg(page, "comparison-frontier")
+    marks = [
+        text.text for text in chart.iter("{http://www.w3.org/2000/svg}text") if (text.text or "").isdigit()
+    ]
+    assert set(marks) >= {str(row["rank"]) for row in api["offers"]}
+    assert "★" in page
+
+
+def test_only_the_pricings_checked_are_compared(browser):
+    page = browser.get("/comparisons", query_string={**QUESTION, "pricing": "spot"}).get_data(as_text=True)
+    assert re.findall(r'<th scope="row"><code>([a-z0-9-]+)</code>', page) == ["aws-h100-spot"]
+    assert 'value="spot" checked' in page
+
+
+def test_bad_input_is_said_beside_its_field_with_a_422(browser):
+    response = browser.get("/comparisons", query_string={"params": "7e9", "days": "10"})
+    assert response.status_code == 422
+    assert 'href="#tokens"' in response.get_data(as_text=True)
