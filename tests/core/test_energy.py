@@ -12,15 +12,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.core.energy import (
+    ASSUMED_NODE_OVERHEAD,
     ASSUMED_OVERHEAD_SHARE_OF_TDP,
     DEFAULT_PUE,
     DEFAULT_PUE_RANGE,
+    DEFAULT_SITE_PUE,
     MEASURED_TRAINING_UTILISATION,
+    NO_GRID_INTENSITY,
+    NO_POWER_FIGURE,
+    GridFigure,
     PowerModel,
+    RunSite,
     Site,
     accelerator_watts,
     at_constant_power,
     node_overhead,
+    run_energy,
+    run_power,
     training_energy,
 )
 from service.core.validation import InvalidInput
@@ -353,3 +361,70 @@ def test_bad_input_is_refused_naming_the_argument(argument, call):
 def _width(run):
     low, high = run.energy_kwh_interval
     return high - low
+
+
+# A planned run: its power and site as a plan states them.
+
+
+def test_a_run_on_hardware_without_a_tdp_has_no_energy_and_says_so():
+    run = run_energy(1e6, run_power("modeled", None, "tpu-v5p"), RunSite(), hardware="tpu-v5p")
+    assert run.energy is None
+    assert not run.has_emissions
+    assert NO_POWER_FIGURE in [caveat.code for caveat in run.caveats]
+
+
+def test_a_run_without_a_grid_has_energy_at_the_default_pue_and_no_emissions():
+    run = run_energy(1e6, run_power("modeled", 700, "h100-sxm"), RunSite())
+    assert run.energy is not None
+    assert run.energy.pue == DEFAULT_PUE
+    assert not run.has_emissions
+    assert [caveat.code for caveat in run.caveats] == [DEFAULT_SITE_PUE, NO_GRID_INTENSITY]
+
+
+def test_the_tdp_basis_is_the_published_method_exactly():
+    grid = GridFigure(grams_co2e_per_kwh=385, basis="location", source="LLaMA 1, §6")
+    run = run_energy(1_720_320, run_power("tdp", 400, "a100-80gb"), RunSite(pue=1.1, grid=grid))
+    published = at_constant_power(1_720_320, 400, LLAMA_US_SITE)
+    assert run.energy == published
+    assert run.power.overhead is None  # the published runs counted none
+
+
+def test_hardware_without_a_sourced_node_says_its_overhead_is_assumed():
+    run = run_energy(1e6, run_power("modeled", 750, "mi300x"), RunSite(pue=1.2))
+    assert ASSUMED_NODE_OVERHEAD in [caveat.code for caveat in run.caveats]
+
+
+def test_the_interval_spans_the_runs_accelerator_hours_in_proportion():
+    power, site = (
+        run_power("modeled", 700, "h100-sxm"),
+        RunSite(pue=1.1, grid=GridFigure(400, "location", "x")),
+    )
+    exact = run_energy(1e6, power, site)
+    spread = run_energy(1e6, power, site, accelerator_hours_interval=(0.8e6, 1.5e6))
+    assert spread.energy.energy_kwh == exact.energy.energy_kwh
+    assert spread.energy.energy_kwh_interval == pytest.approx(
+        (exact.energy.energy_kwh_interval[0] * 0.8, exact.energy.energy_kwh_interval[1] * 1.5), rel=1e-12
+    )
+    assert spread.energy.emissions_kg_co2e_interval == pytest.approx(
+        (exact.energy.emissions_kg_co2e_interval[0] * 0.8, exact.energy.emissions_kg_co2e_interval[1] * 1.5),
+        rel=1e-12,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argument", "call"),
+    [
+        ("power_basis", lambda: run_power("measured", 700, None)),
+        ("tdp_watts", lambda: run_power("modeled", -1, None)),
+        (
+            "accelerator_hours_interval",
+            lambda: run_energy(
+                1e6, run_power("tdp", 700, None), RunSite(), accelerator_hours_interval=(2e6, 1e6)
+            ),
+        ),
+    ],
+)
+def test_a_planned_runs_bad_input_is_refused_naming_the_argument(argument, call):
+    with pytest.raises(InvalidInput) as refused:
+        call()
+    assert refused.value.argument == argument
