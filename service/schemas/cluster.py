@@ -216,6 +216,19 @@ class ReliabilitySchema(StrictSchema):
             "the steady state."
         },
     )
+    preemptions_per_accelerator_hour = Number(
+        validate=validate.Range(min=0, max=1, max_inclusive=False),
+        metadata={
+            "description": "On spot capacity: preemptions per accelerator-hour (an instance's rate over its "
+            "accelerators), beside the hardware's failures; default 0. The checkpoint interval is chosen "
+            "for both.",
+            "exclusiveMaximum": True,
+        },
+    )
+    requeue_seconds = Number(
+        validate=validate.Range(0, 30 * 86_400),
+        metadata={"description": "On spot capacity: how long a preempted job waits for capacity; default 0."},
+    )
 
     @ma.post_load
     def _as_fields(self, data, **kwargs) -> dict:

@@ -152,6 +152,13 @@ class ComparedOfferSchema(_OfferNamesSchema):
     goodput = ma.fields.Nested(ComparisonGoodputSchema, allow_none=True)
     energy = ma.fields.Nested(EnergySchema, allow_none=True)
     notes = ma.fields.List(ma.fields.String())
+    plan = ma.fields.Dict(
+        metadata={
+            "description": "The body of POST /v1/plans that keeps this run as a plan: add `organization` "
+            "(and a `budget_id` to charge). The model, the offer's hardware, count and hourly price, a spot "
+            "offer's preemptions, the site, and the offer in `labels`."
+        }
+    )
 
 
 class UnableOfferSchema(_OfferNamesSchema):

@@ -24,6 +24,7 @@ from service.core.energy import RunEnergy
 from service.core.validation import InvalidInput
 from service.data.models import Offer
 from service.services import planning
+from service.services.documents import format_money
 from service.services.energy import SiteRequest, estimate_energy, hours_energy
 from service.services.errors import InvalidFieldError
 from service.services.offers import OfferFilter, find_offers
@@ -368,7 +369,38 @@ def _row(result: Sized) -> dict[str, Any]:
         },
         "energy": result.energy,  # EnergySchema shows it
         "notes": list(result.notes),
+        "plan": _plan_request(result),
     }
+
+
+def _plan_request(result: Sized) -> dict[str, Any]:
+    """The body of POST /v1/plans that keeps this run as a plan (less its organisation): the model on the
+    offer's hardware, count and hourly price, a spot offer's preemptions, the site its energy was counted at,
+    and the offer in its labels."""
+    offer, run = result.offer, result.run
+    assert run is not None, "only offers that take the run are saved"
+    on = run.cluster
+    body: dict[str, Any] = {
+        "name": f"{run.params:.3g} parameters on {offer.slug}",
+        "labels": {"offer": offer.slug, "pricing": offer.pricing},
+        "params": run.params,
+        "tokens": run.tokens,
+        "hardware": offer.hardware.slug,
+        "accelerators": run.accelerators,
+        "precision": on.precision,
+        "price_per_hour": format_money(run.price_per_hour) if run.price_per_hour is not None else None,
+        "currency": run.currency,
+    }
+    if on.preemptions_per_accelerator_hour:
+        body["reliability"] = {
+            "preemptions_per_accelerator_hour": on.preemptions_per_accelerator_hour,
+            "requeue_seconds": on.requeue_seconds,
+        }
+    site = _site(offer, grid=result.energy is not None and result.energy.site.grid is not None)
+    body["site"] = {
+        name: value for name, value in (("region", site.region), ("pue", site.pue)) if value is not None
+    }
+    return {name: value for name, value in body.items() if value not in (None, {})}
 
 
 def _paid_at(result: Sized, run_cost: Decimal) -> Decimal:

@@ -52,7 +52,8 @@ class ClusterRequest:
     sequence_parallel: bool | None = None  # deprecated: layout.sequence_parallel
     shape: ModelShape | None = None
     layout: Mapping[str, Any] | None = None  # the layout fields fixed; the others are searched
-    # checkpoint_write_bytes_per_second, restart_seconds, run_overhead
+    # checkpoint_write_bytes_per_second, restart_seconds, run_overhead; on spot capacity,
+    # preemptions_per_accelerator_hour and requeue_seconds
     reliability: Mapping[str, float] | None = None
     max_accelerators: int | None = None  # when accelerators is left to the planner (not in plans)
     site: SiteRequest | None = None  # where its power comes from: energy's PUE, emissions' grid
@@ -233,6 +234,8 @@ def _cluster(
         checkpoint_write_bytes_per_second=reliability.get("checkpoint_write_bytes_per_second"),
         restart_seconds=reliability.get("restart_seconds"),
         run_overhead=reliability.get("run_overhead"),
+        preemptions_per_accelerator_hour=reliability.get("preemptions_per_accelerator_hour", 0.0),
+        requeue_seconds=reliability.get("requeue_seconds", 0.0),
         calibration=calibration,
         active_params=getattr(request, "active_params", None),
     )

@@ -191,3 +191,17 @@ def test_no_offer_is_an_empty_comparison(client, offers):
 def test_bad_requests_are_422_naming_the_field(client, offers, body, field):
     problem = assert_problem(client.post("/v1/comparisons", json=body), 422)
     assert field in str(problem["errors"]) or field in problem["detail"]
+
+
+def test_each_row_saves_as_a_plan_of_the_same_run(client, offers):
+    assert client.post("/v1/organizations", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    rows = {row["offer"]: row for row in compare(client, **MODEL, days=10)["offers"]}
+    for slug in ("aws-h100-spot", "ours-h100"):
+        row = rows[slug]
+        response = client.post("/v1/plans", json={**row["plan"], "organization": "acme"})
+        assert response.status_code == 201, response.get_json()
+        plan = response.get_json()
+        assert plan["labels"]["offer"] == slug
+        assert plan["accelerators"] == row["accelerators"]
+        assert plan["days"] == pytest.approx(row["days"], rel=1e-9)
+        assert Decimal(plan["cost"]) == Decimal(row["run_cost"])

@@ -261,3 +261,10 @@ def test_planner_imports_a_catalog_and_compares_its_offers_by_a_date(served, iss
     answer = json.loads(capsys.readouterr().out)
     assert answer["rank_by"] == "days"
     assert answer["frontier"]
+
+    spot = ["compare", "--params=7e9", "--tokens=1.4e11", "--days=10", "--pricing=spot", "--save=acme"]
+    assert cli.main(spot) == 0
+    saved = [line for line in capsys.readouterr().out.splitlines() if "saved as plan" in line]
+    assert len(saved) == 2
+    assert cli.main(["--json", "plan", "list", "--label=pricing:spot"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2

@@ -1286,9 +1286,10 @@ COMPARISON_HEADERS = {
 @click.option("--region", multiple=True, help="Only this region's offers; repeatable.")
 @click.option("--pricing", multiple=True, help="Only this pricing (on_demand, reserved, spot, owned).")
 @click.option("--offer", "offers", multiple=True, help="Only this offer; repeatable.")
+@click.option("--save", metavar="SLUG", help="Keep each offer's run as a draft plan of this organisation.")
 @fields_options(COMPARE_FIELDS)
 @body_option
-def compare(body: Path | None, **options: Any) -> None:
+def compare(body: Path | None, save: str | None, **options: Any) -> None:
     """The cheapest way to train a run by a date, or the fastest for the money, on every offer: ranked, the
     frontier of days against cost marked, and why the others cannot take it."""
     request = request_body(options, COMPARE_FIELDS, body=body)
@@ -1307,6 +1308,9 @@ def compare(body: Path | None, **options: Any) -> None:
     show_list(rows, COMPARISON_COLUMNS, COMPARISON_HEADERS)
     for row in result["unable"]:
         click.echo(f"{row['offer']}: cannot: {row['reason']}")
+    for row in result["offers"] if save else ():
+        plan = settings().client.create_plan(**row["plan"], organization=save)
+        click.echo(f"{row['offer']}: saved as plan {plan['id']}")
 
 
 # --- Budgets ---
