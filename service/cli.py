@@ -18,7 +18,7 @@ from service.data.models import Plan
 from service.infra import actors, migrate
 from service.infra.db import get_db
 from service.services import keys, plans
-from service.services.catalog import load_builtin_hardware
+from service.services.catalog import load_builtin_hardware, load_sample_offers
 from service.services.errors import InvalidFieldError
 from service.workers import jobs, webhook_sender
 
@@ -77,6 +77,9 @@ def setup() -> None:
     )
     if load.skipped:
         click.echo(f"left alone (custom profiles use these slugs): {', '.join(load.skipped)}", err=True)
+    with database.sessionmaker() as session:
+        sample = load_sample_offers(actors.act_as(session, "setup"))
+    click.echo(f"sample offers: {len(sample)} created" if sample else "sample offers: none (offers exist)")
     admin_key = current_app.extensions["planner.config"].admin_key
     if admin_key:
         with database.sessionmaker() as session:

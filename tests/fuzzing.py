@@ -61,7 +61,7 @@ MAGNITUDES = {
     "max_accelerators": (8, 4096),
     "checkpoint_write_bytes_per_second": (1e10, 1e13),
     "restart_seconds": (1, 3600),
-    # Spot capacity: AWS's interruption buckets per 8-GPU instance-hour, per accelerator; a day's wait at most.
+    # Spot capacity: AWS's interruption buckets per 8-GPU instance-hour, per accelerator; a day's wait at most
     "preemptions_per_accelerator_hour": (1e-6, 1e-4),
     "requeue_seconds": (1, 86_400),
 }

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.data.catalog import PRECISIONS, HardwareSpec, builtin_hardware
-from service.data.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, utcnow
+from service.data.catalog import PRECISIONS, HardwareSpec, builtin_hardware, sample_offers
+from service.data.models import HARDWARE_FIGURES, HardwarePrice, HardwareProfile, Offer, utcnow
 from service.infra.locks import hold_setup_lock
+from service.services import offers
 
 
 @dataclass
@@ -77,3 +80,25 @@ def load_builtin_hardware(session: Session, now: datetime | None = None) -> Cata
                 report.repriced.append(spec.slug)
     session.commit()
     return report
+
+
+def load_sample_offers(session: Session) -> list[str]:
+    """The sample offers (`offers.json`), into a service that has no offer: a newcomer can compare at once,
+    and a service with offers of its own is left alone. Their slugs."""
+    hold_setup_lock(session.connection())
+    if session.scalar(select(Offer.id).limit(1)) is not None:
+        session.rollback()
+        return []
+    created = [offers.new_offer(session, _offer_fields(entry)) for entry in sample_offers()]
+    session.add_all(created)
+    session.commit()
+    return [offer.slug for offer in created]
+
+
+def _offer_fields(entry: dict[str, Any]) -> offers.OfferFields:
+    """A sample offer as POST /v1/offers takes it (a test loads each through OfferSchema too)."""
+    fields: dict[str, Any] = {name: value for name, value in entry.items() if name != "hardware"}
+    for name in ("price_per_hour", "price_per_kwh"):
+        if name in fields:
+            fields[name] = Decimal(fields[name])
+    return offers.OfferFields(**fields, hardware_slug=entry["hardware"])

@@ -7,8 +7,10 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import func, select
 
+from service.data.catalog import sample_offers
 from service.data.models import Offer, OfferPrice
-from service.services.catalog import load_builtin_hardware
+from service.schemas.offers import OfferSchema
+from service.services.catalog import load_builtin_hardware, load_sample_offers
 from tests.problems import assert_problem
 
 OMIT = object()
@@ -315,3 +317,19 @@ def test_the_catalog_may_come_as_a_multipart_file(client):
     response = client.post("/v1/offers/import", data=data, content_type="multipart/form-data")
     assert response.status_code == 200, response.get_json()
     assert len(response.get_json()["created"]) == 4
+
+
+def test_the_sample_offers_are_valid_requests_with_their_sources(client):
+    for entry in sample_offers():
+        assert OfferSchema().validate(entry) == {}, entry["slug"]
+        assert entry["source"]
+        assert entry["price_as_of"]
+
+
+def test_setup_loads_the_sample_into_a_service_without_offers_only(client, session):
+    created = load_sample_offers(session)
+    assert sorted(created) == sorted(entry["slug"] for entry in sample_offers())
+    assert {entry["pricing"] for entry in sample_offers()} == {"on_demand", "reserved", "spot", "owned"}
+    assert load_sample_offers(session) == []
+    listed = client.get("/v1/offers?limit=100").get_json()["items"]
+    assert len(listed) == len(created)

@@ -98,3 +98,10 @@ def builtin_hardware() -> tuple[HardwareSpec, ...]:
     text = resources.files(__package__).joinpath("hardware.json").read_text(encoding="utf-8")
     document = json.loads(text, parse_float=Decimal)
     return tuple(_hardware(entry) for entry in document["hardware"])
+
+
+@cache
+def sample_offers() -> tuple[dict[str, Any], ...]:
+    """A sample of offers (`offers.json`), each with its source and date: bodies of POST /v1/offers."""
+    text = resources.files(__package__).joinpath("offers.json").read_text(encoding="utf-8")
+    return tuple(json.loads(text)["offers"])
