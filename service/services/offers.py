@@ -210,10 +210,12 @@ def add_price_if_changed(offer: Offer, fields: OfferFields) -> bool:
         if current is not None and (current.price_per_hour, current.price_per_kwh, current.currency) == terms
         else None
     )
-    as_of = fields.given_or("price_as_of", restated.as_of if restated is not None else None)
-    source = fields.given_or("price_source", restated.source if restated is not None else None)
-    if restated is not None and (restated.as_of, restated.source) == (as_of, source):
-        return False
+    as_of, source = fields.price_as_of, fields.price_source  # a new price has what is given with it
+    if restated is not None:
+        as_of = fields.given_or("price_as_of", restated.as_of)
+        source = fields.given_or("price_source", restated.source)
+        if (restated.as_of, restated.source) == (as_of, source):
+            return False
     offer.prices.append(
         OfferPrice(
             price_per_hour=fields.price_per_hour,

@@ -245,6 +245,7 @@ def test_a_skypilot_aws_catalog_imports_on_demand_per_region_and_spot_per_zone(c
     assert spot["preemptions_per_instance_hour"] == 1.07e-4
     on_demand = client.get("/v1/offers/aws-p5-48xlarge-us-east-1").get_json()
     assert on_demand["price_per_hour"] == "6.88"
+    assert on_demand["price_source"] == "skypilot-catalog v8 aws @00148f2"
     assert on_demand["accelerators_per_instance"] == 8
 
 
@@ -333,3 +334,4 @@ def test_setup_loads_the_sample_into_a_service_without_offers_only(client, sessi
     assert load_sample_offers(session) == []
     listed = client.get("/v1/offers?limit=100").get_json()["items"]
     assert len(listed) == len(created)
+    assert all(offer["price_as_of"] and offer["price_source"] for offer in listed)
