@@ -323,8 +323,16 @@ def run_on_cluster(
     tokens_per_step = found.best.layout.global_batch * shape.sequence_length
     steps = max(1, math.ceil(D / tokens_per_step))
     training = steps * found.best.seconds
-    useful = goodput_model.goodput(
-        training,
+    useful = goodput_of(training, accelerators, params, reliability)
+    return ClusterRun(accelerators, found, steps, tokens_per_step, training, useful)
+
+
+def goodput_of(
+    training_seconds: float, accelerators: int, params: float, reliability: Reliability
+) -> goodput_model.Goodput:
+    """The goodput of `training_seconds` of steps on `accelerators` as `reliability` says it goes."""
+    return goodput_model.goodput(
+        training_seconds,
         accelerators,
         params,
         failures_per_accelerator_hour=reliability.failures_per_accelerator_hour,
@@ -334,7 +342,6 @@ def run_on_cluster(
         preemptions_per_accelerator_hour=reliability.preemptions_per_accelerator_hour,
         requeue_seconds=reliability.requeue_seconds,
     )
-    return ClusterRun(accelerators, found, steps, tokens_per_step, training, useful)
 
 
 Tried = TypeVar("Tried")

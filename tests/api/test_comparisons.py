@@ -205,3 +205,31 @@ def test_each_row_saves_as_a_plan_of_the_same_run(client, offers):
         assert plan["accelerators"] == row["accelerators"]
         assert plan["days"] == pytest.approx(row["days"], rel=1e-9)
         assert Decimal(plan["cost"]) == Decimal(row["run_cost"])
+
+
+def test_spot_capacity_takes_longer_with_a_wider_interval_and_more_so_when_checkpoints_are_slow(
+    client, offers
+):
+    run = {**MODEL, "hardware": "h100-sxm", "accelerators": 512}
+
+    def estimate(**reliability):
+        response = client.post("/v1/estimates", json={**run, "reliability": reliability})
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()
+
+    spot = {"preemptions_per_accelerator_hour": 1.07e-4 / 8, "requeue_seconds": 1800}
+    for bandwidth in (2e12, 2e10):  # a parallel filesystem, and a slow bucket
+        on_demand = estimate(checkpoint_write_bytes_per_second=bandwidth)
+        preempted = estimate(checkpoint_write_bytes_per_second=bandwidth, **spot)
+        assert preempted["days"] > on_demand["days"]
+        width = lambda answer: answer["intervals"]["days"][1] / answer["intervals"]["days"][0]  # noqa: E731
+        assert width(preempted) > width(on_demand)
+    fast_loss = (
+        estimate(checkpoint_write_bytes_per_second=2e12, **spot)["days"]
+        / estimate(checkpoint_write_bytes_per_second=2e12)["days"]
+    )
+    slow_loss = (
+        estimate(checkpoint_write_bytes_per_second=2e10, **spot)["days"]
+        / estimate(checkpoint_write_bytes_per_second=2e10)["days"]
+    )
+    assert slow_loss > fast_loss

@@ -7,12 +7,12 @@ import dataclasses
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from service.core import accuracy, caveats, cluster, frameworks, performance, units
+from service.core import accuracy, caveats, cluster, frameworks, performance, units, wall_clock
 from service.core import validation as v
 from service.core.cluster import Runtime
 from service.core.energy import RunEnergy
 from service.core.engine.inputs import Cluster, NamedLaw, price_of
-from service.core.engine.run import machine_of, model_run
+from service.core.engine.run import machine_of, model_run, reliability_of
 from service.core.memory import MemoryEstimate, state_bytes, training_memory
 from service.core.shape import ModelShape
 from service.core.wall_clock import ClusterRun, Sizing
@@ -116,7 +116,7 @@ def estimate(
     accelerators = paced.run.accelerators if paced.run is not None else paced.cluster.accelerators
     assert accelerators is not None, "a run at a given MFU has its accelerators"
     notes += caveats.implausibly_long_run(runtime.seconds, accelerators)
-    spread = intervals_of(paced, runtime, price)
+    spread = intervals_of(paced, runtime, price, params)
     return Estimate(
         params=params,
         tokens=tokens,
@@ -137,9 +137,10 @@ def estimate(
     )
 
 
-def intervals_of(paced: _Paced, runtime: Runtime, price: Decimal | None) -> RunIntervals:
+def intervals_of(paced: _Paced, runtime: Runtime, price: Decimal | None, params: float) -> RunIntervals:
     """The run's intervals (core/accuracy.py): the step's from the groups of judged runs it is in, the
-    time's and cost's from the wider of those and whole runs'."""
+    time's and cost's from the wider of those and whole runs', and on spot capacity stretched by what the
+    preemption rate's own uncertainty does to the run (`preemption_spread`)."""
     run, shape, on = paced.run, paced.shape, paced.cluster
     if run is None or shape is None:  # paced by the MFU given: only what whole runs add
         groups: tuple[str, ...] = ()
@@ -157,6 +158,9 @@ def intervals_of(paced: _Paced, runtime: Runtime, price: Decimal | None) -> RunI
         step_seconds = step.interval(run.search.best.seconds)
     hours = accuracy.WHOLE_RUN.interval(runtime.accelerator_hours, widest=step)
     days = accuracy.WHOLE_RUN.interval(runtime.days, widest=step)
+    if run is not None and on.preemptions_per_accelerator_hour > 0:
+        fewer, more = preemption_spread(run, on, params)
+        hours, days = (hours[0] * fewer, hours[1] * more), (days[0] * fewer, days[1] * more)
     return RunIntervals(
         confidence=accuracy.CONFIDENCE,
         categories=groups,
@@ -324,3 +328,30 @@ def does_not_fit(memory: MemoryEstimate, on: Cluster) -> list[caveats.Caveat]:
             {"total_bytes": memory.total_bytes, "capacity_bytes": memory.capacity_bytes},
         )
     ]
+
+
+# How far a spot offer's preemption rate may stray from the one stated: no provider publishes a rate, and
+# AWS's Spot Instance Advisor gives buckets of monthly interruption frequency about a factor of 2 wide
+# (5-10%, 10-15%, ...; docs/research/energy-and-offers.md, 4.3). A judgement, stated with the answer.
+PREEMPTION_RATE_SPREAD = 2.0
+
+
+def preemption_spread(run: ClusterRun, on: Cluster, params: float) -> tuple[float, float]:
+    """The run's wall-clock time at half and at twice the stated preemption rate, over its time at the rate:
+    how much the rate's uncertainty moves it (at twice a rate that leaves no time to train: at 1.5 times)."""
+    reliability = reliability_of(on)
+
+    def time_at(factor: float) -> float:
+        moved = replace(
+            reliability, preemptions_per_accelerator_hour=on.preemptions_per_accelerator_hour * factor
+        )
+        return (
+            wall_clock.goodput_of(run.training_seconds, run.accelerators, params, moved).wall_clock_seconds
+            / run.seconds
+        )
+
+    try:
+        more = time_at(PREEMPTION_RATE_SPREAD)
+    except v.InvalidInput:
+        more = time_at(1.5)
+    return time_at(1 / PREEMPTION_RATE_SPREAD), more
