@@ -84,14 +84,13 @@ def rule_arguments(rule: str) -> dict[str, Any]:
     return {"law": engine.published(rule)}
 
 
-def sized(case: Case, size: Callable[..., engine.Plan] = engine.plan) -> dict[str, Any]:
-    """The answer to a case as recorded: the count, compute, model and run; or the field it was refused on."""
-    try:
-        result = size(
-            case.budget(), on=engine.Cluster(hardware=hardware(case.hardware)), **rule_arguments(case.rule)
-        )
-    except InvalidInput as refusal:
-        return {"refused": refusal.argument}
+def plan_of(case: Case, size: Callable[..., engine.Plan] = engine.plan) -> engine.Plan:
+    on = engine.Cluster(hardware=hardware(case.hardware))
+    return size(case.budget(), on=on, **rule_arguments(case.rule))
+
+
+def answer_of(result: engine.Plan) -> dict[str, Any]:
+    """A sized plan's answer as recorded: the count, compute, model and run."""
     run = result.estimate
     assert run is not None, "a sized plan has its run"
     return {
@@ -101,3 +100,11 @@ def sized(case: Case, size: Callable[..., engine.Plan] = engine.plan) -> dict[st
         "days": run.runtime.days,
         "cost": None if run.cost is None else str(run.cost),
     }
+
+
+def sized(case: Case, size: Callable[..., engine.Plan] = engine.plan) -> dict[str, Any]:
+    """The answer to a case as recorded, or the field it was refused on."""
+    try:
+        return answer_of(plan_of(case, size))
+    except InvalidInput as refusal:
+        return {"refused": refusal.argument}

@@ -12,8 +12,10 @@ from service.core.engine.inputs import Budget, Cluster, NamedLaw
 from service.core.engine.intervals import Intervals, intervals_over
 from service.core.engine.limits import Limit, binding_caveat, limits, with_unspent
 from service.core.engine.rules import InferenceSummary, Rules, allocated, checked, repetition_caveats
+from service.core.engine.run import model_run
 from service.core.engine.serving import serving
 from service.core.hyper import Hyperparameters, hyperparameters_for
+from service.core.wall_clock import ClusterRun
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,25 @@ def allocation_plan(budget: Budget, rules: Rules, on: Cluster | None) -> Plan:
         caveats=notes,
         intervals=spread,
     )
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of a sizing: the allocation at the cluster's utilisation and its modelled run, without the
+    rest of a plan (caveats, intervals, hyperparameters, serving), which is built once, for the answer."""
+
+    allocation: allocate.Allocation
+    run: ClusterRun
+
+
+def sizing_round(budget: Budget, rules: Rules, on: Cluster) -> Round:
+    """`allocation_plan`'s allocation and modelled run, and nothing else; `rules` are `checked` already."""
+    flops = min(limit.flops for limit in limits(budget, on))
+    law = rules.law
+    allocation, _, _ = allocated(budget, rules, flops, None if law is None else law.law)
+    run_params, run_on, _ = _the_model_the_law_sized(allocation, law, on)
+    run, _, _, _ = model_run(run_params, allocation.tokens, run_on)
+    return Round(allocation, run)
 
 
 def _the_model_the_law_sized(

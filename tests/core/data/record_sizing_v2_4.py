@@ -1,7 +1,7 @@
 """Record engine 2.4's answers on the sizing grid (tests/core/sizing_grid.py) into sizing_v2_4.json: the
 count, compute, model and run it chose for each budget, and the compute it found at every count it planned.
 
-    .venv/bin/python -m tests.core.data.record_sizing_v2_4
+    .venv/bin/python -m tests.core.data.record_sizing_v2_4 [path]
 
 Run once, with engine 2.4's sizing (about 5 minutes on 2 cores): the tests compare engine 2.5's answers with
 these instead of computing 2.4's again, which would double their time.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,26 +26,27 @@ RECORDED = Path(__file__).with_name("sizing_v2_4.json")
 def recorded(case: Case) -> tuple[str, dict[str, Any]]:
     """The case's answer, and the compute of the plan at each count the sizing planned (None: refused)."""
     counts: dict[int, float | None] = {}
-    plan_on = sizing._plan_on
+    answer_of = sizing._Sizer.answer
 
-    def recording(budget: engine.Budget, rules: Any, on: engine.Cluster) -> engine.Plan:
+    def recording(sizer: sizing._Sizer, on: engine.Cluster) -> Any:
+        assert on.accelerators is not None, "a count is sized"
         try:
-            result = plan_on(budget, rules, on)
+            answer = answer_of(sizer, on)
         except InvalidInput:
             counts[on.accelerators] = None
             raise
-        counts[on.accelerators] = float(f"{result.allocation.flops:.9g}")
-        return result
+        counts[on.accelerators] = float(f"{answer.flops:.9g}")
+        return answer
 
-    sizing._plan_on = recording  # type: ignore[assignment]
+    sizing._Sizer.answer = recording  # type: ignore[method-assign]
     try:
         answer = sized(case)
     finally:
-        sizing._plan_on = plan_on  # type: ignore[assignment]
+        sizing._Sizer.answer = answer_of  # type: ignore[method-assign]
     return case.key, {**answer, "counts": sorted(counts.items())}
 
 
-def main() -> None:
+def main(path: Path) -> None:
     assert engine.ENGINE_VERSION.startswith("2.4."), "2.4's answers are recorded with engine 2.4"
     with multiprocessing.Pool() as pool:
         answers = dict(pool.imap(recorded, list(cases()), chunksize=8))
@@ -58,9 +60,9 @@ def main() -> None:
         },
         "cases": answers,
     }
-    RECORDED.write_text(json.dumps(document, indent=None, separators=(",", ":")) + "\n", encoding="utf-8")
-    print(f"{len(answers)} cases written to {RECORDED}")
+    path.write_text(json.dumps(document, indent=None, separators=(",", ":")) + "\n", encoding="utf-8")
+    print(f"{len(answers)} cases written to {path}")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else RECORDED)
