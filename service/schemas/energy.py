@@ -45,9 +45,11 @@ class SiteSchema(StrictSchema):
     region = Text(
         validate=validate.Length(min=1, max=100),
         metadata={
-            "description": f"A region whose grid's intensity the service knows: {REGION_KEYS}. A region it "
-            "does not know is a 422. Known (service/data/catalog/grid_intensity.json, each with its source "
-            f"and year): {', '.join(entry.region for entry in grid_intensities().values())}.",
+            "description": f"A region whose grid's intensity the service knows: {REGION_KEYS}, in any case "
+            "(service/data/catalog/grid_intensity.json has each figure's source and year). A region it does "
+            "not know is a 422 saying so.",
+            # Stated for clients and fuzzers; the service checks it itself, to say what to give instead.
+            "enum": [entry.region for entry in grid_intensities().values()],
             "example": "gcp:us-central1",
         },
     )

@@ -29,7 +29,7 @@ from service.services.documents import JsonObject, from_document, to_document
 # shown with every figure, kept in snapshots.
 ENERGY_MODEL_VERSION = "1.0"
 DEFAULT_POWER_BASIS = "modeled"
-REQUEST_GRID_SOURCE = "given in the request"
+REQUEST_SOURCE = "given in the request"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,11 +84,11 @@ def run_site(site: SiteRequest | None, *, field: str = "site") -> RunSite:
                 model.MAX_GRAMS_CO2E_PER_KWH,
             ),
             basis="location",
-            source=REQUEST_GRID_SOURCE,
+            source=REQUEST_SOURCE,
         )
     if site.pue is not None:
         pue = v.in_range(f"{field}.pue", site.pue, 1.0, model.MAX_PUE)
-        pue_range, pue_source = None, REQUEST_GRID_SOURCE
+        pue_range, pue_source = None, REQUEST_SOURCE
     market = site.market_grid_intensity_g_per_kwh
     if market is not None:
         market = v.in_range(
