@@ -19,6 +19,7 @@ from service.api import (
     calibrations,
     comparisons,
     events,
+    grid,
     hardware,
     health,
     keys,
@@ -225,6 +226,7 @@ def init_api(app: flask.Flask) -> Api:
     api.register_blueprint(hardware.blp)
     api.register_blueprint(offers.blp)
     api.register_blueprint(comparisons.blp)
+    api.register_blueprint(grid.blp)
     api.register_blueprint(budgets.blp)
     api.register_blueprint(plans.blp)
     api.register_blueprint(reports.blp)

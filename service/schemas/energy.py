@@ -170,3 +170,23 @@ class EnergySchema(DocumentSchema):
             f"{NO_POWER_FIGURE}, {NO_GRID_INTENSITY}, {ASSUMED_NODE_OVERHEAD}, {DEFAULT_SITE_PUE}."
         },
     )
+
+
+class GridIntensitySchema(ma.Schema):
+    region = ma.fields.String(metadata={"example": "gcp:us-central1"})
+    location = ma.fields.String(metadata={"example": "Iowa"})
+    grid_intensity_g_per_kwh = ma.fields.Float(metadata={"description": "Location-based, gCO2e per kWh."})
+    year = ma.fields.Integer()
+    basis = ma.fields.String(metadata={"enum": ["location"]})
+    source = ma.fields.String()
+    range = ma.fields.List(
+        ma.fields.Float(), allow_none=True, metadata={"description": "[low, high]: other years' figures."}
+    )
+    range_note = ma.fields.String(allow_none=True)
+    pue = ma.fields.Float(allow_none=True, metadata={"description": "The provider's published fleet PUE."})
+    pue_source = ma.fields.String(allow_none=True)
+    note = ma.fields.String(allow_none=True)
+
+
+class GridIntensityListSchema(ma.Schema):
+    items = ma.fields.List(ma.fields.Nested(GridIntensitySchema), required=True)

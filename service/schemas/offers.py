@@ -109,7 +109,7 @@ class _OfferTermsSchema(StrictSchema):
         },
     )
     grid_region = _name(
-        "The region its grid's carbon intensity is looked up by (GET /v1/grid-regions); default "
+        "The region its grid's carbon intensity is looked up by (GET /v1/grid-intensities); default "
         "`provider:region`.",
         allow_none=True,
     )

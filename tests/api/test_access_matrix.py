@@ -235,6 +235,7 @@ MATRIX = [
     ("DELETE", "/v1/offers/an-offer", None, {"admin": 204, "*": 403}, None),
     ("POST", "/v1/offers/import", OFFER_IMPORT, {"admin": 200, "*": 403}, None),
     ("POST", "/v1/comparisons", {"params": 1e9, "tokens": 2e10, "days": 30}, {"*": 200}, None),
+    ("GET", "/v1/grid-intensities", None, {"*": 200}, None),
     ("GET", "/v1/scaling-laws", None, {"*": 200}, None),
     ("GET", "/v1/scaling-laws/epoch-2024", None, {"*": 200}, None),
     ("GET", "/v1/scaling-laws/epoch-2024/isoflop?flops=1e21", None, {"*": 200}, None),

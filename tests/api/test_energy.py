@@ -342,3 +342,11 @@ def test_the_cost_report_sums_energy_and_emissions_by_month_and_label_and_counts
     (totals,) = response.get_json()["totals"]
     assert totals["energy_kwh"] == pytest.approx(rows["a"]["energy_kwh"], rel=1e-9)
     assert (totals["plans_without_energy"], totals["plans_without_emissions"]) == (1, 2)
+
+
+def test_the_grid_intensities_list_every_region_a_site_may_name_with_its_source(client):
+    listed = client.get("/v1/grid-intensities").get_json()["items"]
+    regions = [entry["region"] for entry in listed]
+    assert regions == sorted(regions)
+    assert {"gcp:us-central1", "aws:us-east-1", "FR"} <= set(regions)
+    assert all(entry["source"] and entry["year"] and entry["basis"] == "location" for entry in listed)
