@@ -13,6 +13,7 @@ from service.schemas.energy import EnergySchema
 from service.schemas.fields import (
     CurrencyField,
     MoneyField,
+    Text,
     WholeNumber,
     budget_float,
     positive_float,
@@ -28,8 +29,8 @@ def _tuple_of(field: ma.fields.Field, description: str) -> ma.fields.List:
     )
 
 
-def _name() -> ma.fields.String:
-    return ma.fields.String(validate=validate.Length(min=1, max=100))
+def _name() -> Text:
+    return Text(validate=validate.Length(min=1, max=100))
 
 
 class OfferComparisonRequestSchema(StrictSchema):

@@ -207,6 +207,12 @@ class OfferPricePageSchema(PageSchema):
 OFFER_PATCH = _OfferTermsSchema(partial=True)
 
 
+def _no_nul(text: str) -> None:
+    # A text column cannot hold NUL (PostgreSQL refuses it): a file with one is not a catalog.
+    if "\x00" in text:
+        raise ma.ValidationError("Must not contain NUL characters.")
+
+
 ACCELERATOR_NAME = r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}$"  # SkyPilot's: "A100-80GB", "Gaudi HL-205"
 
 
@@ -221,7 +227,7 @@ class OfferImportSchema(StrictSchema):
 
     catalog = ma.fields.String(
         required=True,
-        validate=validate.Length(min=1),
+        validate=[validate.Length(min=1), _no_nul],
         metadata={
             "description": "CSV text with SkyPilot's vms.csv header (InstanceType, AcceleratorName, "
             "AcceleratorCount, Price, SpotPrice, Region, AvailabilityZone; other columns are ignored)."
