@@ -268,3 +268,15 @@ def test_planner_imports_a_catalog_and_compares_its_offers_by_a_date(served, iss
     assert len(saved) == 2
     assert cli.main(["--json", "plan", "list", "--label=pricing:spot"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 2
+
+
+def test_planner_estimate_shows_the_energy_and_the_emissions_at_a_site(served, tmp_path, capsys):
+    run = ["estimate", "--params=7e9", "--tokens=2e12", "--hardware=h100-sxm", "--accelerators=256"]
+    assert cli.main(run) == 0
+    energy = named(capsys.readouterr().out.split("\n\n")[0])["energy"]
+    assert energy.endswith("(PUE 1.2), no emissions: give a site region or its grid intensity")
+    site = tmp_path / "site.json"
+    site.write_text(json.dumps({"site": {"region": "FR"}}))
+    assert cli.main([*run, f"--body={site}"]) == 0
+    energy = named(capsys.readouterr().out.split("\n\n")[0])["energy"]
+    assert re.fullmatch(r"[\d,]+ kWh \(PUE 1\.2\), [\d.,]+ t CO2e at FR's \d+ g/kWh \(2023\)", energy), energy

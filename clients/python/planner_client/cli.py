@@ -589,7 +589,21 @@ def estimate_rows(estimate: Json, *, experts: bool = True) -> Rows:
         rows.append(["MFU", f"{_percent(estimate['mfu'])} (given: the cluster model is not used)"])
     if memory := estimate.get("memory"):
         rows.append(["memory per accelerator", memory_text(memory)])
+    if (energy := estimate.get("energy")) and energy.get("energy_kwh") is not None:
+        rows.append(["energy", energy_text(energy)])
     return rows
+
+
+def energy_text(energy: Json) -> str:
+    """The facility's energy and, with a grid, the emissions: "82,069 kWh (PUE 1.1), 35.5 t CO2e at
+    gcp:us-central1's 432 g/kWh (2025)"; without one, what is missing."""
+    site = energy.get("site") or {}
+    text = f"{energy['energy_kwh']:,.0f} kWh (PUE {site.get('pue', '?')})"
+    if energy.get("emissions_kg_co2e") is None:
+        return text + ", no emissions: give a site region or its grid intensity"
+    grid = f"{site.get('region') or 'the grid'}'s {site.get('grid_intensity_g_per_kwh', 0):.0f} g/kWh"
+    year = f" ({site['grid_intensity_year']})" if site.get("grid_intensity_year") else ""
+    return f"{text}, {energy['emissions_kg_co2e'] / 1000:,.1f} t CO2e at {grid}{year}"
 
 
 def efficiency_text(efficiency: Json) -> str:
