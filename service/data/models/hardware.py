@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -58,7 +58,59 @@ HARDWARE_FIGURES = (
 RUN_OVERHEAD_RANGE = "run_overhead IS NULL OR (run_overhead >= 0 AND run_overhead <= 0.9)"
 
 
-class HardwareProfile(Base):
+class PriceRow:
+    """A row of a price history: a price per accelerator-hour, in force from `effective_at` until the next
+    (the columns every price table has; a declarative mixin)."""
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    price_per_hour: Mapped[Decimal] = mapped_column(Money)
+    currency: Mapped[str] = mapped_column(String(3))
+    as_of: Mapped[str | None] = mapped_column(String(10))
+    source: Mapped[str | None] = mapped_column(Text)
+    effective_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+PriceT = TypeVar("PriceT", bound=PriceRow)
+
+
+class PriceHistory(Generic[PriceT]):
+    """What keeps its prices as a history (`prices`, each in force from its `effective_at` until the next):
+    the price in force, and its parts flattened for the API representation."""
+
+    prices: Any  # Mapped[list[PriceT]] in each model
+
+    def price_at(self, moment: datetime | None = None) -> PriceT | None:
+        """The price in force at `moment` (now by default): the latest that took effect by then."""
+        moment = moment or utcnow()
+        in_force = [price for price in self.prices if price.effective_at <= moment]
+        return max(in_force, key=lambda price: (price.effective_at, str(price.id)), default=None)
+
+    @property
+    def current_price(self) -> PriceT | None:
+        return self.price_at()
+
+    @property
+    def price_per_hour(self) -> Decimal | None:
+        return price.price_per_hour if (price := self.current_price) is not None else None
+
+    @property
+    def currency(self) -> str | None:
+        return price.currency if (price := self.current_price) is not None else None
+
+    @property
+    def price_as_of(self) -> str | None:
+        return price.as_of if (price := self.current_price) is not None else None
+
+    @property
+    def price_source(self) -> str | None:
+        return price.source if (price := self.current_price) is not None else None
+
+    @property
+    def price_effective_at(self) -> datetime | None:
+        return price.effective_at if (price := self.current_price) is not None else None
+
+
+class HardwareProfile(PriceHistory["HardwarePrice"], Base):
     """An accelerator: dense peak FLOP/s per precision, memory, bandwidths. Prices live in HardwarePrice."""
 
     __tablename__ = "hardware_profiles"
@@ -135,44 +187,13 @@ class HardwareProfile(Base):
 
     __mapper_args__ = {"version_id_col": version}
 
-    def price_at(self, moment: datetime | None = None) -> HardwarePrice | None:
-        """The price in force at `moment` (now by default): the latest that took effect by then."""
-        moment = moment or utcnow()
-        in_force = [price for price in self.prices if price.effective_at <= moment]
-        return max(in_force, key=lambda price: (price.effective_at, str(price.id)), default=None)
-
-    @property
-    def current_price(self) -> HardwarePrice | None:
-        return self.price_at()
-
-    # The current price, flattened for the API representation.
-    @property
-    def price_per_hour(self) -> Decimal | None:
-        return price.price_per_hour if (price := self.current_price) is not None else None
-
-    @property
-    def currency(self) -> str | None:
-        return price.currency if (price := self.current_price) is not None else None
-
-    @property
-    def price_as_of(self) -> str | None:
-        return price.as_of if (price := self.current_price) is not None else None
-
-    @property
-    def price_source(self) -> str | None:
-        return price.source if (price := self.current_price) is not None else None
-
-    @property
-    def price_effective_at(self) -> datetime | None:
-        return price.effective_at if (price := self.current_price) is not None else None
-
     @property
     def peak_flops(self) -> dict[str, float]:
         """Dense peak FLOP/s by precision, only the precisions this device has."""
         return {p: value for p in PRECISIONS if (value := getattr(self, f"peak_flops_{p}")) is not None}
 
 
-class HardwarePrice(Base):
+class HardwarePrice(PriceRow, Base):
     """A price per accelerator-hour, in force from `effective_at` until the next one: the history is kept."""
 
     __tablename__ = "hardware_prices"
@@ -181,13 +202,7 @@ class HardwarePrice(Base):
         Index("ix_hardware_prices_hardware_id_effective_at", "hardware_id", "effective_at"),
     )
 
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     hardware_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("hardware_profiles.id", ondelete="CASCADE"))
-    price_per_hour: Mapped[Decimal] = mapped_column(Money)
-    currency: Mapped[str] = mapped_column(String(3))
-    as_of: Mapped[str | None] = mapped_column(String(10))
-    source: Mapped[str | None] = mapped_column(Text)
-    effective_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     hardware: Mapped[HardwareProfile] = relationship(back_populates="prices")
 

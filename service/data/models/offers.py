@@ -10,7 +10,7 @@ from sqlalchemy import CheckConstraint, Float, ForeignKey, Index, Integer, Strin
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from service.data.models.base import Base, Money, UTCDateTime, utcnow
-from service.data.models.hardware import HardwareProfile
+from service.data.models.hardware import HardwareProfile, PriceHistory, PriceRow
 
 # How an offer is paid for: by the hour with no commitment; for a term paid whether used or not; by the hour
 # on capacity the provider can take back; or owned, its capital amortised per accelerator-hour plus the
@@ -18,7 +18,7 @@ from service.data.models.hardware import HardwareProfile
 PRICINGS = ("on_demand", "reserved", "spot", "owned")
 
 
-class Offer(Base):
+class Offer(PriceHistory["OfferPrice"], Base):
     """Where a hardware profile can be had and on what terms. Prices live in OfferPrice."""
 
     __tablename__ = "offers"
@@ -80,39 +80,11 @@ class Offer(Base):
         return self.hardware.slug
 
     @property
-    def current_price(self) -> OfferPrice | None:
-        """The price in force now: the latest that took effect."""
-        now = utcnow()
-        in_force = [price for price in self.prices if price.effective_at <= now]
-        return max(in_force, key=lambda price: (price.effective_at, str(price.id)), default=None)
-
-    # The current price, flattened for the API representation.
-    @property
-    def price_per_hour(self) -> Decimal | None:
-        return price.price_per_hour if (price := self.current_price) is not None else None
-
-    @property
-    def currency(self) -> str | None:
-        return price.currency if (price := self.current_price) is not None else None
-
-    @property
     def price_per_kwh(self) -> Decimal | None:
         return price.price_per_kwh if (price := self.current_price) is not None else None
 
-    @property
-    def price_as_of(self) -> str | None:
-        return price.as_of if (price := self.current_price) is not None else None
 
-    @property
-    def price_source(self) -> str | None:
-        return price.source if (price := self.current_price) is not None else None
-
-    @property
-    def price_effective_at(self) -> datetime | None:
-        return price.effective_at if (price := self.current_price) is not None else None
-
-
-class OfferPrice(Base):
+class OfferPrice(PriceRow, Base):
     """An offer's price per accelerator-hour (for an owned offer, its amortised capital, and the energy's
     price per kWh), in force from `effective_at` until the next one: the history is kept."""
 
@@ -123,13 +95,7 @@ class OfferPrice(Base):
         Index("ix_offer_prices_offer_id_effective_at", "offer_id", "effective_at"),
     )
 
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     offer_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("offers.id", ondelete="CASCADE"))
-    price_per_hour: Mapped[Decimal] = mapped_column(Money)
     price_per_kwh: Mapped[Decimal | None] = mapped_column(Money)
-    currency: Mapped[str] = mapped_column(String(3))
-    as_of: Mapped[str | None] = mapped_column(String(10))
-    source: Mapped[str | None] = mapped_column(Text)
-    effective_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     offer: Mapped[Offer] = relationship(back_populates="prices")
