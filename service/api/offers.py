@@ -72,7 +72,7 @@ IMPORT_REQUEST_BODY = {
 @blp.arguments(OfferQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, OfferPageSchema, headers=LINK_HEADER)
 def list_offers(limit, cursor, **filters):
-    """Offers, newest first; filter by `hardware`, `provider`, `region` or `pricing` (each repeatable)."""
+    """Offers, newest first; filter by `hardware`, `provider`, `region` or `pricing` (comma-separated)."""
     chosen = offers.OfferFilter(**{name: tuple(values) for name, values in filters.items() if values})
     return page_response(offers.list_offers(get_session(), chosen, limit=limit, after=cursor), limit)
 

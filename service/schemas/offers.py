@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import marshmallow as ma
 from marshmallow import validate
+from webargs.fields import DelimitedList
 
 from service.data.models import PRICINGS
 from service.schemas.common import ListQuerySchema, PageSchema, Rule, StrictSchema, given_when, requires
@@ -172,21 +173,26 @@ class OfferPageSchema(PageSchema):
     items = ma.fields.List(ma.fields.Nested(OfferSchema), required=True)
 
 
-def _names(description: str) -> ma.fields.List:
-    return ma.fields.List(
-        Text(validate=validate.Length(min=1, max=100)),
-        validate=validate.Length(max=100),
-        metadata={"description": description + " Repeat the parameter for several."},
+# A name in a comma-separated filter: no comma, no control character.
+FILTER_NAME = r"^[^,\x00-\x1f\x7f]{1,100}$"
+
+
+def _names(description: str, item: ma.fields.Field | None = None) -> DelimitedList:
+    name = ma.fields.String(
+        validate=validate.Regexp(FILTER_NAME, error="Must be 1-100 characters, no comma.")
+    )
+    return DelimitedList(
+        item or name,
+        validate=validate.Length(min=1, max=100),
+        metadata={"description": description + " Comma-separated for several.", "minItems": 1},
     )
 
 
 class OfferQuerySchema(ListQuerySchema):
-    hardware = _names("Only offers of these hardware profiles.")
+    hardware = _names("Only offers of these hardware profiles.", slug_field())
     provider = _names("Only these providers.")
     region = _names("Only these regions.")
-    pricing = ma.fields.List(
-        ma.fields.String(validate=validate.OneOf(PRICINGS)), metadata={"description": "Only these pricings."}
-    )
+    pricing = _names("Only these pricings.", ma.fields.String(validate=validate.OneOf(PRICINGS)))
 
 
 class OfferPriceSchema(ma.Schema):

@@ -193,7 +193,7 @@ def test_offers_are_filtered_by_hardware_provider_region_and_pricing(client):
     by = lambda query: [item["slug"] for item in client.get(f"/v1/offers?{query}").get_json()["items"]]  # noqa: E731
     assert by("hardware=b200") == ["ours-b200"]
     assert by("provider=lambda") == ["lambda-h100"]
-    assert by("pricing=owned&pricing=on_demand") == ["ours-b200", "lambda-h100"]
+    assert by("pricing=owned,on_demand") == ["ours-b200", "lambda-h100"]
     assert by("region=us-south-1") == ["lambda-h100"]
 
 

@@ -255,6 +255,9 @@ def test_planner_imports_a_catalog_and_compares_its_offers_by_a_date(served, iss
         "aws-p5-48xlarge-usw1-az3-spot",
     }
 
+    assert cli.main(["--json", "offer", "list", "--hardware=h100-sxm", "--pricing=spot"]) == 0
+    zones = {offer["availability_zone"] for offer in json.loads(capsys.readouterr().out)}
+    assert zones == {"use2-az1", "usw1-az3"}
     assert (
         cli.main(["--json", "compare", "--params=7e9", "--tokens=1.4e11", "--days=10", "--rank-by=days"]) == 0
     )

@@ -228,8 +228,9 @@ class PlannerClient:
         limit: int | None = None,
     ) -> Iterator[Json]:
         """Offers: hardware on a provider, in a region, under a pricing (on_demand, reserved, spot, owned)."""
-        filters = {"hardware": list(hardware), "provider": list(provider), "region": list(region)}
-        return self._pages("/v1/offers", {**filters, "pricing": list(pricing), "limit": limit})
+        filters = {"hardware": hardware, "provider": provider, "region": region, "pricing": pricing}
+        given = {name: list(values) for name, values in filters.items() if values}  # comma-separated
+        return self._pages("/v1/offers", {**given, "limit": limit})
 
     def get_offer(self, slug: str) -> Json:
         return self._json("GET", f"/v1/offers/{slug}")
