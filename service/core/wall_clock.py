@@ -49,7 +49,7 @@ SECONDS_PER_DAY = 86_400.0
 
 # Shapes remembered per process, as searches are (performance.SEARCHES_REMEMBERED): a plan asks for the
 # same size again with every estimate, revision and retry of it.
-SHAPES_REMEMBERED = 1024
+SHAPES_REMEMBERED = 4096
 
 
 @functools.lru_cache(maxsize=SHAPES_REMEMBERED)
