@@ -459,9 +459,9 @@ def _rates(machine: Machine, calibration: Calibration) -> terms.Rates:
 
 # Searches remembered per process (least recently used out): a search is a pure function of its arguments
 # and the costliest part of a plan, and orchestrators send the same run again and again (retries, a plan and
-# then its estimate, one run planned for several budgets), and a comparison of 20 offers that allocates a budget
-# on each makes about 2 200 (bench/RESULTS.md, issue 51): 4 096 keep it whole for its next asking. A Search is
-# about 5 KB: some 20 MB a process at most.
+# then its estimate, one run planned for several budgets), and a comparison of 20 offers that allocates a
+# budget on each makes about 2 200 (bench/RESULTS.md, issue 51): 4 096 keep it whole for its next asking. A
+# Search is about 5 KB: some 20 MB a process at most.
 SEARCHES_REMEMBERED = 4096
 
 
