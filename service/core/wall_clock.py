@@ -23,7 +23,8 @@ from service.core.shape import ModelShape
 # A shape assumed for a model given only by its parameter count: width = 128 · layers (GPT-3 175B: 12288 =
 # 128 · 96; Llama 3 405B: 16384 ≈ 130 · 126; Kaplan et al. 2020 §3.1 find the loss flat over a wide band of
 # aspect ratios), heads of 128 dimensions, GELU MLP of 4·width, a 4 096-token context and a 128 000-token
-# vocabulary, and the layers (a multiple of 8 past 8) that make 12·L·h² + 2·V·h closest to the parameters.
+# vocabulary: of the widths (heads a multiple of 8 past 8), the one whose whole layer count closest to the
+# parameters (12·L·h² + 2·V·h) keeps width/layers nearest 128 (engine 2.5; `_score`).
 ASSUMED_ASPECT_RATIO = 128
 ASSUMED_HEAD_DIMENSION = 128
 ASSUMED_SEQUENCE_LENGTH = 4096
@@ -142,11 +143,25 @@ def scaled_shape(shape: ModelShape, params: float, *, heads_multiple: int = 1) -
 Candidate = tuple[bool, float, float, ModelShape]  # (aspect off by more than 2, |log params/N|, skew, shape)
 
 
+def _score(candidate: Candidate) -> tuple[bool, float, float]:
+    """What a sizing minimises: of the shapes within a factor of 2 of the aspect ratio, the aspect nearest
+    (the parameters nearest on a tie); of those past it (when none is within), the parameters nearest.
+
+    Nearest proportions first, not nearest parameters, because the nearest parameters switch between head
+    counts every few tenths of a percent of N (each head count's whole layer count comes closest in turn),
+    between shapes whose step times differ by up to 15%: two nearly equal models were laid out as different
+    ones, and a budget's sizing could not converge on a shape (docs/decisions/0004). Nearest proportions
+    keep a width over a whole stretch of N and add a layer at a time; the parameters stay within half a
+    layer's worth of N (1% at 50 layers)."""
+    off, error, skew, _ = candidate
+    return (off, error, skew) if off else (off, skew, error)
+
+
 def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) -> ModelShape:
-    """The shape of `template`'s proportions closest to `params` parameters: for each head count (a
-    multiple of `heads_step`), the layer count that comes closest, within a factor of 2 of the aspect ratio
-    width/layers; the closest of those, the aspect nearest on a tie. Layers are free, so the parameters come
-    within a layer's worth (the steps of a fixed aspect ratio, N ∝ L³, are 40% apart at 40 layers).
+    """The shape of `template`'s proportions of about `params` parameters: for each head count (a multiple
+    of `heads_step`), the layer count that comes closest; of those within a factor of 2 of the aspect ratio
+    width/layers, the one whose width/layers is nearest it (`_score`). Layers are free, so the parameters
+    come within half a layer's worth (the steps of a fixed aspect ratio, N ∝ L³, are 40% apart at 40 layers).
 
     Wider shapes have fewer (or as many) layers, so width/layers grows with the head count and the shapes
     within a factor of 2 of the aspect are a run of consecutive head counts: a bisection finds where it
@@ -174,7 +189,7 @@ def _sized(template: ModelShape, params: float, aspect: float, heads_step: int) 
         candidate = candidate_of(heads)
         if candidate is None or candidate[0]:
             break  # past the run within the aspect
-        if best is None or candidate[:3] < best[:3]:
+        if best is None or _score(candidate) < _score(best):
             best = candidate
     return _checked(best[3]) if best is not None else _sized_by_scan(template, N, aspect, heads_step)
 
@@ -185,7 +200,7 @@ def _sized_by_scan(template: ModelShape, params: float, aspect: float, heads_ste
     best: Candidate | None = None
     for heads in _heads_counts(template, aspect, heads_step):
         candidate = _candidate(template, N, aspect, heads)
-        if candidate is not None and (best is None or candidate[:3] < best[:3]):
+        if candidate is not None and (best is None or _score(candidate) < _score(best)):
             best = candidate
     if best is None:
         raise v.InvalidInput("shape", f"has no proportions that scale to {N:.3g} parameters")
@@ -209,6 +224,22 @@ def _heads_counts(template: ModelShape, aspect: float, heads_step: int) -> range
 def _candidate(template: ModelShape, N: float, aspect: float, heads: int) -> Candidate | None:
     """The shape of `heads` heads of `template`'s kind closest to N parameters, scored; None when it would
     take more than MOST_LAYERS layers (too narrow to be this size)."""
+    unit, embedding_params, layer_params = _layer_of(template, heads)
+    layers = max(1, round((N - embedding_params) / layer_params))
+    if layers > MOST_LAYERS:
+        return None
+    dense = None if template.dense_layers is None else min(template.dense_layers, layers - 1)
+    shape = _replaced(unit, layers=layers, dense_layers=dense if template.mixture_of_experts else None)
+    skew = abs(math.log(unit.d_model / layers / aspect))
+    return (skew > math.log(2), abs(math.log(shape.params / N)), skew, shape)
+
+
+@functools.lru_cache(maxsize=SHAPES_REMEMBERED)
+def _layer_of(template: ModelShape, heads: int) -> tuple[ModelShape, float, float]:
+    """One layer of `template`'s kind with `heads` heads, and its embedding and layer parameters: what every
+    size of that width shares (a sizing scores a dozen widths, and a budget's sizing the same ones for
+    every size it tries). A mixture-of-experts template's experts, MLP and latent widths scale with the
+    width, its head width stays; its dense first layers are put back by `_candidate`."""
     per_head = template.d_model / template.heads
     group = template.heads // template.key_value_heads
 
@@ -218,8 +249,6 @@ def _candidate(template: ModelShape, N: float, aspect: float, heads: int) -> Can
         )
 
     width = round(heads * per_head)
-    # One layer of the template's kind at this width: a mixture-of-experts template's experts, MLP and
-    # latent widths scale with it, its head width stays; its dense first layers are put back below.
     unit = _replaced(
         template,
         layers=1,
@@ -233,13 +262,7 @@ def _candidate(template: ModelShape, N: float, aspect: float, heads: int) -> Can
         dense_layers=None,
         micro_batch=1,
     )
-    layers = max(1, round((N - unit.embedding_params) / unit.layer_params))
-    if layers > MOST_LAYERS:
-        return None
-    dense = None if template.dense_layers is None else min(template.dense_layers, layers - 1)
-    shape = _replaced(unit, layers=layers, dense_layers=dense if template.mixture_of_experts else None)
-    skew = abs(math.log(width / layers / aspect))
-    return (skew > math.log(2), abs(math.log(shape.params / N)), skew, shape)
+    return unit, unit.embedding_params, unit.layer_params
 
 
 def _replaced(shape: ModelShape, **changes: Any) -> ModelShape:

@@ -1,8 +1,8 @@
-"""The grid of budgets that engine 2.5's sizing is compared on with engine 2.4's answers
-(docs/decisions/0004-sizing-offers-fast.md): every built-in priced profile, money from 1e4 to 1e8 USD in
-half-decades with no deadline or 7, 30, 60 and 180 days, and days only; under chinchilla-2022, epoch-2024, a
-fixed 20 tokens per parameter and a mixture-of-experts law. Shared by the script that recorded 2.4's answers
-(tests/core/data/record_sizing_v2_4.py), the tests that compare with them, and bench/bench_sizing.py."""
+"""The grid of budgets a sizing's answers are recorded on (docs/decisions/0004-sizing-offers-fast.md):
+every built-in priced profile, money from 1e4 to 1e8 USD in half-decades with no deadline or 7, 30, 60 and
+180 days, and days only; under chinchilla-2022, epoch-2024, a fixed 20 tokens per parameter and a
+mixture-of-experts law. Shared by the script that records the answers (tests/core/data/record_sizing.py),
+the tests that compare with them, and bench/bench_sizing.py."""
 
 from __future__ import annotations
 

@@ -55,7 +55,10 @@ from service.core.engine.sizing import MAX_ROUNDS, UTILISATION_TOLERANCE, plan
 # 2.3: cluster model 1.3 (frameworks, tensor-parallel overlap, node-aware collectives, refitted constants),
 # the run overhead, intervals on every estimate.
 # 2.4: the run overhead of a hardware profile or an organisation's calibration, and whose it is.
-ENGINE_VERSION = "2.4.0"
+# 2.5: a budget's sizing plans the counts around where its money and days bind together (a dense model's;
+# a mixture of experts' are still scanned), its search for the utilisation converges instead of alternating,
+# and an assumed shape keeps the proportions nearest width = 128 · layers (docs/decisions/0004).
+ENGINE_VERSION = "2.5.0"
 
 __all__ = [
     "ASSUMED_FLOPS_PER_MEMORY_BYTE",

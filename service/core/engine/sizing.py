@@ -7,8 +7,8 @@ the plan (caveats, intervals, hyperparameters, serving) is built once, for the a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from service.core import cluster, units, wall_clock
@@ -81,60 +81,137 @@ def _plan_on(budget: Budget, rules: Rules, on: Cluster) -> Plan:
 
 
 def _plan_choosing_count(budget: Budget, rules: Rules, on: Cluster) -> Plan:
-    """The plan on the count `wall_clock.chosen` for a budget: of the counts whose plans are within reach,
-    the one whose limits buy the most compute (of those within 0.1% of it, the fewest accelerators). Each
-    count is sized in lean rounds (`_Sizer.answer`); the plan is built once, on the count chosen."""
+    """The plan on the count `wall_clock.chosen` for a budget: of the counts planned whose plans are within
+    reach, the one whose limits buy the most compute (of those within 0.1% of it, the fewest accelerators).
+    Which counts are planned is `_Counts.climb`'s (a dense model) or `_Counts.scan`'s (a mixture of
+    experts). Each count is sized in lean rounds (`_Sizer.answer`); the plan is built once, on the count
+    chosen."""
     machine, _ = machine_of(on)
     most = on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS
-    counts = wall_clock.candidate_counts(machine.accelerators_per_node, most)
-    answers: dict[int, _Answer] = {}  # by the index of their count
-    refused: set[int] = set()  # indices of counts no plan fits
-
-    def planned(indices: Iterable[int]) -> list[int]:
-        """The indices of the counts planned so far that have a plan, after planning `indices`."""
-        for index in sorted(set(indices) - answers.keys() - refused):
-            try:
-                count = replace(on, accelerators=counts[index])
-                answers[index] = _Sizer.of(budget, rules, count).answer(count)
-            except v.InvalidInput:
-                refused.add(index)
-        return sorted(answers)
-
-    def seconds(index: int) -> float:
-        return answers[index].seconds
-
-    def flops(index: int) -> float:
-        return answers[index].flops
-
-    def most_compute(within: Sequence[int]) -> int:
-        most_flops = max(flops(index) for index in within)
-        return min(
-            (index for index in within if flops(index) >= most_flops * (1 - 1e-3)), key=counts.__getitem__
-        )
-
-    # The compute a count's limits buy rises with the count while the deadline binds and falls slowly once
-    # money does: every doubling first, then every count around the best doubling.
-    step = wall_clock.COUNT_STEPS_PER_DOUBLING
-    coarse = planned({*range(0, len(counts), step), len(counts) - 1})
-    around = 0
-    if coarse:
-        around = wall_clock.chosen(
-            coarse, seconds, lambda within: max(within, key=lambda i: (flops(i), -i)), days=budget.days
-        )
-    tried = planned(range(max(0, around - step + 1), min(len(counts), around + step)))
-    if not tried:
+    sizer = _Sizer.of(budget, rules, on)
+    counts = _Counts(wall_clock.candidate_counts(machine.accelerators_per_node, most), sizer, on, budget.days)
+    if rules.law is not None and rules.law.moe is not None:
+        counts.scan()
+    else:
+        counts.climb(_anchor(counts.counts, budget, sizer.price))
+    best = counts.best()
+    if best is None:
         raise v.InvalidInput(
             "max_accelerators",
             f"no cluster of up to {most} accelerators runs a model this budget buys; allow more accelerators",
         )
-    best = allocation_plan(
-        budget, rules, answers[wall_clock.chosen(tried, seconds, most_compute, days=budget.days)].cluster
-    )
-    run = best.estimate
+    result = allocation_plan(budget, rules, counts.answers[best].cluster)
+    run = result.estimate
     assert run is not None, "a plan on a cluster has its estimate"
     if run.run is None:  # at a given MFU: the count is the sizing
-        return best
-    return replace(best, estimate=replace(run, sizing=Sizing(run.run, "budget", most, len(tried))))
+        return result
+    sizing = Sizing(run.run, "budget", most, len(counts.answers))
+    return replace(result, estimate=replace(run, sizing=sizing))
+
+
+def _anchor(counts: Sequence[int], budget: Budget, price: Decimal | None) -> int:
+    """The index of the count nearest (by ratio) to the one whose run spends the budget's accelerator-hours
+    (its money at the price, or its hours, whichever fewer) in exactly its days, or a year without a
+    deadline: fewer accelerators cannot use the money in time, more run at a lower utilisation for the
+    same money. A budget of days only buys the more the more accelerators run it: the largest count."""
+    hours = [] if budget.accelerator_hours is None else [budget.accelerator_hours]
+    if budget.cost is not None and price:
+        hours.append(float(budget.cost / price))
+    if not hours:
+        return len(counts) - 1
+    days = wall_clock.LONGEST_RUN_DAYS if budget.days is None else budget.days
+    balanced = max(min(hours) / (days * 24.0), 1.0)
+    return min(range(len(counts)), key=lambda index: abs(math.log(counts[index] / balanced)))
+
+
+# Counts planned either side of the anchor before the climb: a dense model's compute against the count has
+# dips of up to ~10% at counts whose nodes factor badly (a prime number of nodes leaves the pipeline and
+# data-parallel degrees one way to split them), which a window of one either side stopped at (every 5th
+# budget of the sizing grid against a scan of every count, docs/decisions/0004: 13% less compute at worst
+# with one, 5% with two).
+WINDOW = 2
+
+
+@dataclass
+class _Counts:
+    """The candidate counts of a budget's sizing, and the answers of those planned (by index)."""
+
+    counts: list[int]
+    sizer: _Sizer
+    on: Cluster
+    days: float | None
+    answers: dict[int, _Answer] = field(default_factory=dict)
+    refused: set[int] = field(default_factory=set)  # no plan fits
+    start: float = DEFAULT_MFU  # the utilisation each count's search starts at (`_Sizer.answer`)
+
+    def plan(self, index: int) -> bool:
+        """Plan the count at `index` (once); whether it has a plan."""
+        if index not in self.answers and index not in self.refused:
+            try:
+                on = replace(self.on, accelerators=self.counts[index])
+                self.answers[index] = self.sizer.answer(on, self.start)
+            except v.InvalidInput:
+                self.refused.add(index)
+        return index in self.answers
+
+    def best(self) -> int | None:
+        """The count `wall_clock.chosen` among those planned: within reach, the most compute (of those
+        within 0.1% of it, the fewest accelerators)."""
+        if not self.answers:
+            return None
+        return wall_clock.chosen(sorted(self.answers), self._seconds, self._fewest_most, days=self.days)
+
+    def climb(self, anchor: int) -> None:
+        """A dense model's counts: the anchor and WINDOW counts either side, then one more count at a time
+        beyond whichever end holds the best (more accelerators while none has a plan) until the best is
+        inside. The compute rises with the count while the deadline binds and falls slowly once money
+        does, so the best is near the anchor (`_anchor`). The anchor's search starts at DEFAULT_MFU and
+        the others' at the utilisation the anchor's run achieved: they are a few percent apart, and a
+        search that starts near its answer takes 3-4 rounds instead of 5-6."""
+        if self.plan(anchor):
+            self.start = self.answers[anchor].cluster.utilisation or DEFAULT_MFU  # None at a given MFU
+        low, high = max(0, anchor - WINDOW), min(len(self.counts) - 1, anchor + WINDOW)
+        for index in range(low, high + 1):
+            self.plan(index)
+        while True:
+            best = self.best()
+            if best in (None, high) and high < len(self.counts) - 1:
+                high += 1
+                self.plan(high)
+            elif best in (None, low) and low > 0:
+                low -= 1
+                if not self.plan(low) and best is not None:
+                    return  # fewer accelerators than a count no plan fits: none fit either
+            else:
+                return
+
+    def scan(self) -> None:
+        """A mixture of experts' counts: every doubling, then every count around the best doubling. Its
+        compute jumps by up to 30% between neighbouring counts (the experts must spread evenly over the
+        data-parallel ranks), so the climb's best-inside-a-window stops short (docs/decisions/0004)."""
+        step = wall_clock.COUNT_STEPS_PER_DOUBLING
+        for index in {*range(0, len(self.counts), step), len(self.counts) - 1}:
+            self.plan(index)
+        around = 0
+        if self.answers:
+            around = wall_clock.chosen(
+                sorted(self.answers),
+                self._seconds,
+                lambda within: max(within, key=lambda i: (self.answers[i].flops, -i)),
+                days=self.days,
+            )
+        for index in range(max(0, around - step + 1), min(len(self.counts), around + step)):
+            self.plan(index)
+
+    def _seconds(self, index: int) -> float:
+        return self.answers[index].seconds
+
+    def _fewest_most(self, within: Sequence[int]) -> int:
+        most = max(self.answers[index].flops for index in within)
+        return min(
+            (index for index in within if self.answers[index].flops >= most * (1 - 1e-3)),
+            key=self.counts.__getitem__,
+        )
 
 
 @dataclass(frozen=True)
@@ -165,14 +242,14 @@ class _Sizer:
         price, _ = price_of(on.hardware, budget.price_per_hour, budget.currency)
         return cls(budget, checked(budget, rules), price)
 
-    def answer(self, on: Cluster) -> _Answer:
+    def answer(self, on: Cluster, start: float = DEFAULT_MFU) -> _Answer:
         """The count's plan with the most compute within every limit that `_most_compute` finds; at a given
         MFU, the plan at it. Raises InvalidInput where a round does, or none keeps within the limits."""
         if on.mfu is not None:
             result = allocation_plan(self.budget, self.rules, on)
             assert result.estimate is not None, "a plan on a cluster has its estimate"
             return _Answer(on, result.allocation.flops, result.estimate.runtime.seconds)
-        best = self._most_compute(on)
+        best = self._most_compute(on, start)
         if best is None:
             limit = next(name for name in CLUSTER_LIMITS if getattr(self.budget, name) is not None)
             raise v.InvalidInput(
@@ -182,20 +259,22 @@ class _Sizer:
             )
         return _Answer(replace(on, utilisation=best.rate), best.flops, best.round.run.seconds)
 
-    def _most_compute(self, on: Cluster) -> _Tried | None:
+    def _most_compute(self, on: Cluster, start: float) -> _Tried | None:
         """The round with the most compute whose run keeps within the limits that a safeguarded search
-        finds: a utilisation r turns the limits into FLOPs; the achieved utilisation (over the excess, when
-        a limit was passed) is the next r when it falls inside the bracket known so far, the bracket's
-        geometric middle otherwise (plain repetition can oscillate: a larger model can be laid out less
-        efficiently, and vice versa). It ends at a run spending 99.5-100% of the tightest limit, or a bracket
-        0.5% wide.
+        finds. A utilisation r turns the limits into FLOPs, and the run of the model they buy achieves a
+        utilisation a, so it spends r/a of the tightest limit (its excess): the run that spends exactly the
+        limit is a fixed point r = a. The next r is a when the run kept within the limits, and a over the
+        excess when it passed one (a step further down, to land within); the bracket's geometric middle when
+        that falls outside the bracket known so far (a larger model can be laid out less efficiently, and
+        vice versa). It ends at a run spending 99.5-100% of the tightest limit, or a bracket 0.5% wide.
 
-        It starts at DEFAULT_MFU at every count, because where it starts decides what it finds: the shape
-        assumed for a model changes every few tenths of a percent of its size, and the step time by up to
-        ~15% with it, so the runs within the limits are not an interval of r (docs/decisions/0004)."""
+        It starts at `start`: DEFAULT_MFU, or near the utilisation a neighbouring count achieved
+        (`_Counts.climb`). Until engine 2.5 the next r was a over the excess on either side: below the limit
+        that overshoots, to about as far past as the round before was below, and the rounds alternated until
+        the bracket closed (docs/decisions/0004)."""
         best: _Tried | None = None
         low, high = 0.0, 1.0
-        rate = DEFAULT_MFU
+        rate = start
         for _ in range(MAX_ROUNDS):
             tried = self._tried(on, rate)
             if tried.excess <= 1:
@@ -208,7 +287,7 @@ class _Sizer:
                 high = rate
             if high / max(low, 1e-300) <= 1 + UTILISATION_TOLERANCE:
                 break
-            guess = tried.achieved / tried.excess
+            guess = tried.achieved / tried.excess if tried.excess > 1 else tried.achieved
             rate = guess if low < guess < high else (math.sqrt(low * high) if low > 0 else high / 4)
         return best
 

@@ -1,10 +1,11 @@
-"""Record engine 2.4's answers on the sizing grid (tests/core/sizing_grid.py) into sizing_v2_4.json: the
-count, compute, model and run it chose for each budget, and the compute it found at every count it planned.
+"""Record this engine's answers on the sizing grid (tests/core/sizing_grid.py) into sizing.json: the count,
+compute, model and run it chose for each budget, and the compute it found at every count it planned.
 
-    .venv/bin/python -m tests.core.data.record_sizing_v2_4 [path]
+    .venv/bin/python -m tests.core.data.record_sizing [path]
 
-Run once, with engine 2.4's sizing (about 5 minutes on 2 cores): the tests compare engine 2.5's answers with
-these instead of computing 2.4's again, which would double their time.
+Run when the engine's sizing changes on purpose (about 3 minutes on 2 cores), with its version moved: the
+tests compare a spread sample with these answers instead of sizing the whole grid. Before it overwrites a
+record of another version it prints how the answers moved (tests/core/data/sizing_change.py).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any
 from service.core import engine
 from service.core.engine import sizing
 from service.core.validation import InvalidInput
+from tests.core.data.sizing_change import change
 from tests.core.sizing_grid import COSTS_USD, DEADLINES_DAYS, RULES, Case, cases, priced_profiles, sized
 
-RECORDED = Path(__file__).with_name("sizing_v2_4.json")
+RECORDED = Path(__file__).with_name("sizing.json")
 
 
 def recorded(case: Case) -> tuple[str, dict[str, Any]]:
@@ -28,10 +30,10 @@ def recorded(case: Case) -> tuple[str, dict[str, Any]]:
     counts: dict[int, float | None] = {}
     answer_of = sizing._Sizer.answer
 
-    def recording(sizer: sizing._Sizer, on: engine.Cluster) -> Any:
+    def recording(sizer: sizing._Sizer, on: engine.Cluster, *start: float) -> Any:
         assert on.accelerators is not None, "a count is sized"
         try:
-            answer = answer_of(sizer, on)
+            answer = answer_of(sizer, on, *start)
         except InvalidInput:
             counts[on.accelerators] = None
             raise
@@ -47,7 +49,6 @@ def recorded(case: Case) -> tuple[str, dict[str, Any]]:
 
 
 def main(path: Path) -> None:
-    assert engine.ENGINE_VERSION.startswith("2.4."), "2.4's answers are recorded with engine 2.4"
     with multiprocessing.Pool() as pool:
         answers = dict(pool.imap(recorded, list(cases()), chunksize=8))
     document = {
@@ -60,6 +61,9 @@ def main(path: Path) -> None:
         },
         "cases": answers,
     }
+    if path.exists():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        print(change(before, document))
     path.write_text(json.dumps(document, indent=None, separators=(",", ":")) + "\n", encoding="utf-8")
     print(f"{len(answers)} cases written to {path}")
 
