@@ -37,6 +37,13 @@ CASES = {
         "days": 60,
         "law": "chinchilla-2022",
     },
+    # A mixture-of-experts law's sizing scans every doubling of the count (docs/decisions/0004), and its
+    # allocation is a search of its own each round: the slow case, measured beside the others.
+    "the same budget under a mixture-of-experts law, krajewski-2024-g8": {
+        "cost": "5000000",
+        "days": 60,
+        "law": "krajewski-2024-g8",
+    },
 }
 
 

@@ -2,7 +2,8 @@
 docs/decisions/0004-sizing-offers-fast.md).
 
 Target: one cold sizing (the layout-search and shape caches cleared) in 0.025-0.05 s, and 20 offers of ~5
-hardware profiles (the same physics at other prices and goodputs) well under 1 s in one process.
+hardware profiles (the same physics at other prices and goodputs) well under 1 s in one process; both met
+by engine 2.5 (bench/RESULTS.md).
 
     .venv/bin/python -m bench.bench_sizing [--repeat 5] [--grid 1]
 
@@ -10,7 +11,8 @@ Per case: the median of `--repeat` cold sizings, a warm one (every search rememb
 asks the layout search once, remembered or not), the layout searches made (the cache's misses), the counts
 planned and the answer. Then 20 offers sized one after the other from cold caches (median total of
 `--repeat`). With `--grid N`, every Nth budget of the sizing grid (tests/core/sizing_grid.py) is sized cold
-and compared with engine 2.4's recorded answers. Prints the machine it ran on; nothing asserts on time.
+and compared with the answers recorded for it (tests/core/data/sizing.json). Prints the machine it ran on;
+nothing asserts on time.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ OFFERS = (
     ("owned", Decimal("0.45"), 1.0, 0.2),
 )
 OFFER_BUDGET = ("5000000", 60.0)
-RECORDED = Path(__file__).parent.parent / "tests" / "core" / "data" / "sizing_v2_4.json"
+RECORDED = Path(__file__).parent.parent / "tests" / "core" / "data" / "sizing.json"
 
 
 def cold() -> None:
