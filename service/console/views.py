@@ -465,22 +465,76 @@ def compare_offers() -> tuple[str, int]:
     comparison, errors = None, {}
     if request:  # the page opens on the question alone
         try:
-            loaded = OfferComparisonRequestSchema().load(request)
-            comparison = comparisons.comparison_document(
-                comparisons.compare_offers(session, loaded, scope=scope())
-            )
+            comparison = _compared(session, request)
         except (ma.ValidationError, InvalidFieldError) as error:
             errors = errors_by_field(error)
-    shown = None if comparison is None else OfferComparisonSchema().dump(comparison)
+    return _offers_page(session, args, comparison, errors)
+
+
+@blp.post("/comparisons/plans")
+@requires("planner")
+def save_comparison() -> WerkzeugResponse | tuple[str, int]:
+    """The offers checked on a comparison's page, each kept as a draft plan of the organisation, labelled
+    with its offer and the comparison; then the plan history of that comparison. The comparison is made
+    again from the question the form carries (its searches remembered), so a plan is the run the page
+    showed; a form sent twice saves once (`_once`)."""
+    session = get_session()
+    form = flask.request.form
+    comparison, errors = None, {}
+    try:
+        comparison = _compared(session, comparison_request(form))
+        chosen = set(form.getlist("offer"))
+        rows = [row for row in comparison["offers"] if row["offer"] in chosen]
+        if not rows:
+            raise ma.ValidationError({"offer": ["Check at least one offer that takes the run."]})
+        organization = form.get("organization", "").strip() or _organization_slug() or ""
+        tag = (form.get("idempotency_key") or uuid.uuid4().hex)[:12]
+        with reading_session() as reads:  # evaluated before the writing transaction, as the API does
+            drafts = [
+                plans.evaluate_new(reads, _saved_row(row, organization, tag), scope=scope()) for row in rows
+            ]
+
+        def save() -> str:
+            for draft in drafts:
+                plans.store_new(session, draft)
+            return flask.url_for(".plan_history", label=f"comparison:{tag}")
+
+        return _once(session, save)
+    except (ma.ValidationError, InvalidFieldError) as error:  # nothing saved: _once rolls back
+        errors = errors_by_field(error)
+    return _offers_page(session, form, comparison, errors)
+
+
+def _compared(session: Session, request: dict[str, Any]) -> dict[str, Any]:
+    """The comparison a page asks for, as OfferComparisonSchema shows it."""
+    loaded = OfferComparisonRequestSchema().load(request)
+    document = comparisons.comparison_document(comparisons.compare_offers(session, loaded, scope=scope()))
+    shown: dict[str, Any] = OfferComparisonSchema().dump(document)
+    return shown
+
+
+def _saved_row(row: dict[str, Any], organization: str, tag: str) -> plans.PlanRequest:
+    """A comparison's row as POST /v1/plans takes it: its `plan`, in the organisation, labelled."""
+    body = {**row["plan"], "organization": organization}
+    body["labels"] = {**body.get("labels", {}), "comparison": tag}
+    request: plans.PlanRequest = PlanRequestSchema().load(body)
+    return request
+
+
+def _offers_page(
+    session: Session, form: Any, comparison: dict[str, Any] | None, errors: dict[str, Any]
+) -> tuple[str, int]:
     html = flask.render_template(
         "console/offers.html",
-        form=args,
-        comparison=shown,
-        chart=None if shown is None else figures.comparison_chart(shown),
+        form=form,
+        comparison=comparison,
+        chart=None if comparison is None else figures.comparison_chart(comparison),
         errors=errors,
         hardware=offers.hardware_offered(session),
         pricings=PRICINGS,
         rankings=comparisons.RANKINGS,
+        idempotency_key=uuid.uuid4().hex,
+        organizations=_organizations(session) if current_principal().is_admin else [],
     )
     return html, 422 if errors else 200
 
