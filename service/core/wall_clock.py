@@ -392,14 +392,18 @@ def chosen(
     return best(within) if within else min(tried, key=seconds)
 
 
-def candidate_counts(accelerators_per_node: int, most: int) -> list[int]:
-    """Accelerator counts to try: 1, 2, 4 … up to a node, then whole nodes growing by about 2^(1/4)."""
+def candidate_counts(accelerators_per_node: int, most: int, multiple: int = 1) -> list[int]:
+    """Accelerator counts to try: 1, 2, 4 … up to a node, then whole nodes growing by about 2^(1/4); of
+    those, only multiples of `multiple` (an offer's instance: the accelerators rented together), and in
+    steps of whole instances where an instance is larger than a node."""
     node = accelerators_per_node
-    counts = {c for c in (1, 2, 4, 8, 16, 32, 64) if c <= min(node, most) and node % c == 0}
-    nodes, limit = 1, max(1, most // node)
-    while nodes <= limit:
-        counts.add(nodes * node)
-        nodes = max(nodes + 1, round(nodes * 2 ** (1 / COUNT_STEPS_PER_DOUBLING)))
+    unit = math.lcm(node, multiple)
+    small = (c for c in (1, 2, 4, 8, 16, 32, 64) if c <= min(node, most) and node % c == 0)
+    counts = {c for c in small if c % multiple == 0}
+    units, limit = 1, max(1, most // unit)
+    while units <= limit:
+        counts.add(units * unit)
+        units = max(units + 1, round(units * 2 ** (1 / COUNT_STEPS_PER_DOUBLING)))
     return sorted(counts)
 
 
@@ -419,14 +423,16 @@ def choose_accelerators(
     *,
     days: float | None,
     max_accelerators: int = DEFAULT_MAX_ACCELERATORS,
+    count_multiple: int = 1,
 ) -> Sizing:
-    """The count `chosen` for a model already chosen, up to `max_accelerators`: the fewest accelerators
+    """The count `chosen` for a model already chosen, up to `max_accelerators` (of `candidate_counts`, in
+    multiples of `count_multiple`): the fewest accelerators
     whose run finishes within `days`, or, without a deadline, the fewest accelerator-hours (the cheapest at
     one price) among runs within LONGEST_RUN_DAYS. `run_at(count)` runs the search at a count and raises
     InvalidInput where no layout fits; such counts are skipped."""
     most = v.whole("max_accelerators", max_accelerators)
     runs: list[ClusterRun] = []
-    for count in candidate_counts(accelerators_per_node, most):
+    for count in candidate_counts(accelerators_per_node, most, count_multiple):
         try:
             runs.append(run_at(count))
         except v.InvalidInput:

@@ -87,7 +87,10 @@ class _OfferTermsSchema(StrictSchema):
     instance_type = _name("The instance (or node) it comes in.", allow_none=True)
     accelerators_per_instance = WholeNumber(
         validate=validate.Range(1, 1_000_000),
-        metadata={"description": "Accelerators an instance has; default 1. A preemption takes them all."},
+        metadata={
+            "description": "Accelerators an instance has; default 1. A preemption takes them all, and a "
+            "comparison sizes the offer in whole instances."
+        },
     )
     term_days = WholeNumber(
         allow_none=True,

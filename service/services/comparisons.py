@@ -205,6 +205,7 @@ def _cluster(offer: Offer, request: ComparisonRequest, hourly: Decimal) -> engin
         hardware=hardware,
         precision=request.precision or engine.DEFAULT_PRECISION,
         max_accelerators=request.max_accelerators,
+        count_multiple=offer.accelerators_per_instance,  # instances are rented whole
         preemptions_per_accelerator_hour=(offer.preemptions_per_instance_hour or 0.0)
         / offer.accelerators_per_instance
         if spot
@@ -243,7 +244,9 @@ def _fastest_within(
     counts the engine chooses among."""
     machine, _ = engine.machine_of(on)
     counts = wall_clock.candidate_counts(
-        machine.accelerators_per_node, on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS
+        machine.accelerators_per_node,
+        on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS,
+        on.count_multiple,
     )
 
     def run_on(count: int) -> engine.Estimate | None:

@@ -101,6 +101,18 @@ def test_the_cheapest_way_by_a_date_ranks_every_pricing_by_what_is_paid(client, 
     assert Decimal(rows["aws-h100-spot"]["cost"]) < Decimal(rows["aws-h100"]["cost"])
 
 
+def test_an_offer_rented_in_large_instances_is_sized_in_whole_instances(client, offers):
+    pod = {**OFFERS[0], "slug": "aws-h100-pod", "accelerators_per_instance": 64}
+    assert client.post("/v1/offers", json={"source": "test", "currency": "USD", **pod}).status_code == 201
+
+    result = compare(client, **MODEL, days=10, offers=["aws-h100", "aws-h100-pod"])
+
+    rows = {row["offer"]: row for row in result["offers"]}
+    assert rows["aws-h100"]["accelerators"] < 64  # a node or a few are enough by the date
+    assert rows["aws-h100-pod"]["accelerators"] == 64  # but that offer rents 64 at a time
+    assert Decimal(rows["aws-h100-pod"]["cost"]) > Decimal(rows["aws-h100"]["cost"])
+
+
 def test_a_reservation_is_paid_for_its_whole_term(client, offers):
     row = next(r for r in compare(client, **MODEL, days=10)["offers"] if r["offer"] == "aws-h100-block")
     term_hours = 14 * 24

@@ -149,6 +149,14 @@ def test_candidate_counts_are_whole_nodes_past_one_node():
     assert counts[-1] <= 1000
 
 
+def test_candidate_counts_are_whole_instances_of_an_offer():
+    # A TPU v5p slice rented whole: 6 144 chips in nodes of 4, in whole slices only.
+    assert wall_clock.candidate_counts(4, 32_768, 6144) == [6144, 12288, 18432, 24576, 30720]
+    # Instances of two within nodes of 8: the counts of one that are even, whole nodes as before.
+    assert wall_clock.candidate_counts(8, 1000, 2) == [2, 4, *wall_clock.candidate_counts(8, 1000)[3:]]
+    assert wall_clock.candidate_counts(8, 1000, 1) == wall_clock.candidate_counts(8, 1000)
+
+
 def _templates():
     """The kinds of shape `_sized` scales: the assumed dense one (with and without its vocabulary), a
     grouped-query one, and DeepSeek-V3's mixture of experts with latent attention."""

@@ -76,6 +76,8 @@ class Cluster:
     layout: Mapping[str, Any] = field(default_factory=dict)  # the layout fields fixed; the rest are searched
     max_accelerators: int | None = None
     deadline_days: float | None = None  # for choosing the accelerator count of a model already chosen
+    # The counts the planner chooses among are multiples of this (an offer's instance: rented together).
+    count_multiple: int = 1
     checkpoint_write_bytes_per_second: float | None = None
     restart_seconds: float | None = None
     run_overhead: float | None = None  # what whole runs lose beyond failures and checkpoints; None: default

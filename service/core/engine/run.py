@@ -63,6 +63,7 @@ def model_run(
         machine.accelerators_per_node,
         days=on.deadline_days,
         max_accelerators=on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS,
+        count_multiple=on.count_multiple,
     )
     return sizing.run, sizing, shape, notes
 

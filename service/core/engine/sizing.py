@@ -89,7 +89,8 @@ def _plan_choosing_count(budget: Budget, rules: Rules, on: Cluster) -> Plan:
     machine, _ = machine_of(on)
     most = on.max_accelerators or wall_clock.DEFAULT_MAX_ACCELERATORS
     sizer = _Sizer.of(budget, rules, on)
-    counts = _Counts(wall_clock.candidate_counts(machine.accelerators_per_node, most), sizer, on, budget.days)
+    candidates = wall_clock.candidate_counts(machine.accelerators_per_node, most, on.count_multiple)
+    counts = _Counts(candidates, sizer, on, budget.days)
     if rules.law is not None and rules.law.moe is not None:
         counts.scan()
     else:
