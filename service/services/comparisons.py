@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeGuard
 
 from sqlalchemy.orm import Session
 
@@ -239,9 +239,9 @@ def _run(
 def _fastest_within(
     params: float, tokens: float, money: Decimal, on: engine.Cluster, law: engine.NamedLaw | None
 ) -> engine.Estimate:
-    """The run on the most accelerators whose cost keeps within `money` (more accelerators finish sooner and
-    cost more, as each one's share of the work shrinks and the communication grows): a bisection over the
-    counts the engine chooses among."""
+    """The fastest run within `money`: a bisection over the counts the engine chooses among finds the most
+    accelerators whose cost keeps within it (more accelerators cost more, as each one's share of the work
+    shrinks and the communication grows), and the fastest of it and the two counts below is the answer."""
     machine, _ = engine.machine_of(on)
     counts = wall_clock.candidate_counts(
         machine.accelerators_per_node,
@@ -255,29 +255,33 @@ def _fastest_within(
         except InvalidInput:  # no layout of so few accelerators fits the model
             return None
 
-    low, high, best = 0, len(counts) - 1, None
+    low, high, most = 0, len(counts) - 1, None
     while low <= high:
         middle = (low + high) // 2
         run = run_on(counts[middle])
         if run is None:
             low = middle + 1
-        elif run.cost is not None and run.cost <= money:
-            best, low = run, middle + 1
+        elif _within(run, money):
+            most, low = middle, middle + 1
         else:
             high = middle - 1
-    if best is None:
+    if most is None:
         raise InvalidInput("cost", f"no cluster of this offer trains the model within {money}")
-    return best
+    # The most accelerators are not always the fastest: a count whose nodes factor badly (a prime number of
+    # them) lays the model out worse than one a step below, and far past what a model needs, communication
+    # grows faster than each one's share of the work shrinks. Of the count found and the two below, the
+    # fastest (the searches are mostly remembered from the bisection).
+    nearby = [run for run in map(run_on, counts[max(0, most - 2) : most + 1]) if _within(run, money)]
+    return min(nearby, key=lambda run: run.runtime.seconds)
+
+
+def _within(run: engine.Estimate | None, money: Decimal) -> TypeGuard[engine.Estimate]:
+    return run is not None and run.cost is not None and run.cost <= money
 
 
 def _paid(offer: Offer, run: engine.Estimate) -> Decimal | None:
-    if run.cost is None or offer.pricing != "reserved":
-        return run.cost
-    assert run.price_per_hour is not None, "a run with a cost has its price"
-    assert offer.term_days is not None, "a reserved offer has its term"
-    return compare.committed_cost(
-        run.price_per_hour, run.accelerators, run.runtime.seconds / 3600.0, offer.term_days
-    )
+    """What the run costs as paid under the offer's pricing (`_paid_at` of its cost)."""
+    return None if run.cost is None else _paid_at(offer, run, run.cost)
 
 
 def _site(offer: Offer, *, grid: bool = True) -> SiteRequest:
@@ -356,7 +360,9 @@ def _row(result: Sized) -> dict[str, Any]:
         else {
             "confidence": spread.confidence,
             "days": list(spread.days),
-            "cost": None if spread.cost is None else [_paid_at(result, bound) for bound in spread.cost],
+            "cost": None
+            if spread.cost is None
+            else [_paid_at(result.offer, run, bound) for bound in spread.cost],
         },
         "mfu": run.mfu,
         "layout": None if best is None else layout_document(best.layout),
@@ -406,15 +412,10 @@ def _plan_request(result: Sized) -> dict[str, Any]:
     return {name: value for name, value in body.items() if value not in (None, {})}
 
 
-def _paid_at(result: Sized, run_cost: Decimal) -> Decimal:
-    """A bound of the run's cost as paid under the offer's pricing (a reservation's term at least)."""
-    offer, run = result.offer, result.run
-    if (
-        offer.pricing != "reserved"
-        or run is None
-        or run.price_per_hour in (None, 0)
-        or offer.term_days is None
-    ):
+def _paid_at(offer: Offer, run: engine.Estimate, run_cost: Decimal) -> Decimal:
+    """`run_cost` (the run's, or a bound of its interval) as paid under the offer's pricing: a reservation's
+    whole term at least (its hours are the cost's at the run's price and count)."""
+    if offer.pricing != "reserved" or run.price_per_hour in (None, 0) or offer.term_days is None:
         return run_cost
     assert run.price_per_hour is not None
     hours = float(run_cost / (run.price_per_hour * run.accelerators))

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 
+from service.core import wall_clock
 from service.services.catalog import load_builtin_hardware
 from tests.problems import assert_problem
 
@@ -148,11 +149,26 @@ def test_the_frontier_holds_the_offers_no_other_beats_on_days_and_cost(client, o
         assert (slug in frontier) == (not beaten) == row["on_frontier"], slug
 
 
-def test_the_fastest_for_the_money_keeps_within_it(client, offers):
+def test_the_fastest_for_the_money_is_the_most_accelerators_within_it(client, offers):
     result = compare(client, **MODEL, cost="20000", rank_by="days")
     assert result["offers"]
+    assert [row["days"] for row in result["offers"]] == sorted(row["days"] for row in result["offers"])
     for row in result["offers"]:
         assert Decimal(row["cost"]) <= Decimal("20000")
+    # Paying by the hour: the next count the planner chooses among costs more than the money, and neither of
+    # the two below (within it) is faster.
+    row = next(row for row in result["offers"] if row["pricing"] in ("on_demand", "owned"))
+    counts = wall_clock.candidate_counts(8, 32_768)
+    price = {"price_per_hour": row["price_per_hour"], "currency": "USD"}
+
+    def run_on(count):
+        body = {**MODEL, "hardware": row["hardware"], "accelerators": count, **price}
+        return client.post("/v1/estimates", json=body).get_json()
+
+    index = counts.index(row["accelerators"])
+    assert Decimal(run_on(counts[index + 1])["cost"]) > Decimal("20000")
+    for fewer in map(run_on, counts[index - 2 : index]):
+        assert Decimal(fewer["cost"]) > Decimal("20000") or fewer["days"] >= row["days"]
 
 
 def test_a_budget_is_allocated_by_the_law_on_each_offer(client, offers):
