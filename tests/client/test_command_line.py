@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
+import time
 
 import click
 import pytest
+import requests
 
-from planner_client import __version__, cli
+from planner_client import PlannerClient, __version__, cli
 
 # What an operator or a finance user runs by hand (README, Python client and command line).
 USE_CASES = [
@@ -567,3 +571,66 @@ def test_a_dense_estimate_shows_no_experts(sent, capsys):
 def test_layout_has_no_mfu_option_which_would_leave_no_layout_to_show():
     assert "--mfu" not in [opt for param in command("layout").params for opt in param.opts]
     assert "--mfu" in [opt for param in command("estimate").params for opt in param.opts]
+
+
+def test_a_server_that_is_down_is_said_in_one_line_at_once(monkeypatch, capsys):
+    tried = []
+
+    def refused(session, method, url, **options):
+        tried.append(options["timeout"])
+        raise requests.ConnectionError("HTTPConnectionPool(...): Max retries exceeded with url: ...")
+
+    monkeypatch.setattr(requests.Session, "request", refused)
+
+    code = cli.main(["--url", "http://127.0.0.1:9", "organization", "list"])
+
+    assert code == 1
+    assert tried == [(3.05, 30.0)]  # no retry, and a connect timeout of seconds
+    error = capsys.readouterr().err
+    assert error.strip().splitlines() == [
+        "Error: cannot reach http://127.0.0.1:9: is the server running? (set PLANNER_URL or --url to another)"
+    ]
+
+
+def test_a_library_caller_keeps_the_retries_on_a_connection_error(monkeypatch):
+    tried = []
+
+    def refused(session, method, url, **options):
+        tried.append(url)
+        raise requests.ConnectionError("refused")
+
+    monkeypatch.setattr(requests.Session, "request", refused)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+
+    with pytest.raises(requests.ConnectionError):
+        PlannerClient("http://127.0.0.1:9", retries=2).organizations().__next__()
+    assert len(tried) == 3
+
+
+CLOSED_PIPE_SCRIPT = """
+import sys
+from unittest import mock
+
+import requests
+
+from planner_client import cli
+
+answer = requests.Response()
+answer.status_code = 200
+answer._content = b'{"items": [{"slug": "acme", "name": "Acme"}], "next_cursor": null}'
+with mock.patch.object(requests.Session, "request", return_value=answer):
+    sys.exit(cli.main(["organization", "list"]))
+"""
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    # `planner organization list | head -0`: the reader is gone before the command writes. Until 52 the
+    # command turned the broken pipe into an error of its own, and Python's flush at exit said so again.
+    child = subprocess.Popen(
+        [sys.executable, "-c", CLOSED_PIPE_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    child.stdout.close()
+    _, error = child.communicate(timeout=60)
+
+    assert child.returncode == 1
+    assert error == b""

@@ -56,7 +56,9 @@ def served(app, session, issue_key, monkeypatch):
     key = issue_key("planner", "acme")
     monkeypatch.delenv("PLANNER_API_KEY", raising=False)
     monkeypatch.setattr(
-        cli, "PlannerClient", lambda url, given: PlannerClient(url, given or key, session=transport)
+        cli,
+        "PlannerClient",
+        lambda url, given, **options: PlannerClient(url, given or key, session=transport, **options),
     )
 
 

@@ -340,7 +340,8 @@ class Settings:
     @property
     def client(self) -> PlannerClient:
         if self._client is None:
-            self._client = PlannerClient(self.url, self.api_key)
+            # A person waits at the terminal: a server that is down is said at once, not after retries.
+            self._client = PlannerClient(self.url, self.api_key, connect_retries=0)
         return self._client
 
 
@@ -394,9 +395,25 @@ class Group(click.Group):
         except ProblemError as error:
             raise Problem(error) from error
         except requests.RequestException as error:
-            raise click.ClickException(f"cannot reach {ctx.obj.client.base_url}: {error}") from error
+            raise click.ClickException(_unreachable(ctx.obj.client, error)) from error
+        except BrokenPipeError:  # the output's reader went away: `main` ends quietly
+            raise
         except (OSError, ValueError) as error:  # a --body or --runs file that cannot be read
             raise click.ClickException(str(error)) from error
+
+
+def _unreachable(client: PlannerClient, error: requests.RequestException) -> str:
+    """One line on why the server did not answer, instead of the transport's chain of exceptions."""
+    where = client.base_url
+    if isinstance(error, requests.ConnectTimeout):
+        return (
+            f"cannot reach {where}: no answer within {client.connect_timeout:g} s (set PLANNER_URL or --url)"
+        )
+    if isinstance(error, requests.ReadTimeout):
+        return f"{where} took the request but did not answer within {client.timeout:g} s"
+    if isinstance(error, requests.ConnectionError):
+        return f"cannot reach {where}: is the server running? (set PLANNER_URL or --url to another)"
+    return f"cannot reach {where}: {type(error).__name__}"
 
 
 def show(body: Json, rows: Callable[[Json], Rows] | None = None) -> None:
@@ -2015,7 +2032,9 @@ class Problem(click.ClickException):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit status: 0 done, 1 refused or failed (the error on stderr), 2 a command line that is wrong."""
+    """Exit status: 0 done, 1 refused or failed (the error on stderr), 2 a command line that is wrong; 1
+    also, saying nothing, when the output's reader closed the pipe (`planner plan list | head`: click's
+    own handling of EPIPE)."""
     try:
         code = planner.main(args=argv, prog_name="planner", standalone_mode=False)
     except click.ClickException as error:

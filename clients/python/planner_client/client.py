@@ -15,7 +15,9 @@
 * Writes that change state on the server (creating plans, their transitions, fits) carry an Idempotency-Key,
   made up when the caller gives none, so that a retry can never do them twice. A request is retried, with
   exponential backoff honouring Retry-After, when the server answers 503 (database trouble) or 429 (rate
-  limit), and after a connection error when it is safe to resend: reads, and writes with an Idempotency-Key.
+  limit), and after a connection error when it is safe to resend: reads, and writes with an Idempotency-Key
+  (`connect_retries` of them; a server that does not take the connection within `connect_timeout` seconds
+  is not waited for longer).
 * Updates and deletes need the resource's ETag (If-Match): give it, or the client reads it first.
 """
 
@@ -75,11 +77,15 @@ class PlannerClient:
         retries: int = 4,
         backoff: float = 0.5,
         session: requests.Session | None = None,
+        connect_timeout: float = 3.05,
+        connect_retries: int | None = None,
     ):
         self.base_url = (base_url or os.environ.get("PLANNER_URL") or DEFAULT_URL).rstrip("/")
         api_key = api_key or os.environ.get("PLANNER_API_KEY")
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.retries = retries
+        self.connect_retries = retries if connect_retries is None else connect_retries
         self.backoff = backoff
         self.session = session or requests.Session()
         if api_key:
@@ -114,10 +120,10 @@ class PlannerClient:
                     headers=headers,
                     files=files,
                     data=data,
-                    timeout=self.timeout,
+                    timeout=(self.connect_timeout, self.timeout),
                 )
             except (requests.ConnectionError, requests.Timeout):
-                if last or not resendable:
+                if last or not resendable or attempt >= self.connect_retries:
                     raise
                 time.sleep(self._delay(attempt, None))
                 continue
