@@ -634,3 +634,22 @@ def test_a_closed_pipe_ends_the_command_quietly():
 
     assert child.returncode == 1
     assert error == b""
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        *[(404, 3), (410, 3), (401, 4), (403, 4), (409, 5), (412, 5), (428, 5)],
+        *[(400, 6), (422, 6), (429, 7), (500, 7), (503, 7), (418, 1)],
+    ],
+)
+def test_an_api_refusal_exits_by_its_class(monkeypatch, capsys, status, code):
+    answer = requests.Response()
+    answer.status_code = status
+    answer.headers["Content-Type"] = "application/problem+json"
+    answer._content = json.dumps({"status": status, "title": "Refused", "detail": "Said why."}).encode()
+    monkeypatch.setattr(requests.Session, "request", lambda *_, **__: answer)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+
+    assert cli.main(["organization", "show", "acme"]) == code
+    assert f"{status} Refused: Said why." in capsys.readouterr().err

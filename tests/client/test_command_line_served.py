@@ -160,7 +160,7 @@ def test_planner_plan_create_takes_an_moes_active_parameters_and_shows_them(serv
     ],
 )
 def test_a_bad_moe_option_is_refused_naming_its_field(served, capsys, options, said):
-    assert cli.main(["estimate", *RUN, *options]) == 1
+    assert cli.main(["estimate", *RUN, *options]) == cli.EXIT_INVALID
 
     output = capsys.readouterr()
     assert output.out == ""

@@ -73,7 +73,7 @@ def test_finance_approves_a_large_commit_through_the_command_line(client, served
     asked = named(capsys.readouterr().out)
     assert asked["status"] == "pending_approval"
     assert asked["approval"].endswith("waiting for a finance or admin key")
-    assert cli.main(["plan", "approve", plan["id"]]) == 1  # a planner may not
+    assert cli.main(["plan", "approve", plan["id"]]) == cli.EXIT_NOT_ALLOWED  # a planner may not
     assert "may not" in capsys.readouterr().err
     assert [p["id"] for p in answer(capsys, "plan", "list", "--status=pending_approval")] == [plan["id"]]
 

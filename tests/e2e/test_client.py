@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from planner_client import PlannerClient, ProblemError
+from planner_client import PlannerClient, ProblemError, cli
 from tests.commands import ROOT
 from tests.e2e.conftest import ADMIN_KEY
 
@@ -222,13 +222,13 @@ def test_planner_fits_a_law_to_runs_from_a_csv_file(server, planner, org, tmp_pa
     assert (law["slug"], law["fit"]["runs"]) == ("csv-sweep", 18)
 
 
-def test_planner_reports_an_error_with_its_fields_and_exits_1(server, planner, org):
+def test_planner_reports_an_error_with_its_fields_and_exits_by_its_class(server, planner, org):
     refused = planner_cli(server, "plan", "create", "--organization", org, "--pf-days", "-5")
-    assert refused.returncode == 1
+    assert refused.returncode == cli.EXIT_INVALID
     assert "422" in refused.stderr
     assert "#/pf_days" in refused.stderr
     missing = planner_cli(server, "plan", "show", str(uuid.uuid4()))
-    assert missing.returncode == 1
+    assert missing.returncode == cli.EXIT_NOT_FOUND
     assert "404" in missing.stderr
 
 
@@ -237,7 +237,7 @@ def test_a_plan_made_without_a_budget_is_revised_onto_one_and_then_commits(serve
     assert made.returncode == 0, made.stderr
     draft = made.stdout.strip()
     refused = planner_cli(server, "plan", "commit", draft)
-    assert refused.returncode == 1
+    assert refused.returncode == cli.EXIT_CONFLICT
     assert "409" in refused.stderr
     assert "budget" in refused.stderr
     revised = planner_cli(server, "plan", "revise", draft, "--budget-id", budget["id"], "--get", "id")
@@ -275,7 +275,7 @@ def test_keys_are_issued_listed_and_revoked_from_the_command_line(server, planne
     assert key["id"] in listed.stdout.split()
     assert planner_cli(server, "key", "revoke", key["id"]).returncode == 0
     refused = planner_cli(server, "--api-key", key["key"], "organization", "show", org)
-    assert refused.returncode == 1
+    assert refused.returncode == cli.EXIT_NOT_ALLOWED
     assert "401" in refused.stderr
 
 
@@ -317,7 +317,7 @@ def test_planner_estimates_llama3_405b_on_16384_h100_with_meta_s_tensor_parallel
 
 def test_planner_shows_a_layout_that_cannot_run_as_the_422_naming_the_field(server, planner):
     refused = planner_cli(server, "layout", *LLAMA3_405B, "--accelerators", "1024", "--tensor-parallel", "5")
-    assert refused.returncode == 1
+    assert refused.returncode == cli.EXIT_INVALID
     assert refused.stdout == ""
     assert "422" in refused.stderr
     assert "#/layout/tensor_parallel: Must divide the heads (128)" in refused.stderr

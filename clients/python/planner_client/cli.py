@@ -2017,12 +2017,35 @@ def _number(cell: str) -> float | str:
 # --- Running it ---------------------------------------------------------------------------------------------
 
 
+# The exit status of an API refusal, by its class (README "Command line"), so that a script can tell what to
+# do without reading the message: 3 not found, 4 not allowed, 5 a conflict with the resource's state, 6 the
+# request is not valid, 7 the server cannot do it now (rate limit, overload, its own failure). 1 is any
+# other failure (the server unreachable, a file that cannot be read), 2 a command line that does not parse.
+EXIT_NOT_FOUND, EXIT_NOT_ALLOWED, EXIT_CONFLICT, EXIT_INVALID, EXIT_SERVER = 3, 4, 5, 6, 7
+EXIT_BY_STATUS = {
+    404: EXIT_NOT_FOUND,
+    410: EXIT_NOT_FOUND,
+    401: EXIT_NOT_ALLOWED,
+    403: EXIT_NOT_ALLOWED,
+    409: EXIT_CONFLICT,
+    412: EXIT_CONFLICT,
+    428: EXIT_CONFLICT,
+    400: EXIT_INVALID,
+    413: EXIT_INVALID,
+    415: EXIT_INVALID,
+    422: EXIT_INVALID,
+    429: EXIT_SERVER,
+}
+
+
 class Problem(click.ClickException):
-    """The API's refusal, as the command line shows it: the problem's detail and each invalid field."""
+    """The API's refusal, as the command line shows it: the problem's detail and each invalid field, and
+    an exit status by its class (EXIT_BY_STATUS; any other 5xx is the server's, any other 4xx 1)."""
 
     def __init__(self, error: ProblemError):
         super().__init__(f"{error.status} {error.title}: {error.detail}")
         self.errors = error.errors
+        self.exit_code = EXIT_BY_STATUS.get(error.status, EXIT_SERVER if error.status >= 500 else 1)
 
     def show(self, file=None) -> None:
         super().show(file)
@@ -2032,9 +2055,9 @@ class Problem(click.ClickException):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit status: 0 done, 1 refused or failed (the error on stderr), 2 a command line that is wrong; 1
-    also, saying nothing, when the output's reader closed the pipe (`planner plan list | head`: click's
-    own handling of EPIPE)."""
+    """Exit status: 0 done; 3-7 the API refused, by class (EXIT_BY_STATUS); 1 any other failure (the error
+    on stderr), and, saying nothing, the output's reader closing the pipe (`planner plan list | head`:
+    click's own handling of EPIPE); 2 a command line that is wrong."""
     try:
         code = planner.main(args=argv, prog_name="planner", standalone_mode=False)
     except click.ClickException as error:
