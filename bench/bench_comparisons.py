@@ -15,9 +15,9 @@ import statistics
 import tempfile
 import time
 
+from bench.bench_sizing import cold
 from bench.machine import describe
 from service import create_app
-from service.core import performance, wall_clock
 from service.infra import migrate
 from service.infra.db import get_db
 from service.services import keys
@@ -47,11 +47,6 @@ CASES = {
 }
 
 
-def clear_caches() -> None:
-    performance._search.cache_clear()
-    wall_clock.assumed_shape.cache_clear()
-
-
 def main() -> None:
     print(f"machine: {describe()}")
     with tempfile.TemporaryDirectory() as directory:
@@ -69,19 +64,19 @@ def main() -> None:
         target = f"target <= {TARGET_SECONDS} s"
         print(f"POST /v1/comparisons on {len(offers)} offers (median of {REPEAT}; {target}):")
         for name, body in CASES.items():
-            cold, warm, answer = [], [], None
+            cold_times, warm_times, answer = [], [], None
             for _ in range(REPEAT):
-                clear_caches()
+                cold()
                 started = time.perf_counter()
                 response = client.post("/v1/comparisons", json=body)
-                cold.append(time.perf_counter() - started)
+                cold_times.append(time.perf_counter() - started)
                 assert response.status_code == 200, response.get_json()
                 started = time.perf_counter()
                 answer = client.post("/v1/comparisons", json=body).get_json()
-                warm.append(time.perf_counter() - started)
+                warm_times.append(time.perf_counter() - started)
             assert answer is not None
             taken, unable = len(answer["offers"]), len(answer["unable"])
-            first, second = statistics.median(cold), statistics.median(warm)
+            first, second = statistics.median(cold_times), statistics.median(warm_times)
             verdict = "met" if first <= TARGET_SECONDS else "MISSED"
             best = answer["offers"][0]["offer"] if taken else "-"
             print(

@@ -54,8 +54,11 @@ RECORDED = Path(__file__).parent.parent / "tests" / "core" / "data" / "sizing.js
 
 
 def cold() -> None:
+    """Forget every layout search and shape the process remembers, as a process that never sized these
+    runs meets them (bench_comparisons too)."""
     performance._search.cache_clear()
     wall_clock.assumed_shape.cache_clear()
+    wall_clock._layer_of.cache_clear()
 
 
 def budget(cost: str | None, days: float | None, price: Decimal | None = None) -> engine.Budget:

@@ -426,10 +426,10 @@ def choose_accelerators(
     count_multiple: int = 1,
 ) -> Sizing:
     """The count `chosen` for a model already chosen, up to `max_accelerators` (of `candidate_counts`, in
-    multiples of `count_multiple`): the fewest accelerators
-    whose run finishes within `days`, or, without a deadline, the fewest accelerator-hours (the cheapest at
-    one price) among runs within LONGEST_RUN_DAYS. `run_at(count)` runs the search at a count and raises
-    InvalidInput where no layout fits; such counts are skipped."""
+    multiples of `count_multiple`): the fewest accelerators whose run finishes within `days`, or, without a
+    deadline, the fewest accelerator-hours (the cheapest at one price) among runs within LONGEST_RUN_DAYS.
+    `run_at(count)` runs the search at a count and raises InvalidInput where no layout fits; such counts are
+    skipped."""
     most = v.whole("max_accelerators", max_accelerators)
     runs: list[ClusterRun] = []
     for count in candidate_counts(accelerators_per_node, most, count_multiple):

@@ -11,6 +11,7 @@ POST /v1/allocations does on a hardware profile.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -249,6 +250,7 @@ def _fastest_within(
         on.count_multiple,
     )
 
+    @functools.cache  # the bisection's last counts are looked at again below
     def run_on(count: int) -> engine.Estimate | None:
         try:
             return engine.estimate(params, tokens, dataclasses.replace(on, accelerators=count), law=law)
@@ -270,7 +272,7 @@ def _fastest_within(
     # The most accelerators are not always the fastest: a count whose nodes factor badly (a prime number of
     # them) lays the model out worse than one a step below, and far past what a model needs, communication
     # grows faster than each one's share of the work shrinks. Of the count found and the two below, the
-    # fastest (the searches are mostly remembered from the bisection).
+    # fastest.
     nearby = [run for run in map(run_on, counts[max(0, most - 2) : most + 1]) if _within(run, money)]
     return min(nearby, key=lambda run: run.runtime.seconds)
 

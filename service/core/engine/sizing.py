@@ -143,14 +143,14 @@ class _Counts:
     days: float | None
     answers: dict[int, _Answer] = field(default_factory=dict)
     refused: set[int] = field(default_factory=set)  # no plan fits
-    start: float = DEFAULT_MFU  # the utilisation each count's search starts at (`_Sizer.answer`)
 
-    def plan(self, index: int) -> bool:
-        """Plan the count at `index` (once); whether it has a plan."""
+    def plan(self, index: int, start: float = DEFAULT_MFU) -> bool:
+        """Plan the count at `index` (once), its search for the utilisation starting at `start`; whether it
+        has a plan."""
         if index not in self.answers and index not in self.refused:
             try:
                 on = replace(self.on, accelerators=self.counts[index])
-                self.answers[index] = self.sizer.answer(on, self.start)
+                self.answers[index] = self.sizer.answer(on, start)
             except v.InvalidInput:
                 self.refused.add(index)
         return index in self.answers
@@ -169,19 +169,20 @@ class _Counts:
         does, so the best is near the anchor (`_anchor`). The anchor's search starts at DEFAULT_MFU and
         the others' at the utilisation the anchor's run achieved: they are a few percent apart, and a
         search that starts near its answer takes 3-4 rounds instead of 5-6."""
+        start = DEFAULT_MFU
         if self.plan(anchor):
-            self.start = self.answers[anchor].cluster.utilisation or DEFAULT_MFU  # None at a given MFU
+            start = self.answers[anchor].cluster.utilisation or DEFAULT_MFU  # None at a given MFU
         low, high = max(0, anchor - WINDOW), min(len(self.counts) - 1, anchor + WINDOW)
         for index in range(low, high + 1):
-            self.plan(index)
+            self.plan(index, start)
         while True:
             best = self.best()
             if best in (None, high) and high < len(self.counts) - 1:
                 high += 1
-                self.plan(high)
+                self.plan(high, start)
             elif best in (None, low) and low > 0:
                 low -= 1
-                if not self.plan(low) and best is not None:
+                if not self.plan(low, start) and best is not None:
                     return  # fewer accelerators than a count no plan fits: none fit either
             else:
                 return
