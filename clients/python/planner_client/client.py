@@ -534,11 +534,42 @@ class PlannerClient:
         return self._json("POST", "/v1/webhooks", json=webhook)
 
     def webhooks(self, *, organization: str | None = None, limit: int | None = None) -> Iterator[Json]:
+        """Webhooks, newest first (never their secrets)."""
         return self._pages("/v1/webhooks", {"organization": organization, "limit": limit})
 
+    def get_webhook(self, webhook_id: str) -> Json:
+        """One webhook (never its secret)."""
+        return self._json("GET", f"/v1/webhooks/{webhook_id}")
+
+    def update_webhook(
+        self, webhook_id: str, changes: Mapping[str, Any], *, if_match: str | None = None
+    ) -> Json:
+        """Change its url, event_types, active or description (None clears the description)."""
+        path = f"/v1/webhooks/{webhook_id}"
+        return self._json("PATCH", path, json=dict(changes), headers=self._etag(path, if_match))
+
     def delete_webhook(self, webhook_id: str, *, if_match: str | None = None) -> None:
+        """Delete it and its deliveries: nothing more is sent to it."""
         path = f"/v1/webhooks/{webhook_id}"
         self.request("DELETE", path, headers=self._etag(path, if_match))
+
+    def rotate_webhook_secret(self, webhook_id: str, *, if_match: str | None = None) -> Json:
+        """A new secret, in this response only and in force at once; the one it replaces still signs beside
+        it until `previous_secret_until`. If-Match is optional here: given, a 412 when the webhook has
+        changed since."""
+        headers = {} if if_match is None else {"If-Match": if_match}
+        return self._json("POST", f"/v1/webhooks/{webhook_id}/rotate-secret", headers=headers)
+
+    def webhook_deliveries(
+        self, webhook_id: str, *, status: str | None = None, limit: int | None = None
+    ) -> Iterator[Json]:
+        """The webhook's deliveries, newest first; `status` is pending, delivered or failed."""
+        return self._pages(f"/v1/webhooks/{webhook_id}/deliveries", {"status": status, "limit": limit})
+
+    def retry_webhook_delivery(self, webhook_id: str, delivery_id: str) -> Json:
+        """Queue a failed delivery again (a 409 unless it failed), for a fresh round of attempts under the
+        same `webhook-id`."""
+        return self._json("POST", f"/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry")
 
     # --- Keys and audit ------------------------------------------------------------------------------------
 
