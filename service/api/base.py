@@ -96,6 +96,14 @@ class Blueprint(flask_smorest.Blueprint):
     # misspelt `limt=5` is an error rather than silently the default.
     ARGUMENTS_PARSER = _Parser(unknown=None)
 
+    def route(self, rule, *, operation_id: str, parameters=None, tags=None, **options):
+        """flask-smorest's (and so `get`, `post`...), with the operation's `operationId` required beside its
+        method and path: the public name that clients and code generators use. Stated, not derived from the
+        view's Python name, so that renaming a function never changes it; tests/api/test_openapi.py holds
+        every one camelCase and unique."""
+        register = super().route(rule, parameters=parameters, tags=tags, **options)
+        return lambda view: register(self.doc(operationId=operation_id)(view))
+
     def arguments(self, schema, **kwargs):
         """flask-smorest's, with one instance of a schema class for every request: given the class, webargs
         makes an instance per request, and marshmallow deep-copies every field of it (1.5 ms of a plan

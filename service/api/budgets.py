@@ -27,7 +27,7 @@ from service.web.auth import READERS, requires, scope
 blp = Blueprint("budgets", __name__, url_prefix="/v1/budgets", description="Organisations' budgets")
 
 
-@blp.get("")
+@blp.get("", operation_id="listBudgets")
 @requires(*READERS)
 @blp.arguments(BudgetQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, BudgetPageSchema, headers=LINK_HEADER)
@@ -39,7 +39,7 @@ def list_budgets(limit, cursor, organization=None):
     return page_response(page, limit)
 
 
-@blp.post("")
+@blp.post("", operation_id="createBudget")
 @requires("finance")
 @blp.arguments(BudgetSchema)
 @blp.response(201, BudgetSchema, headers={**LOCATION_HEADER, **ETAG_HEADER})
@@ -49,7 +49,7 @@ def create_budget(body):
     return budget, {"Location": f"/v1/budgets/{budget.id}", **etag_header(budget)}
 
 
-@blp.get("/<uuid:budget_id>")
+@blp.get("/<uuid:budget_id>", operation_id="getBudget")
 @requires(*READERS)
 @blp.response(200, BudgetSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -60,7 +60,7 @@ def get_budget(budget_id):
     return budget, etag_header(budget)
 
 
-@blp.put("/<uuid:budget_id>")
+@blp.put("/<uuid:budget_id>", operation_id="replaceBudget")
 @requires("finance")
 @blp.arguments(BudgetSchema)
 @blp.response(200, BudgetSchema, headers=ETAG_HEADER)
@@ -75,7 +75,7 @@ def replace_budget(body, budget_id):
     return budget, etag_header(budget)
 
 
-@blp.patch("/<uuid:budget_id>")
+@blp.patch("/<uuid:budget_id>", operation_id="updateBudget")
 @requires("finance")
 @blp.arguments(BUDGET_PATCH)
 @blp.response(200, BudgetSchema, headers=ETAG_HEADER)
@@ -90,7 +90,7 @@ def update_budget(body, budget_id):
     return budget, etag_header(budget)
 
 
-@blp.delete("/<uuid:budget_id>")
+@blp.delete("/<uuid:budget_id>", operation_id="deleteBudget")
 @requires("finance")
 @blp.response(204)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -101,7 +101,7 @@ def delete_budget(budget_id):
     budgets.delete_budget(get_session(), budget_id, scope=scope(), if_match=if_match())
 
 
-@blp.get("/<uuid:budget_id>/ledger")
+@blp.get("/<uuid:budget_id>/ledger", operation_id="listBudgetLedger")
 @requires(*READERS)
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, LedgerPageSchema, headers=LINK_HEADER)
@@ -114,7 +114,7 @@ def list_ledger(limit, cursor, budget_id):
     return page_response(page, limit)
 
 
-@blp.get("/<uuid:budget_id>/utilization")
+@blp.get("/<uuid:budget_id>/utilization", operation_id="getBudgetUtilization")
 @requires(*READERS)
 @blp.response(200, UtilizationSchema)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -125,7 +125,7 @@ def utilization(budget_id):
     return budget_utilization.utilization(get_session(), budget_id, scope=scope(), now=utcnow())
 
 
-@blp.get("/<uuid:budget_id>/forecast")
+@blp.get("/<uuid:budget_id>/forecast", operation_id="getBudgetForecast")
 @requires(*READERS)
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, BudgetForecastSchema, headers=LINK_HEADER)

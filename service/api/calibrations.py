@@ -31,7 +31,7 @@ accuracy_blp = Blueprint(
 )
 
 
-@accuracy_blp.get("/model-accuracy")
+@accuracy_blp.get("/model-accuracy", operation_id="getModelAccuracyReport")
 @requires(*READERS)
 @accuracy_blp.arguments(ModelAccuracyQuerySchema, location="query", as_kwargs=True)
 @accuracy_blp.response(200, ModelAccuracySchema)
@@ -48,7 +48,7 @@ def model_accuracy_report(*, detail, from_=None, to=None, organization=None, har
     return model_accuracy.model_accuracy(get_session(), query, scope=scope())
 
 
-@blp.get("")
+@blp.get("", operation_id="listCalibrations")
 @requires(*READERS)
 @blp.arguments(CalibrationQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, CalibrationPageSchema, headers=LINK_HEADER)
@@ -66,7 +66,7 @@ def list_calibrations(limit, cursor, organization=None, hardware=None):
     return page_response(page, limit)
 
 
-@blp.post("")
+@blp.post("", operation_id="createCalibration")
 @requires("planner", "finance")
 @idempotent(blp)
 @blp.arguments(CalibrationRequestSchema)
@@ -84,7 +84,7 @@ def create_calibration(request):
     return calibration, {"Location": f"/v1/calibrations/{calibration.id}"}
 
 
-@blp.get("/<uuid:calibration_id>")
+@blp.get("/<uuid:calibration_id>", operation_id="getCalibration")
 @requires(*READERS)
 @blp.response(200, CalibrationSchema)
 @blp.alt_response(404, response="NOT_FOUND")

@@ -13,7 +13,7 @@ blp = Blueprint(
 )
 
 
-@blp.post("")
+@blp.post("", operation_id="createComparison")
 @requires(*READERS)
 @blp.arguments(OfferComparisonRequestSchema)
 @blp.response(200, OfferComparisonSchema)

@@ -13,7 +13,7 @@ from service.web.auth import READERS, requires, scope
 blp = Blueprint("events", __name__, url_prefix="/v1/events", description="Events, oldest first, for pollers")
 
 
-@blp.get("")
+@blp.get("", operation_id="listEvents")
 @requires(*READERS)
 @blp.arguments(EventQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, EventPageSchema, headers=LINK_HEADER)
@@ -37,7 +37,7 @@ def list_events(limit, cursor, types=(), subject_id=None, organization=None):
     return {"items": page.items, "next_cursor": page.next_cursor, "has_more": page.has_more}, headers
 
 
-@blp.get("/<int:event_id>")
+@blp.get("/<int:event_id>", operation_id="getEvent")
 @requires(*READERS)
 @blp.response(200, EventSchema)
 @blp.alt_response(404, response="NOT_FOUND")

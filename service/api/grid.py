@@ -12,7 +12,7 @@ blp = Blueprint(
 )
 
 
-@blp.get("")
+@blp.get("", operation_id="listGridIntensities")
 @requires(*READERS)
 @blp.response(200, GridIntensityListSchema)
 def list_grid_intensities():

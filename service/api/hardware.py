@@ -31,7 +31,7 @@ blp = Blueprint(
 )
 
 
-@blp.get("")
+@blp.get("", operation_id="listHardware")
 @requires(*READERS)
 @blp.arguments(HardwareQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, HardwarePageSchema, headers=LINK_HEADER)
@@ -43,7 +43,7 @@ def list_hardware(limit, cursor, vendor=None, precision=None):
     return page_response(page, limit)
 
 
-@blp.post("")
+@blp.post("", operation_id="createHardware")
 @requires()
 @blp.arguments(HardwareSchema)
 @blp.response(201, HardwareSchema, headers={**LOCATION_HEADER, **ETAG_HEADER})
@@ -54,7 +54,7 @@ def create_hardware(body):
     return profile, {"Location": f"/v1/hardware/{profile.slug}", **etag_header(profile)}
 
 
-@blp.get("/<slug:slug>")
+@blp.get("/<slug:slug>", operation_id="getHardware")
 @requires(*READERS)
 @blp.response(200, HardwareSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -65,7 +65,7 @@ def get_hardware(slug):
     return profile, etag_header(profile)
 
 
-@blp.put("/<slug:slug>")
+@blp.put("/<slug:slug>", operation_id="replaceHardware")
 @requires()
 @blp.arguments(HARDWARE_REPLACE)
 @blp.response(200, HardwareSchema, headers=ETAG_HEADER)
@@ -78,7 +78,7 @@ def replace_hardware(body, slug):
     return profile, etag_header(profile)
 
 
-@blp.patch("/<slug:slug>")
+@blp.patch("/<slug:slug>", operation_id="updateHardware")
 @requires()
 @blp.arguments(HARDWARE_PATCH)
 @blp.response(200, HardwareSchema, headers=ETAG_HEADER)
@@ -91,7 +91,7 @@ def update_hardware(body, slug):
     return profile, etag_header(profile)
 
 
-@blp.delete("/<slug:slug>")
+@blp.delete("/<slug:slug>", operation_id="deleteHardware")
 @requires()
 @blp.response(204)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -102,7 +102,7 @@ def delete_hardware(slug):
     hardware.delete_hardware(get_session(), slug, if_match=if_match())
 
 
-@blp.get("/<slug:slug>/prices")
+@blp.get("/<slug:slug>/prices", operation_id="listHardwarePrices")
 @requires(*READERS)
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, HardwarePricePageSchema, headers=LINK_HEADER)

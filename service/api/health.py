@@ -14,7 +14,7 @@ from service.web.problems import problem_response
 blp = Blueprint("health", __name__, description="Probes for load balancers and orchestrators")
 
 
-@blp.get("/healthz")
+@blp.get("/healthz", operation_id="getHealth")
 @blp.doc(security=[])
 @blp.response(200, HealthSchema)
 def healthz():
@@ -22,7 +22,7 @@ def healthz():
     return {"status": "ok"}
 
 
-@blp.get("/readyz")
+@blp.get("/readyz", operation_id="getReadiness")
 @blp.doc(security=[])
 @blp.response(200, ReadinessSchema)
 @blp.alt_response(503, response="SERVICE_UNAVAILABLE")
@@ -38,7 +38,7 @@ def readyz():
     return {"status": "ok", "database": readiness.database, "schema_revision": readiness.schema_revision}
 
 
-@blp.get("/metrics")
+@blp.get("/metrics", operation_id="getMetrics")
 @blp.doc(
     security=[],
     responses={

@@ -12,7 +12,7 @@ from service.web.auth import current_principal, requires
 blp = Blueprint("keys", __name__, url_prefix="/v1", description="API keys and the audit log (admins)")
 
 
-@blp.post("/keys")
+@blp.post("/keys", operation_id="createKey")
 @requires()
 @blp.arguments(ApiKeySchema)
 @blp.response(201, IssuedKeySchema, headers=LOCATION_HEADER)
@@ -23,7 +23,7 @@ def create_key(body):
     return issued, {"Location": f"/v1/keys/{issued.id}", "Cache-Control": "no-store"}
 
 
-@blp.get("/keys")
+@blp.get("/keys", operation_id="listKeys")
 @requires()
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, ApiKeyPageSchema, headers=LINK_HEADER)
@@ -32,7 +32,7 @@ def list_keys(limit, cursor):
     return page_response(keys.list_keys(get_session(), limit=limit, after=cursor), limit)
 
 
-@blp.delete("/keys/<uuid:key_uuid>")
+@blp.delete("/keys/<uuid:key_uuid>", operation_id="revokeKey")
 @requires()
 @blp.response(204)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -42,7 +42,7 @@ def revoke_key(key_uuid):
     keys.revoke_key(get_session(), key_uuid, caller=current_principal())
 
 
-@blp.get("/audit")
+@blp.get("/audit", operation_id="listAuditEntries")
 @requires()
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, AuditPageSchema, headers=LINK_HEADER)

@@ -92,7 +92,7 @@ FIT_REQUEST_BODY = {
 }
 
 
-@blp.get("")
+@blp.get("", operation_id="listScalingLaws")
 @requires(*READERS)
 @blp.arguments(LawQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, LawPageSchema, headers=LINK_HEADER)
@@ -119,7 +119,7 @@ def _prepare_fit(reads: Session) -> tuple[dict, dict | None]:
     return request, None if in_background else laws.fit_columns(request)
 
 
-@blp.post("")
+@blp.post("", operation_id="fitScalingLaw")
 @requires("planner")
 @idempotent(blp, parameters=(PREFER_PARAMETER,), prepare=_prepare_fit)
 @blp.doc(requestBody=FIT_REQUEST_BODY)
@@ -231,7 +231,7 @@ def _csv_runs(stream) -> list[dict]:
         raise ma.ValidationError({"runs": [f"Not a UTF-8 CSV file: {error}."]}) from None
 
 
-@blp.get("/<slug:slug>")
+@blp.get("/<slug:slug>", operation_id="getScalingLaw")
 @requires(*READERS)
 @blp.response(200, ScalingLawSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -247,7 +247,7 @@ def get_law(slug):
     return laws.describe(law), 200, _etag(law)
 
 
-@blp.delete("/<slug:slug>")
+@blp.delete("/<slug:slug>", operation_id="deleteScalingLaw")
 @requires("planner")
 @conditional_write(blp)
 @blp.response(204)
@@ -258,7 +258,7 @@ def delete_law(slug):
     laws.delete_law(get_session(), slug, scope=scope(), if_match=if_match())
 
 
-@blp.get("/<slug:slug>/isoflop")
+@blp.get("/<slug:slug>/isoflop", operation_id="getIsoflopCurve")
 @requires(*READERS)
 @blp.arguments(IsoflopQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, IsoflopSchema)
@@ -268,7 +268,7 @@ def isoflop(slug, flops, points, span):
     return planning.isoflop(laws.engine_law(get_session(), slug, scope=scope()), flops, points, span)
 
 
-@blp.get("/<slug:slug>/frontier")
+@blp.get("/<slug:slug>/frontier", operation_id="getComputeFrontier")
 @requires(*READERS)
 @blp.arguments(FrontierQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, FrontierSchema)
@@ -279,7 +279,7 @@ def frontier(slug, min_flops, max_flops, points):
     return planning.frontier(law, min_flops, max_flops, points)
 
 
-@jobs_blp.get("/<uuid:job_id>")
+@jobs_blp.get("/<uuid:job_id>", operation_id="getFitJob")
 @requires(*READERS)
 @jobs_blp.response(200, FitJobSchema)
 @jobs_blp.alt_response(404, response="NOT_FOUND")

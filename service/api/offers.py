@@ -67,7 +67,7 @@ IMPORT_REQUEST_BODY = {
 }
 
 
-@blp.get("")
+@blp.get("", operation_id="listOffers")
 @requires(*READERS)
 @blp.arguments(OfferQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, OfferPageSchema, headers=LINK_HEADER)
@@ -77,7 +77,7 @@ def list_offers(limit, cursor, **filters):
     return page_response(offers.list_offers(get_session(), chosen, limit=limit, after=cursor), limit)
 
 
-@blp.post("")
+@blp.post("", operation_id="createOffer")
 @requires()
 @blp.arguments(OfferSchema)
 @blp.response(201, OfferSchema, headers={**LOCATION_HEADER, **ETAG_HEADER})
@@ -89,7 +89,7 @@ def create_offer(body):
     return offer, {"Location": f"/v1/offers/{offer.slug}", **etag_header(offer)}
 
 
-@blp.post("/import")
+@blp.post("/import", operation_id="importOffers")
 @requires()
 @blp.doc(requestBody=IMPORT_REQUEST_BODY)
 @blp.response(200, ImportReportSchema)
@@ -136,7 +136,7 @@ def _import_body() -> dict:
     return body
 
 
-@blp.get("/<slug:slug>")
+@blp.get("/<slug:slug>", operation_id="getOffer")
 @requires(*READERS)
 @blp.response(200, OfferSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -147,7 +147,7 @@ def get_offer(slug):
     return offer, etag_header(offer)
 
 
-@blp.patch("/<slug:slug>")
+@blp.patch("/<slug:slug>", operation_id="updateOffer")
 @requires()
 @blp.arguments(OFFER_PATCH)
 @blp.response(200, OfferSchema, headers=ETAG_HEADER)
@@ -160,7 +160,7 @@ def update_offer(body, slug):
     return offer, etag_header(offer)
 
 
-@blp.delete("/<slug:slug>")
+@blp.delete("/<slug:slug>", operation_id="deleteOffer")
 @requires()
 @blp.response(204)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -170,7 +170,7 @@ def delete_offer(slug):
     offers.delete_offer(get_session(), slug, if_match=if_match())
 
 
-@blp.get("/<slug:slug>/prices")
+@blp.get("/<slug:slug>/prices", operation_id="listOfferPrices")
 @requires(*READERS)
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, OfferPricePageSchema, headers=LINK_HEADER)

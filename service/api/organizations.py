@@ -18,7 +18,7 @@ from service.web.auth import READERS, requires, scope
 blp = Blueprint("organizations", __name__, url_prefix="/v1/organizations", description="Tenants")
 
 
-@blp.get("")
+@blp.get("", operation_id="listOrganizations")
 @requires(*READERS)
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, OrganizationPageSchema, headers=LINK_HEADER)
@@ -28,7 +28,7 @@ def list_organizations(limit, cursor):
     return page_response(page, limit)
 
 
-@blp.post("")
+@blp.post("", operation_id="createOrganization")
 @requires()
 @blp.arguments(OrganizationSchema)
 @blp.response(201, OrganizationSchema, headers=LOCATION_HEADER)
@@ -39,7 +39,7 @@ def create_organization(body):
     return organization, {"Location": f"/v1/organizations/{organization.slug}"}
 
 
-@blp.get("/<slug:slug>")
+@blp.get("/<slug:slug>", operation_id="getOrganization")
 @requires(*READERS)
 @blp.response(200, OrganizationSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")

@@ -16,7 +16,7 @@ from service.web.auth import READERS, requires, scope
 blp = Blueprint("planning", __name__, url_prefix="/v1", description="Allocate compute budgets, estimate runs")
 
 
-@blp.post("/allocations")
+@blp.post("/allocations", operation_id="createAllocation")
 @requires(*READERS)
 @blp.arguments(AllocationRequestSchema)
 @blp.response(200, AllocationSchema)
@@ -38,7 +38,7 @@ def create_allocation(request):
     return planning.make_allocation(get_session(), request, scope=scope())
 
 
-@blp.post("/estimates")
+@blp.post("/estimates", operation_id="createEstimate")
 @requires(*READERS)
 @blp.arguments(EstimateRequestSchema)
 @blp.response(200, EstimateSchema)

@@ -52,7 +52,7 @@ def _created(plan: Plan) -> tuple[Plan, dict[str, str]]:
     return plan, {"Location": f"/v1/plans/{plan.id}", **etag_header(plan)}
 
 
-@blp.get("")
+@blp.get("", operation_id="listPlans")
 @requires(*READERS)
 @blp.arguments(PlanQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, PlanPageSchema, headers=LINK_HEADER)
@@ -77,7 +77,7 @@ def _evaluate_revision(reads: Session, _changes: dict, plan_id: uuid.UUID) -> Pl
     return plans.evaluate_revision(reads, plan_id, changes, validate=PlanRequestSchema().load, scope=scope())
 
 
-@blp.post("")
+@blp.post("", operation_id="createPlan")
 @requires("planner")
 @blp.arguments(PlanRequestSchema)
 # A replay is rare and the evaluation cheaper than a look for one: it comes with the claim.
@@ -97,7 +97,7 @@ def create_plan(request, prepared):
     return _created(plans.store_new(get_session(), prepared))
 
 
-@blp.get("/compare")
+@blp.get("/compare", operation_id="comparePlans")
 @requires(*READERS)
 @blp.arguments(CompareQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, ComparisonSchema)
@@ -107,7 +107,7 @@ def compare_plans(ids):
     return plans.compare_plans(get_session(), ids, scope=scope())
 
 
-@blp.get("/<uuid:plan_id>")
+@blp.get("/<uuid:plan_id>", operation_id="getPlan")
 @requires(*READERS)
 @blp.response(200, PlanSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -118,7 +118,7 @@ def get_plan(plan_id):
     return plan, etag_header(plan)
 
 
-@blp.post("/<uuid:plan_id>/commit")
+@blp.post("/<uuid:plan_id>/commit", operation_id="commitPlan")
 @requires("planner", "finance")
 @idempotent(blp)
 @blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
@@ -145,7 +145,7 @@ def commit_plan(plan_id):
     return plan, 202 if pending else 200, etag_header(plan)
 
 
-@blp.post("/<uuid:plan_id>/approve")
+@blp.post("/<uuid:plan_id>/approve", operation_id="approvePlan")
 @requires("finance")
 @idempotent(blp)
 @blp.arguments(ApprovalRequestSchema)
@@ -162,7 +162,7 @@ def approve_plan(decision, plan_id):
     return plan, etag_header(plan)
 
 
-@blp.post("/<uuid:plan_id>/reject")
+@blp.post("/<uuid:plan_id>/reject", operation_id="rejectPlan")
 @requires("finance")
 @idempotent(blp)
 @blp.arguments(RejectionRequestSchema)
@@ -175,7 +175,7 @@ def reject_plan(decision, plan_id):
     return plan, etag_header(plan)
 
 
-@blp.post("/<uuid:plan_id>/cancel")
+@blp.post("/<uuid:plan_id>/cancel", operation_id="cancelPlan")
 @requires("planner", "finance")
 @idempotent(blp)
 @blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
@@ -187,7 +187,7 @@ def cancel_plan(plan_id):
     return plan, etag_header(plan)
 
 
-@blp.post("/<uuid:plan_id>/revise")
+@blp.post("/<uuid:plan_id>/revise", operation_id="revisePlan")
 @requires("planner")
 @blp.arguments(PlanRevisionSchema)
 @idempotent(blp, prepare=_evaluate_revision, peek=False)
@@ -202,7 +202,7 @@ def revise_plan(_changes, plan_id, prepared):
 # --- The run: started, its usage reported, completed or failed --------------------------------------------
 
 
-@blp.post("/<uuid:plan_id>/start")
+@blp.post("/<uuid:plan_id>/start", operation_id="startPlan")
 @requires("planner")
 @idempotent(blp)
 @blp.arguments(StartRequestSchema)
@@ -215,7 +215,7 @@ def start_plan(start, plan_id):
     return plan, etag_header(plan)
 
 
-@blp.post("/<uuid:plan_id>/usage")
+@blp.post("/<uuid:plan_id>/usage", operation_id="reportUsage")
 @requires("planner")
 @idempotent(blp)
 @blp.arguments(UsageRequestSchema)
@@ -234,7 +234,7 @@ def report_usage(report, plan_id):
     return record, {"Location": f"/v1/plans/{plan_id}/usage/{record.id}"}
 
 
-@blp.get("/<uuid:plan_id>/usage")
+@blp.get("/<uuid:plan_id>/usage", operation_id="listUsageRecords")
 @requires(*READERS)
 @blp.arguments(ListQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, UsagePageSchema, headers=LINK_HEADER)
@@ -245,7 +245,7 @@ def list_usage(plan_id, limit, cursor):
     return page_response(page, limit)
 
 
-@blp.get("/<uuid:plan_id>/usage/<uuid:usage_id>")
+@blp.get("/<uuid:plan_id>/usage/<uuid:usage_id>", operation_id="getUsageRecord")
 @requires(*READERS)
 @blp.response(200, UsageRecordSchema)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -254,7 +254,7 @@ def get_usage(plan_id, usage_id):
     return usage.get_usage(get_session(), plan_id, usage_id, scope=scope())
 
 
-@blp.post("/<uuid:plan_id>/usage/<uuid:usage_id>/reverse")
+@blp.post("/<uuid:plan_id>/usage/<uuid:usage_id>/reverse", operation_id="reverseUsageRecord")
 @requires("planner", "finance")
 @idempotent(blp)
 @blp.arguments(ReversalRequestSchema)
@@ -267,7 +267,7 @@ def reverse_usage(reversal, plan_id, usage_id):
     return record, {"Location": f"/v1/plans/{plan_id}/usage/{record.id}"}
 
 
-@blp.post("/<uuid:plan_id>/complete")
+@blp.post("/<uuid:plan_id>/complete", operation_id="completePlan")
 @requires("planner")
 @idempotent(blp)
 @blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)
@@ -279,7 +279,7 @@ def complete_plan(plan_id):
     return plan, etag_header(plan)
 
 
-@blp.post("/<uuid:plan_id>/fail")
+@blp.post("/<uuid:plan_id>/fail", operation_id="failPlan")
 @requires("planner")
 @idempotent(blp)
 @blp.response(200, PlanSchema, headers=TRANSITION_HEADERS)

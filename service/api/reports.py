@@ -15,7 +15,7 @@ from service.web.csv_files import CSV_TYPE, csv_stream, finance_csv
 blp = Blueprint("reports", __name__, url_prefix="/v1/reports", description="Cost reports")
 
 
-@blp.get("/costs")
+@blp.get("/costs", operation_id="getCostReport")
 @requires(*READERS)
 @blp.arguments(CostReportQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, CostReportSchema)
@@ -90,7 +90,7 @@ def _wants_csv(format: str | None) -> bool:
     return flask.request.accept_mimetypes.best_match(["application/json", CSV_TYPE]) == CSV_TYPE
 
 
-@blp.get("/focus")
+@blp.get("/focus", operation_id="getFocusExport")
 @requires(*READERS)
 @blp.arguments(FocusQuerySchema, location="query", as_kwargs=True)
 @blp.response(200)

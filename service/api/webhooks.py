@@ -46,7 +46,7 @@ def egress_policy():
     return webhook_sender.policy_of_app()
 
 
-@blp.get("")
+@blp.get("", operation_id="listWebhooks")
 @requires(*MANAGERS)
 @blp.arguments(WebhookQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, WebhookPageSchema, headers=LINK_HEADER)
@@ -58,7 +58,7 @@ def list_webhooks(limit, cursor, organization=None):
     return page_response(page, limit)
 
 
-@blp.post("")
+@blp.post("", operation_id="createWebhook")
 @requires(*MANAGERS)
 @blp.arguments(WebhookSchema)
 @blp.response(201, IssuedWebhookSchema, headers={**LOCATION_HEADER, **ETAG_HEADER})
@@ -69,7 +69,7 @@ def create_webhook(body):
     return webhook, {"Location": f"/v1/webhooks/{webhook.id}", **etag_header(webhook), **NO_STORE}
 
 
-@blp.get("/<uuid:webhook_id>")
+@blp.get("/<uuid:webhook_id>", operation_id="getWebhook")
 @requires(*MANAGERS)
 @blp.response(200, WebhookSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -79,7 +79,7 @@ def get_webhook(webhook_id):
     return webhook, etag_header(webhook)
 
 
-@blp.patch("/<uuid:webhook_id>")
+@blp.patch("/<uuid:webhook_id>", operation_id="updateWebhook")
 @requires(*MANAGERS)
 @blp.arguments(WEBHOOK_PATCH)
 @blp.response(200, WebhookSchema, headers=ETAG_HEADER)
@@ -93,7 +93,7 @@ def update_webhook(body, webhook_id):
     return webhook, etag_header(webhook)
 
 
-@blp.delete("/<uuid:webhook_id>")
+@blp.delete("/<uuid:webhook_id>", operation_id="deleteWebhook")
 @requires(*MANAGERS)
 @blp.response(204)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -103,7 +103,7 @@ def delete_webhook(webhook_id):
     webhooks.delete_webhook(get_session(), webhook_id, scope=scope(), if_match=if_match())
 
 
-@blp.post("/<uuid:webhook_id>/rotate-secret")
+@blp.post("/<uuid:webhook_id>/rotate-secret", operation_id="rotateWebhookSecret")
 @requires(*MANAGERS)
 @blp.response(200, IssuedWebhookSchema, headers=ETAG_HEADER)
 @blp.alt_response(404, response="NOT_FOUND")
@@ -121,7 +121,7 @@ def rotate_secret(webhook_id):
     return webhook, {**etag_header(webhook), **NO_STORE}
 
 
-@blp.get("/<uuid:webhook_id>/deliveries")
+@blp.get("/<uuid:webhook_id>/deliveries", operation_id="listWebhookDeliveries")
 @requires(*MANAGERS)
 @blp.arguments(DeliveryQuerySchema, location="query", as_kwargs=True)
 @blp.response(200, DeliveryPageSchema, headers=LINK_HEADER)
@@ -134,7 +134,7 @@ def list_deliveries(limit, cursor, webhook_id, status=None):
     return page_response(page, limit)
 
 
-@blp.post("/<uuid:webhook_id>/deliveries/<uuid:delivery_id>/retry")
+@blp.post("/<uuid:webhook_id>/deliveries/<uuid:delivery_id>/retry", operation_id="retryWebhookDelivery")
 @requires(*MANAGERS)
 @blp.response(200, DeliverySchema)
 @blp.alt_response(404, response="NOT_FOUND")

@@ -74,6 +74,22 @@ def test_make_openapi_writes_exactly_the_checked_in_file(tmp_path):
     assert written.read_text() == CHECKED_IN.read_text()
 
 
+OPERATION_ID = re.compile(r"[a-z]+(?:[A-Z][a-z0-9]*)+")  # camelCase, a verb then a noun: getPlan
+
+
+def test_every_operation_has_an_operation_id_of_its_own():
+    # What generators name methods by, and planner_client's OPERATIONS maps (tests/client/test_coverage.py).
+    ids: dict[str, list[str]] = {}
+    for path, item in _description()["paths"].items():
+        for method, operation in item.items():
+            if method != "parameters":
+                ids.setdefault(operation.get("operationId"), []).append(f"{method.upper()} {path}")
+    assert None not in ids, f"operations without an operationId: {ids.get(None)}"
+    assert {name: where for name, where in ids.items() if len(where) > 1} == {}, "operationIds shared"
+    assert [name for name in ids if not OPERATION_ID.fullmatch(name)] == [], "not camelCase verbNoun"
+    assert len(ids) == len(_operations())
+
+
 def _references(node) -> set[str]:
     if isinstance(node, dict):
         found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
