@@ -2,7 +2,6 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
 FLASK := $(BIN)/flask --app service
 # A development admin key so that a newcomer's first curl works; set your own (and keep it secret) anywhere
 # that is not your laptop. `make run` prints the key only when it is this one: whatever it prints ends up in
@@ -11,26 +10,43 @@ DEVELOPMENT_ADMIN_KEY := cpk_localdev_insecure-development-admin-key
 PLANNER_ADMIN_KEY ?= $(DEVELOPMENT_ADMIN_KEY)
 export PLANNER_ADMIN_KEY
 
-.PHONY: install run test lint typecheck format openapi migrate clean
+.PHONY: install install-server run test lint typecheck format openapi migrate docs docs-serve clean
 
-# The server with the test tools, then the client with `planner` (a distribution of its own), both editable.
-# Apart and in that order: a server installed before 1.0.0 shipped `planner`, and uninstalling it removes the
-# command whichever distribution installed it last.
+# Two installs into one .venv, each done once (its stamp) and redone when a pyproject changes. `make run` needs
+# the server and the client with `planner` (a distribution of its own) only; `make test` and `make docs` add
+# their tools on top. Apart and in that order: a server installed before 1.0.0 shipped `planner`, and
+# uninstalling it removes the command whichever distribution installed it last.
 CLIENT := clients/python
+SERVER_STAMP := $(VENV)/.server-installed
+DEV_STAMP := $(VENV)/.dev-installed
+DOCS_STAMP := $(VENV)/.docs-installed
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-$(STAMP): pyproject.toml $(CLIENT)/pyproject.toml
+$(SERVER_STAMP): pyproject.toml $(CLIENT)/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Compute Planner needs Python 3.11 or newer: run with PYTHON=python3.11 (or newer)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ./$(CLIENT)
-	touch $(STAMP)
+	$(PIP) -e .
+	$(PIP) -e ./$(CLIENT)
+	touch $(SERVER_STAMP)
 	@echo "Installed in $(VENV): \`. $(BIN)/activate\` puts its planner and flask commands on your PATH"
 
-install: $(STAMP)
+$(DEV_STAMP): $(SERVER_STAMP)
+	$(PIP) -e '.[dev]'
+	touch $(DEV_STAMP)
+
+$(DOCS_STAMP): $(SERVER_STAMP)
+	$(PIP) -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+## The server and `planner` only (what `make run` needs).
+install-server: $(SERVER_STAMP)
+
+## Also the test, lint and benchmark tools (what `make test` needs).
+install: $(DEV_STAMP)
 
 ## Serve the API on 127.0.0.1:$PORT (default 8000), on $DATABASE_URL (default: SQLite under var/).
-run: install migrate
+run: migrate
 	@echo "Serving on http://$${HOST:-127.0.0.1}:$${PORT:-8000}; call it with:"
 	@if [ "$$PLANNER_ADMIN_KEY" = "$(DEVELOPMENT_ADMIN_KEY)" ]; then \
 		echo "  curl -H 'Authorization: Bearer $(DEVELOPMENT_ADMIN_KEY)' localhost:$${PORT:-8000}/v1/organizations"; \
@@ -42,14 +58,14 @@ run: install migrate
 		echo "http://$${HOST:-127.0.0.1}:$${PORT:-8000}/ in a browser and sign in with it,"; \
 		key='"$$PLANNER_ADMIN_KEY"'; \
 	fi; \
-	echo "or use the command line, which make install put in $(BIN) (not on your PATH until activated):"; \
+	echo "or use the command line, which make run put in $(BIN) (not on your PATH until activated):"; \
 	echo "  . $(BIN)/activate"; \
 	echo "  export PLANNER_URL=http://$${HOST:-127.0.0.1}:$${PORT:-8000} PLANNER_API_KEY=$$key"; \
 	echo "  planner --help"
 	$(BIN)/gunicorn -c gunicorn.conf.py
 
 ## Apply migrations and load built-in data; both are idempotent.
-migrate: install
+migrate: install-server
 	$(FLASK) setup
 
 ## Lint and type-check, then the whole test suite (also on PostgreSQL when TEST_DATABASE_URL is set).
@@ -80,9 +96,19 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+## The documentation site, from docs/ (mkdocs.yml), into site/; a warning fails the build, as in CI.
+# NO_MKDOCS_2_WARNING: mkdocs-material prints a banner about MkDocs 2 on every build otherwise.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	@echo "Open site/index.html, or run make docs-serve"
+
+## Serve the documentation site on 127.0.0.1:8001, rebuilt as you edit.
+docs-serve: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8001
+
 ## Regenerate openapi.yaml from the code (a test fails when they disagree).
 openapi: install
 	$(FLASK) openapi write --format yaml openapi.yaml
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache .hypothesis .coverage .coverage.*
+	rm -rf $(VENV) var site .pytest_cache .ruff_cache .mypy_cache .hypothesis .coverage .coverage.*

@@ -26,20 +26,33 @@ def compose():
 def makefile_target(target: str) -> tuple[list[str], list[str]]:
     """The target's prerequisites and recipe lines."""
     text = (ROOT / "Makefile").read_text()
-    match = re.search(rf"^{target}:(.*)\n((?:\t.*\n)+)", text, re.MULTILINE)
+    match = re.search(rf"^{target}:(.*)\n((?:\t.*\n)*)", text, re.MULTILINE)
     assert match, f"no `{target}` target in the Makefile"
     return match.group(1).split(), [line.strip() for line in match.group(2).splitlines()]
 
 
 def test_make_run_sets_up_the_database_then_serves_with_the_gunicorn_config():
     prerequisites, recipe = makefile_target("run")
-    assert prerequisites == ["install", "migrate"]
+    assert prerequisites == ["migrate"]
     assert recipe[-1] == "$(BIN)/" + " ".join(SERVE_COMMAND)
-    _, setup = makefile_target("migrate")
+    prerequisites, setup = makefile_target("migrate")
+    assert prerequisites == ["install-server"]
     assert setup == ["$(FLASK) " + " ".join(SETUP_COMMAND[3:])]
     assert re.search(
         r"^FLASK := \$\(BIN\)/flask --app service$", (ROOT / "Makefile").read_text(), re.MULTILINE
     )
+
+
+def test_make_run_installs_the_server_and_planner_without_the_test_tools():
+    """What a newcomer's first command downloads: the server's dependencies and the client's, not pytest,
+    the linters or the browser-test driver, which `make test` adds."""
+    (server_stamp,) = makefile_target("install-server")[0]
+    _, recipe = makefile_target(re.escape(server_stamp))
+    installs = [line for line in recipe if line.startswith("$(PIP)")]
+    assert installs == ["$(PIP) -e .", "$(PIP) -e ./$(CLIENT)"]
+    (dev_stamp,) = makefile_target("install")[0]
+    assert makefile_target(re.escape(dev_stamp))[1][0] == "$(PIP) -e '.[dev]'"
+    assert "install" in makefile_target("test")[0]
 
 
 def what_make_run_prints(tmp_path, *arguments: str, **environment: str) -> str:
@@ -50,7 +63,16 @@ def what_make_run_prints(tmp_path, *arguments: str, **environment: str) -> str:
     stand_in.chmod(0o755)
     inherited = {"PLANNER_ADMIN_KEY", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
     env = {name: value for name, value in os.environ.items() if name not in inherited} | environment
-    command = ["make", "--no-print-directory", "-o", "install", "-o", "migrate", "run", f"BIN={tmp_path}"]
+    command = [
+        "make",
+        "--no-print-directory",
+        "-o",
+        "install-server",
+        "-o",
+        "migrate",
+        "run",
+        f"BIN={tmp_path}",
+    ]
     done = subprocess.run(
         [*command, *arguments], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True
     )

@@ -27,10 +27,10 @@ def test_the_server_the_client_and_the_api_description_carry_one_release_version
     assert API_VERSION == version  # the OpenAPI document's info.version
 
 
-def test_the_readme_states_the_version_policy():
-    readme = (ROOT / "README.md").read_text()
-    assert re.search(r"^## Versions$", readme, re.MULTILINE)
-    assert f"`{project(SERVER)['version']}`" in readme
+def test_the_docs_state_the_version_policy():
+    page = (ROOT / "docs" / "reference" / "versions.md").read_text()
+    assert re.search(r"^# Versions$", page, re.MULTILINE)
+    assert f"`{project(SERVER)['version']}`" in page
 
 
 @pytest.mark.parametrize("path", [SERVER, CLIENT], ids=["server", "client"])

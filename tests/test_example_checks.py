@@ -1,11 +1,22 @@
-"""How tests/e2e/test_readme.py reads the README: which lines are a command, which show its output, and when
+"""How tests/e2e/test_examples.py reads the README: which lines are a command, which show its output, and when
 an answer is what they show. A checker that passes everything would let the README drift unseen."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.readme import Step, agrees, mismatch, shell_blocks, step_problems, steps
+from tests.examples import (
+    CONTINUES,
+    Step,
+    agrees,
+    chain,
+    line_mismatch,
+    mismatch,
+    pages,
+    shell_blocks,
+    step_problems,
+    steps,
+)
 
 
 def shown(comment: str):
@@ -91,15 +102,15 @@ def test_a_command_runs_over_quotes_continuations_and_here_documents_and_what_fo
 
 
 def test_a_block_marked_not_run_is_known_with_its_reason():
-    readme = "<!-- not run by tests/e2e/test_readme.py: it starts the server -->\n```sh\nmake run\n```\n"
+    readme = "<!-- not run by tests/e2e/test_examples.py: it starts the server -->\n```sh\nmake run\n```\n"
     (block,) = shell_blocks(readme)
     assert block.not_run == "it starts the server"
 
 
-def test_an_http_error_the_readme_does_not_show_fails_the_command(tmp_path):
+def test_an_http_error_the_page_does_not_show_fails_the_command(tmp_path):
     problem = '{"type": "about:blank", "title": "Conflict", "status": 409, "detail": "over budget"}'
     assert step_problems(Step(1, "curl ..."), problem, tmp_path) == [
-        "it answered HTTP 409, which the README does not show"
+        "it answered HTTP 409, which the page does not show"
     ]
     shown_409 = Step(1, "curl ...", [(2, '"status": 409, "title": "Conflict"')])
     assert step_problems(shown_409, problem, tmp_path) == []
@@ -115,3 +126,52 @@ def test_a_saved_file_begins_with_the_lines_shown_cell_by_cell(tmp_path):
     assert step_problems(Step(1, "curl -OJ ...", saves), "", tmp_path) == [
         "line 2: costs.csv has 1 lines, not 2 or more"
     ]
+
+
+def printed_problems(shown: list[str], printed: str, tmp_path) -> list[str]:
+    comments = [(2, "prints:"), *((3 + k, line) for k, line in enumerate(shown))]
+    return step_problems(Step(1, "planner plan show ..."), printed, tmp_path) + step_problems(
+        Step(1, "planner plan show ...", comments), printed, tmp_path
+    )
+
+
+def test_a_line_shown_agrees_to_its_digits_with_runs_of_spaces_as_one():
+    assert line_mismatch("days  77.7 days", "days                    77.66 days") is None
+    assert line_mismatch("days 77.7 days", "days 77.76 days") == "'days 77.76 days': 77.76, not 77.7"
+    assert line_mismatch("cost 1,000,000.00 USD", "cost   1,000,000.00 USD") is None
+    assert line_mismatch("MFU 39.0%", "MFU 39.04%") is None
+    assert line_mismatch("hardware h100-sxm", "hardware h200") is not None  # a number inside a word is text
+    assert line_mismatch("start 2026-01-01", "start 2026-01-02") is not None  # as is a date's tail
+    assert line_mismatch("id <id> (draft)", "id 0adc761b-77 (draft)") is None
+
+
+def test_the_lines_printed_are_the_lines_shown_in_order_with_an_ellipsis_for_lines_left_out(tmp_path):
+    table = "name   days\nalpha  20.87\nbeta   10.43\n"
+    assert printed_problems(["name days", "alpha 20.87", "beta 10.43"], table, tmp_path) == []
+    assert printed_problems(["name days", "...", "beta 10.4"], table, tmp_path) == []
+    assert printed_problems(["name days", "..."], table, tmp_path) == []
+    assert printed_problems(["name days", "alpha 20.87"], table, tmp_path) == [
+        "line 2: it printed 1 more lines (end the lines shown with ... to leave them out)"
+    ]
+    assert printed_problems(["name days", "...", "gamma 1"], table, tmp_path) == [
+        "line 2: it printed no line 'gamma 1' after the ones shown before"
+    ]
+    assert printed_problems(["name days", "alpha 20.8", "..."], table, tmp_path) == [
+        "line 2: line 2 of what it printed is 'alpha  20.87': 20.87, not 20.8"
+    ]
+
+
+def test_a_page_runs_after_the_pages_it_continues_from(tmp_path):
+    (tmp_path / "a.md").write_text("# A\n")
+    (tmp_path / "b.md").write_text("# B\n\n*Continues from [A](a.md): run its examples first.*\n")
+    (tmp_path / "c.md").write_text("# C\n\n*Continues from [B](b.md): run its examples first.*\n")
+    assert chain(tmp_path / "c.md") == [tmp_path / "a.md", tmp_path / "b.md", tmp_path / "c.md"]
+    (tmp_path / "a.md").write_text("# A\n\n*Continues from [C](c.md).*\n")
+    with pytest.raises(AssertionError, match="circle"):
+        chain(tmp_path / "c.md")
+
+
+def test_every_page_it_continues_from_is_a_page_of_the_docs():
+    for page in pages():
+        if CONTINUES.search(page.read_text()):
+            assert len(chain(page)) > 1

@@ -1,25 +1,31 @@
-"""The README's shell examples as data, for tests/e2e/test_readme.py: its ```sh blocks in order, each cut into
-commands with the output their comments show, and the check of what a command printed against that.
+"""The examples of the README and of every page of the docs site (docs/) as data, for
+tests/e2e/test_examples.py: a page's ```sh blocks in order, each cut into commands with the output their
+comments show, and the check of what a command printed against that.
 
-What the README shows, and what of it is checked (keep to it when writing an example):
+What a page shows, and what of it is checked (keep to it when writing an example):
 
-* Every ```sh block runs, in the README's order, in one bash session (a variable one block sets, the next
-  reads) in a scratch directory, against a fresh server standing in for `make run`'s: `localhost:8000` is
-  replaced by its address. A block is left out when the line before its fence is
-  `<!-- not run by tests/e2e/test_readme.py: why -->`.
-* The comment lines after a command, and a comment at the end of its last line, show what it prints. Three
+* Every ```sh block of a page runs, in the page's order, in one bash session (a variable one block sets, the
+  next reads) in a scratch directory, against a fresh server standing in for `make run`'s, with
+  `PLANNER_URL`, `PLANNER_API_KEY` and `AUTH` (the `Authorization` header) set for it. A page whose first
+  lines say `*Continues from [title](other-page.md)...*` runs after that page's examples (and what that one
+  continues from), on the same server. A block is left out when the line before its fence is
+  `<!-- not run by tests/e2e/test_examples.py: why -->`; commands must not name a server's address.
+* The comment lines after a command, and a comment at the end of its last line, show what it prints. Four
   kinds are checked; any other comment is prose for the reader, and so is what follows a JSON excerpt on
   its last line and a parenthesis after a status line.
   - JSON: a comment that starts with `{` or `[` (going on over the next comment lines until its brackets
     close), or one made only of `"name": value` members (an object's, its braces left out). What is shown
     must be in the answer: `...` stands for members or items left out, and at the end of a string for the
     rest of it; a string `"<...>"` (`"<id>"`) for any value; an object or array without `...` has exactly
-    what is shown. A number agrees to the digits shown: the answer rounded there is the README's figure
+    what is shown. A number agrees to the digits shown: the answer rounded there is the page's figure
     (within a relative 1e-9, for floating-point noise). Strings, booleans and null are exact.
   - A status line, for `curl -i`: `201 Created, Location: /v1/plans/<id>, ETag: "1"`: the status, its
     reason and every header shown (`<...>` for any text).
   - `saves NAME:`, then the file's first lines, one a comment line, compared cell by cell (numbers as
     above).
+  - `prints:`, then the lines the command prints (a table of `planner`'s, say), one a comment line, in
+    order: a line `...` stands for any lines left out, `<...>` for any text in a line; runs of spaces are
+    one space, and a number (`1,234.5`, `39.0%`) agrees to the digits shown as above.
 * A command must exit 0, and must not answer an HTTP error (a problem document, a status of 400 or more)
   unless its comments show that status. A comment that starts like a check and does not parse fails the
   test rather than pass for prose.
@@ -35,9 +41,36 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-NOT_RUN = re.compile(r"<!-- not run by tests/e2e/test_readme\.py: (.+?) -->")
+NOT_RUN = re.compile(r"<!-- not run by tests/e2e/test_examples\.py: (.+?) -->")
+CONTINUES = re.compile(r"^\*Continues from \[[^]]+\]\(([^)]+\.md)\)", re.MULTILINE)
 MORE = "\0more"  # what `...` outside a string becomes: a member (key) or item of the answer not shown
 ANY = re.compile(r"<[^<>]+>")  # "<id>": any value, or any text in a header or a cell
+
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def pages() -> list[Path]:
+    """The README and every page of the docs site that has shell examples."""
+    found = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    return [page for page in found if "```sh" in page.read_text()]
+
+
+def page_name(page: Path) -> str:
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else str(page)
+
+
+def chain(page: Path) -> list[Path]:
+    """The pages whose examples run before `page`'s (what it continues from, first what that continues from),
+    then `page`."""
+    found: list[Path] = [page]
+    while continued := CONTINUES.search(found[0].read_text()):
+        previous = (found[0].parent / continued.group(1)).resolve()
+        assert previous.is_file(), f"{page_name(found[0])} continues from {continued.group(1)}: no page"
+        assert previous not in found, f"{page_name(page)}: its pages continue from each other in a circle"
+        found.insert(0, previous)
+    return found
 
 
 @dataclass
@@ -98,7 +131,7 @@ def steps(blocks: list[Block]) -> list[Step]:
             if scanner.complete:
                 ours[-1].command = "\n".join(pending)
                 pending = []
-        assert not pending, f"README line {ours[-1].line}: the block ends inside a command"
+        assert not pending, f"line {ours[-1].line}: the block ends inside a command"
         found += ours
     return found
 
@@ -176,8 +209,13 @@ class FileShown(Shown):
     lines: list[str]
 
 
+@dataclass
+class PrintsShown(Shown):
+    lines: list[str]
+
+
 class Figure(str):
-    """A number as the README writes it: its digits say how closely the answer must agree."""
+    """A number as a page writes it: its digits say how closely the answer must agree."""
 
 
 def _checks(comments: list[tuple[int, str]]) -> Iterator[Shown]:
@@ -187,7 +225,7 @@ def _checks(comments: list[tuple[int, str]]) -> Iterator[Shown]:
         if text.startswith(("{", "[")):
             while (end := _closing(text)) is None:
                 k += 1
-                assert k < len(comments), f"README line {number}: the JSON shown never closes"
+                assert k < len(comments), f"line {number}: the JSON shown never closes"
                 text += " " + comments[k][1]
             yield JsonShown(number, _pattern(text[:end], number))
         elif text.startswith('"'):
@@ -198,6 +236,9 @@ def _checks(comments: list[tuple[int, str]]) -> Iterator[Shown]:
             yield StatusShown(number, int(status.group(1)), status.group(2), pairs)
         elif saved := re.fullmatch(r"saves (\S+):", text):
             yield FileShown(number, saved.group(1), [text for _, text in comments[k + 1 :]])
+            return
+        elif text == "prints:":
+            yield PrintsShown(number, [text for _, text in comments[k + 1 :]])
             return
         k += 1
 
@@ -250,7 +291,7 @@ def _pattern(text: str, line: int) -> Any:
     try:
         return json.loads("".join(out).replace("\0", "\\u0000"), parse_float=Figure, parse_int=Figure)
     except json.JSONDecodeError as error:
-        raise AssertionError(f"README line {line}: the JSON shown does not parse ({error}): {text}") from None
+        raise AssertionError(f"line {line}: the JSON shown does not parse ({error}): {text}") from None
 
 
 def mismatch(shown: Any, answer: Any, where: str = "") -> str | None:
@@ -284,7 +325,7 @@ def _object_mismatch(shown: dict, answer: Any, where: str) -> str | None:
         if problem := mismatch(value, answer[name], f"{where}.{name}"):
             return problem
     if MORE not in shown and (extra := sorted(set(answer) - set(shown))):
-        return f"{where or 'the answer'} has {extra} too (add ... to the README to leave them out)"
+        return f"{where or 'the answer'} has {extra} too (add ... to the page to leave them out)"
     return None
 
 
@@ -308,7 +349,7 @@ def _list_mismatch(shown: list, answer: Any, where: str) -> str | None:
 
 
 def _render(pattern: Any) -> str:
-    """A pattern as the README writes it."""
+    """A pattern as a page writes it."""
     if isinstance(pattern, Figure):
         return str(pattern)
     if pattern == MORE:
@@ -356,8 +397,56 @@ def file_mismatch(shown: FileShown, directory: Path) -> str | None:
     return None
 
 
+# A number in a line of text: not part of a word (h100, bf16) nor the tail of a date (2026-01-01).
+NUMBER = re.compile(r"(?<![\w.-])-?\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
+
+
+def line_mismatch(shown: str, line: str) -> str | None:
+    """Why the printed `line` is not the `shown` one (`<...>` any text, numbers to the digits shown)."""
+    pattern, figures, k = [], [], 0
+    tokens = re.compile(rf"{ANY.pattern}|{NUMBER.pattern}|\s+")
+    for token in tokens.finditer(shown):
+        pattern.append(re.escape(shown[k : token.start()]))
+        if ANY.fullmatch(token.group()):
+            pattern.append(".+?")
+        elif token.group().isspace():
+            pattern.append(r"\s+")
+        else:
+            figures.append(token.group().replace(",", ""))
+            pattern.append(f"({NUMBER.pattern})")
+        k = token.end()
+    pattern.append(re.escape(shown[k:]))
+    found = re.fullmatch("".join(pattern), line.strip())
+    if found is None:
+        return f"{line.strip()!r}, not {shown!r}"
+    for figure, printed in zip(figures, found.groups(), strict=True):
+        if not agrees(figure, float(printed.replace(",", ""))):
+            return f"{line.strip()!r}: {printed}, not {figure}"
+    return None
+
+
+def prints_mismatch(shown: PrintsShown, printed: str) -> str | None:
+    """Why `printed` is not the lines shown, in order (`...` for any lines left out)."""
+    lines = [line for line in printed.splitlines() if line.strip()]
+    at, skipping = 0, False
+    for want in shown.lines:
+        if want == "...":
+            skipping = True
+            continue
+        while skipping and at < len(lines) and line_mismatch(want, lines[at]):
+            at += 1
+        if at >= len(lines):
+            return f"it printed no line {want!r}" + (" after the ones shown before" if skipping else "")
+        if problem := line_mismatch(want, lines[at]):
+            return f"line {at + 1} of what it printed is {problem}"
+        at, skipping = at + 1, False
+    if not skipping and at < len(lines):
+        return f"it printed {len(lines) - at} more lines (end the lines shown with ... to leave them out)"
+    return None
+
+
 def step_problems(step: Step, printed: str, directory: Path) -> list[str]:
-    """What `printed`, the output of `step` run in `directory`, lacks of what the README shows."""
+    """What `printed`, the output of `step` run in `directory`, lacks of what its page shows."""
     status, reason, headers, body = _http(printed)
     problems, shown_statuses = [], set()
     for check in step.checks():
@@ -374,11 +463,14 @@ def step_problems(step: Step, printed: str, directory: Path) -> list[str]:
                 continue
             if problem := mismatch(check.pattern, answer):
                 problems.append(f"line {check.line}: {problem}")
+        elif isinstance(check, PrintsShown):
+            if problem := prints_mismatch(check, printed):
+                problems.append(f"line {check.line}: {problem}")
         elif problem := file_mismatch(check, directory):
             problems.append(f"line {check.line}: {problem}")
     error = status if status is not None and status >= 400 else _problem_status(body)
     if error is not None and error not in shown_statuses:
-        problems.append(f"it answered HTTP {error}, which the README does not show")
+        problems.append(f"it answered HTTP {error}, which the page does not show")
     return problems
 
 
