@@ -78,7 +78,8 @@ OPERATION_ID = re.compile(r"[a-z]+(?:[A-Z][a-z0-9]*)+")  # camelCase, a verb the
 
 
 def test_every_operation_has_an_operation_id_of_its_own():
-    # What generators name methods by, and planner_client's OPERATIONS maps (tests/client/test_coverage.py).
+    # What generators name methods by, and what planner_client's OPERATIONS maps to its methods
+    # (tests/client/test_client_operations.py).
     ids: dict[str, list[str]] = {}
     for path, item in _description()["paths"].items():
         for method, operation in item.items():

@@ -13,6 +13,8 @@ from sqlalchemy import select, update
 from planner_client import PlannerClient, ProblemError
 from service.data.models import Organization, WebhookDelivery
 from service.services import events
+from service.services.catalog import load_builtin_hardware
+from tests.builders import year_budget_body
 from tests.client.test_command_line_served import FlaskAdapter
 
 
@@ -91,3 +93,61 @@ def test_a_webhooks_deliveries_are_listed_page_by_page_and_a_failed_one_is_retri
     retried = planner.retry_webhook_delivery(webhook_id, failed["id"])
     assert (retried["id"], retried["status"], retried["attempts"]) == (failed["id"], "pending", 0)
     refused(404, planner.retry_webhook_delivery, webhook_id, str(uuid.uuid4()))
+
+
+# --- What the client lacked besides webhooks ----------------------------------------------------------------
+
+
+@pytest.fixture
+def running_plan(planner, session) -> dict:
+    """A plan of acme's on a budget, committed and started (with the built-in hardware)."""
+    load_builtin_hardware(session)
+    budget = planner.create_budget(**year_budget_body())
+    plan = planner.create_plan(
+        organization="acme",
+        params=1e9,
+        tokens=2e10,
+        hardware="h100-sxm",
+        accelerators=8,
+        budget_id=budget["id"],
+        start_at="2026-03-02T00:00:00Z",
+    )
+    planner.commit_plan(plan["id"])
+    return planner.start_plan(plan["id"], started_at="2026-03-02T00:00:00Z")
+
+
+def test_one_usage_record_of_a_plan_is_read_by_its_id(planner, running_plan):
+    plan_id = running_plan["id"]
+    reported = planner.report_usage(
+        plan_id,
+        reporter="slurm",
+        period_start="2026-03-02T00:00:00Z",
+        period_end="2026-03-02T06:00:00Z",
+        accelerator_hours=48,
+    )
+    assert planner.get_usage_record(plan_id, reported["id"]) == reported
+    reversal = planner.reverse_usage(plan_id, reported["id"], note="double-counted")
+    assert planner.get_usage_record(plan_id, reversal["id"]) == reversal
+    refused(404, planner.get_usage_record, plan_id, str(uuid.uuid4()))
+
+
+def test_one_event_of_the_feed_is_read_by_its_id(planner, running_plan):
+    feed = planner.events(type="plan.started")
+    [started] = feed["items"]
+    assert started["subject"] == {"type": "plan", "id": running_plan["id"]}
+    assert planner.get_event(started["id"]) == started
+    refused(404, planner.get_event, started["id"] + 1000)
+
+
+def test_grid_intensities_are_every_region_the_service_knows(planner):
+    regions = list(planner.grid_intensities())
+    assert len(regions) > 10
+    assert [region["region"] for region in regions] == sorted(region["region"] for region in regions)
+    assert all(region["grid_intensity_g_per_kwh"] > 0 for region in regions)
+
+
+def test_metrics_are_the_prometheus_text_the_scraper_reads(planner):
+    planner.create_organization("globex", "Globex")
+    exposition = planner.metrics()
+    assert "# TYPE planner_plans_created_total counter" in exposition
+    assert 'route="/v1/organizations"' in exposition

@@ -171,6 +171,10 @@ class PlannerClient:
     def readiness(self) -> Json:
         return self._json("GET", "/readyz")
 
+    def metrics(self) -> str:
+        """The server's metrics in Prometheus' text format (what its scraper reads; no key needed)."""
+        return self.request("GET", "/metrics", headers={"Accept": "text/plain"}).text
+
     # --- Planning ------------------------------------------------------------------------------------------
 
     def allocate(self, **request: Any) -> Json:
@@ -263,6 +267,11 @@ class PlannerClient:
     def compare(self, **request: Any) -> Json:
         """One run priced on every offer (or those the filters name): ranked, with the frontier."""
         return self._json("POST", "/v1/comparisons", json=request)
+
+    def grid_intensities(self) -> Iterator[Json]:
+        """Every region with a carbon intensity (gCO2e/kWh), its source and year, and its fleet's PUE where
+        the provider publishes one: the names `site.region` and an offer's region are looked up by."""
+        return iter(self._json("GET", "/v1/grid-intensities")["items"])  # one page: the whole list
 
     # --- Budgets -------------------------------------------------------------------------------------------
 
@@ -398,6 +407,10 @@ class PlannerClient:
         """The plan's usage records and reversals, newest first."""
         return self._pages(f"/v1/plans/{plan_id}/usage", {"limit": limit})
 
+    def get_usage_record(self, plan_id: str, usage_id: str) -> Json:
+        """One usage record (or reversal) of the plan."""
+        return self._json("GET", f"/v1/plans/{plan_id}/usage/{usage_id}")
+
     def reverse_usage(
         self, plan_id: str, usage_id: str, *, note: str | None = None, idempotency_key: str | None = None
     ) -> Json:
@@ -529,6 +542,10 @@ class PlannerClient:
         query = {"cursor": cursor, "type": type, "limit": limit, **params}
         return self._json("GET", "/v1/events", params={k: v for k, v in query.items() if v is not None})
 
+    def get_event(self, event_id: int) -> Json:
+        """One event of the feed, by its (integer) id; events never change."""
+        return self._json("GET", f"/v1/events/{event_id}")
+
     def create_webhook(self, **webhook: Any) -> Json:
         """A webhook (organization, url, event_types, description); its `secret` is in this response only."""
         return self._json("POST", "/v1/webhooks", json=webhook)
@@ -585,6 +602,102 @@ class PlannerClient:
 
     def audit(self, *, limit: int | None = None) -> Iterator[Json]:
         return self._pages("/v1/audit", {"limit": limit})
+
+
+# Every operation of the API (its operationId in openapi.yaml) and the method of PlannerClient that calls it;
+# tests/client/test_client_operations.py holds the two lists equal, and each method to its request.
+# A method may add a variant of one (cost_report_csv: getCostReport as CSV) or follow one with another
+# (fit_scaling_law polls getFitJob).
+OPERATIONS: dict[str, str] = {
+    # Probes
+    "getHealth": "health",
+    "getReadiness": "readiness",
+    "getMetrics": "metrics",
+    # Planning
+    "createAllocation": "allocate",
+    "createEstimate": "estimate",
+    # Organizations
+    "listOrganizations": "organizations",
+    "getOrganization": "get_organization",
+    "createOrganization": "create_organization",
+    # Hardware
+    "listHardware": "hardware",
+    "getHardware": "get_hardware",
+    "listHardwarePrices": "hardware_prices",
+    "createHardware": "create_hardware",
+    "updateHardware": "update_hardware",
+    "replaceHardware": "replace_hardware",
+    "deleteHardware": "delete_hardware",
+    # Offers, comparisons and grid intensities
+    "listOffers": "offers",
+    "getOffer": "get_offer",
+    "listOfferPrices": "offer_prices",
+    "createOffer": "create_offer",
+    "updateOffer": "update_offer",
+    "deleteOffer": "delete_offer",
+    "importOffers": "import_offers",
+    "createComparison": "compare",
+    "listGridIntensities": "grid_intensities",
+    # Budgets
+    "listBudgets": "budgets",
+    "getBudget": "get_budget",
+    "createBudget": "create_budget",
+    "updateBudget": "update_budget",
+    "replaceBudget": "replace_budget",
+    "deleteBudget": "delete_budget",
+    "listBudgetLedger": "budget_ledger",
+    "getBudgetUtilization": "budget_utilization",
+    "getBudgetForecast": "budget_forecast",
+    # Plans and their runs
+    "createPlan": "create_plan",
+    "listPlans": "plans",
+    "getPlan": "get_plan",
+    "commitPlan": "commit_plan",
+    "approvePlan": "approve_plan",
+    "rejectPlan": "reject_plan",
+    "cancelPlan": "cancel_plan",
+    "revisePlan": "revise_plan",
+    "comparePlans": "compare_plans",
+    "startPlan": "start_plan",
+    "reportUsage": "report_usage",
+    "listUsageRecords": "usage",
+    "getUsageRecord": "get_usage_record",
+    "reverseUsageRecord": "reverse_usage",
+    "completePlan": "complete_plan",
+    "failPlan": "fail_plan",
+    # Scaling laws
+    "listScalingLaws": "scaling_laws",
+    "getScalingLaw": "get_scaling_law",
+    "fitScalingLaw": "fit_scaling_law",
+    "getFitJob": "get_fit_job",
+    "deleteScalingLaw": "delete_scaling_law",
+    "getIsoflopCurve": "isoflop",
+    "getComputeFrontier": "frontier",
+    # Reports
+    "getCostReport": "cost_report",
+    "getFocusExport": "focus_export",
+    "getModelAccuracyReport": "model_accuracy",
+    # Calibrations
+    "createCalibration": "calibrate",
+    "listCalibrations": "calibrations",
+    "getCalibration": "get_calibration",
+    # Events and webhooks
+    "listEvents": "events",
+    "getEvent": "get_event",
+    "listWebhooks": "webhooks",
+    "getWebhook": "get_webhook",
+    "createWebhook": "create_webhook",
+    "updateWebhook": "update_webhook",
+    "deleteWebhook": "delete_webhook",
+    "rotateWebhookSecret": "rotate_webhook_secret",
+    "listWebhookDeliveries": "webhook_deliveries",
+    "retryWebhookDelivery": "retry_webhook_delivery",
+    # Keys and audit
+    "listKeys": "keys",
+    "createKey": "create_key",
+    "revokeKey": "revoke_key",
+    "listAuditEntries": "audit",
+}
 
 
 def _query_value(value: Any) -> Any:
