@@ -8,6 +8,7 @@ Only the standard library and markupsafe are used.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ PALETTE = (
     "#d50000",
     "#37474f",
 )
+# A dash pattern per series, as the colours are: lines that coincide (two laws' frontiers often do) still
+# show each other through their gaps. The first is solid; the second the dashes of a forecast or an ideal.
+DASHES = ("", "6 4", "2 3", "10 3 2 3", "14 4", "4 2", "1 4", "8 3 2 3 2 3", "16 3 4 3", "3 6")
 OVER_COLOUR = "#b00020"
 # Larger magnitudes overflow when subtracted or scaled; no planner figure comes near them.
 _MAX_MAGNITUDE = 1e300
@@ -39,7 +43,9 @@ _SHAPES = 5  # outlines of a point marker; each drawn filled, then hollow: ten m
 # narrower fonts too.
 _NARROW = frozenset(" ,.:;'!|ijlfrtIJ()[]-/·")
 _WIDE = frozenset("mwMW%—+\u00d7")  # the last a multiplication sign
-_HALO = 'stroke="#fff" stroke-width="3" paint-order="stroke"'  # keeps a label legible where it crosses a line
+_HALO = 'stroke="#fff" stroke-width="3" paint-order="stroke"'  # keeps a label legible over the grid lines
+# How far text at font-size 11 reaches above and below its baseline, at least (DejaVu Sans: 10.2 and 2.6).
+_ASCENT, _DESCENT = 11.0, 3.5
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,6 @@ class Series:
     label: str
     points: Sequence[tuple[float, float]]  # (x, y)
     band: Sequence[tuple[float, float, float]] = ()  # (x, low, high), drawn translucent behind the lines
-    dashed: bool = False
 
 
 @dataclass(frozen=True)
@@ -297,26 +302,125 @@ def _legend(series: Sequence[Series], width: int) -> tuple[list[str], float]:
             row, cursor = row + 1, 0.0
         x, y = 12 + cursor, 14.0 + row * 16
         cursor += entry_width + 12
-        colour, dash = PALETTE[i % len(PALETTE)], ' stroke-dasharray="6 4"' if s.dashed else ""
+        colour = PALETTE[i % len(PALETTE)]
         out.append(f'<g class="legend-entry" data-series="{i}">')
-        out.append(_line(x, y, x + 28, y, f'stroke="{colour}" stroke-width="2"{dash}'))
+        out.append(_line(x, y, x + 28, y, f'stroke="{colour}" stroke-width="2"{_dash(i)}'))
         out.append(_marker(i, x + 14, y, colour))
         out.append(_text(x + 34, y, s.label, 'dy="4"') + "</g>")
     return out, (row + 1) * 16.0 if series else 0.0
 
 
-def _series(plot: _Plot, i: int, s: Series, line: list[tuple[float, float]]) -> list[str]:
-    """One series: its line (when it has two points or more) and evenly spaced marker shapes."""
-    colour, dash = PALETTE[i % len(PALETTE)], ' stroke-dasharray="6 4"' if s.dashed else ""
-    out = [f'<g class="series" data-series="{i}">']
+def _dash(i: int) -> str:
+    pattern = DASHES[i % len(DASHES)]
+    return f' stroke-dasharray="{pattern}"' if pattern else ""
+
+
+def _series_line(plot: _Plot, i: int, line: list[tuple[float, float]]) -> str:
+    """One series' line (when it has two points or more), in its colour and dash pattern."""
+    out = f'<g class="series" data-series="{i}">'
     if len(line) >= 2:
         coords = " ".join(f"{_n(plot.x(x))},{_n(plot.y(y))}" for x, y in line)
-        out.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
-    # Every point of a short series, a sample of a long one: enough to tell the series apart.
-    count = min(len(line), _MAX_POINT_MARKERS)
-    for k in sorted({round(j * (len(line) - 1) / max(count - 1, 1)) for j in range(count)}):
-        out.append(_marker(i, plot.x(line[k][0]), plot.y(line[k][1]), colour))
-    return [*out, "</g>"]
+        stroke = f'stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="2"{_dash(i)}'
+        out += f'<polyline points="{coords}" fill="none" {stroke}/>'
+    return out + "</g>"
+
+
+def _marked(length: int, i: int, count: int) -> list[int]:
+    """Which of a series' `length` points carry its marker shape, the series being the i-th of `count`.
+
+    Every point of a short series, an even sample of a long one: enough to tell the series apart. Where
+    several series have points enough, series i marks every stride-th point from its i-th: the series'
+    markers then never fall on the same point of the x grid they share (the frontier's laws do), so a line
+    that another hides still shows its markers."""
+    if count > 1 and length >= 2 * count:
+        stride = max(count, math.ceil(length / _MAX_POINT_MARKERS))
+        return list(range(i, length, stride))
+    shown = min(length, _MAX_POINT_MARKERS)
+    return sorted({round(j * (length - 1) / max(shown - 1, 1)) for j in range(shown)})
+
+
+Box = tuple[float, float, float, float]  # left, top, right, bottom, in the SVG's coordinates
+
+
+def _segment_meets(start: tuple[float, float], end: tuple[float, float], box: Box) -> bool:
+    """Whether the segment from `start` to `end` passes through `box` (Liang-Barsky clipping)."""
+    (x0, y0), (x1, y1) = start, end
+    dx, dy, low, high = x1 - x0, y1 - y0, 0.0, 1.0
+    for p, q in ((-dx, x0 - box[0]), (dx, box[2] - x0), (-dy, y0 - box[1]), (dy, box[3] - y0)):
+        if p == 0:
+            if q < 0:
+                return False  # parallel to this edge and outside it
+            continue
+        t = q / p
+        if p < 0:
+            low = max(low, t)
+        else:
+            high = min(high, t)
+        if low > high:
+            return False
+    return True
+
+
+def _boxes_meet(a: Box, b: Box) -> bool:
+    return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
+
+
+@dataclass
+class _Clearance:
+    """What a label must keep clear of: the plotted lines (as segments), the point markers and the labels
+    placed so far (as boxes), inside the plot's area."""
+
+    area: Box
+    segments: list[tuple[tuple[float, float], tuple[float, float]]]
+    boxes: list[Box]
+
+    def collisions(self, box: Box) -> int:
+        # A line's stroke is 2 wide, and text should not touch it: the label's box grows by 2 each side.
+        grown = (box[0] - 2, box[1] - 2, box[2] + 2, box[3] + 2)
+        hits = sum(_segment_meets(a, b, grown) for a, b in self.segments)
+        return hits + sum(_boxes_meet(box, other) for other in self.boxes)
+
+    def place(self, text: str, candidates: Sequence[tuple[float, float, str]]) -> tuple[float, float, str]:
+        """The first of the candidate spots (x, baseline y, text-anchor) where the label lies inside the plot
+        area and meets nothing, else the one where it meets least; the label's box is then kept clear of."""
+
+        def box(x: float, y: float, anchor: str) -> Box:
+            width = text_width(text)
+            left = x - width if anchor == "end" else x - width / 2 if anchor == "middle" else x
+            return (left, y - _ASCENT, left + width, y + _DESCENT)
+
+        inside = [c for c in candidates if _inside(box(*c), self.area)] or list(candidates)
+        spot = min(inside, key=lambda c: self.collisions(box(*c)))  # min keeps the first of equals
+        self.boxes.append(box(*spot))
+        return spot
+
+
+def _beside(x: float, y: float, *, prefer_left: bool) -> list[tuple[float, float, str]]:
+    """Spots for a point's label (x, baseline y, text-anchor), nearest the point first: just above it, then
+    below it, then further up, down and aside; on its right first, unless `prefer_left` (a point near the
+    right edge)."""
+    sides = (
+        ((x - 7, "end", -1), (x + 7, "start", 1))
+        if prefer_left
+        else ((x + 7, "start", 1), (x - 7, "end", -1))
+    )
+    rises = [-6, 15, *(r for k in range(1, 9) for r in (-6 - 12 * k, 15 + 12 * k))]
+    spots = [
+        (abs(rise) + shift, order, (at + direction * shift, y + rise, anchor))
+        for shift in (0, 40, 80)
+        for rise in rises
+        for order, (at, anchor, direction) in enumerate(sides)
+    ]
+    return [spot for *_, spot in sorted(spots, key=lambda item: item[:2])]
+
+
+def _label(spot: tuple[float, float, str], text: str, kind: str) -> str:
+    x, y, anchor = spot
+    return _text(x, y, text, f'class="{kind}" text-anchor="{anchor}" {_HALO}')
+
+
+def _inside(box: Box, area: Box) -> bool:
+    return area[0] <= box[0] and area[1] <= box[1] and box[2] <= area[2] and box[3] <= area[3]
 
 
 def _room_beyond(lines: list[float], values: list[float], log: bool) -> list[float]:
@@ -386,21 +490,31 @@ def line_chart(
                 f'<polygon class="band" data-series="{i}" points="{coords}" '
                 f'fill="{PALETTE[i % len(PALETTE)]}" fill-opacity="0.18"/>'
             )
+    # Lines first, then every series' markers above every line, then the labels, each placed clear of them.
+    drawn = [[(plot.x(x), plot.y(y)) for x, y in line] for line in lines]
+    clear = _Clearance((plot.left, plot.top, plot.right, plot.bottom), [], [])
+    for i, points in enumerate(drawn):
+        out.append(_series_line(plot, i, lines[i]))
+        clear.segments += itertools.pairwise(points)
+    for i, points in enumerate(drawn):
+        shown = [points[k] for k in _marked(len(points), i, len(drawn))]
+        clear.boxes += [(x - 5, y - 5, x + 5, y + 5) for x, y in shown]
+        marks = "".join(_marker(i, x, y, PALETTE[i % len(PALETTE)]) for x, y in shown)
+        out.append(f'<g class="points" data-series="{i}">{marks}</g>')
+    placed = [(plot.x(x), plot.y(y)) for _, (x, y) in spots]
+    clear.boxes += [(x - 5, y - 5, x + 5, y + 5) for x, y in placed]
     for value, label in refs:
         y = plot.y(value)
-        label_y = y + 13 if y - plot.top < 14 else y - 4  # keep the label inside the plot area
         out.append(_line(plot.left, y, plot.right, y, 'class="reference" stroke="#444" stroke-dasharray="4"'))
-        attrs = f'class="reference-label" text-anchor="end" {_HALO}'
-        out.append(_text(plot.right - 4, label_y, label, attrs))
-    for i, (s, line) in enumerate(zip(series, lines, strict=True)):
-        out += _series(plot, i, s, line)
-    for marker, (x, y) in spots:
-        px, py = plot.x(x), plot.y(y)
-        near_right = px > plot.right - 120  # then the label goes to the left, to stay inside the chart
+        above, below = y - _DESCENT - 1, y + _ASCENT + 1
+        ends = ((plot.right - 4, "end"), (plot.left + 4, "start"), ((plot.left + plot.right) / 2, "middle"))
+        spot = clear.place(label, [(x, at, anchor) for x, anchor in ends for at in (above, below)])
+        out.append(_label(spot, label, "reference-label"))
+        clear.segments.append(((plot.left, y), (plot.right, y)))  # other labels keep off it too
+    for (marker, _), (px, py) in zip(spots, placed, strict=True):
         out.append(f'<circle class="marker" cx="{_n(px)}" cy="{_n(py)}" r="4" fill="#222"/>')
-        label_x, anchor = (px - 7, "end") if near_right else (px + 7, "start")
-        label_y = py - 6 if py - 18 >= plot.top else py + 15  # under a point at the top: off the legend
-        out.append(_text(label_x, label_y, marker.label, f'text-anchor="{anchor}" {_HALO}'))
+        spot = clear.place(marker.label, _beside(px, py, prefer_left=px > plot.right - 120))
+        out.append(_label(spot, marker.label, "marker-label"))
     out += [*legend, "</svg>"]
     return Markup("".join(out))
 

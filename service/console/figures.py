@@ -136,7 +136,6 @@ def cluster_size_charts(
             charts.Series(
                 "Perfect scaling from this plan",
                 [(s.accelerators, at.days * chosen / s.accelerators) for s in sizes],
-                dashed=True,
             )
         ]
     )
@@ -252,7 +251,6 @@ def burn_chart(utilization: Mapping[str, Any], forecast: Mapping[str, Any] | Non
                 f"Estimate at completion ({confidence}% band)",
                 [(x, float(forecast["estimate_at_completion"])) for x in ends],
                 band=[(x, low, high) for x in ends],
-                dashed=True,
             )
         )
     return charts.line_chart(

@@ -46,7 +46,13 @@ def polyline_points(element: ET.Element) -> list[tuple[float, float]]:
 
 
 def series_groups(root: ET.Element) -> list[ET.Element]:
+    """Each series' line."""
     return find(root, "g", "series")
+
+
+def point_groups(root: ET.Element) -> list[ET.Element]:
+    """Each series' markers, drawn after every line."""
+    return find(root, "g", "points")
 
 
 def test_the_output_is_one_accessible_svg():
@@ -67,7 +73,7 @@ def test_the_output_is_one_accessible_svg():
 def test_each_series_draws_one_line_and_a_band_one_polygon_in_its_colour():
     series = [
         Series("a", [(1, 1), (2, 2), (3, 3)], band=[(1, 0.5, 1.5), (2, 1.5, 2.5), (3, 2.5, 3.5)]),
-        Series("b", [(1, 2), (2, 3)], dashed=True),
+        Series("b", [(1, 2), (2, 3)]),
         Series("c", [(1, 3), (2, 1)]),
     ]
     root = parse(chart(series))
@@ -93,7 +99,7 @@ def test_series_differ_by_marker_shape_too_and_the_legend_names_each():
     # The path commands, without their numbers, tell the shapes apart: a circle, a square, a diamond.
     shapes = {re.sub(r"[-\d., ]", "", find(entry, "path")[0].get("d")) for entry in entries}
     assert len(shapes) == 3
-    for group in series_groups(root):
+    for group in point_groups(root):
         assert len(find(group, "path")) == 2  # a marker shape on each point of a short series
 
 
@@ -122,12 +128,110 @@ def test_ten_series_each_have_a_colour_and_a_marker_of_their_own_in_the_legend_a
     series = [Series(f"law {i}", [(1, i + 1), (2, i + 2)]) for i in range(10)]
     root = parse(chart(series))
     lines = [find(group, "polyline")[0].get("stroke") for group in series_groups(root)]
-    markers = [marker(find(group, "path")[0]) for group in series_groups(root)]
+    markers = [marker(find(group, "path")[0]) for group in point_groups(root)]
     assert len(set(lines)) == 10
     assert len(set(markers)) == 10
     legend = find(root, "g", "legend-entry")
     assert [find(entry, "line")[0].get("stroke") for entry in legend] == lines
     assert [marker(find(entry, "path")[0]) for entry in legend] == markers
+
+
+def marker_centre(path: ET.Element) -> tuple[float, float]:
+    """Where a marker is drawn: the middle of the absolute points of its outline."""
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", path.get("d"))]
+    if "a" in path.get("d"):  # a circle: from its leftmost point, the radius across
+        return numbers[0] + numbers[2], numbers[1]
+    xs, ys = numbers[0::2], numbers[1::2]
+    if "h" in path.get("d"):  # a square: from its top-left corner, one side across and down
+        return xs[0] + numbers[2] / 2, ys[0] + numbers[2] / 2
+    return (min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2
+
+
+def test_lines_that_coincide_still_show_each_series_by_its_dashes_and_markers_of_its_own():
+    """The laws page's frontiers: laws that call for the same sizes draw one line over another. Each series
+    has a dash pattern of its own, its markers sit on points no other series marks, and every marker is
+    drawn above every line, so that no series hides another."""
+    grid = [(10.0**k, 10.0 ** (k / 2)) for k in range(19, 44)]  # 25 points, as the frontier has
+    names = [f"law {i}" for i in range(9)]
+    root = parse(chart([Series(name, grid) for name in names], x_log=True, y_log=True))
+
+    dashes = [find(group, "polyline")[0].get("stroke-dasharray") or "solid" for group in series_groups(root)]
+    assert len(set(dashes)) == 9
+    legend = find(root, "g", "legend-entry")
+    assert [texts(entry)[0] for entry in legend] == names
+    assert [find(entry, "line")[0].get("stroke-dasharray") or "solid" for entry in legend] == dashes
+    centres = [[marker_centre(path) for path in find(group, "path")] for group in point_groups(root)]
+    assert all(len(own) >= 2 for own in centres)
+    everywhere = [centre for own in centres for centre in own]
+    for a, b in itertools.combinations(everywhere, 2):
+        assert math.dist(a, b) >= 10, (a, b)  # markers are 9 wide at most: none covers another
+    drawn = list(root)
+    last_line = max(drawn.index(group) for group in series_groups(root))
+    assert last_line < min(drawn.index(group) for group in point_groups(root))
+
+
+def label_box(text: ET.Element) -> tuple[float, float, float, float]:
+    """Where a label of font-size 11 is drawn, generously: its width as charts.text_width measures it, 11
+    above its baseline and 3.5 below."""
+    x, y, width = float(text.get("x")), float(text.get("y")), charts.text_width("".join(text.itertext()))
+    left = {"start": x, "middle": x - width / 2, "end": x - width}[text.get("text-anchor", "start")]
+    return left, y - 11, left + width, y + 3.5
+
+
+def crosses(segment: tuple[tuple[float, float], tuple[float, float]], box) -> bool:
+    """Whether a straight segment passes through a box: sampled every tenth of a pixel along it."""
+    (x0, y0), (x1, y1) = segment
+    if max(x0, x1) < box[0] or min(x0, x1) > box[2] or max(y0, y1) < box[1] or min(y0, y1) > box[3]:
+        return False  # wholly beside it
+    steps = max(1, math.ceil(10 * math.dist((x0, y0), (x1, y1))))
+    return any(
+        box[0] <= x0 + (x1 - x0) * k / steps <= box[2] and box[1] <= y0 + (y1 - y0) * k / steps <= box[3]
+        for k in range(steps + 1)
+    )
+
+
+# Curves a label beside a point of them has run into: a cost rising past the point (up and to the right of
+# it, where the label went), falling, a V, and one that lies along the money limit's line.
+CURVES = {
+    "rising": [(1, 1), (2, 1.2), (4, 2), (8, 4), (16, 9), (32, 20)],
+    "falling": [(1, 20), (2, 9), (4, 4), (8, 2), (16, 1.2), (32, 1)],
+    "v": [(1, 9), (2, 5), (4, 2), (8, 1.5), (16, 5), (32, 12)],
+    "along the limit": [(1, 5), (2, 5.1), (4, 5), (8, 5.05), (16, 5), (32, 5.1)],
+}
+
+
+@pytest.mark.parametrize("at", [1, 2, 3, 4])
+@pytest.mark.parametrize("shape", sorted(CURVES))
+def test_labels_keep_off_the_lines_they_label(shape, at):
+    points = CURVES[shape]
+    x, y = points[at]
+    root = parse(
+        chart(
+            [Series("Cost", points), Series("Ideal", [(p, points[0][1] * p) for p, _ in points[:3]])],
+            x_log=True,
+            markers=[Marker(x, y, "This plan: 1,024")],
+            reference_lines=[(5, "Money limit")],
+        )
+    )
+    segments = [
+        pair
+        for group in series_groups(root)
+        for pair in itertools.pairwise(polyline_points(find(group, "polyline")[0]))
+    ]
+    labels = find(root, "text", "marker-label") + find(root, "text", "reference-label")
+    assert len(labels) == 2
+    frame = find(root, "rect", "frame")[0]
+    left, top = float(frame.get("x")), float(frame.get("y"))
+    right, bottom = left + float(frame.get("width")), top + float(frame.get("height"))
+    for label in labels:
+        box = label_box(label)
+        assert left <= box[0] <= box[2] <= right, box
+        assert top <= box[1] <= box[3] <= bottom, box
+        assert not any(crosses(segment, box) for segment in segments), ("".join(label.itertext()), box)
+    first, second = (label_box(label) for label in labels)
+    assert min(first[2], second[2]) <= max(first[0], second[0]) or min(first[3], second[3]) <= max(
+        first[1], second[1]
+    )  # the two labels apart
 
 
 def lab(colour: str) -> tuple[float, float, float]:
@@ -158,7 +262,8 @@ def test_a_long_series_draws_a_sample_of_marker_shapes():
     root = parse(chart([Series("a", [(x, x) for x in range(200)])]))
     (group,) = series_groups(root)
     assert len(polyline_points(find(group, "polyline")[0])) == 200
-    assert 2 <= len(find(group, "path")) <= 12
+    (points,) = point_groups(root)
+    assert 2 <= len(find(points, "path")) <= 12
 
 
 def contrast_with_white(colour: str) -> float:
@@ -243,7 +348,7 @@ def test_a_single_point_still_draws_inside_the_frame(y_log):
     assert len(tick_positions(root, "y-tick")) >= 2
     frame = find(root, "rect", "frame")[0]
     top, height = float(frame.get("y")), float(frame.get("height"))
-    (shape,) = find(series_groups(root)[0], "path")
+    (shape,) = find(point_groups(root)[0], "path")
     y = float(shape.get("d").split()[1].split("a")[0])
     assert top < y < top + height
 

@@ -986,16 +986,28 @@ def test_the_frontier_draws_a_fitted_law_with_its_bootstrap_band(browser, sessio
         assert chart.find(f".//{SVG}polygon") is not None  # the band
 
 
-def test_the_frontier_draws_every_law_in_a_colour_and_a_marker_of_its_own(browser, session):
-    """Every published law and as many fitted ones as the page charts (the newest five)."""
-    for number in range(MAX_FITTED_LAWS_CHARTED):
-        store_law(session, slug=f"acme-sweep-{number}")
+def test_the_frontier_draws_every_law_in_a_colour_dashes_and_a_marker_of_its_own_and_names_it(
+    browser, session
+):
+    """Every published law and as many fitted ones as the page charts (the newest five); the fitted ones
+    coincide, as laws fitted to the same runs do, and are told apart all the same."""
+    slugs = [f"acme-sweep-{number}" for number in range(MAX_FITTED_LAWS_CHARTED)]
+    for slug in slugs:
+        store_law(session, slug=slug)
     page = browser.get("/laws").get_data(as_text=True)
     for figure in ("params", "tokens"):
-        groups = svg(page, f"frontier-{figure}").findall(f".//{SVG}g[@class='series']")
-        assert len(groups) == len(DENSE_LAWS) + MAX_FITTED_LAWS_CHARTED
-        assert len({group.find(f"{SVG}polyline").get("stroke") for group in groups}) == len(groups)
-        assert len({marker(group.find(f"{SVG}path")) for group in groups}) == len(groups)
+        chart = svg(page, f"frontier-{figure}")
+        lines = [group.find(f"{SVG}polyline") for group in chart.findall(f".//{SVG}g[@class='series']")]
+        markers = [group.find(f"{SVG}path") for group in chart.findall(f".//{SVG}g[@class='points']")]
+        assert len(lines) == len(markers) == len(DENSE_LAWS) + MAX_FITTED_LAWS_CHARTED
+        assert len({line.get("stroke") for line in lines}) == len(lines)
+        assert len({line.get("stroke-dasharray") for line in lines}) == len(lines)  # one solid: None
+        assert len({marker(path) for path in markers}) == len(markers)
+        entries = chart.findall(f".//{SVG}g[@class='legend-entry']")
+        legend = [
+            "".join(entry.itertext()).removesuffix(" (band: 95% bootstrap interval)") for entry in entries
+        ]
+        assert legend == [law.slug for law in DENSE_LAWS] + slugs[::-1]  # the newest fitted first
 
 
 def test_the_laws_page_shows_each_dense_published_laws_note_and_leaves_moe_laws_off_its_frontier(browser):

@@ -32,13 +32,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.console.charts import format_number
+from service.core.laws import PUBLISHED_LAWS
 from service.data.models import FittedLaw
 from service.infra.config import Config
 from service.infra.db import create_db_engine
 from tests.api.test_laws import fit_body
 from tests.builders import year_budget_body
 from tests.commands import ROOT
-from tests.console.test_charts import marker
+from tests.console.test_charts import crosses, marker
 from tests.e2e.conftest import AUTH
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -148,13 +149,22 @@ def test_a_person_plans_saves_finds_and_reports_a_run(browser, acme, shots, tmp_
     context.close()
 
 
-# Of every chart on the page as the browser lays it out: its box; the boxes of its labels and of its legend
-# entries (line, marker and text as one); its frame and horizontal reference lines; each series' computed
-# line colour and first marker; the computed colour of each part of a bar.
+# Of every chart on the page as the browser lays it out, each scrolled into view: its box; the boxes of its
+# labels and of its legend entries (line, marker and text as one); its frame and horizontal reference lines;
+# each series' line (its points, computed colour and dash pattern), its markers (the first one's outline and
+# fill, and how many of them are on top where they are drawn: seen, not under another line or marker); the
+# computed colour of each part of a bar.
 CHARTS = """() => [...document.querySelectorAll('svg.chart')].map(svg => {
+  svg.scrollIntoView({block: 'center'});
   const box = element => {
     const r = element.getBoundingClientRect();
     return [r.left, r.top, r.right, r.bottom];
+  };
+  const onScreen = (element, point) => {
+    const p = svg.createSVGPoint();
+    [p.x, p.y] = point;
+    const at = p.matrixTransform(element.getScreenCTM());
+    return [at.x, at.y];
   };
   const labels = [...svg.querySelectorAll('text')].filter(text => !text.closest('.legend-entry'));
   const items = [...labels, ...svg.querySelectorAll('.legend-entry')];
@@ -163,12 +173,24 @@ CHARTS = """() => [...document.querySelectorAll('svg.chart')].map(svg => {
     id: svg.id,
     box: box(svg),
     items: items.map(item => ({text: item.textContent, box: box(item)})),
+    legend: [...svg.querySelectorAll('.legend-entry')].map(entry => entry.textContent),
     frame: frame && box(frame),
     references: [...svg.querySelectorAll('line.reference')].map(box),
     series: [...svg.querySelectorAll('g.series')].map(group => {
-      const line = group.querySelector('polyline'), mark = group.querySelector('path');
-      const stroke = line && getComputedStyle(line).stroke;
-      return {stroke: stroke, d: mark.getAttribute('d'), fill: mark.getAttribute('fill')};
+      const line = group.querySelector('polyline');
+      const marks = [...svg.querySelectorAll(`g.points[data-series="${group.dataset.series}"] path`)];
+      const seen = marks.filter(mark => {
+        const r = mark.getBoundingClientRect();
+        return document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2) === mark;
+      });
+      return {
+        stroke: line && getComputedStyle(line).stroke,
+        dashes: line && getComputedStyle(line).strokeDasharray,
+        points: line ? [...line.points].map(point => onScreen(line, [point.x, point.y])) : [],
+        d: marks[0].getAttribute('d'),
+        fill: marks[0].getAttribute('fill'),
+        seen: seen.length,
+      };
     }),
     parts: [...svg.querySelectorAll('rect.part')].map(part => getComputedStyle(part).fill),
   };
@@ -188,8 +210,10 @@ def inside(inner: list[float], outer: list[float]) -> bool:
 
 def assert_charts_legible(page: Page, charts: int) -> None:
     """The page's charts, at the laptop's 1366 by 768 and at 1920 by 1080: no label or legend entry runs into
-    another or out of its picture, each horizontal line lies inside the frame rather than on its border,
-    every series has a colour and a marker of its own, and every part of a bar a colour of its own."""
+    another or out of its picture, and no label lies on a plotted line; each horizontal line lies inside the
+    frame rather than on its border; every series has a colour, a dash pattern and a marker of its own, some
+    of its markers in sight (a line that coincides with another still shows), and its name in the legend
+    when there is more than one; every part of a bar has a colour of its own."""
     for viewport in (LAPTOP, FULL_HD):
         page.set_viewport_size(viewport)
         drawn = page.evaluate(CHARTS)
@@ -200,16 +224,25 @@ def assert_charts_legible(page: Page, charts: int) -> None:
                 assert inside(item["box"], chart["box"]), (where, item)
             for a, b in itertools.combinations(chart["items"], 2):
                 assert not overlap(a["box"], b["box"]), (where, a, b)
+            segments = [pair for series in chart["series"] for pair in itertools.pairwise(series["points"])]
+            for item in chart["items"]:
+                assert not any(crosses(segment, item["box"]) for segment in segments), (where, item)
             for line in chart["references"]:
                 assert chart["frame"][1] + 3 <= line[1] <= line[3] <= chart["frame"][3] - 3, (where, line)
             strokes = [series["stroke"] for series in chart["series"]]
+            dashes = [series["dashes"] for series in chart["series"]]
             shapes = [
                 marker(ET.Element("path", d=series["d"], fill=series["fill"])) for series in chart["series"]
             ]
             assert len(set(strokes)) == len(strokes), (where, strokes)
+            assert len(set(dashes)) == len(dashes), (where, dashes)
             assert len(set(shapes)) == len(shapes), (where, shapes)
+            assert all(series["seen"] for series in chart["series"]), (where, chart["series"])
+            if len(chart["series"]) > 1:
+                assert len(chart["legend"]) == len(chart["series"]), (where, chart["legend"])
             assert len(set(chart["parts"])) == len(chart["parts"]), (where, chart["parts"])
     page.set_viewport_size(LAPTOP)
+    page.evaluate("window.scrollTo(0, 0)")
 
 
 @dataclass
@@ -385,6 +418,10 @@ def see_the_frontier(journey: Journey) -> None:
     expect(legend).to_have_count(1)
     assert chart.locator("polygon").count() >= 1
     expect(chart.locator("g.series")).to_have_count(9)
+    dense = [law.slug for law in PUBLISHED_LAWS.values() if law.moe is None]
+    sweeps = [f"{name}-sweep" for name in ("acme", "code", "math", "multilingual")]
+    legend = [text.split(" (band")[0] for text in chart.locator(".legend-entry").all_text_contents()]
+    assert sorted(legend) == sorted(dense + sweeps)  # each law named, each drawn (assert_charts_legible)
     assert_charts_legible(page, charts=2)
     journey.shots(page, "laws")
 
