@@ -10,6 +10,9 @@ What a page shows, and what of it is checked (keep to it when writing an example
   lines say `*Continues from [title](other-page.md)...*` runs after that page's examples (and what that one
   continues from), on the same server. A block is left out when the line before its fence is
   `<!-- not run by tests/e2e/test_examples.py: why -->`; commands must not name a server's address.
+* Then every ```python block of the page runs, in the same directory and environment, and must exit 0 (what
+  it prints is not checked: its comments are prose). It reads the server's address and key from
+  `PLANNER_URL` and `PLANNER_API_KEY`, as the shell blocks do.
 * The comment lines after a command, and a comment at the end of its last line, show what it prints. Four
   kinds are checked; any other comment is prose for the reader, and so is what follows a JSON excerpt on
   its last line and a parenthesis after a status line.
@@ -54,7 +57,9 @@ DOCS = ROOT / "docs"
 def pages() -> list[Path]:
     """The README and every page of the docs site that has shell examples."""
     found = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
-    return [page for page in found if "```sh" in page.read_text()]
+    return [
+        page for page in found if code_blocks(page.read_text()) or code_blocks(page.read_text(), "python")
+    ]
 
 
 def page_name(page: Path) -> str:
@@ -92,11 +97,12 @@ class Step:
         return list(_checks(self.comments))
 
 
-def shell_blocks(text: str) -> list[Block]:
+def code_blocks(text: str, language: str = "sh") -> list[Block]:
+    """The page's fenced blocks of `language`, in order."""
     blocks, lines = [], text.splitlines()
     number = 0
     while number < len(lines):
-        if lines[number].strip() == "```sh":
+        if lines[number].strip() == f"```{language}":
             start = number
             number += 1
             body = []

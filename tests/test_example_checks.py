@@ -10,10 +10,10 @@ from tests.examples import (
     Step,
     agrees,
     chain,
+    code_blocks,
     line_mismatch,
     mismatch,
     pages,
-    shell_blocks,
     step_problems,
     steps,
 )
@@ -91,7 +91,7 @@ def test_a_command_runs_over_quotes_continuations_and_here_documents_and_what_fo
             "```",
         ]
     )
-    first, script, plan = steps(shell_blocks(readme))
+    first, script, plan = steps(code_blocks(readme))
     assert (first.line, first.command.count("\n"), first.checks()) == (2, 1, [])
     assert script.command.endswith("EOF")
     assert script.checks() == []
@@ -103,7 +103,7 @@ def test_a_command_runs_over_quotes_continuations_and_here_documents_and_what_fo
 
 def test_a_block_marked_not_run_is_known_with_its_reason():
     readme = "<!-- not run by tests/e2e/test_examples.py: it starts the server -->\n```sh\nmake run\n```\n"
-    (block,) = shell_blocks(readme)
+    (block,) = code_blocks(readme)
     assert block.not_run == "it starts the server"
 
 

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from tests.commands import ROOT, development_admin_key
-from tests.examples import Step, chain, page_name, pages, shell_blocks, step_problems, steps
+from tests.examples import Block, Step, chain, code_blocks, page_name, pages, step_problems, steps
 
 pytestmark = pytest.mark.e2e
 
@@ -54,7 +54,11 @@ def run_in_one_shell(commands: list[Step], directory: Path, env: dict[str, str])
 
 
 def page_steps(page: Path) -> list[Step]:
-    return steps([block for block in shell_blocks(page.read_text()) if block.not_run is None])
+    return steps([block for block in code_blocks(page.read_text()) if block.not_run is None])
+
+
+def python_blocks(page: Path) -> list[Block]:
+    return [block for block in code_blocks(page.read_text(), "python") if block.not_run is None]
 
 
 def terminal(base: str, directory: Path) -> dict[str, str]:
@@ -73,7 +77,8 @@ def test_every_shell_example_of_a_page_runs_in_order_and_prints_what_the_page_sh
     examples = tmp_path / "examples"  # where a newcomer's terminal is: files the examples write land here
     examples.mkdir()
 
-    ran = run_in_one_shell(before + commands, examples, terminal(base, examples))
+    terminal_env = terminal(base, examples)
+    ran = run_in_one_shell(before + commands, examples, terminal_env)
 
     problems = [
         f"{page_name(page)} continues from a page whose command failed: {step.command.splitlines()[0]}\n  "
@@ -89,6 +94,20 @@ def test_every_shell_example_of_a_page_runs_in_order_and_prints_what_the_page_sh
                 f"{page_name(page)} line {step.line}: {step.command.splitlines()[0]}\n  "
                 + "\n  ".join(found)
                 + f"\n  it printed: {printed[:2000]}"
+            )
+    for block in python_blocks(page):
+        done = subprocess.run(
+            [sys.executable, "-c", "\n".join(line for _, line in block.lines)],
+            cwd=examples,
+            env=terminal_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode != 0:
+            problems.append(
+                f"{page_name(page)} line {block.line}: the Python block failed: {done.stderr[-2000:]}"
             )
     assert not problems, "\n".join(problems)
     assert len(ran) == len(before) + len(commands), f"{page_name(page)}: not every command ran"
