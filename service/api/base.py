@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import flask
 import flask_smorest
 from webargs.flaskparser import FlaskParser
+from werkzeug.exceptions import NotFound
 from werkzeug.routing import BaseConverter
 
 from service.schemas.fields import SLUG_PATTERN
@@ -78,6 +80,71 @@ class SlugConverter(BaseConverter):
     a path would otherwise reach PostgreSQL, which refuses it)."""
 
     regex = SLUG_PATTERN.removeprefix("^").removesuffix("$")
+
+
+# What a path's id or slug names, by the route's argument (a slug by its blueprint's name as well), for the
+# 404 of an id that is not even of the right form; a test holds every argument of every route named here.
+PATH_RESOURCES = {
+    "budget_id": "budget",
+    "calibration_id": "calibration",
+    "delivery_id": "delivery",
+    "event_id": "event",
+    "job_id": "fit job",
+    "key_uuid": "API key",
+    "plan_id": "plan",
+    "usage_id": "usage record",
+    "webhook_id": "webhook",
+    "hardware.slug": "hardware profile",
+    "offers.slug": "offer",
+    "organizations.slug": "organization",
+    "scaling-laws.slug": "scaling law",
+}
+# What the form of each converter's value is, said of a resource.
+_PATH_FORMS = {
+    "uuid": "{a} {resource} id is a UUID",
+    "int": "{a} {resource} id is a whole number",
+    "slug": "{a} {resource}'s slug is 2-63 lowercase letters, digits or inner hyphens",
+}
+_RULE_ARGUMENT = re.compile(r"<(?:(?P<converter>\w+)(?:\([^)]*\))?:)?(?P<name>\w+)>")
+_SHOWN_LENGTH = 80  # of a value quoted back: a path may be kilobytes long
+
+
+def path_resource(endpoint: str, argument: str) -> str:
+    """The resource that `argument` of the route of `endpoint` (blueprint.view) names."""
+    blueprint = endpoint.partition(".")[0]
+    return PATH_RESOURCES.get(f"{blueprint}.{argument}") or PATH_RESOURCES[argument]
+
+
+def describe_malformed_path() -> None:
+    """Before the request's 404 is raised (a before_request hook of the API): when its path is an API route's
+    but for an id or slug not of the route's form, the 404 says which resource and what form, as the 404 of a
+    well-formed id that names nothing does ("No plan 'x': a plan id is a UUID."). Werkzeug's text, meant for
+    a person who typed a URL, is left to paths that are no route's."""
+    request = flask.request
+    if not isinstance(request.routing_exception, NotFound) or not request.path.startswith("/v1/"):
+        return
+    app = flask.current_app
+    for rule in app.url_map.iter_rules():
+        if not rule.rule.startswith("/v1/") or not rule.arguments:
+            continue
+        arguments = list(_RULE_ARGUMENT.finditer(rule.rule))
+        pattern, at = "", 0
+        for argument in arguments:
+            pattern += re.escape(rule.rule[at : argument.start()]) + f"(?P<{argument['name']}>[^/]+)"
+            at = argument.end()
+        matched = re.fullmatch(pattern + re.escape(rule.rule[at:]), request.path)
+        if matched is None:
+            continue
+        for argument in arguments:
+            converter = argument["converter"] or "default"
+            value = matched[argument["name"]]
+            if converter in _PATH_FORMS and not re.fullmatch(app.url_map.converters[converter].regex, value):
+                resource = path_resource(rule.endpoint, argument["name"])
+                a = "an" if resource[0].lower() in "aeio" else "a"
+                shown = value if len(value) <= _SHOWN_LENGTH else value[:_SHOWN_LENGTH] + "..."
+                form = _PATH_FORMS[converter].format(a=a, resource=resource)
+                request.routing_exception = NotFound(f"No {resource} {shown!r}: {form}.")
+                return
 
 
 class _Parser(FlaskParser):
