@@ -113,9 +113,12 @@ def test_every_route_argument_names_a_resource(app):
     assert unused == set(), "PATH_RESOURCES names arguments no route has"
 
 
-def test_a_path_that_is_no_route_keeps_the_plain_404(client):
+def test_a_path_that_is_no_route_is_a_404_that_says_where_the_paths_are(client):
     body = assert_problem(client.get("/v1/plans/not-a-uuid/unknown"), 404)
-    assert not body["detail"].startswith("No plan")
+    assert (
+        body["detail"]
+        == "Nothing is at /v1/plans/not-a-uuid/unknown: the API's paths are listed at /openapi.json."
+    )
 
 
 def test_without_a_key_a_malformed_path_is_a_401_as_any_other(app):
