@@ -29,6 +29,19 @@ def money(amount: Decimal | str | None, currency: str | None = None) -> str:
     return f"{text} {currency}" if currency else text
 
 
+def money_short(amount: Decimal | str | None, currency: str | None = None) -> str:
+    """An amount as a headline figure that fits a card: 4.9M USD, 30M USD, 950 USD (`money` gives it to
+    the cent beside it)."""
+    if amount is None or amount == "":
+        return "—"
+    try:
+        value = float(Decimal(str(amount)))
+    except InvalidOperation:
+        return str(amount)
+    text = format_number(value)
+    return f"{text} {currency}" if currency else text
+
+
 def percent(fraction: float | None) -> str:
     return "—" if fraction is None else f"{100 * fraction:.1f}%"
 
@@ -64,6 +77,7 @@ def when(value: datetime | str | None) -> str:
 FILTERS: dict[str, Callable[..., str]] = {
     "number": number,
     "money": money,
+    "money_short": money_short,
     "percent": percent,
     "fixed": fixed,
     "gigabytes": gigabytes,

@@ -9,6 +9,7 @@ from typing import Any
 
 import marshmallow as ma
 
+from service.core.shape import LATENT_ATTENTION_FIELDS, MOE_FIELDS
 from service.schemas.fields import numeral
 from service.schemas.planning import LayoutSchema, ModelShapeSchema
 from service.schemas.reports import REPORT_GROUPS
@@ -29,17 +30,11 @@ LIMIT_FIELDS = ("cost", "days", "accelerator_hours")
 # JSON numbers only ("8" is refused where 8 is wanted), so a form's numerals are read as numbers first. A
 # blank field is left out of the request: the accelerators are then chosen, the MFU predicted by the cluster
 # model, and the layout's fields searched (or their defaults taken).
-PLANNER_FIELDS = (
-    "hardware",
-    "accelerators",
-    "max_accelerators",
-    "mfu",
-    "precision",
-    "law",
-    "tokens_per_param",
-    "unique_tokens",
-    "inference_tokens",
-)
+CLUSTER_FIELDS = ("hardware", "accelerators", "max_accelerators", "mfu", "precision", "law")
+RULE_FIELDS = ("tokens_per_param", "unique_tokens", "inference_tokens")
+PLANNER_FIELDS = CLUSTER_FIELDS + RULE_FIELDS
+# The estimate's own: the model a person has already chosen, and the deadline it must meet.
+MODEL_FIELDS = ("params", "tokens", "days")
 # The request's objects, each from fields of the same names: `shape`, `layout` and `reliability`, as their
 # schemas declare them (the shape's micro_batch is the layout's, under an older name: the page has that one).
 SHAPE_FIELDS = tuple(name for name in ModelShapeSchema().fields if name != "micro_batch")
@@ -51,9 +46,9 @@ TEXT_FIELDS = frozenset({"hardware", "precision", "law", "activation", "recomput
 NUMBER_FIELDS = frozenset(
     {
         "budget",
-        "days",
         "accelerator_hours",
         *PLANNER_FIELDS,
+        *MODEL_FIELDS,
         *SHAPE_FIELDS,
         *LAYOUT_FIELDS,
         *RELIABILITY_FIELDS,
@@ -61,6 +56,62 @@ NUMBER_FIELDS = frozenset(
     - BOOLEAN_FIELDS
     - TEXT_FIELDS
 )
+
+# The planner's two questions (its `mode`): what a budget buys, and what a model already chosen takes.
+MODES = {"plan": "From a budget", "estimate": "I already have a model"}
+DEFAULT_MODE = "plan"
+# What each question holds before a person changes it: a money budget on the usual hardware by a deadline,
+# and Chinchilla's 70B on 1.4T tokens by a deadline. Pressing the button answers it.
+DEFAULT_QUESTIONS = {
+    "plan": {
+        "budget_kind": "cost",
+        "budget": "5,000,000",
+        "currency": "USD",
+        "hardware": "h100-sxm",
+        "days": "60",
+    },
+    "estimate": {"params": "7e10", "tokens": "1.4e12", "hardware": "h100-sxm", "days": "30"},
+}
+# Beyond the question, fields in sections folded under "Advanced", each open when it holds a value or an
+# error (ADVANCED_ERRORS: the error about one of the request's objects as a whole goes with its section), so
+# that nothing a person set is hidden. The template draws each section's fields; a test holds it to these.
+# The mixture of experts' and latent attention's members of the shape and the layout, a section of their own.
+MIXTURE_FIELDS = (
+    "experts",
+    *MOE_FIELDS,
+    "expert_parallel",
+    "expert_overlap",
+    "kv_lora_rank",
+    *LATENT_ATTENTION_FIELDS,
+    "mtp_depth",
+)
+NOT_ASKED = frozenset({"dropout", "tensor_parallel_overlap"})  # the API takes them; the page has no field
+SECTIONS = {
+    "limits": ("cost", "accelerator_hours"),
+    "rule": RULE_FIELDS,
+    "cluster": ("max_accelerators", "mfu", "precision"),
+    "layout": tuple(name for name in LAYOUT_FIELDS if name not in {*MIXTURE_FIELDS, *NOT_ASKED}),
+    "shape": tuple(name for name in SHAPE_FIELDS if name not in {*MIXTURE_FIELDS, *NOT_ASKED}),
+    "mixture": MIXTURE_FIELDS,
+    "reliability": RELIABILITY_FIELDS,
+}
+ADVANCED = {
+    "plan": ("limits", "rule", "cluster", "layout", "shape", "mixture", "reliability"),
+    "estimate": ("cluster", "layout", "shape", "mixture", "reliability"),
+}
+ADVANCED_ERRORS = {section: section for section in GROUPS}
+
+
+def opened_sections(mode: str, form: Mapping[str, str], errors: Mapping[str, Any]) -> dict[str, bool]:
+    """Which of the mode's advanced sections render open: those holding a value (every field there is blank
+    by default) or an error."""
+    return {
+        section: any(form.get(name, "").strip() or errors.get(name) for name in SECTIONS[section])
+        or bool(errors.get(ADVANCED_ERRORS.get(section, "")))
+        for section in ADVANCED[mode]
+    }
+
+
 _BOOLEANS = {"true": True, "false": False}  # a menu's values; other text is left for the schema to refuse
 
 
@@ -89,19 +140,31 @@ def allocation_request(form: Mapping[str, str]) -> tuple[dict[str, Any], dict[st
             request[name] = text if name == "cost" else numeral(text)
     if kind == "cost" or "cost" in request:
         request["currency"] = form.get("currency", "").strip().upper()
-    for name in PLANNER_FIELDS:
+    _add_cluster(request, form, PLANNER_FIELDS)
+    return request, errors
+
+
+def estimate_request(form: Mapping[str, str]) -> dict[str, Any]:
+    """The estimate request an estimate form describes, as POST /v1/estimates takes it."""
+    request: dict[str, Any] = {}
+    _add_cluster(request, form, MODEL_FIELDS + CLUSTER_FIELDS)
+    return request
+
+
+def _add_cluster(request: dict[str, Any], form: Mapping[str, str], names: tuple[str, ...]) -> None:
+    """The fields `names` as typed, and the request's objects (shape, layout, reliability) from theirs."""
+    for name in names:
         text = form.get(name, "").strip()
         if text:
             request[name] = _typed(name, text)
-    for group, names in GROUPS.items():
-        members = {name: _typed(name, form[name].strip()) for name in names if form.get(name, "").strip()}
-        if members:
-            request[group] = members
+    for group, members in GROUPS.items():
+        given = {name: _typed(name, form[name].strip()) for name in members if form.get(name, "").strip()}
+        if given:
+            request[group] = given
     if "shape" in request and "micro_batch" in request.get("layout", {}):
         # The shape's micro-batch is the older name of the layout's: a plan at a given MFU counts the
         # memory of the micro-batch from it, so that the one field means the same with and without an MFU.
         request["shape"]["micro_batch"] = request["layout"]["micro_batch"]
-    return request, errors
 
 
 def _typed(name: str, text: str) -> Any:

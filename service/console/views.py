@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import flask
@@ -22,9 +23,14 @@ from service.console.formatting import FILTERS
 from service.console.forms import (
     BUDGET_KINDS,
     DEFAULT_BUDGET_KIND,
+    DEFAULT_MODE,
+    DEFAULT_QUESTIONS,
+    MODES,
     allocation_request,
     comparison_request,
     errors_by_field,
+    estimate_request,
+    opened_sections,
     plan_filter_query,
     report_form,
     report_query,
@@ -45,7 +51,13 @@ from service.schemas.budgets import BudgetSchema
 from service.schemas.common import ListQuerySchema
 from service.schemas.comparisons import OfferComparisonRequestSchema, OfferComparisonSchema
 from service.schemas.laws import FrontierQuerySchema
-from service.schemas.planning import TRAINING_PRECISIONS, AllocationRequestSchema, AllocationSchema
+from service.schemas.planning import (
+    TRAINING_PRECISIONS,
+    AllocationRequestSchema,
+    AllocationSchema,
+    EstimateRequestSchema,
+    EstimateSchema,
+)
 from service.schemas.plans import (
     ApprovalRequestSchema,
     CompareQuerySchema,
@@ -162,48 +174,91 @@ def _local_path(target: str | None) -> str:
 @blp.get("/")
 @requires(*READERS)
 def planner() -> tuple[str, int]:
+    """The planner: the question (a budget, or a model already chosen, with the hardware and the deadline)
+    beside its answer. `mode` says which question; until one is asked the form holds the default one."""
     session = get_session()
-    form = flask.request.args
-    context: dict[str, Any] = {"form": form, "errors": {}, "result": None, "chart": None}
-    if form.get("budget"):
-        request, errors = allocation_request(form)
-        if not errors:
-            try:
-                request = AllocationRequestSchema().load(request)
-                outcome = planning.make_allocation(session, request, scope=scope())
-            except (ma.ValidationError, InvalidFieldError) as error:
-                errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
-            else:
-                context["result"] = AllocationSchema().dump(outcome)
-                context["chart"], context["chart_note"] = figures.isoflop_chart(outcome)
-                context.update(_cluster_figures(outcome, request, context["result"]))
-                context["idempotency_key"] = uuid.uuid4().hex
-        context["errors"] = errors
-    return _render_planner(session, context, 422 if context["errors"] else 200)
+    args = flask.request.args
+    mode = args.get("mode") or DEFAULT_MODE
+    context: dict[str, Any] = {"result": None, "run": None, "chart": None, "errors": {}}
+    if mode not in MODES:
+        context["errors"] = {"mode": [f"Choose one of: {', '.join(MODES)}."]}
+        mode = DEFAULT_MODE
+    asked = "tokens" in args or "params" in args if mode == "estimate" else "budget" in args
+    context["form"] = args if asked else {**DEFAULT_QUESTIONS[mode], **args}
+    if asked and not context["errors"]:
+        answer = _estimate if mode == "estimate" else _allocation
+        context.update(answer(session, args))
+    return _render_planner(session, mode, context, 422 if context["errors"] else 200)
+
+
+def _allocation(session: Session, form: Mapping[str, str]) -> dict[str, Any]:
+    """What a budget buys (POST /v1/allocations), with its charts; or the errors, by field."""
+    request, errors = allocation_request(form)
+    if errors:
+        return {"errors": errors}
+    try:
+        loaded = AllocationRequestSchema().load(request)
+        outcome = planning.make_allocation(session, loaded, scope=scope())
+    except (ma.ValidationError, InvalidFieldError) as error:
+        return {"errors": errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))}
+    result = AllocationSchema().dump(outcome)
+    chart, note = figures.isoflop_chart(outcome)
+    figures_of_run = {}
+    if outcome.estimate is not None:
+        limit = loaded.cost if loaded.currency == outcome.estimate.currency else None
+        figures_of_run = _cluster_figures(outcome.estimate, result["estimate"], loaded, cost_limit=limit)
+    return {
+        "result": result,
+        "run": result["estimate"],
+        "chart": chart,
+        "chart_note": note,
+        "idempotency_key": uuid.uuid4().hex,
+        **figures_of_run,
+    }
+
+
+def _estimate(session: Session, form: Mapping[str, str]) -> dict[str, Any]:
+    """What a model already chosen takes (POST /v1/estimates), with its charts; or the errors, by field."""
+    try:
+        loaded = EstimateRequestSchema().load(estimate_request(form))
+        estimate = planning.make_estimate(session, loaded, scope=scope())
+    except (ma.ValidationError, InvalidFieldError) as error:
+        return {"errors": errors_by_field(error)}
+    run = EstimateSchema().dump(estimate)
+    return {"run": run, **_cluster_figures(estimate, run, loaded, cost_limit=None)}
 
 
 def _cluster_figures(
-    outcome: engine.Plan, request: planning.AllocationRequest, result: Mapping[str, Any]
+    estimate: engine.Estimate,
+    run: Mapping[str, Any],
+    request: planning.AllocationRequest | planning.EstimateRequest,
+    *,
+    cost_limit: Decimal | None,
 ) -> dict[str, Any]:
-    """The cluster model's charts of a plan on hardware: its step by part, and its run against the
-    accelerator count (none for a plan at a given MFU, which the model does not pace)."""
-    estimate = outcome.estimate
-    if estimate is None or estimate.run is None:
+    """The cluster model's charts of a run: its step by part, and the run against the accelerator count
+    (none for a run at a given MFU, which the model does not pace)."""
+    if estimate.run is None:
         return {}
     sizes = planning.cluster_sizes(estimate, max_accelerators=request.max_accelerators)
-    limit = request.cost if request.currency == estimate.currency else None
     size_charts, caption = figures.cluster_size_charts(
-        sizes, estimate.accelerators, currency=estimate.currency, deadline_days=request.days, cost_limit=limit
+        sizes,
+        estimate.accelerators,
+        currency=estimate.currency,
+        deadline_days=request.days,
+        cost_limit=cost_limit,
     )
     return {
-        "breakdown_chart": figures.breakdown_chart(result["estimate"]["performance"]),
+        "breakdown_chart": figures.breakdown_chart(run["performance"]),
         "size_charts": size_charts,
         "size_caption": caption,
     }
 
 
-def _render_planner(session: Session, context: dict[str, Any], status: int) -> tuple[str, int]:
+def _render_planner(session: Session, mode: str, context: dict[str, Any], status: int) -> tuple[str, int]:
     context.update(
+        mode=mode,
+        modes=MODES,
+        sections=opened_sections(mode, context["form"], context["errors"]),
         budget_kinds=BUDGET_KINDS,
         sizing_texts=SIZING_TEXTS,
         overhead_texts=OVERHEAD_TEXTS,
@@ -241,8 +296,8 @@ def save_plan() -> WerkzeugResponse | tuple[str, int]:
             )
         except (ma.ValidationError, InvalidFieldError) as error:  # nothing saved: _once rolls back
             errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
-    context = {"form": form, "errors": errors, "result": None, "chart": None}
-    return _render_planner(session, context, 422)
+    context = {"form": form, "errors": errors, "result": None, "run": None, "chart": None}
+    return _render_planner(session, DEFAULT_MODE, context, 422)
 
 
 # --- plans -------------------------------------------------------------------------------------------------

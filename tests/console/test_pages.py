@@ -21,7 +21,7 @@ from sqlalchemy import select
 from service.console.charts import format_number
 from service.console.figures import STEP_PARTS
 from service.console.formatting import gigabytes, percent
-from service.console.forms import report_query
+from service.console.forms import ADVANCED, DEFAULT_QUESTIONS, SECTIONS, report_query
 from service.console.views import MAX_FITTED_LAWS_CHARTED, SIZING_TEXTS
 from service.core.laws import PUBLISHED_LAWS
 from service.data.models import Organization, UsageDay
@@ -345,6 +345,142 @@ def selected(page: str, menu_id: str) -> str:
     return chosen[0] if chosen else re.search(r'<option value="([^"]*)"', menu).group(1)
 
 
+def field_value(page: str, name: str) -> str:
+    """What the input `name` holds, or the option its menu shows."""
+    found = re.search(rf'<input id="{name}" name="{name}" type="text" value="([^"]*)"', page)
+    return html.unescape(found.group(1)) if found else selected(page, name)
+
+
+def sections(page: str) -> dict[str, tuple[bool, set[str]]]:
+    """Each folded section of the planner: whether it renders open, and the fields it holds."""
+    found = {}
+    for match in re.finditer(
+        r'<details class="section" id="([^"]+)"([^>]*)>(.*?)</details>', page, re.DOTALL
+    ):
+        names = set(re.findall(r'<(?:input|select) id="[^"]+" name="([^"]+)"', match.group(3)))
+        found[match.group(1)] = (" open" in match.group(2), names)
+    return found
+
+
+@pytest.mark.parametrize("mode", sorted(ADVANCED))
+def test_the_planner_asks_its_question_first_and_folds_the_rest_under_advanced(browser, mode):
+    """Until a question is asked the form holds the default one, every other field folded, all closed."""
+    page = browser.get("/", query_string={} if mode == "plan" else {"mode": mode}).get_data(as_text=True)
+    for name, value in DEFAULT_QUESTIONS[mode].items():
+        assert field_value(page, name) == value, name
+    folded = sections(page)
+    assert list(folded) == list(ADVANCED[mode])
+    for section, (opened, names) in folded.items():
+        assert names == set(SECTIONS[section]), section
+        assert not opened, section
+    assert '<h2 id="result-heading">The answer</h2>' in page
+
+
+def test_a_question_asked_keeps_what_was_asked_not_the_defaults(browser):
+    page = browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True)
+    assert field_value(page, "days") == ""  # not the default question's 60 days: this one gave none
+    assert field_value(page, "budget_kind") == "pf_days"
+
+
+@pytest.mark.parametrize(
+    ("change", "section"),
+    [
+        ({"accelerator_hours": "900000"}, "limits"),
+        ({"law": "", "tokens_per_param": "40"}, "rule"),
+        ({"precision": "fp8"}, "cluster"),
+        ({"zero_stage": "1"}, "layout"),
+        ({"sequence_parallel": "false"}, "layout"),
+        ({**SHAPE}, "shape"),
+        ({"checkpoint_write_bytes_per_second": "50e9"}, "reliability"),
+    ],
+)
+def test_a_section_holding_a_value_renders_open_and_the_others_closed(browser, change, section):
+    page = browser.get("/", query_string={**PLANNER_FORM, **change}).get_data(as_text=True)
+    assert {name for name, (opened, _) in sections(page).items() if opened} == {section}
+
+
+@pytest.mark.parametrize(
+    ("change", "opened"),
+    [
+        ({"micro_batch": "0"}, {"layout"}),
+        ({"restart_seconds": "-1"}, {"reliability"}),
+        ({**SHAPE, "experts": "64"}, {"shape", "mixture"}),  # experts_per_token is missing: beside it
+        (
+            {"zero_stage": "0", "tensor_parallel": "1", "pipeline_parallel": "1", "recomputation": "none"},
+            {"layout"},
+        ),
+    ],
+)
+def test_a_section_holding_an_error_renders_open(browser, change, opened):
+    response = browser.get("/", query_string={**PLANNER_FORM, **change})
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    assert {name for name, (shown, _) in sections(page).items() if shown} == opened
+
+
+def test_an_error_in_a_section_left_blank_opens_it_too(browser):
+    """A blank field can hold an error (one another field needs): its section opens to show it."""
+    response = browser.get("/", query_string={**PLANNER_FORM, **SHAPE, "experts": "64"})
+    page = response.get_data(as_text=True)
+    assert re.search(r'<p class="error" id="experts_per_token-error">', page)
+    assert sections(page)["mixture"][0]
+
+
+ESTIMATE_FORM = {"mode": "estimate", "params": "7e10", "tokens": "1.4e12", "hardware": "h100-sxm"}
+
+
+@pytest.mark.parametrize(
+    "extra", [{"accelerators": "1024"}, {"days": "30"}, {"accelerators": "512", "zero_stage": "1"}]
+)
+def test_the_estimate_mode_shows_what_the_api_estimates(browser, client, extra):
+    response = browser.get("/", query_string={**ESTIMATE_FORM, **extra})
+    assert response.status_code == 200
+    page = html.unescape(response.get_data(as_text=True))
+    body = {"params": 7e10, "tokens": 1.4e12, "hardware": "h100-sxm"}
+    body |= {name: numeral(value) for name, value in extra.items() if name != "zero_stage"}
+    if "zero_stage" in extra:
+        body["layout"] = {"zero_stage": 1}
+    api = client.post("/v1/estimates", json=body).get_json()
+    assert f'data-figure="days">{api["days"]:,.1f} days<' in page
+    assert f'data-figure="cost_exact">{Decimal(api["cost"]):,.2f} USD<' in page
+    assert f'data-figure="accelerator_hours">{format_number(api["accelerator_hours"])}<' in page
+    assert f'data-figure="accelerators">{api["accelerators"]:,}<' in page
+    assert f'data-figure="mfu">MFU {percent(api["mfu"])}<' in page
+    assert f"{gigabytes(api['memory']['total_bytes'])}</p>" in page
+    assert layout_rows(page)[0][1:4] == [
+        str(api["performance"]["layout"][name])
+        for name in ("tensor_parallel", "pipeline_parallel", "data_parallel")
+    ]
+    assert '<h2 id="result-heading">Estimate</h2>' in page
+    assert 'name="mode" value="estimate"' in page  # the form asks the same question again
+    assert "Save as plan" not in page  # an estimate stores nothing
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"tokens": ""}, "tokens", "Missing data"),
+        ({"params": "-1"}, "params", "greater than"),
+        ({"params": "", "tokens": "lots"}, "tokens", "Not a valid number"),
+        ({"days": "30", "accelerators": "64"}, "days", "give one or the other"),
+        ({"hardware": "no-such-chip"}, "hardware", "no-such-chip"),
+        ({"law": "no-such-law"}, "law", "No scaling law 'no-such-law'"),
+        ({"micro_batch": "0"}, "micro_batch", "greater than or equal to 1"),
+    ],
+)
+def test_bad_estimate_input_is_shown_beside_its_field(browser, change, field, message):
+    page = error_beside(browser.get("/", query_string={**ESTIMATE_FORM, **change}), field, message)
+    assert '<h2 id="result-heading">Estimate</h2>' not in page
+
+
+def test_an_unknown_mode_is_named_and_the_budget_question_shown(browser):
+    response = browser.get("/", query_string={"mode": "guess", "budget": "6000"})
+    assert response.status_code == 422
+    page = html.unescape(response.get_data(as_text=True))
+    assert '<a href="#mode">mode</a>: Choose one of: plan, estimate.' in page
+    assert '<h2 id="result-heading">The answer</h2>' in page
+
+
 def test_the_planner_starts_from_the_apis_default_rule_of_20_tokens_per_parameter(browser, client):
     empty_form = browser.get("/").get_data(as_text=True)
     assert selected(empty_form, "law") == ""
@@ -413,13 +549,18 @@ def test_a_fixed_ratio_plan_is_marked_apart_from_the_optimum(browser):
     ],
 )
 def test_bad_input_is_shown_beside_its_field(browser, change, field, message):
-    response = browser.get("/", query_string={**PLANNER_FORM, **change})
+    error_beside(browser.get("/", query_string={**PLANNER_FORM, **change}), field, message)
+
+
+def error_beside(response, field: str, message: str) -> str:
+    """The page of a refused form, having checked that it names `field` with `message` beside it."""
     assert response.status_code == 422
     page = response.get_data(as_text=True)
     error = re.search(rf'<p class="error" id="{field}-error">([^<]*)</p>', page)
     assert error is not None, page
     assert message in html.unescape(error.group(1))
     assert re.search(rf'id="{field}"[^>]*aria-invalid="true"', page)
+    return page
 
 
 def test_a_money_limit_and_a_deadline_plan_together_as_the_api_plans_them(browser, client):
@@ -689,7 +830,7 @@ def test_a_layout_no_accelerator_can_hold_is_named_beside_the_layout_fields(brow
     error = re.search(r'<p class="error" id="layout-error">([^<]*)</p>', page)
     assert error is not None
     assert "No layout of 1024 accelerators fits 80 GB" in error.group(1)
-    assert re.search(r'<fieldset id="layout"[^>]*aria-describedby="layout-error"', page)
+    assert re.search(r'<details class="section" id="layout" aria-describedby="layout-error" open>', page)
     assert 'href="#layout">layout</a>' in page  # from the list of errors at the top of the form
 
 
@@ -1264,6 +1405,7 @@ NASTY = [
 ]
 PAGES = {
     "/": [
+        "mode",
         "budget_kind",
         "budget",
         "currency",
@@ -1320,15 +1462,18 @@ PAGES = {
         "hardware",
     ],
     "/reports/costs.csv": ["from", "to", "granularity", "measure", "group_label", "group_by"],
+    "/?mode=estimate": ["mode", "params", "tokens", "days", "hardware", "accelerators", "law", "zero_stage"],
 }
+# The form each planner's question starts from, to which one nasty value is given at a time.
+ASKED = {"/": PLANNER_FORM, "/?mode=estimate": ESTIMATE_FORM}
 
 
 @pytest.mark.parametrize("path", sorted(PAGES))
 def test_no_query_makes_a_page_fail_or_show_nan(browser, path):
     for name in PAGES[path]:
         for value in NASTY:
-            args = {**PLANNER_FORM, name: value} if path == "/" else {name: value}
-            response = browser.get(path, query_string=args)
+            args = {**ASKED[path], name: value} if path in ASKED else {name: value}
+            response = browser.get(path.partition("?")[0], query_string=args)
             assert response.status_code < 500, (name, value)
             page = response.get_data(as_text=True)
             assert "<script>x" not in page, (name, value)  # escaped wherever it is echoed

@@ -73,9 +73,9 @@ def shots(request, server_database_url):
     directory.mkdir(parents=True, exist_ok=True)
     taken = []
 
-    def shoot(page, name: str, *, audit: bool = True) -> Path:
+    def shoot(page, name: str, *, audit: bool = True, full_page: bool = True) -> Path:
         path = directory / f"{len(taken) + 1:02d}-{name}.png"
-        page.screenshot(path=str(path), full_page=True)
+        page.screenshot(path=str(path), full_page=full_page)
         taken.append(path)
         if audit:
             results = Axe().run(page)
@@ -147,6 +147,140 @@ def test_a_person_plans_saves_finds_and_reports_a_run(browser, acme, shots, tmp_
     download_the_cost_report(journey, plan, acme["budget"]["id"], tmp_path)
     sign_out(journey)
     context.close()
+
+
+def signed_in_page(browser, acme: dict, *, viewport=LAPTOP, **options) -> Page:
+    """A new browser window signed in to the console, on the planner."""
+    page = browser.new_context(viewport=viewport, **options).new_page()
+    page.goto(acme["base"] + "/sign-in")
+    page.get_by_label("API key").fill(acme["key"])
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Plan a training run")).to_be_visible()
+    return page
+
+
+def api_answer(acme: dict, path: str, body: dict) -> dict:
+    response = requests.post(
+        acme["base"] + path, json=body, headers={"Authorization": f"Bearer {acme['key']}"}, timeout=60
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# The answer's key figures, which must be in sight as soon as it comes.
+KEY_FIGURES = ("params", "tokens", "days", "cost")
+BOTTOMS = """names => Object.fromEntries(names.map(name =>
+  [name, document.querySelector(`[data-figure="${name}"]`).getBoundingClientRect().bottom]))"""
+
+
+def test_the_default_question_is_answered_above_the_fold(browser, acme, shots):
+    """The planner opens on its question (money, hardware, deadline) with everything else folded under
+    Advanced; pressing Plan answers it with the API's figures, and at 1366 by 768 the answer's model size,
+    tokens, days and cost are in sight without scrolling, its charts legible with no label on a line."""
+    page = signed_in_page(browser, acme)
+    expect(page.get_by_label("Budget in")).to_have_value("cost")
+    expect(page.get_by_label("Amount")).to_have_value("5,000,000")
+    expect(page.get_by_label("Currency")).to_have_value("USD")
+    expect(page.get_by_label("Hardware")).to_have_value("h100-sxm")
+    expect(page.get_by_label("Deadline (days)")).to_have_value("60")
+    expect(page.locator("details.section")).to_have_count(7)
+    expect(page.locator("details.section[open]")).to_have_count(0)
+    expect(page.get_by_label("Tensor parallelism")).to_be_hidden()
+    plan = page.get_by_role("button", name="Plan", exact=True)
+    box = plan.bounding_box()
+    assert box["y"] + box["height"] <= LAPTOP["height"]  # the question whole, above the fold
+    plan.click()
+
+    expect(page.get_by_role("heading", name="Allocation")).to_be_visible()
+    assert page.evaluate("window.scrollY") == 0
+    bottoms = page.evaluate(BOTTOMS, list(KEY_FIGURES))
+    assert max(bottoms.values()) <= LAPTOP["height"], bottoms
+    api = api_answer(
+        acme, "/v1/allocations", {"cost": "5000000", "currency": "USD", "hardware": "h100-sxm", "days": 60}
+    )
+    expect(page.locator("[data-figure=params]")).to_have_text(format_number(api["params"]))
+    expect(page.locator("[data-figure=tokens]")).to_have_text(format_number(api["tokens"]))
+    expect(page.locator("[data-figure=days]")).to_have_text(f"{api['estimate']['days']:,.1f} days")
+    expect(page.locator("[data-figure=cost_exact]")).to_have_text(
+        f"{Decimal(api['estimate']['cost']):,.2f} USD"
+    )
+    shots(page, "question", full_page=False)  # the laptop's screen as it first shows the answer
+    assert_charts_legible(page, charts=len(PLANNER_CHARTS))
+    shots(page, "question-answered")
+
+
+def test_a_model_already_chosen_is_estimated_as_the_api_estimates_it(browser, acme, shots):
+    """The planner's other question, a tab away and without script: a model's parameters and tokens, the
+    hardware and a deadline give the days, cost, accelerator-hours, MFU, memory and layout that
+    POST /v1/estimates gives, the key figures above the fold."""
+    page = signed_in_page(browser, acme)
+    page.get_by_role("link", name="I already have a model").click()
+    expect(page.get_by_role("link", name="I already have a model")).to_have_attribute("aria-current", "page")
+    expect(page.get_by_label("Parameters")).to_have_value("7e10")
+    expect(page.get_by_label("Training tokens")).to_have_value("1.4e12")
+    page.get_by_label("Deadline (days)").fill("45")
+    page.get_by_role("button", name="Estimate", exact=True).click()
+
+    expect(page.get_by_role("heading", name="Estimate", exact=True)).to_be_visible()
+    api = api_answer(
+        acme, "/v1/estimates", {"params": 7e10, "tokens": 1.4e12, "hardware": "h100-sxm", "days": 45}
+    )
+    expect(page.locator("[data-figure=days]")).to_have_text(f"{api['days']:,.1f} days")
+    expect(page.locator("[data-figure=cost_exact]")).to_have_text(f"{Decimal(api['cost']):,.2f} USD")
+    expect(page.locator("[data-figure=accelerator_hours]")).to_have_text(
+        format_number(api["accelerator_hours"])
+    )
+    expect(page.locator("[data-figure=accelerators]")).to_have_text(f"{api['accelerators']:,}")
+    expect(page.locator("[data-figure=mfu]")).to_have_text(f"MFU {100 * api['mfu']:.1f}%")
+    expect(page.get_by_text(f"of {api['memory']['capacity_bytes'] / 1e9:,.1f} GB: fits")).to_be_visible()
+    chosen = page.locator("table.layouts tr.chosen td")
+    expect(chosen.nth(0)).to_have_text(str(api["performance"]["layout"]["tensor_parallel"]))
+    bottoms = page.evaluate(BOTTOMS, ["days", "cost", "accelerators", "mfu"])
+    assert max(bottoms.values()) <= LAPTOP["height"], bottoms
+    assert_charts_legible(page, charts=3)  # the step by part, days and cost against the accelerators
+    shots(page, "estimate")
+
+
+# Of every card of the answer: whether each of its parts is as wide as its text, and each figure one line.
+CARDS_FIT = """() => [...document.querySelectorAll('.card')].map(card => ({
+  title: card.querySelector('h3').textContent,
+  overflowing: [card, ...card.querySelectorAll('*')]
+    .filter(part => part.scrollWidth > part.clientWidth && getComputedStyle(part).display !== 'inline')
+    .map(part => part.outerHTML.slice(0, 80)),
+  lines: (figure => figure.getClientRects().length && figure.getBoundingClientRect().height
+    / parseFloat(getComputedStyle(figure).lineHeight))(card.querySelector('.figure')),
+}))"""
+
+
+def test_a_thirty_million_cost_fits_its_card_on_every_screen(browser, acme, shots):
+    page = signed_in_page(browser, acme)
+    page.get_by_label("Amount").fill("30,000,000")
+    page.get_by_role("button", name="Plan", exact=True).click()
+    expect(page.get_by_role("heading", name="Allocation")).to_be_visible()
+    cost = Decimal(
+        page.locator("[data-figure=cost_exact]").inner_text().removesuffix(" USD").replace(",", "")
+    )
+    assert cost > 20_000_000  # spent, mostly: the deadline binds before the money
+    for viewport in (LAPTOP, {"width": 1024, "height": 768}, FULL_HD, {"width": 390, "height": 844}):
+        page.set_viewport_size(viewport)
+        cards = page.evaluate(CARDS_FIT)
+        assert len(cards) >= 8
+        for card in cards:
+            assert card["overflowing"] == [], (viewport, card)
+            assert card["lines"] < 1.5, (viewport, card)  # the figure on one line
+    page.set_viewport_size(LAPTOP)
+    shots(page, "planner-30m")
+
+
+def test_the_planner_works_with_javascript_off(browser, acme):
+    """The page has no script: with JavaScript off an Advanced section opens and the form plans."""
+    page = signed_in_page(browser, acme, java_script_enabled=False)
+    page.get_by_text("Parallel layout", exact=True).click()
+    page.get_by_label("ZeRO stage").select_option("1")
+    page.get_by_role("button", name="Plan", exact=True).click()
+    expect(page.get_by_role("heading", name="Allocation")).to_be_visible()
+    expect(page.locator("details#layout")).to_have_attribute("open", "")
+    expect(page.locator("table.layouts tr.chosen td").nth(6)).to_have_text("1")
 
 
 # Of every chart on the page as the browser lays it out, each scrolled into view: its box; the boxes of its
@@ -288,10 +422,17 @@ def make_a_plan(journey: Journey) -> None:
     page.get_by_label("Amount").fill("6,000")
     page.get_by_label("Hardware").select_option("h100-sxm")
     page.get_by_label("Accelerators", exact=True).fill("1024")
+    page.get_by_label("Deadline (days)").fill("")
+    expect(page.get_by_label("ZeRO stage")).to_be_hidden()  # folded under Advanced until asked for
+    page.get_by_text("Parallel layout", exact=True).click()
     page.get_by_label("ZeRO stage").select_option("3")
     page.get_by_label("Scaling law").select_option("chinchilla-2022")
     page.get_by_role("button", name="Plan", exact=True).click()
     expect(page.get_by_role("heading", name="Allocation")).to_be_visible()
+    # The section holding the stage given stays open, and no other does: nothing set is hidden.
+    expect(page.get_by_label("ZeRO stage")).to_have_value("3")
+    expect(page.locator("details.section[open]")).to_have_count(1)
+    expect(page.locator("details#layout")).to_have_attribute("open", "")
     cluster = {"hardware": "h100-sxm", "accelerators": 1024, "layout": {"zero_stage": 3}}
     allocation = journey.api(
         "POST", "/v1/allocations", json={"pf_days": 6000, "law": "chinchilla-2022", **cluster}
