@@ -225,7 +225,8 @@ def _estimate(session: Session, form: Mapping[str, str]) -> dict[str, Any]:
     except (ma.ValidationError, InvalidFieldError) as error:
         return {"errors": errors_by_field(error)}
     run = EstimateSchema().dump(estimate)
-    return {"run": run, **_cluster_figures(estimate, run, loaded, cost_limit=None)}
+    figures_of_run = _cluster_figures(estimate, run, loaded, cost_limit=None)
+    return {"run": run, "idempotency_key": uuid.uuid4().hex, **figures_of_run}
 
 
 def _cluster_figures(
@@ -279,7 +280,12 @@ def _render_planner(session: Session, mode: str, context: dict[str, Any], status
 def save_plan() -> WerkzeugResponse | tuple[str, int]:
     session = get_session()
     form = flask.request.form
-    request, errors = allocation_request(form)
+    mode = form.get("mode") or DEFAULT_MODE
+    if mode not in MODES:
+        raise BadRequest(f"The form's mode must be one of: {', '.join(MODES)}; reload the page.")
+    # A model already chosen is saved as POST /v1/plans takes one: its params and tokens, on the accelerators
+    # the page showed (the form carries them, not the deadline that chose them).
+    request, errors = (estimate_request(form), {}) if mode == "estimate" else allocation_request(form)
     for name in ("name", "budget_id", "organization"):
         if form.get(name, "").strip():
             request[name] = form[name].strip()
@@ -295,9 +301,10 @@ def save_plan() -> WerkzeugResponse | tuple[str, int]:
                 session, lambda: flask.url_for(".plan_page", plan_id=plans.store_new(session, draft).id)
             )
         except (ma.ValidationError, InvalidFieldError) as error:  # nothing saved: _once rolls back
-            errors = errors_by_field(error, form.get("budget_kind", DEFAULT_BUDGET_KIND))
+            budget_kind = None if mode == "estimate" else form.get("budget_kind", DEFAULT_BUDGET_KIND)
+            errors = errors_by_field(error, budget_kind)
     context = {"form": form, "errors": errors, "result": None, "run": None, "chart": None}
-    return _render_planner(session, DEFAULT_MODE, context, 422)
+    return _render_planner(session, mode, context, 422)
 
 
 # --- plans -------------------------------------------------------------------------------------------------

@@ -453,7 +453,22 @@ def test_the_estimate_mode_shows_what_the_api_estimates(browser, client, extra):
     ]
     assert '<h2 id="result-heading">Estimate</h2>' in page
     assert 'name="mode" value="estimate"' in page  # the form asks the same question again
-    assert "Save as plan" not in page  # an estimate stores nothing
+
+
+def test_a_model_already_chosen_is_saved_as_a_plan_on_the_accelerators_its_deadline_chose(browser, client):
+    page = browser.get("/", query_string={**ESTIMATE_FORM, "days": "30"}).get_data(as_text=True)
+    shown = int(re.search(r'data-figure="accelerators">([\d,]+)<', page).group(1).replace(",", ""))
+    response = save(browser, {**ESTIMATE_FORM, "days": "30"}, name="70B in a month")
+    assert response.status_code == 303, response.get_data(as_text=True)
+    plan = client.get("/v1/plans/" + response.headers["Location"].rsplit("/", 1)[1]).get_json()
+    assert plan["name"] == "70B in a month"
+    assert (plan["inputs"]["params"], plan["inputs"]["tokens"]) == (7e10, 1.4e12)
+    assert plan["inputs"]["accelerators"] == shown
+    estimate = client.post(
+        "/v1/estimates", json={"params": 7e10, "tokens": 1.4e12, "hardware": "h100-sxm", "days": 30}
+    ).get_json()
+    assert plan["result"]["estimate"]["days"] == pytest.approx(estimate["days"])
+    assert plan["cost"] == estimate["cost"]
 
 
 @pytest.mark.parametrize(
@@ -471,6 +486,14 @@ def test_the_estimate_mode_shows_what_the_api_estimates(browser, client, extra):
 def test_bad_estimate_input_is_shown_beside_its_field(browser, change, field, message):
     page = error_beside(browser.get("/", query_string={**ESTIMATE_FORM, **change}), field, message)
     assert '<h2 id="result-heading">Estimate</h2>' not in page
+
+
+def test_a_saved_form_of_an_unknown_mode_is_refused_by_name_and_saves_nothing(browser, client):
+    fields = {**hidden_fields(browser.get("/", query_string=PLANNER_FORM).get_data(as_text=True), "/plans")}
+    response = browser.post("/plans", data={**fields, "mode": "guess"}, headers=ORIGIN)
+    assert response.status_code == 400
+    assert "mode must be one of: plan, estimate" in response.get_data(as_text=True)
+    assert client.get("/v1/plans").get_json()["items"] == []
 
 
 def test_an_unknown_mode_is_named_and_the_budget_question_shown(browser):

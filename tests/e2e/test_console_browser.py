@@ -239,6 +239,10 @@ def test_a_model_already_chosen_is_estimated_as_the_api_estimates_it(browser, ac
     assert max(bottoms.values()) <= LAPTOP["height"], bottoms
     assert_charts_legible(page, charts=3)  # the step by part, days and cost against the accelerators
     shots(page, "estimate")
+    page.get_by_label("Plan name").fill("70B in 45 days")
+    page.get_by_role("button", name="Save as plan").click()
+    expect(page.get_by_role("heading", name="70B in 45 days")).to_be_visible()
+    expect(page.get_by_text(f"{Decimal(api['cost']):,.2f} USD").first).to_be_visible()  # the run estimated
 
 
 # Of every card of the answer: whether each of its parts is as wide as its text, and each figure one line.
