@@ -1372,7 +1372,9 @@ def test_errors_are_pages_with_the_problem_and_its_request_id(browser):
     assert response.headers["X-Request-ID"] in page
 
 
-@pytest.mark.parametrize("path", ["/", "/plans", "/budgets", "/laws", "/reports/costs", "/sign-in"])
+@pytest.mark.parametrize(
+    "path", ["/", "/?mode=estimate", "/plans", "/budgets", "/laws", "/reports/costs", "/sign-in"]
+)
 def test_every_page_is_locked_down_and_labels_its_inputs(browser, path):
     response = browser.get(path)
     assert response.status_code == 200
