@@ -21,9 +21,18 @@ import csv
 import io
 import json
 import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import textwrap
+import uuid
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from datetime import time as dt_time
 from decimal import Decimal, InvalidOperation
 from itertools import islice
 from pathlib import Path
@@ -31,10 +40,13 @@ from typing import Any
 
 import click
 import requests
-from tabulate import SEPARATING_LINE, tabulate
+from click.core import ParameterSource
+from click.shell_completion import get_completion_class
+from tabulate import tabulate
 
 from planner_client import __version__
-from planner_client.client import PlannerClient, ProblemError
+from planner_client.client import DEFAULT_URL, PlannerClient, ProblemError
+from planner_client.profiles import DEFAULT_PROFILE, KEYS, OUTPUTS, Config, ConfigError, config_path, masked
 
 LIST_LIMIT = 20
 Json = dict[str, Any]
@@ -85,10 +97,6 @@ CLUSTER_FIELDS = (
         "Training framework the layout search stays inside: megatron-core, megatron-lm, deepspeed, fsdp, "
         "torchtitan, maxtext or dualpipe; default generic (what they all run).",
     ),
-    ("zero_stage", int, "ZeRO stage, 0 (default) to 3: how model states are sharded."),
-    ("tensor_parallel", int, "Tensor-parallel degree; default 1."),
-    ("recomputation", str, "Activation recomputation (with a shape in --body): none, selective or full."),
-    ("sequence_parallel", bool, "Sequence parallelism with tensor parallelism (default on)."),
 )
 MODEL_FIELDS = (
     ("params", float, "Model parameters, for a model already chosen (with --tokens), e.g. 7e9."),
@@ -105,9 +113,9 @@ ESTIMATE_MODEL_FIELDS = (
     ),
 )
 # The cluster model's inputs, as `planner estimate` and `planner layout` take them: the estimate's own
-# cluster fields (the deprecated top-level layout fields left to allocate and plan), then the model's shape,
-# its layout and what goodput needs, sent as the request's `shape`, `layout` and `reliability` objects.
-LAYOUT_NAMES = ("tensor_parallel", "zero_stage", "recomputation", "sequence_parallel")
+# cluster fields, then the model's shape, its layout and what goodput needs, sent as the request's `shape`,
+# `layout` and `reliability` objects (allocate and plan take the layout's, in `layout` too: never the
+# top-level zero_stage, tensor_parallel, recomputation and sequence_parallel the API keeps for old callers).
 ESTIMATE_CLUSTER_FIELDS = (
     *CLUSTER_FIELDS[:2],  # hardware, accelerators
     (
@@ -121,7 +129,7 @@ ESTIMATE_CLUSTER_FIELDS = (
         int,
         "The most accelerators the planner may choose when --accelerators is left out; default 32768.",
     ),
-    *(field for field in CLUSTER_FIELDS[2:] if field[0] not in LAYOUT_NAMES),
+    *CLUSTER_FIELDS[2:],
 )
 SHAPE_FIELDS = (
     (
@@ -326,80 +334,146 @@ def labels(pairs: Sequence[str]) -> dict[str, str]:
     return {key: value for key, _, value in split}
 
 
-# --- What every command shares: the client, and how the answer is printed -----------------------------------
+# --- What every command shares: its settings, the client, and how the answer is printed ---------------------
+
+# Where a setting comes from when no option gives it (planner --help says the whole order).
+ENVIRONMENT = {"url": "PLANNER_URL", "api_key": "PLANNER_API_KEY", "output": "PLANNER_OUTPUT"}
+PROFILE_ENVIRONMENT = "PLANNER_PROFILE"
+NO_KEY = "none given"
 
 
 @dataclass
 class Settings:
-    url: str | None
-    api_key: str | None
-    json: bool = False
+    """The settings a command runs with: what its options and the environment gave (`given`: a setting's value
+    and where it came from), else the profile's in the config file, read when a command first needs it."""
+
+    given: dict[str, tuple[str, str]]
+    profile: str | None = None  # --profile or PLANNER_PROFILE
     get: str | None = None
+    _config: Config | None = None
+    _key: tuple[str | None, str] | None = None
     _client: PlannerClient | None = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = Config.read(config_path())
+        return self._config
+
+    def setting(self, name: str) -> tuple[str | None, str]:
+        """A setting's value (None: not set) and where it came from: an option, a variable or a profile."""
+        if name in self.given:
+            return self.given[name]
+        config = self.config
+        profile, value = config.lookup(config.selected(self.profile), name)
+        return value, f"profile {profile} of {config.path}"
+
+    @property
+    def output(self) -> str:
+        return self.setting("output")[0] or "table"
+
+    @property
+    def table(self) -> bool:
+        """Whether the answer prints for people: a table, not JSON, csv or one field."""
+        return self.output == "table" and not self.get
+
+    def api_key(self) -> tuple[str | None, str]:
+        """The API key and where it came from (a profile's api_key_command is run for it, once)."""
+        if self._key is None:
+            key, source = self.setting("api_key")
+            if key is None and "api_key" not in self.given:
+                command, source = self.setting("api_key_command")
+                key = None if command is None else key_from_command(command, source)
+            self._key = (key, source if key is not None else NO_KEY)
+        return self._key
 
     @property
     def client(self) -> PlannerClient:
         if self._client is None:
             # A person waits at the terminal: a server that is down is said at once, not after retries.
-            self._client = PlannerClient(self.url, self.api_key, connect_retries=0)
+            url = self.setting("url")[0] or DEFAULT_URL
+            self._client = PlannerClient(url, self.api_key()[0], connect_retries=0)
         return self._client
+
+
+def _profile_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """The config file's profiles, for the shell's completion of a profile's name."""
+    try:
+        names = Config.read(config_path()).profiles
+    except ConfigError:  # nothing to offer from a file that cannot be read
+        return []
+    return [name for name in [*names, DEFAULT_PROFILE] if name.startswith(incomplete)]
+
+
+def key_from_command(command: str, source: str) -> str:
+    """What a profile's api_key_command prints (a password manager's `pass show planner/prod`), run without a
+    shell; a command that fails says so in one line."""
+    try:
+        ran = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as error:
+        raise click.ClickException(f"api_key_command of {source}: {error}") from error
+    key = ran.stdout.strip()
+    if ran.returncode != 0 or not key:
+        said = (ran.stderr.strip().splitlines() or [f"exit status {ran.returncode}, no key printed"])[-1]
+        raise click.ClickException(f"api_key_command of {source}: {said}")
+    return key
 
 
 def settings() -> Settings:
     return click.get_current_context().find_object(Settings)
 
 
-def _as_json(ctx: click.Context, _param, value: bool) -> None:
-    if value:
-        ctx.find_object(Settings).json = True
+OUTPUT_HELP = "How the answer prints: table (for people), json (the API's) or csv; default: table."
+JSON_HELP = "The same as --output json."
+GET_HELP = "Print only this field of the answer (of each item of a list), e.g. id; dotted for a nested one."
 
 
-def _get(ctx: click.Context, _param, value: str | None) -> None:
-    if value:
-        ctx.find_object(Settings).get = value
+def output_given(ctx: click.Context, output: str | None, as_json: bool) -> tuple[str, str] | None:
+    """The output a command line asks for with --output or --json (the same as --output json), if it does."""
+    from_option = output is not None and ctx.get_parameter_source("output") is ParameterSource.COMMANDLINE
+    if as_json and from_option and output != "json":
+        raise click.UsageError(f"--json is --output json: give it or --output {output}, not both")
+    if as_json:
+        return "json", "--json"
+    if output is None:
+        return None
+    return output, "--output" if from_option else ENVIRONMENT["output"]
 
 
 class Command(click.Command):
-    """A command whose answer prints as a table, or as JSON (--json) or one field (--get) for scripts."""
+    """A command whose answer prints as a table, JSON or csv (--output, beside the one before the command's
+    name), or one field (--get); the API's refusals and the server's silence said in one line."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.params += [
-            click.Option(
-                ["--json"],
-                is_flag=True,
-                expose_value=False,
-                callback=_as_json,
-                help="Print the API's JSON rather than a table.",
-            ),
-            click.Option(
-                ["--get"],
-                metavar="FIELD",
-                expose_value=False,
-                callback=_get,
-                help="Print only this field of the answer (of each item of a list), e.g. id.",
-            ),
+            click.Option(["-o", "--output"], type=click.Choice(OUTPUTS), help=OUTPUT_HELP),
+            click.Option(["--json", "as_json"], is_flag=True, help=JSON_HELP),
+            click.Option(["--get"], metavar="FIELD", help=GET_HELP),
         ]
+
+    def invoke(self, ctx: click.Context) -> Any:
+        chosen = ctx.find_object(Settings)
+        if output := output_given(ctx, ctx.params.pop("output"), ctx.params.pop("as_json")):
+            chosen.given["output"] = output
+        chosen.get = ctx.params.pop("get") or chosen.get
+        try:
+            return super().invoke(ctx)
+        except ProblemError as error:
+            raise Problem(error, subject(ctx), chosen) from error
+        except ConfigError as error:
+            raise ConfigProblem(str(error)) from error
+        except requests.RequestException as error:
+            raise click.ClickException(_unreachable(chosen.client, error)) from error
+        except BrokenPipeError:  # the output's reader went away: `main` ends quietly
+            raise
+        except (OSError, ValueError) as error:  # a --body or --runs file that cannot be read
+            raise click.ClickException(str(error)) from error
 
 
 class Group(click.Group):
     command_class = Command
     group_class = type  # subgroups are Groups, their commands Commands
-
-    def invoke(self, ctx: click.Context) -> Any:
-        """Run the command, turning what the server or the files said into errors the command line shows."""
-        if ctx.parent is not None:
-            return super().invoke(ctx)
-        try:
-            return super().invoke(ctx)
-        except ProblemError as error:
-            raise Problem(error) from error
-        except requests.RequestException as error:
-            raise click.ClickException(_unreachable(ctx.obj.client, error)) from error
-        except BrokenPipeError:  # the output's reader went away: `main` ends quietly
-            raise
-        except (OSError, ValueError) as error:  # a --body or --runs file that cannot be read
-            raise click.ClickException(str(error)) from error
 
 
 def _unreachable(client: PlannerClient, error: requests.RequestException) -> str:
@@ -416,36 +490,309 @@ def _unreachable(client: PlannerClient, error: requests.RequestException) -> str
     return f"cannot reach {where}: {type(error).__name__}"
 
 
-def show(body: Json, rows: Callable[[Json], Rows] | None = None) -> None:
-    """One answer: a table of its rows (default: every field), its JSON, or one field of it."""
+# --- Printing an answer: a table, JSON, csv, or one field ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """A line of a view of one answer: its label and text as the table shows them, and the answer's field
+    (dotted) and raw value they show, as csv gives them; `in_table` false: csv's alone (a money row's
+    currency, which the table writes beside the amount)."""
+
+    label: str
+    text: str
+    field: str
+    value: Any
+    in_table: bool = True
+
+
+Rows = list[Row]
+
+
+def scripted(body: Any) -> bool:
+    """Print the answer as a script asked for it, one field (--get) or its JSON, if it did; say whether."""
     chosen = settings()
     if chosen.get:
-        click.echo(_text(_field(body, chosen.get)))
-    elif chosen.json:
+        for item in body if isinstance(body, list) else [body]:
+            click.echo(_text(_field(item, chosen.get)))
+        return True
+    if chosen.output == "json":
         click.echo(json.dumps(body, indent=2))
+        return True
+    return False
+
+
+def show(body: Json, rows: Callable[[Json], Rows] | None = None) -> None:
+    """One answer: its rows (default: every field) as a table of names and values or as `field,value` csv;
+    its JSON, or one field of it."""
+    if scripted(body):
+        return
+    shown = (rows or flat_rows)(body)
+    if settings().output == "csv":
+        click.echo(csv_text(["field", "value"], [[row.field, row.value] for row in shown]), nl=False)
     else:
-        click.echo(tabulate((rows or flat_rows)(body), tablefmt="plain", disable_numparse=True))
+        click.echo(key_value_table([(row.label, row.text) for row in shown if row.in_table]))
 
 
 def show_list(
-    items: Iterable[Json], columns: Sequence[str], headers: Mapping[str, str] | None = None
+    items: Iterable[Json],
+    columns: Sequence[str],
+    headers: Mapping[str, str] | None = None,
+    *,
+    optional: Sequence[str] = (),
+    whole: Any = None,
 ) -> None:
-    """A list's items: a table of `columns` (headed by their name, or by `headers` where it has one), their
-    JSON, or one field of each, a line each."""
-    chosen = settings()
+    """A list's items: a table of `columns` (headed by `headers`' name for them or COLUMN_HEADERS', else
+    their own), that leaves out the `optional` ones, in that order, where it would not fit, then cuts text
+    before figures and ids and money last; csv of the same columns with their raw values (the money
+    columns' currency after them); their JSON (or the `whole` answer's), or one field of each, a line each."""
     items = list(items)
-    if chosen.get:
-        for item in items:
-            click.echo(_text(_field(item, chosen.get)))
-    elif chosen.json:
-        click.echo(json.dumps(items, indent=2))
-    else:
-        table = [
-            [human(name, _field(item, name, None), item.get("currency")) for name in columns]
-            for item in items
-        ]
-        names = [(headers or {}).get(name, name) for name in columns]
-        click.echo(tabulate(table, headers=names, tablefmt="simple", disable_numparse=True))
+    if scripted(items if whole is None else whole):
+        return
+    if settings().output == "csv":
+        named = list(columns)
+        if any(_is_money(name) for name in named) and "currency" not in named:
+            named.insert(max(k for k, name in enumerate(named) if _is_money(name)) + 1, "currency")
+        click.echo(
+            csv_text(named, [[_field(item, name, None) for name in named] for item in items]), nl=False
+        )
+        return
+    names = {**COLUMN_HEADERS, **(headers or {})}
+    table = [
+        [_in_column(name, _field(item, name, None), item.get("currency")) for name in columns]
+        for item in items
+    ]
+    click.echo(
+        table_text(
+            [names.get(name, name) for name in columns],
+            table,
+            text=[k for k, name in enumerate(columns) if name.rsplit(".", 1)[-1] in TEXT_COLUMNS],
+            keep=[k for k, name in enumerate(columns) if _is_identifier(name) or _is_money(name)],
+            optional=[columns.index(name) for name in optional],
+        )
+    )
+
+
+# Shorter headers for long field names, so that lists fit (csv heads its columns with the names themselves).
+COLUMN_HEADERS = {
+    "accelerator_hours": "accel-hours",
+    "accelerators_per_node": "per\nnode",
+    "scale_up_bandwidth_bytes_per_second": "scale-up\neach way",
+    "scale_out_bandwidth_bytes_per_second": "scale-out\neach way",
+    "memory_bytes": "memory",
+    "peak_flops.bf16": "bf16 peak",
+    "price_per_hour": "price",
+    "price_per_kwh": "price/kWh",
+    "created_at": "created",
+    "period_start": "start",
+    "period_end": "end",
+    "effective_at": "effective",
+    "expected_end_at": "expected end",
+    "last_used_at": "last used",
+    "revoked_at": "revoked",
+    "estimate_at_completion": "at completion",
+    "share_trained": "trained",
+    "subject.type": "subject",
+    "subject.id": "subject id",
+    "predicted_tokens_per_second": "predicted\ntokens/s",
+    "measured_tokens_per_second": "measured\ntokens/s",
+    "tokens_per_second": "tokens/s",
+}
+# Columns of free text, cut (with an ellipsis) before any other where a table would not fit.
+TEXT_COLUMNS = {
+    "name",
+    "source",
+    "note",
+    "description",
+    "url",
+    "reason",
+    "band",
+    "reporter",
+    "actor",
+    "vendor",
+}
+
+
+def _in_column(name: str, value: Any, currency: str | None) -> str:
+    """A value as a list's column shows it: as human() does, but without the unit its header names (days)."""
+    text = human(name, value, currency)
+    unit = UNITS.get(name.rsplit(".", 1)[-1], "")
+    return text.removesuffix(unit) if unit and isinstance(value, int | float) else text
+
+
+def _is_identifier(name: str) -> bool:
+    """Whether a column names things (ids, slugs), which are cut only when nothing else is left to cut."""
+    return name in IDENTIFIERS or name.endswith((".id", "_id"))
+
+
+IDENTIFIERS = {"id", "slug", "offer", "key_id", "budget", "organization", "hardware", "plan"}
+
+
+def _is_money(name: str) -> bool:
+    return name.rsplit(".", 1)[-1] in MONEY
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A header row and rows of raw values: numbers as Python writes them (round-trip exact, no separators),
+    money and times as the API gives them, yes/no as true/false, nothing as an empty cell, objects and lists
+    as JSON."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)  # RFC 4180, CRLF line ends: as the server's own exports
+    writer.writerow(header)
+    writer.writerows([[_raw(value) for value in row] for row in rows])
+    return buffer.getvalue()
+
+
+def _raw(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+# --- Tables that fit --------------------------------------------------------------------------------------
+
+TABLE_WIDTH = 100  # the widest a table prints for a file, a pipe or a document, unless COLUMNS says otherwise
+MIN_TABLE_WIDTH = 40
+GAP = 2  # spaces between columns
+COMFORTABLE = 24  # a text column is cut to this before an optional column is left out
+NARROW = 10  # ... and to this, the optional columns gone, before anything else is cut
+RULE = None  # a row of a table that is a line under the rows above it (the breakdown's, above its total)
+
+
+def table_width() -> int:
+    """The width tables fit: a terminal's own (or COLUMNS', as shutil reads it); for a file or a pipe,
+    TABLE_WIDTH, or COLUMNS when it is wider (COLUMNS=200 planner report costs ... > report.txt). A wider
+    COLUMNS only: a pipe's reader is no terminal of that width, and test runners export COLUMNS=80."""
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):  # a stream without a descriptor, or closed
+        terminal = False
+    if terminal:
+        return max(MIN_TABLE_WIDTH, shutil.get_terminal_size((TABLE_WIDTH, 24)).columns)
+    columns = os.environ.get("COLUMNS", "")
+    return max(TABLE_WIDTH, int(columns)) if columns.isdigit() else TABLE_WIDTH
+
+
+def table_text(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str] | None],
+    *,
+    align: Sequence[str] = (),
+    text: Collection[int] = (),
+    keep: Collection[int] = (),
+    optional: Sequence[int] = (),
+) -> str:
+    """Rows under headers (a header may have two lines), columns GAP apart, within table_width(): the optional
+    columns left out, in their order, and cells cut with an ellipsis, text columns first and `keep` ones
+    last, as far as needed."""
+    cells = [max((len(row[k]) for row in rows if row is not RULE), default=0) for k in range(len(headers))]
+    natural = [max(cells[k], *map(len, header.split("\n"))) for k, header in enumerate(headers)]
+    shown, widths = fit_columns(natural, cells, table_width(), text=text, keep=keep, optional=optional)
+    alignment = [*align, *["left"] * (len(headers) - len(align))]
+    depth = max(headers[k].count("\n") for k in shown) + 1  # of the headers shown
+    stacked = [[""] * (depth - 1 - header.count("\n")) + header.split("\n") for header in headers]
+    rule = ["-" * width for width in widths]
+    lines = [[header[line] for header in stacked] for line in range(depth)]
+    lines += [rule, *(rule if row is RULE else row for row in rows)]
+    clipped = [[_clipped(line[k], widths[k]) for k in shown] for line in lines]
+    table = tabulate(clipped, tablefmt="plain", disable_numparse=True, colalign=[alignment[k] for k in shown])
+    return "\n".join(line.rstrip() for line in table.split("\n"))
+
+
+def _clipped(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def fit_columns(
+    natural: Sequence[int],
+    cells: Sequence[int],
+    width: int,
+    *,
+    text: Collection[int],
+    keep: Collection[int],
+    optional: Sequence[int],
+) -> tuple[list[int], list[int]]:
+    """The columns shown and their widths (`natural`: a column's widest line, header included; `cells`: its
+    widest cell): every column at its natural width if the table fits; else the optional columns left out
+    until it would fit with its text columns cut to COMFORTABLE; then, as far as needed, the widest column
+    narrowed, first of the text columns down to NARROW, then of the headers wider than their cells, then of
+    the columns but `keep`'s down to 4, then of any."""
+    shown = list(range(len(natural)))
+
+    def total(widths: Sequence[int]) -> int:
+        return sum(widths[k] for k in shown) + GAP * (len(shown) - 1)
+
+    comfortable = [min(size, COMFORTABLE) if k in text else size for k, size in enumerate(natural)]
+    for column in optional:
+        if total(comfortable) <= width:
+            break
+        shown.remove(column)
+    widths = list(natural)
+    floors: list[tuple[Collection[int], Callable[[int], int]]] = [
+        (text, lambda k: NARROW),
+        (shown, lambda k: max(cells[k], 6)),
+        ([k for k in shown if k not in keep], lambda k: 4),
+        (shown, lambda k: 1),
+    ]
+    for columns, floor in floors:
+        narrowable = [k for k in shown if k in columns]
+        while total(widths) > width and (candidates := [k for k in narrowable if widths[k] > floor(k)]):
+            widths[max(candidates, key=lambda k: widths[k])] -= 1
+    return shown, widths
+
+
+def key_value_table(rows: Sequence[tuple[str, str]]) -> str:
+    """Names and values, a line each, within table_width(): a long value wraps under itself (at its ' · '
+    separators where it has them), a long name is cut."""
+    width = table_width()
+    label_width = min(max((len(label) for label, _ in rows), default=0), width // 2)
+    value_width = width - label_width - GAP
+    lines = []
+    for label, text in rows:
+        parts = wrapped(text, value_width)
+        lines.append(f"{_clipped(label, label_width):<{label_width}}  {parts[0]}".rstrip())
+        lines += [" " * (label_width + GAP) + part for part in parts[1:]]
+    return "\n".join(lines)
+
+
+def wrapped(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width`, broken after a ' · ' separator where it can be, else between
+    words; the lines joined by spaces are the text again."""
+    if len(text) <= width:
+        return [text]
+    lines: list[str] = []
+    line = ""
+    pieces = text.split(" · ")
+    for k, separated in enumerate(pieces):
+        piece = separated + (" ·" if k < len(pieces) - 1 else "")
+        if len(f"{line} {piece}") <= width if line else len(piece) <= width:
+            line = f"{line} {piece}" if line else piece
+            continue
+        if line:
+            lines.append(line)
+        *full, line = textwrap.wrap(piece, width, break_on_hyphens=False) or [""]
+        lines += full
+    return [*lines, line]
+
+
+class Identifier(click.ParamType):
+    """An id the API makes, a UUID, checked before it is sent: a mistyped one is the command line's error
+    (exit 2), said at once, not the server's 404 of a path it has no route for."""
+
+    name = "id"
+
+    def __init__(self, resource: str):
+        self.resource = resource
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return str(uuid.UUID(str(value)))
+        except ValueError:
+            self.fail(f"{value!r} is not a {self.resource} id: ids are UUIDs, as lists show them", param, ctx)
 
 
 _MISSING = object()
@@ -475,7 +822,6 @@ def first(items: Iterator[Json], limit: int) -> list[Json]:
 
 # --- Figures as people read them ----------------------------------------------------------------------------
 
-Rows = list[list[str]]
 MONEY = {
     "cost",
     "amount",
@@ -490,8 +836,12 @@ MONEY = {
     "planned_cost",
     "estimate_at_completion",
     "variance_at_completion",
+    "variance_cost",
+    "off_schedule_cost",
+    "approval_above",
+    "price_per_kwh",
 }
-MONEY_RATES = {"price_per_hour": "/h", "burn_rate_per_day": "/day"}
+MONEY_RATES = {"price_per_hour": "/h", "burn_rate_per_day": "/day", "price_per_kwh": "/kWh"}
 COUNT_SCALES = ((1e12, "T"), (1e9, "B"), (1e6, "M"))
 
 
@@ -504,11 +854,7 @@ def human(name: str, value: Any, currency: str | None = None) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, str):
-        return (
-            f"{_money(value)} {currency}{MONEY_RATES.get(field, '')}"
-            if field in MONEY and currency
-            else value
-        )
+        return _string(field, value, currency)
     if isinstance(value, list):
         return ", ".join(_text(item) for item in value)
     if not isinstance(value, int | float):
@@ -545,6 +891,30 @@ FIGURES: tuple[tuple[Callable[[str], bool], Callable[[float], str]], ...] = (
 UNITS = {"days": " days", "pf_days": " PF-days", "tdp_watts": " W", "seconds": " s"}
 
 
+def _string(field: str, value: str, currency: str | None) -> str:
+    """Money exactly, with its currency and the rate its name says; a time as _when shows it; other text as
+    it is."""
+    if field in MONEY and currency:
+        return f"{_money(value)} {currency}{MONEY_RATES.get(field, '')}"
+    return _when(value) if ISO_TIME.match(value) else value
+
+
+ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+def _when(text: str) -> str:
+    """A time as tables show it: in UTC to the minute, 2026-11-01 06:30Z, and a midnight as its date alone
+    (periods begin and end at them); the API's own text when it is not a time with an offset."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    if moment.tzinfo is None:
+        return text
+    moment = moment.astimezone(UTC)
+    return f"{moment:%Y-%m-%d}" if moment.time() == dt_time(0) else f"{moment:%Y-%m-%d %H:%MZ}"
+
+
 def _money(amount: str) -> str:
     try:
         return f"{Decimal(amount):,}"
@@ -553,61 +923,95 @@ def _money(amount: str) -> str:
 
 
 def flat_rows(body: Json, prefix: str = "", currency: str | None = None) -> Rows:
-    """Every field of an answer, nested ones by dotted name; lists of objects are left to --json."""
+    """Every field of an answer, nested ones by dotted name; lists of objects are left to --output json."""
     currency = body.get("currency", currency)
     rows: Rows = []
     for name, value in body.items():
         if isinstance(value, dict):
             rows += flat_rows(value, f"{prefix}{name}.", currency)
         elif not (isinstance(value, list) and any(isinstance(item, dict) for item in value)):
-            rows.append([prefix + name, human(prefix + name, value, currency)])
+            rows.append(Row(prefix + name, human(prefix + name, value, currency), prefix + name, value))
     return rows
 
 
-def named_rows(body: Json, names: Iterable[str]) -> Rows:
+def named_rows(body: Json, names: Iterable[str], prefix: str = "") -> Rows:
+    """The fields `names` of `body` that it gives (`prefix` their path in the answer); after its first money
+    field, for csv, its currency, which the table writes beside each amount."""
+    rows = []
+    currency = body.get("currency")
+    for name in names:
+        if body.get(name) is None:
+            continue
+        rows.append(Row(name, human(name, body[name], currency), prefix + name, body[name]))
+        if (
+            name in MONEY
+            and currency
+            and "currency" not in names
+            and not any(r.field == prefix + "currency" for r in rows)
+        ):
+            rows.append(Row("currency", currency, prefix + "currency", currency, in_table=False))
+    return rows
+
+
+def warning_rows(body: Json, prefix: str = "") -> Rows:
     return [
-        [name, human(name, body[name], body.get("currency"))] for name in names if body.get(name) is not None
+        Row("warning", f"{warning['code']}: {warning['message']}", f"{prefix}warnings", warning["code"])
+        for warning in body.get("warnings") or []
     ]
 
 
-def warning_rows(body: Json) -> Rows:
-    return [["warning", f"{warning['code']}: {warning['message']}"] for warning in body.get("warnings") or []]
-
-
-def estimate_rows(estimate: Json, *, experts: bool = True) -> Rows:
+def estimate_rows(estimate: Json, *, experts: bool = True, prefix: str = "") -> Rows:
     """A run's time, cost and pace: with the cluster model's performance, its MFU, layout, steps and
     goodput (and of a mixture of experts, unless `experts` is false, its active parameters and experts);
-    with a given MFU, that."""
-    rows = named_rows(estimate, ("days", "accelerator_hours"))
+    with a given MFU, that. `prefix`: the estimate's path in the answer. A row that says several things
+    gives csv the figure it leads with, or the object it tells of."""
+    rows = named_rows(estimate, ("days", "accelerator_hours"), prefix)
     if estimate.get("accelerators") is not None:
-        rows.append(["accelerators", accelerators_text(estimate)])
-    rows += named_rows(estimate, ("cost",))
-    if intervals := estimate.get("intervals"):
         rows.append(
-            [f"{intervals['confidence']:.0%} interval", interval_text(intervals, estimate.get("currency"))]
+            Row(
+                "accelerators", accelerators_text(estimate), f"{prefix}accelerators", estimate["accelerators"]
+            )
+        )
+    rows += named_rows(estimate, ("cost",), prefix)
+    if intervals := estimate.get("intervals"):
+        label = f"{intervals['confidence']:.0%} interval"
+        rows.append(
+            Row(label, interval_text(intervals, estimate.get("currency")), f"{prefix}intervals", intervals)
         )
     performance = estimate.get("performance")
+    at = f"{prefix}performance."
     if performance:
         layout = performance["layout"]
         batch = f"{layout['global_batch']:,} sequences ({_count(performance['tokens_per_step'])} tokens)"
-        rows += experts_rows(performance) if experts else []
+        steps = f"{performance['steps']:,} of {_plain(performance['step_seconds'])} s, {batch} each"
+        goodput = performance["goodput"]
+        rows += experts_rows(performance, prefix=at) if experts else []
         rows += [
-            ["MFU", _percent(performance["mfu"])],
-            ["HFU", _percent(performance["hfu"])],
-            ["layout", layout_line(layout, experts=is_mixture(performance))],
-            ["steps", f"{performance['steps']:,} of {_plain(performance['step_seconds'])} s, {batch} each"],
-            ["goodput", goodput_text(performance["goodput"])],
+            Row("MFU", _percent(performance["mfu"]), f"{at}mfu", performance["mfu"]),
+            Row("HFU", _percent(performance["hfu"]), f"{at}hfu", performance["hfu"]),
+            Row("layout", layout_line(layout, experts=is_mixture(performance)), f"{at}layout", layout),
+            Row("steps", steps, f"{at}steps", performance["steps"]),
+            Row("goodput", goodput_text(goodput), f"{at}goodput.useful_fraction", goodput["useful_fraction"]),
         ]
         if framework := performance.get("framework"):  # servers before issue 48 name none
-            rows.append(["framework", framework])
+            rows.append(Row("framework", framework, f"{at}framework", framework))
         if efficiency := performance.get("hardware_efficiency"):
-            rows.append(["hardware efficiency", efficiency_text(efficiency)])
+            text = efficiency_text(efficiency)
+            rows.append(Row("hardware efficiency", text, f"{at}hardware_efficiency.gemm", efficiency["gemm"]))
     elif estimate.get("mfu") is not None:
-        rows.append(["MFU", f"{_percent(estimate['mfu'])} (given: the cluster model is not used)"])
+        given = f"{_percent(estimate['mfu'])} (given: the cluster model is not used)"
+        rows.append(Row("MFU", given, f"{prefix}mfu", estimate["mfu"]))
     if memory := estimate.get("memory"):
-        rows.append(["memory per accelerator", memory_text(memory)])
+        rows.append(
+            Row(
+                "memory per accelerator",
+                memory_text(memory),
+                f"{prefix}memory.total_bytes",
+                memory["total_bytes"],
+            )
+        )
     if (energy := estimate.get("energy")) and energy.get("energy_kwh") is not None:
-        rows.append(["energy", energy_text(energy)])
+        rows.append(Row("energy", energy_text(energy), f"{prefix}energy.energy_kwh", energy["energy_kwh"]))
     return rows
 
 
@@ -667,8 +1071,9 @@ def is_mixture(performance: Json) -> bool:
     return bool((performance.get("shape") or {}).get("experts"))
 
 
-def experts_rows(performance: Json) -> Rows:
-    """Of a mixture of experts: the parameters a token passes through, of all, and its experts."""
+def experts_rows(performance: Json, prefix: str = "") -> Rows:
+    """Of a mixture of experts: the parameters a token passes through, of all, and its experts (`prefix`: the
+    performance's path in the answer)."""
     if not is_mixture(performance):
         return []
     shape = performance["shape"]
@@ -677,9 +1082,10 @@ def experts_rows(performance: Json) -> Rows:
         experts += f" + {shape['shared_experts']} shared"
     if shape.get("moe_layers") is not None:
         experts += f", on {shape['moe_layers']} of {shape['layers']} layers"
+    active = f"{_count(shape['active_params'])} of {_count(shape['params'])}"
     return [
-        ["active params", f"{_count(shape['active_params'])} of {_count(shape['params'])}"],
-        ["experts", experts],
+        Row("active params", active, f"{prefix}shape.active_params", shape["active_params"]),
+        Row("experts", experts, f"{prefix}shape.experts", shape["experts"]),
     ]
 
 
@@ -784,55 +1190,95 @@ def breakdown_table(performance: Json) -> str:
         [BREAKDOWN.get(part, part.replace("_", " ")), seconds(spent), _percent(spent / step if step else 0)]
         for part, spent in performance["breakdown"].items()
     ]
-    rows += [SEPARATING_LINE, ["step", seconds(step), _percent(1)]]
-    headers = ["step time", "seconds", "% of step"]
-    return tabulate(
-        rows, headers, tablefmt="simple", disable_numparse=True, colalign=("left", "right", "right")
-    )
+    rows += [RULE, ["step", seconds(step), _percent(1)]]
+    return table_text(["step time", "seconds", "% of step"], rows, align=("left", "right", "right"))
+
+
+def breakdown_rows(performance: Json) -> Rows:
+    """The breakdown as csv gives it beside the estimate's rows: each part's seconds, then the step's."""
+    rows = [
+        Row(part, "", f"performance.breakdown.{part}", spent)
+        for part, spent in performance["breakdown"].items()
+    ]
+    return [*rows, Row("step", "", "performance.step_seconds", performance["step_seconds"])]
+
+
+LAYOUT_COLUMNS = (
+    "rank",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "data_parallel",
+    "context_parallel",
+    "expert_parallel",
+    "expert_overlap",
+    "micro_batch",
+    "interleave",
+    "recomputation",
+    "zero_stage",
+    "global_batch",
+    "step_seconds",
+    "mfu",
+    "memory_bytes",
+)
+LAYOUT_HEADERS = {
+    "rank": "",
+    "tensor_parallel": "TP",
+    "pipeline_parallel": "PP",
+    "data_parallel": "DP",
+    "context_parallel": "CP",
+    "expert_parallel": "EP",
+    "expert_overlap": "overlap",
+    "micro_batch": "micro",
+    "interleave": "inter-\nleave",
+    "recomputation": "recompute",
+    "zero_stage": "ZeRO",
+    "global_batch": "batch",
+    "step_seconds": "step s",
+    "mfu": "MFU %",
+    "memory_bytes": "GB",
+}
+
+
+def ranked_layouts(performance: Json) -> list[Json]:
+    """The chosen layout (rank 1), then the alternatives the search ranked next: a layout's fields with its
+    step, MFU and memory each."""
+    chosen = {name: performance[name] for name in ("layout", "step_seconds", "mfu", "memory_bytes")}
+    return [
+        {
+            "rank": rank,
+            **option["layout"],
+            **{name: option[name] for name in ("step_seconds", "mfu", "memory_bytes")},
+        }
+        for rank, option in enumerate([chosen, *performance["alternatives"]], start=1)
+    ]
+
+
+def layout_columns(performance: Json, layouts: Sequence[Json]) -> list[str]:
+    """The ranked layouts' columns: context and expert parallelism only where a layout has them (or, for the
+    experts, where the model is a mixture of experts)."""
+    with_context = any(layout.get("context_parallel", 1) != 1 for layout in layouts)
+    with_experts = is_mixture(performance) or any(layout.get("expert_parallel", 1) != 1 for layout in layouts)
+    left_out = {*(() if with_context else ("context_parallel",))}
+    left_out |= set() if with_experts else {"expert_parallel", "expert_overlap"}
+    return [name for name in LAYOUT_COLUMNS if name not in left_out]
 
 
 def layouts_table(performance: Json) -> str:
     """The chosen layout, then the alternatives the search ranked next: a row each."""
-    chosen = {name: performance[name] for name in ("layout", "step_seconds", "mfu", "memory_bytes")}
-    ranked = [chosen, *performance["alternatives"]]
-    with_context = any(option["layout"].get("context_parallel", 1) != 1 for option in ranked)
-    with_experts = is_mixture(performance) or any(
-        option["layout"].get("expert_parallel", 1) != 1 for option in ranked
-    )
+    layouts = ranked_layouts(performance)
+    columns = layout_columns(performance, layouts)
     seconds = _seconds_shown(performance["step_seconds"])
-    rows = []
-    for k, option in enumerate(ranked):
-        layout = option["layout"]
-        rows.append(
-            [
-                "chosen" if k == 0 else "",
-                layout["tensor_parallel"],
-                layout["pipeline_parallel"],
-                layout["data_parallel"],
-                *([layout.get("context_parallel", 1)] if with_context else []),
-                *(
-                    [layout.get("expert_parallel", 1), "yes" if layout.get("expert_overlap") else "no"]
-                    if with_experts
-                    else []
-                ),
-                layout["micro_batch"],
-                layout["interleave"],
-                layout["recomputation"],
-                layout["zero_stage"],
-                f"{layout['global_batch']:,}",
-                seconds(option["step_seconds"]),
-                f"{option['mfu'] * 100:.1f}",
-                f"{option['memory_bytes'] / 1e9:.1f}",
-            ]
-        )
-    headers = ["", "TP", "PP", "DP", *(["CP"] if with_context else [])]
-    headers += [*(["EP", "overlap"] if with_experts else []), "micro-batch", "interleave"]
-    headers += ["recomputation", "ZeRO", "global batch", "step s", "MFU %", "memory GB"]
-    align = ["left", *["right"] * (len(headers) - 1)]
-    align[headers.index("recomputation")] = "left"
-    if with_experts:
-        align[headers.index("overlap")] = "left"
-    return tabulate(rows, headers, tablefmt="simple", disable_numparse=True, colalign=align)
+    shown = {
+        "rank": lambda rank: "chosen" if rank == 1 else "",
+        "expert_overlap": lambda overlap: "yes" if overlap else "no",
+        "global_batch": lambda batch: f"{batch:,}",
+        "step_seconds": seconds,
+        "mfu": lambda mfu: f"{mfu * 100:.1f}",
+        "memory_bytes": lambda memory: f"{memory / 1e9:.1f}",
+    }
+    rows = [[shown.get(name, str)(layout.get(name, 1)) for name in columns] for layout in layouts]
+    align = ["left" if name in ("rank", "expert_overlap", "recomputation") else "right" for name in columns]
+    return table_text([LAYOUT_HEADERS[name] for name in columns], rows, align=align)
 
 
 def layout_rows(estimate: Json) -> Rows:
@@ -842,27 +1288,36 @@ def layout_rows(estimate: Json) -> Rows:
     searched = (
         f"{performance['layouts_evaluated']:,} evaluated, {performance['layouts_fitting']:,} fit in memory"
     )
+    at = "performance."
     rows = [
-        ["layout", layout_line(layout, experts=is_mixture(performance))],
-        *experts_rows(performance),
-        ["global batch", f"{layout['global_batch']:,} sequences"],
-        ["step", step],
-        ["accelerators", accelerators_text(estimate)],
+        Row("layout", layout_line(layout, experts=is_mixture(performance)), f"{at}layout", layout),
+        *experts_rows(performance, prefix=at),
+        Row(
+            "global batch",
+            f"{layout['global_batch']:,} sequences",
+            f"{at}layout.global_batch",
+            layout["global_batch"],
+        ),
+        Row("step", step, f"{at}step_seconds", performance["step_seconds"]),
+        Row("accelerators", accelerators_text(estimate), "accelerators", estimate["accelerators"]),
     ]
     if memory := estimate.get("memory"):
-        rows.append(["memory per accelerator", memory_text(memory)])
-    return [*rows, ["layouts", searched], *warning_rows(estimate)]
+        rows.append(
+            Row("memory per accelerator", memory_text(memory), "memory.total_bytes", memory["total_bytes"])
+        )
+    layouts = Row("layouts", searched, f"{at}layouts_evaluated", performance["layouts_evaluated"])
+    return [*rows, layouts, *warning_rows(estimate)]
 
 
-def allocated_experts_rows(allocation: Json) -> Rows:
+def allocated_experts_rows(allocation: Json, prefix: str = "") -> Rows:
     """Of a mixture of experts an allocation (or a plan's result) names: its active parameters and experts."""
     rows = []
-    if allocation.get("active_params") is not None:
-        rows.append(
-            ["active params", f"{_count(allocation['active_params'])} of {_count(allocation['params'])}"]
-        )
-    if allocation.get("experts"):
-        rows.append(["experts", f"{allocation['experts']:,}, {allocation['experts_per_token']} per token"])
+    if (active := allocation.get("active_params")) is not None:
+        text = f"{_count(active)} of {_count(allocation['params'])}"
+        rows.append(Row("active params", text, f"{prefix}active_params", active))
+    if experts := allocation.get("experts"):
+        text = f"{experts:,}, {allocation['experts_per_token']} per token"
+        rows.append(Row("experts", text, f"{prefix}experts", experts))
     return rows
 
 
@@ -871,10 +1326,10 @@ def allocation_rows(body: Json) -> Rows:
     (which the estimate's modelled shape then does not repeat)."""
     rows = named_rows(body, ("method", "params")) + allocated_experts_rows(body)
     rows += named_rows(body, ("tokens", "tokens_per_param", "flops", "pf_days", "predicted_loss"))
-    if body.get("law"):
-        rows.append(["law", body["law"]["slug"]])
+    if law := body.get("law"):
+        rows.append(Row("law", law["slug"], "law.slug", law["slug"]))
     if body.get("estimate"):
-        rows += estimate_rows(body["estimate"], experts=body.get("active_params") is None)
+        rows += estimate_rows(body["estimate"], experts=body.get("active_params") is None, prefix="estimate.")
     return rows + warning_rows(body)
 
 
@@ -911,8 +1366,10 @@ def plan_rows(plan: Json) -> Rows:
     them, else as the cluster model shaped the model given."""
     result = plan.get("result") or {}
     performance = (result.get("estimate") or {}).get("performance") or {}
-    experts = allocated_experts_rows(result) or experts_rows(performance)
-    return named_rows(plan, PLAN_ROWS) + approval_rows(plan) + experts + warning_rows(result)
+    experts = allocated_experts_rows(result, "result.") or experts_rows(
+        performance, "result.estimate.performance."
+    )
+    return named_rows(plan, PLAN_ROWS) + approval_rows(plan) + experts + warning_rows(result, "result.")
 
 
 def approval_rows(plan: Json) -> Rows:
@@ -920,39 +1377,116 @@ def approval_rows(plan: Json) -> Rows:
     approval = plan.get("approval")
     if not approval:
         return []
-    asked = f"asked {approval['requested_at']} by {approval['requested_by']}"
+    asked = f"asked {_when(approval['requested_at'])} by {approval['requested_by']}"
     if approval["decision"] is None:
-        return [["approval", f"{asked}; waiting for a finance or admin key"]]
-    decided = f"{approval['decision']} {approval['decided_at']} by {approval['decided_by']}"
+        return [Row("approval", f"{asked}; waiting for a finance or admin key", "approval.decision", None)]
+    decided = f"{approval['decision']} {_when(approval['decided_at'])} by {approval['decided_by']}"
     note = f": {approval['note']}" if approval.get("note") else ""
-    return [["approval", f"{asked}; {decided}{note}"]]
+    return [Row("approval", f"{asked}; {decided}{note}", "approval.decision", approval["decision"])]
 
 
 # --- The command tree ---------------------------------------------------------------------------------------
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
-    "--url", envvar="PLANNER_URL", help="The server; default $PLANNER_URL, else http://127.0.0.1:8000."
+    "--url",
+    envvar=ENVIRONMENT["url"],
+    help="The server, e.g. https://planner.example.com; default $PLANNER_URL, the profile's url, else "
+    f"{DEFAULT_URL}.",
 )
-@click.option("--api-key", envvar="PLANNER_API_KEY", help="The API key; default $PLANNER_API_KEY.")
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print the API's JSON rather than tables (any command)."
+    "--api-key",
+    envvar=ENVIRONMENT["api_key"],
+    help="The API key; default $PLANNER_API_KEY, else the profile's.",
+)
+@click.option(
+    "-o",
+    "--output",
+    envvar=ENVIRONMENT["output"],
+    type=click.Choice(OUTPUTS),
+    help="How answers print: table (default), json (the API's) or csv; default $PLANNER_OUTPUT, else the "
+    "profile's output.",
+)
+@click.option("--json", "as_json", is_flag=True, help="The same as --output json (kept for scripts).")
+@click.option(
+    "--profile",
+    envvar=PROFILE_ENVIRONMENT,
+    metavar="NAME",
+    shell_complete=_profile_names,
+    help="The config file's profile to use; default $PLANNER_PROFILE, else the file's own choice "
+    "(planner config use), else default.",
 )
 @click.version_option(__version__, "--version", prog_name="planner", message="%(prog)s %(version)s")
 @click.pass_context
-def planner(ctx: click.Context, url: str | None, api_key: str | None, as_json: bool) -> None:
-    """The Compute Planner API from a shell: plans, budgets, hardware, laws, reports and keys."""
-    ctx.obj = Settings(url, api_key, json=as_json)
+def planner(ctx: click.Context, **options: Any) -> None:
+    """The Compute Planner API from a shell: plans, budgets, hardware, offers, laws, reports, webhooks and
+    keys.
+
+    Answers print as tables, in the units people read (65.7B parameters, 80 GB, 23.68 days, money exactly
+    with its currency), fitted to the terminal (100 columns when the output is not one, unless COLUMNS
+    says); --output json prints the API's JSON, --output csv the table's rows with raw values, and --get
+    FIELD one field. The options above go before a command's name; --output, --json and --get go after it
+    too.
+
+    \b
+    Each setting comes from the first of these that gives it:
+      1. an option: --url, --api-key, --output (or --json)
+      2. the environment: PLANNER_URL, PLANNER_API_KEY, PLANNER_OUTPUT
+      3. the profile chosen by --profile, else PLANNER_PROFILE, else the config file's `profile`
+      4. the config file's default profile, [profiles.default]
+      5. built in: http://127.0.0.1:8000, no key, table
+    The config file is $XDG_CONFIG_HOME/planner/config.toml (by default ~/.config/planner/config.toml), on
+    every system: planner config --help.
+
+    \b
+    Exit status, by the class of what went wrong:
+      0 done
+      1 anything else: the server unreachable, a file that cannot be read
+      2 a command line or config file that is not valid (an unknown profile)
+      3 not found (404, 410)
+      4 not allowed (401, 403)
+      5 a conflict with the resource's state (409, 412, 428)
+      6 a request that is not valid (400, 413, 415, 422)
+      7 the server cannot do it now (429, 5xx)
+
+    Shell completion: planner completion --help.
+    """
+    given = {}
+    for name in ("url", "api_key"):
+        if value := options[name]:
+            from_environment = ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT
+            given[name] = (value, ENVIRONMENT[name] if from_environment else f"--{name.replace('_', '-')}")
+    if chosen := output_given(ctx, options["output"], options["as_json"]):
+        given["output"] = chosen
+    ctx.obj = Settings(given, profile=options["profile"] or None)
+
+
+def nested_request(
+    options: dict[str, Any], field_sets: Sequence, body: Path | None, nested: Mapping[str, Sequence]
+) -> Json:
+    """The request: --body's fields, the options of its own, and the options of each object `nested` names
+    (its fields) in that object, beside what --body gives of it."""
+    request = request_body(options, *field_sets, body=body)
+    for name, fields in nested.items():
+        if given := request_body(options, fields):
+            from_body = request.get(name)
+            request[name] = {**(from_body if isinstance(from_body, dict) else {}), **given}
+    return request
+
+
+# Allocations and plans take the layout options too, sent in the request's `layout` object.
+IN_LAYOUT = {"layout": LAYOUT_FIELDS}
 
 
 @planner.command()
-@fields_options(BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS)
+@fields_options(BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS, LAYOUT_FIELDS)
 @body_option
 def allocate(body: Path | None, **options: Any) -> None:
     """Model size and tokens for a compute budget: give one budget (FLOPs, PF-days, money, accelerator-hours,
-    days or a target loss) and optionally a law and a cluster."""
-    request = request_body(options, BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS, body=body)
+    days or a target loss) and optionally a law and a cluster (its layout options fix those fields of the
+    layout the cluster model searches)."""
+    request = nested_request(options, (BUDGET_FIELDS, RULE_FIELDS, CLUSTER_FIELDS), body, IN_LAYOUT)
     show(settings().client.allocate(**request), allocation_rows)
 
 
@@ -970,11 +1504,7 @@ CHECKPOINT_GB_PER_SECOND = {"checkpoint_write_gb_per_second": "checkpoint_write_
 def modelled_request(options: dict[str, Any], field_sets: Sequence, body: Path | None) -> Json:
     """An estimate's request: --body's fields, the options of its own, and the shape, layout and reliability
     options in their objects, beside what --body gives of them."""
-    request = request_body(options, *field_sets, body=body)
-    for name, fields in NESTED_FIELDS.items():
-        if given := request_body(options, fields):
-            from_body = request.get(name)
-            request[name] = {**(from_body if isinstance(from_body, dict) else {}), **given}
+    request = nested_request(options, field_sets, body, NESTED_FIELDS)
     if "reliability" in request and isinstance(request["reliability"], dict):
         request["reliability"] = bytes_per_second(request["reliability"], CHECKPOINT_GB_PER_SECOND)
     return request
@@ -994,11 +1524,17 @@ def estimate(body: Path | None, **options: Any) -> None:
     --experts-per-token (or, without a shape, --active-params); layout options left out are searched; leave
     out --accelerators for the planner to choose them (by --days, or the cheapest)."""
     answer = settings().client.estimate(**modelled_request(options, ESTIMATE_REQUEST, body))
+    performance = answer.get("performance")
+    if settings().output == "csv" and performance:  # the breakdown's rows too, in the one csv
+        show(
+            answer,
+            lambda answer: [*estimate_rows(answer), *breakdown_rows(performance), *warning_rows(answer)],
+        )
+        return
     show(answer, lambda answer: [*estimate_rows(answer), *warning_rows(answer)])
-    chosen = settings()
-    if answer.get("performance") and not (chosen.json or chosen.get):
+    if performance and settings().table:
         click.echo()
-        click.echo(breakdown_table(answer["performance"]))
+        click.echo(breakdown_table(performance))
 
 
 @planner.command()
@@ -1009,17 +1545,19 @@ def layout(body: Path | None, **options: Any) -> None:
     cluster, and the alternatives it ranked next: the same options as estimate (but --mfu); layout options
     given are kept, the others searched."""
     answer = settings().client.estimate(**modelled_request(options, LAYOUT_REQUEST, body))
-    chosen = settings()
-    if chosen.json or chosen.get:
-        show(answer)
+    if scripted(answer):
         return
-    if not answer.get("performance"):
+    if not (performance := answer.get("performance")):
         raise click.ClickException(
             "the answer has no layout: an mfu in the request overrides the cluster model"
         )
+    if settings().output == "csv":  # the ranked layouts
+        layouts = ranked_layouts(performance)
+        show_list(layouts, layout_columns(performance, layouts))
+        return
     show(answer, layout_rows)
     click.echo()
-    click.echo(layouts_table(answer["performance"]))
+    click.echo(layouts_table(performance))
 
 
 # --- Organisations ---
@@ -1142,11 +1680,6 @@ HARDWARE_COLUMNS = (
     "scale_out_bandwidth_bytes_per_second",
     "price_per_hour",
 )
-HARDWARE_HEADERS = {
-    "accelerators_per_node": "per node",
-    "scale_up_bandwidth_bytes_per_second": "scale-up each way",
-    "scale_out_bandwidth_bytes_per_second": "scale-out each way",
-}
 
 
 @hardware.command("list")
@@ -1156,7 +1689,9 @@ HARDWARE_HEADERS = {
 def hardware_list(vendor: str | None, precision: str | None, limit: int) -> None:
     """Hardware profiles: the built-in catalog, then yours."""
     found = settings().client.hardware(vendor=vendor, precision=precision, limit=min(limit, 100))
-    show_list(first(found, limit), HARDWARE_COLUMNS, HARDWARE_HEADERS)
+    # The name has the vendor; then the links go, the memory and price kept.
+    optional = ("vendor", *HARDWARE_COLUMNS[7:4:-1])  # scale-out, scale-up, per node
+    show_list(first(found, limit), HARDWARE_COLUMNS, optional=optional)
 
 
 @hardware.command("show")
@@ -1264,21 +1799,31 @@ def offer_import(catalog, provider: str, source: str, dry_run: bool, **options: 
 
 
 def import_rows(report: Json) -> Rows:
-    rows = [
-        ["rows", report["rows"]],
-        ["created", len(report["created"])],
-        ["updated", len(report["updated"])],
-        ["unchanged", report["unchanged"]],
-        ["without accelerator", report["without_accelerator"]],
-        ["refused", report["refused_count"]],
+    """What an import did: counts of rows, created, updated, ...; the first refused rows, each with why."""
+    counts = [
+        Row("rows", str(report["rows"]), "rows", report["rows"]),
+        Row("created", str(len(report["created"])), "created", report["created"]),
+        Row("updated", str(len(report["updated"])), "updated", report["updated"]),
+        Row("unchanged", str(report["unchanged"]), "unchanged", report["unchanged"]),
+        Row(
+            "without accelerator",
+            str(report["without_accelerator"]),
+            "without_accelerator",
+            report["without_accelerator"],
+        ),
+        Row("refused", str(report["refused_count"]), "refused_count", report["refused_count"]),
     ]
-    rows += [
-        [f"line {row['line']}", f"{row['instance_type'] or ''} {row['accelerator'] or ''}: {row['reason']}"]
+    refused = [
+        Row(
+            f"line {row['line']}",
+            f"{row['instance_type'] or ''} {row['accelerator'] or ''}: {row['reason']}",
+            f"refused.{row['line']}",
+            row["reason"],
+        )
         for row in report["refused"][:20]
     ]
-    if report["dry_run"]:
-        rows.append(["dry run", "nothing stored"])
-    return rows
+    dry_run = [Row("dry run", "nothing stored", "dry_run", True)] if report["dry_run"] else []
+    return counts + refused + dry_run
 
 
 COMPARE_FIELDS = (
@@ -1328,20 +1873,21 @@ def compare(body: Path | None, save: str | None, **options: Any) -> None:
         if options[name]:
             request[name] = list(options[name])
     result = settings().client.compare(**request)
-    chosen = settings()
-    if chosen.json or chosen.get:
-        show(result)
-        return
-    rows = [
-        {**row, "currency": result["currency"], "frontier": "*" if row["on_frontier"] else ""}
-        for row in result["offers"]
-    ]
-    show_list(rows, COMPARISON_COLUMNS, COMPARISON_HEADERS)
-    for row in result["unable"]:
-        click.echo(f"{row['offer']}: cannot: {row['reason']}")
+    table = settings().table
+    if not scripted(result):
+        rows = [
+            {**row, "currency": result["currency"], "frontier": "*" if row["on_frontier"] else ""}
+            for row in result["offers"]
+        ]
+        # Energy and emissions are the first to go where the table would not fit: --output json has them.
+        optional = ("energy.emissions_kg_co2e", "energy.energy_kwh")
+        show_list(rows, COMPARISON_COLUMNS, COMPARISON_HEADERS, optional=optional)
+        for row in result["unable"] if table else ():
+            click.echo(f"{row['offer']}: cannot: {row['reason']}")
     for row in result["offers"] if save else ():
         plan = settings().client.create_plan(**row["plan"], organization=save)
-        click.echo(f"{row['offer']}: saved as plan {plan['id']}")
+        # Beside a table, a line of it; beside JSON or csv, where it does not spoil them.
+        click.echo(f"{row['offer']}: saved as plan {plan['id']}", err=not table)
 
 
 # --- Budgets ---
@@ -1384,7 +1930,7 @@ def budget_create(allowed: Sequence[str], label: Sequence[str], body: Path | Non
 
 
 @budget.command("update")
-@click.argument("budget_id")
+@click.argument("budget_id", type=Identifier("budget"))
 @fields_options(BUDGET_ACCOUNT_FIELDS)
 @budget_options
 def budget_update(
@@ -1400,31 +1946,25 @@ def budget_update(
 def budget_list(organization: str | None, limit: int) -> None:
     """Budgets, newest first."""
     found = first(settings().client.budgets(organization=organization, limit=min(limit, 100)), limit)
-    show_list(found, ("id", "name", "organization", "amount", "committed", "remaining", "period_end"))
+    columns = ("id", "name", "organization", "amount", "committed", "remaining", "period_end")
+    show_list(found, columns, optional=("organization", "period_end", "committed"))
 
 
 @budget.command("show")
-@click.argument("budget_id")
+@click.argument("budget_id", type=Identifier("budget"))
 def budget_show(budget_id: str) -> None:
     """Budget BUDGET_ID: its amount, what is committed and what remains."""
     show(settings().client.get_budget(budget_id))
 
 
 @budget.command("forecast")
-@click.argument("budget_id")
+@click.argument("budget_id", type=Identifier("budget"))
 def budget_forecast(budget_id: str) -> None:
     """Budget BUDGET_ID now and at completion: committed, spent, remaining, each running plan's forecast."""
     forecast = settings().client.budget_forecast(budget_id)
-    chosen = settings()
-    if chosen.json or chosen.get:
-        show(forecast)
+    if scripted(forecast):
         return
     currency = forecast["currency"]
-    summary = {name: value for name, value in forecast.items() if name not in ("running", "intervals")}
-    if forecast.get("intervals"):
-        summary["estimate_at_completion_band"] = band_text(forecast["intervals"], currency)
-    show(summary)
-    click.echo()
     running = [
         {
             **run,
@@ -1442,7 +1982,15 @@ def budget_forecast(budget_id: str) -> None:
         "band",
         "expected_end_at",
     )
-    show_list(running, columns)
+    if settings().output == "csv":  # the running plans
+        show_list(running, columns)
+        return
+    summary = {name: value for name, value in forecast.items() if name not in ("running", "intervals")}
+    if forecast.get("intervals"):
+        summary["estimate_at_completion_band"] = band_text(forecast["intervals"], currency)
+    show(summary)
+    click.echo()
+    show_list(running, columns, optional=("band", "expected_end_at"))
 
 
 def band_text(intervals: Json, currency: str) -> str:
@@ -1454,22 +2002,21 @@ def band_text(intervals: Json, currency: str) -> str:
 
 
 @budget.command("utilization")
-@click.argument("budget_id")
+@click.argument("budget_id", type=Identifier("budget"))
 def budget_utilization(budget_id: str) -> None:
     """Budget BUDGET_ID month by month: committed, running total, burn rate, when it runs out."""
     use = settings().client.budget_utilization(budget_id)
-    chosen = settings()
-    if chosen.json or chosen.get:
-        show(use)
+    if scripted(use):
         return
-    show({name: value for name, value in use.items() if name != "months"})
-    click.echo()
     months = [{**month, "currency": use["currency"]} for month in use["months"]]
-    show_list(months, ("month", "plans", "committed", "cumulative"))
+    if settings().table:
+        show({name: value for name, value in use.items() if name != "months"})
+        click.echo()
+    show_list(months, ("month", "plans", "committed", "cumulative"))  # csv: the months
 
 
 @budget.command("ledger")
-@click.argument("budget_id")
+@click.argument("budget_id", type=Identifier("budget"))
 @limit_option
 def budget_ledger(budget_id: str, limit: int) -> None:
     """Budget BUDGET_ID's commits and releases, newest first: amount, plan, who, when."""
@@ -1508,15 +2055,16 @@ def key_create(role: str, name: str, organization: str | None, expires_at: str |
 def key_list(limit: int) -> None:
     """Keys, newest first (never their secrets)."""
     keys = first(settings().client.keys(limit=min(limit, 100)), limit)
-    show_list(keys, ("id", "key_id", "name", "role", "organization", "revoked_at", "last_used_at"))
+    columns = ("id", "key_id", "name", "role", "organization", "revoked_at", "last_used_at")
+    show_list(keys, columns, optional=("last_used_at", "organization"))
 
 
 @key.command("revoke")
-@click.argument("key_uuid")
+@click.argument("key_uuid", type=Identifier("key"))
 def key_revoke(key_uuid: str) -> None:
     """Revoke key KEY_UUID (its id in planner key list): it stops working at once."""
     settings().client.revoke_key(key_uuid)
-    if not settings().json:
+    if settings().table:  # the API answers nothing: JSON and csv have nothing to print
         click.echo(f"revoked {key_uuid}")
 
 
@@ -1533,7 +2081,7 @@ PLAN_REQUEST = (PLAN_FIELDS, ESTIMATE_MODEL_FIELDS, BUDGET_FIELDS, RULE_FIELDS, 
 
 def plan_request_options(function: Callable) -> Callable:
     options = [
-        fields_options(*PLAN_REQUEST),
+        fields_options(*PLAN_REQUEST, LAYOUT_FIELDS),
         click.option("--spend-remaining", is_flag=True, default=None, help=SPEND_REMAINING),
         click.option("--label", multiple=True, metavar="KEY=VALUE", help=LABEL_HELP),
         click.option(
@@ -1547,7 +2095,7 @@ def plan_request_options(function: Callable) -> Callable:
 
 
 def plan_request(options: dict[str, Any], *field_sets) -> Json:
-    request = request_body(options, *field_sets, body=options.pop("body"))
+    request = nested_request(options, field_sets, options.pop("body"), IN_LAYOUT)
     if options.pop("spend_remaining"):
         request["budget"] = "remaining"
     if options["label"]:
@@ -1566,17 +2114,42 @@ def plan_create(**options: Any) -> None:
 
 
 @plan.command("revise")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @plan_request_options
 @click.option(
-    "--unset", multiple=True, metavar="FIELD", help="Remove an input of the plan, e.g. law; repeatable."
+    "--unset",
+    multiple=True,
+    metavar="FIELD",
+    help="Remove an input of the plan, e.g. law, or an object's, dotted: layout.zero_stage; repeatable.",
 )
 def plan_revise(plan_id: str, unset: Sequence[str], **options: Any) -> None:
     """A new draft from plan PLAN_ID's request with the options given changed (e.g. --budget-id,
     --accelerators), linked to it by parent_id."""
-    changes = {**dict.fromkeys(unset), **plan_request(options, *PLAN_REQUEST)}
+    changes = merged(removals(unset), plan_request(options, *PLAN_REQUEST))
     client = settings().client
     show(client.revise_plan(plan_id, changes, idempotency_key=options["idempotency_key"]), plan_rows)
+
+
+def removals(fields: Sequence[str]) -> Json:
+    """--unset's fields as the merge patch (RFC 7396) that removes them: null each, a dotted one inside its
+    object (layout.zero_stage: {"layout": {"zero_stage": null}}), which keeps the object's other fields."""
+    patch: Json = {}
+    for path in fields:
+        *objects, name = path.split(".")
+        inside = patch
+        for parent in objects:
+            inside = inside.setdefault(parent, {})
+        inside[name] = None
+    return patch
+
+
+def merged(base: Json, changes: Json) -> Json:
+    """`base` with `changes` over it, object by object."""
+    both = dict(base)
+    for name, value in changes.items():
+        inner = both.get(name)
+        both[name] = merged(inner, value) if isinstance(inner, dict) and isinstance(value, dict) else value
+    return both
 
 
 PLAN_STATUSES = click.Choice(
@@ -1596,20 +2169,19 @@ PLAN_STATUSES = click.Choice(
 def plan_list(limit: int, **filters: Any) -> None:
     """Plans, newest first."""
     found = first(settings().client.plans(**filters, limit=min(limit, 100)), limit)
-    show_list(
-        found, ("id", "name", "status", "organization", "params", "tokens", "days", "cost", "created_at")
-    )
+    columns = ("id", "name", "status", "organization", "params", "tokens", "days", "cost", "created_at")
+    show_list(found, columns, optional=("created_at", "organization", "tokens", "params"))
 
 
 @plan.command("show")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 def plan_show(plan_id: str) -> None:
     """Plan PLAN_ID (--json adds its inputs, snapshot and result)."""
     show(settings().client.get_plan(plan_id), plan_rows)
 
 
 @plan.command("commit")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
 def plan_commit(plan_id: str, idempotency_key: str | None) -> None:
     """Reserve draft PLAN_ID's cost, FLOPs and accelerator-hours on its budget (409 if they do not fit); a
@@ -1618,7 +2190,7 @@ def plan_commit(plan_id: str, idempotency_key: str | None) -> None:
 
 
 @plan.command("approve")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @click.option("--note", help="Why (kept with the plan and sent with its event).")
 @click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
 def plan_approve(plan_id: str, note: str | None, idempotency_key: str | None) -> None:
@@ -1628,7 +2200,7 @@ def plan_approve(plan_id: str, note: str | None, idempotency_key: str | None) ->
 
 
 @plan.command("reject")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @click.option("--note", required=True, help="Why not (kept with the plan and sent with its event).")
 @click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
 def plan_reject(plan_id: str, note: str, idempotency_key: str | None) -> None:
@@ -1637,7 +2209,7 @@ def plan_reject(plan_id: str, note: str, idempotency_key: str | None) -> None:
 
 
 @plan.command("cancel")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
 def plan_cancel(plan_id: str, idempotency_key: str | None) -> None:
     """Cancel plan PLAN_ID; a committed plan gives its reservation back to its budget."""
@@ -1645,7 +2217,7 @@ def plan_cancel(plan_id: str, idempotency_key: str | None) -> None:
 
 
 @plan.command("start")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @click.option("--started-at", help="When the run began (ISO 8601); now by default.")
 @click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
 def plan_start(plan_id: str, started_at: str | None, idempotency_key: str | None) -> None:
@@ -1655,7 +2227,7 @@ def plan_start(plan_id: str, started_at: str | None, idempotency_key: str | None
 
 
 @plan.command("complete")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
 def plan_complete(plan_id: str, idempotency_key: str | None) -> None:
     """Running plan PLAN_ID's run completed: what it did not spend goes back to its budget."""
@@ -1663,7 +2235,7 @@ def plan_complete(plan_id: str, idempotency_key: str | None) -> None:
 
 
 @plan.command("fail")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
 def plan_fail(plan_id: str, idempotency_key: str | None) -> None:
     """Running plan PLAN_ID's run failed: what it did not spend goes back to its budget."""
@@ -1688,7 +2260,7 @@ USAGE_COLUMNS = (
 
 
 @usage.command("report")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @click.option(
     "--reporter", required=True, help="Who reports (an orchestrator, a job); its periods never overlap."
 )
@@ -1708,16 +2280,17 @@ def usage_report(plan_id: str, idempotency_key: str | None, **fields: Any) -> No
 
 
 @usage.command("list")
-@click.argument("plan_id")
+@click.argument("plan_id", type=Identifier("plan"))
 @limit_option
 def usage_list(plan_id: str, limit: int) -> None:
     """Plan PLAN_ID's usage records and reversals, newest first."""
-    show_list(first(settings().client.usage(plan_id), limit), USAGE_COLUMNS)
+    records = first(settings().client.usage(plan_id), limit)
+    show_list(records, USAGE_COLUMNS, optional=("kind", "reporter", "tokens", "period_end"))
 
 
 @usage.command("reverse")
-@click.argument("plan_id")
-@click.argument("usage_id")
+@click.argument("plan_id", type=Identifier("plan"))
+@click.argument("usage_id", type=Identifier("usage record"))
 @click.option("--note", help="Why the record was wrong.")
 @click.option("--idempotency-key", help=IDEMPOTENCY_HELP)
 def usage_reverse(plan_id: str, usage_id: str, note: str | None, idempotency_key: str | None) -> None:
@@ -1726,20 +2299,29 @@ def usage_reverse(plan_id: str, usage_id: str, note: str | None, idempotency_key
 
 
 @plan.command("compare")
-@click.argument("plan_ids", nargs=-1, required=True)
+@click.argument("plan_ids", nargs=-1, required=True, type=Identifier("plan"))
 def plan_compare(plan_ids: Sequence[str]) -> None:
     """Plans PLAN_IDS (2 to 10) side by side: the fields that differ."""
     comparison = settings().client.compare_plans(list(plan_ids))
-    chosen = settings()
-    if chosen.json or chosen.get:
-        show(comparison)
+    if scripted(comparison):
         return
-    ids = [compared["id"][:8] for compared in comparison["plans"]]
+    plans = comparison["plans"]
+    differences = comparison["differences"]
+    if settings().output == "csv":  # a row per field, a column per plan (by its whole id)
+        rows = [[difference["field"], *difference["values"]] for difference in differences]
+        click.echo(csv_text(["field", *(compared["id"] for compared in plans)], rows), nl=False)
+        return
     rows = [
-        [difference["field"], *(human(difference["field"], value) for value in difference["values"])]
-        for difference in comparison["differences"]
+        [
+            difference["field"],
+            *(
+                human(difference["field"], value, compared.get("currency"))
+                for value, compared in zip(difference["values"], plans, strict=True)
+            ),
+        ]
+        for difference in differences
     ]
-    click.echo(tabulate(rows, headers=["field", *ids], tablefmt="simple", disable_numparse=True))
+    click.echo(table_text(["field", *(compared["id"][:8] for compared in plans)], rows))
 
 
 # --- Reports ---
@@ -1779,35 +2361,47 @@ def report() -> None:
     type=click.Choice(["planned", "actual", "both"]),
     help="planned (default): plans' estimates; actual: what runs spent; both: the two and their variance.",
 )
+# Before --output, the report's own: kept for the scripts that give it, out of the help.
 @click.option(
-    "--format",
-    "output",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    help="table (default), csv as finance tools read it, or json.",
+    "--format", "report_format", type=click.Choice(OUTPUTS), hidden=True, help="--output's old name."
 )
 @click.option(
     "--part",
     type=click.Choice(["rows", "totals"]),
     help="Of the csv: the rows (default: no sum of a column counts twice) or the totals per currency.",
 )
-def report_costs(start: str, end: str, output: str, part: str | None, **params: Any) -> None:
+def report_costs(start: str, end: str, report_format: str | None, part: str | None, **params: Any) -> None:
     """What plans cost and runs spent, summed by period and group, exactly, never across currencies; planned
-    figures spread over each plan's schedule."""
-    client = settings().client
-    if output == "csv":
-        click.echo(client.cost_report_csv(start, end, **params, part=part), nl=False)
+    figures spread over each plan's schedule. --output csv prints the server's finance CSV (the rows, or with
+    --part totals the totals per currency), which spreadsheets and finance tools read."""
+    chosen = settings()
+    if report_format:
+        chosen.given["output"] = (report_format, "--format")
+    if chosen.output == "csv" and not chosen.get:
+        click.echo(chosen.client.cost_report_csv(start, end, **params, part=part), nl=False)
         return
     if part is not None:
-        raise click.UsageError("--part is for --format csv: the table and the json have both.")
-    costs = client.cost_report(start, end, **params)
-    chosen = settings()
-    chosen.json = chosen.json or output == "json"
-    if chosen.json or chosen.get:
-        show(costs)
+        raise click.UsageError("--part is for --output csv: the table and the JSON have both.")
+    costs = chosen.client.cost_report(start, end, **params)
+    if scripted(costs):
         return
     rows = costs["rows"]
-    show_list(rows, [name for name in (rows[0] if rows else {}) if name not in ("estimated", "currency")])
+    columns = [name for name in (rows[0] if rows else {}) if name not in ("estimated", "currency")]
+    # Where the table would not fit: the period's start, its groups and the money kept, the rest left out
+    # from the right; a budget by its name, for people, its id the first to go.
+    kept = {
+        "period_start",
+        *costs.get("group_by", ()),
+        "cost",
+        "planned_cost",
+        "actual_cost",
+        "variance_cost",
+    }
+    kept = {*kept - {"budget"}, "budget_name"}
+    optional = [name for name in reversed(columns) if name not in kept]
+    if "budget" in optional:
+        optional.insert(0, optional.pop(optional.index("budget")))
+    show_list(rows, columns, optional=optional)
     for total in costs["totals"]:
         click.echo(_total_line(total))
 
@@ -1839,7 +2433,8 @@ def _total_line(total: Json) -> str:
 @click.option("--hardware", help="Only runs on this hardware profile.")
 @click.option("--status", help="Runs of plans in these statuses, comma-separated (default: committed money).")
 def report_focus(start: str, end: str, **params: Any) -> None:
-    """What runs spent as FOCUS 1.2 usage charges (CSV), one per plan per day or month, for FinOps tools."""
+    """What runs spent as FOCUS 1.2 usage charges, one per plan per day or month, for FinOps tools: a CSV file
+    whatever --output says (FOCUS is one)."""
     query = {name: value for name, value in params.items() if value is not None}
     click.echo(settings().client.focus_export(start, end, **query), nl=False)
 
@@ -1857,21 +2452,17 @@ def report_accuracy(start: str | None, end: str | None, detail: bool, **params: 
     if detail:
         query["detail"] = "true"
     accuracy = settings().client.model_accuracy(**query)
-    chosen = settings()
-    if chosen.json or chosen.get:
-        show(accuracy)
+    if scripted(accuracy):
         return
     columns = ("hardware", "runs", "periods", "accelerator_hours", "mean_error", "rms_error", "worst_error")
+    plan_columns = ("plan_id", "name", "predicted_tokens_per_second", "measured_tokens_per_second", "error")
+    if settings().output == "csv" and detail:  # the plans, each with its hardware
+        plans = [{"hardware": row["hardware"], **plan} for row in accuracy["rows"] for plan in row["plans"]]
+        show_list(plans, ("hardware", *plan_columns))
+        return
     show_list(accuracy["rows"], columns)
-    for row in accuracy["rows"] if detail else []:
+    for row in accuracy["rows"] if detail and settings().table else []:
         click.echo(f"\n{row['hardware']}:")
-        plan_columns = (
-            "plan_id",
-            "name",
-            "predicted_tokens_per_second",
-            "measured_tokens_per_second",
-            "error",
-        )
         show_list(row["plans"], plan_columns)
 
 
@@ -1897,14 +2488,13 @@ def calibration_create(
     made = settings().client.calibrate(
         organization, hardware, plans=list(plans) or None, idempotency_key=idempotency_key
     )
-    chosen = settings()
-    if chosen.json or chosen.get:
-        show(made)
+    if scripted(made):
         return
-    show({name: made[name] for name in CALIBRATION_COLUMNS})
-    click.echo()
+    if settings().table:
+        show({name: made[name] for name in CALIBRATION_COLUMNS})
+        click.echo()
     columns = ("plan_id", "name", "measured_tokens_per_second", "error_before", "error_after")
-    show_list(made["runs"], columns)
+    show_list(made["runs"], columns)  # csv: the runs
 
 
 @calibration.command("list")
@@ -1918,7 +2508,7 @@ def calibration_list(organization: str | None, hardware: str | None, limit: int)
 
 
 @calibration.command("show")
-@click.argument("calibration_id")
+@click.argument("calibration_id", type=Identifier("calibration"))
 def calibration_show(calibration_id: str) -> None:
     """Calibration CALIBRATION_ID: its constant, the runs it was fitted to and the errors before and after."""
     show(settings().client.get_calibration(calibration_id))
@@ -1926,7 +2516,8 @@ def calibration_show(calibration_id: str) -> None:
 
 @planner.group()
 def event() -> None:
-    """Events: runs started, completed or failed, and thresholds their spend crossed."""
+    """Events: runs started, completed or failed, and thresholds their spend crossed (webhooks send them as
+    they happen)."""
 
 
 @event.command("list")
@@ -1938,12 +2529,157 @@ def event() -> None:
 def event_list(cursor: str | None, types: str | None, limit: int) -> None:
     """A page of the events feed, oldest first; prints the cursor to pass next time."""
     page = settings().client.events(cursor=cursor, type=types, limit=limit)
-    chosen = settings()
-    if chosen.json or chosen.get:
-        show(page)
+    if scripted(page):  # the page: --get next_cursor prints the cursor
         return
-    show_list(page["items"], ("id", "type", "subject.type", "subject.id", "created_at"))
-    click.echo(f"next cursor: {page['next_cursor']}" + (" (more waiting)" if page.get("has_more") else ""))
+    show_list(page["items"], ("id", "type", "subject.type", "subject.id", "created_at"))  # csv: the events
+    if settings().table:
+        click.echo(
+            f"next cursor: {page['next_cursor']}" + (" (more waiting)" if page.get("has_more") else "")
+        )
+
+
+# --- Webhooks ---
+
+
+@planner.group()
+def webhook() -> None:
+    """Webhooks: an organisation's events POSTed to your endpoint, signed (planner, finance and admin keys):
+    create, list, show, update, delete, rotate-secret, deliveries, redeliver."""
+
+
+WEBHOOK_COLUMNS = ("id", "organization", "url", "event_types", "active", "created_at")
+DELIVERY_COLUMNS = (
+    "id",
+    "event_id",
+    "status",
+    "attempts",
+    "last_status_code",
+    "next_attempt_at",
+    "delivered_at",
+    "last_error",
+)
+EVENT_TYPE_HELP = (
+    "An event type it receives, e.g. plan.failed or budget.threshold_crossed (planner event list shows "
+    "them); repeatable."
+)
+
+
+@webhook.command("create")
+@click.option("--organization", required=True, help="Slug of the organisation whose events it receives.")
+@click.option(
+    "--url",
+    "target",
+    required=True,
+    help="Where events are POSTed: http or https, a public address unless the server allows internal ones.",
+)
+@click.option("--event-type", "event_types", multiple=True, help=f"{EVENT_TYPE_HELP} None given: every type.")
+@click.option("--description", help="What it is for, e.g. 'Finance bot'.")
+@click.option("--inactive", is_flag=True, help="Made inactive: its deliveries wait until it is active.")
+def webhook_create(
+    organization: str, target: str, event_types: Sequence[str], description: str | None, inactive: bool
+) -> None:
+    """Register an endpoint for an organisation's events. Its secret (whsec_...), the key of the signatures
+    its receiver checks, is shown this once: --get secret prints it alone."""
+    fields: Json = {"organization": organization, "url": target}
+    if event_types:
+        fields["event_types"] = list(event_types)
+    if description is not None:
+        fields["description"] = description
+    if inactive:
+        fields["active"] = False
+    show(settings().client.create_webhook(**fields))
+
+
+@webhook.command("list")
+@click.option("--organization", help="Only this organisation's webhooks.")
+@limit_option
+def webhook_list(organization: str | None, limit: int) -> None:
+    """Webhooks, newest first (never their secrets)."""
+    found = first(settings().client.webhooks(organization=organization, limit=min(limit, 100)), limit)
+    show_list(found, WEBHOOK_COLUMNS, optional=("created_at", "organization"))
+
+
+@webhook.command("show")
+@click.argument("webhook_id", type=Identifier("webhook"))
+def webhook_show(webhook_id: str) -> None:
+    """Webhook WEBHOOK_ID (never its secret)."""
+    show(settings().client.get_webhook(webhook_id))
+
+
+@webhook.command("update")
+@click.argument("webhook_id", type=Identifier("webhook"))
+@click.option("--url", "target", help="Where events are POSTed from now on.")
+@click.option(
+    "--event-type", "event_types", multiple=True, help=f"{EVENT_TYPE_HELP} Replaces the types it receives."
+)
+@click.option("--every-event-type", is_flag=True, help="Receive every type of event from now on.")
+@click.option(
+    "--active/--inactive", default=None, help="Deliver again, or hold its deliveries until it is active."
+)
+@click.option("--description", help="What it is for; '' removes it.")
+def webhook_update(
+    webhook_id: str,
+    target: str | None,
+    event_types: Sequence[str],
+    every_event_type: bool,
+    **fields: Any,
+) -> None:
+    """Change webhook WEBHOOK_ID's url, event types, active or description: the options given."""
+    if event_types and every_event_type:
+        raise click.UsageError("--event-type names the types, --every-event-type all of them: give one")
+    changes: Json = {name: value for name, value in fields.items() if value is not None}
+    if changes.get("description") == "":
+        changes["description"] = None
+    if target is not None:
+        changes["url"] = target
+    if event_types or every_event_type:
+        changes["event_types"] = list(event_types)
+    if not changes:
+        raise click.UsageError(
+            "nothing to change: give --url, --event-type, --active, ... (planner webhook update -h)"
+        )
+    show(settings().client.update_webhook(webhook_id, changes))
+
+
+@webhook.command("delete")
+@click.argument("webhook_id", type=Identifier("webhook"))
+def webhook_delete(webhook_id: str) -> None:
+    """Delete webhook WEBHOOK_ID and its deliveries: nothing more is sent to it."""
+    settings().client.delete_webhook(webhook_id)
+    if settings().table:  # the API answers nothing: JSON and csv have nothing to print
+        click.echo(f"deleted {webhook_id}")
+
+
+@webhook.command("rotate-secret")
+@click.argument("webhook_id", type=Identifier("webhook"))
+def webhook_rotate_secret(webhook_id: str) -> None:
+    """A new secret for webhook WEBHOOK_ID, shown this once and in force at once; until
+    previous_secret_until the one it replaces signs beside it, for the receiver to change keys (--get secret
+    prints the secret alone)."""
+    show(settings().client.rotate_webhook_secret(webhook_id))
+
+
+@webhook.command("deliveries")
+@click.argument("webhook_id", type=Identifier("webhook"))
+@click.option(
+    "--status", type=click.Choice(["pending", "delivered", "failed"]), help="Only deliveries in this status."
+)
+@limit_option
+def webhook_deliveries(webhook_id: str, status: str | None, limit: int) -> None:
+    """Webhook WEBHOOK_ID's deliveries, newest first: each event's attempts, the receiver's last answer."""
+    found = settings().client.webhook_deliveries(webhook_id, status=status, limit=min(limit, 100))
+    show_list(
+        first(found, limit), DELIVERY_COLUMNS, optional=("last_error", "delivered_at", "next_attempt_at")
+    )
+
+
+@webhook.command("redeliver")
+@click.argument("webhook_id", type=Identifier("webhook"))
+@click.argument("delivery_id", type=Identifier("delivery"))
+def webhook_redeliver(webhook_id: str, delivery_id: str) -> None:
+    """Send failed delivery DELIVERY_ID of webhook WEBHOOK_ID again: a fresh round of attempts, under the
+    same webhook-id header (409 unless it failed)."""
+    show(settings().client.retry_webhook_delivery(webhook_id, delivery_id))
 
 
 # --- Scaling laws ---
@@ -2014,6 +2750,152 @@ def _number(cell: str) -> float | str:
         return cell
 
 
+# --- The config file's profiles, and shell completion ----------------------------------------------------
+
+
+@planner.group()
+def config() -> None:
+    """Profiles in the config file: a server, a key and an output format under a name.
+
+    \b
+    The file is $XDG_CONFIG_HOME/planner/config.toml, by default ~/.config/planner/config.toml (on every
+    system), in TOML:
+      profile = "prod"               # in force when neither --profile nor PLANNER_PROFILE names one
+      [profiles.default]             # what every profile falls back on
+      url = "http://127.0.0.1:8000"
+      [profiles.prod]
+      url = "https://planner.example.com"
+      api_key_command = "pass show planner/prod"
+      output = "table"
+
+    \b
+    A profile's keys:
+      url              the server
+      api_key          the API key (cpk_...)
+      api_key_command  a command that prints the key (a password manager's), run without a shell when a
+                       command needs the key; instead of api_key
+      output           table, json or csv
+
+    An option or an environment variable wins over the profile, the profile over the default profile
+    (planner --help). planner config set writes the file readable by you alone (mode 0600), since it may
+    hold a key, and keeps no comments of yours.
+    """
+
+
+CONFIG_COLUMNS = ("current", "profile", "url", "api_key", "api_key_command", "output")
+
+
+def profile_item(name: str, values: Mapping[str, str], in_force: str) -> Json:
+    """A profile as config's commands print it: its key masked (planner key list shows the same id)."""
+    key = values.get("api_key")
+    item = {
+        "current": name == in_force,
+        "profile": name,
+        **{setting: values.get(setting) for setting in KEYS},
+    }
+    return {**item, "api_key": None if key is None else masked(key)}
+
+
+def profile_option(function: Callable) -> Callable:
+    return click.option(
+        "--profile",
+        "target",
+        metavar="NAME",
+        shell_complete=_profile_names,
+        help="The profile to change, made if missing; default: the one in force (planner --help).",
+    )(function)
+
+
+def _changed_profile(target: str | None) -> tuple[Config, str]:
+    """The config file and the profile a change is to: --profile's, else the one in force (which may be
+    missing yet: a change makes it)."""
+    chosen = settings()
+    return chosen.config, target or chosen.profile or chosen.config.profile or DEFAULT_PROFILE
+
+
+def _show_profile(configured: Config, name: str) -> None:
+    in_force = configured.profile or DEFAULT_PROFILE
+    show(profile_item(name, configured.profiles.get(name, {}), settings().profile or in_force))
+
+
+@config.command("path")
+def config_path_command() -> None:
+    """Where the config file is, whether or not it exists yet."""
+    path = config_path()
+    if settings().table:  # the path alone: `$EDITOR "$(planner config path)"`
+        click.echo(path)
+    else:
+        show({"path": str(path), "exists": path.is_file()})
+
+
+@config.command("list")
+def config_list() -> None:
+    """The config file's profiles, their API keys masked; current: the one in force."""
+    chosen = settings()
+    configured = chosen.config
+    in_force = configured.selected(chosen.profile)
+    items = [profile_item(name, values, in_force) for name, values in configured.profiles.items()]
+    show_list(items, CONFIG_COLUMNS, optional=("api_key_command", "current"))
+    if not items and chosen.table:
+        click.echo(f"no profiles in {configured.path} yet: planner config set url URL makes one", err=True)
+
+
+@config.command("set")
+@profile_option
+@click.argument("key", type=click.Choice(list(KEYS)))
+@click.argument("value")
+def config_set(target: str | None, key: str, value: str) -> None:
+    """Set KEY of a profile to VALUE: url, api_key (VALUE - reads it from the standard input, out of your
+    shell's history), api_key_command or output. A key given one way replaces the profile's other way."""
+    configured, name = _changed_profile(target)
+    if value == "-":
+        value = sys.stdin.readline().strip()
+    configured.set(name, key, value)
+    configured.write()
+    _show_profile(configured, name)
+
+
+@config.command("unset")
+@profile_option
+@click.argument("key", type=click.Choice(list(KEYS)))
+def config_unset(target: str | None, key: str) -> None:
+    """Remove KEY from a profile: the default profile's, or the built-in default, applies again."""
+    configured, name = _changed_profile(target)
+    configured.unset(name, key)
+    configured.write()
+    _show_profile(configured, name)
+
+
+@config.command("use")
+@click.argument("name", shell_complete=_profile_names)
+def config_use(name: str) -> None:
+    """Make profile NAME the one in force when neither --profile nor PLANNER_PROFILE names one."""
+    configured = settings().config
+    configured.use(name)
+    configured.write()
+    show(profile_item(name, configured.profiles.get(name, {}), name))
+
+
+SHELLS = ("bash", "zsh", "fish")
+COMPLETE_VARIABLE = "_PLANNER_COMPLETE"  # what click's completion asks the command through (its default)
+
+
+@planner.command(cls=click.Command)
+@click.argument("shell", type=click.Choice(SHELLS))
+def completion(shell: str) -> None:
+    """Print the script that completes planner's commands, options and choices in SHELL: bash (4.4 or
+    newer), zsh or fish.
+
+    \b
+    Install it once, then open a new shell:
+      bash  echo 'eval "$(planner completion bash)"' >> ~/.bashrc
+      zsh   echo 'eval "$(planner completion zsh)"' >> ~/.zshrc
+      fish  planner completion fish > ~/.config/fish/completions/planner.fish
+    """
+    complete = get_completion_class(shell)
+    click.echo(complete(planner, {}, "planner", COMPLETE_VARIABLE).source())
+
+
 # --- Running it ---------------------------------------------------------------------------------------------
 
 
@@ -2039,29 +2921,96 @@ EXIT_BY_STATUS = {
 
 
 class Problem(click.ClickException):
-    """The API's refusal, as the command line shows it: the problem's detail and each invalid field, and
-    an exit status by its class (EXIT_BY_STATUS; any other 5xx is the server's, any other 4xx 1)."""
+    """The API's refusal in one line that names what was refused, the problem and each field it names:
+    `plan 3f2...: not found (404)`, `budget create: #/amount: Must be ... (422)`; with an exit status by its
+    class (EXIT_BY_STATUS; any other 5xx is the server's, any other 4xx 1)."""
 
-    def __init__(self, error: ProblemError):
-        super().__init__(f"{error.status} {error.title}: {error.detail}")
-        self.errors = error.errors
+    def __init__(self, error: ProblemError, subject: Subject, chosen: Settings):
+        super().__init__(f"{subject.name}: {problem_text(error, subject, chosen)}")
         self.exit_code = EXIT_BY_STATUS.get(error.status, EXIT_SERVER if error.status >= 500 else 1)
 
-    def show(self, file=None) -> None:
-        super().show(file)
-        for entry in self.errors:
-            where = entry.get("pointer") or entry.get("parameter") or entry.get("header") or ""
-            click.echo(f"  {where}: {entry.get('detail')}", file=file, err=True)
+
+def problem_text(error: ProblemError, subject: Subject, chosen: Settings) -> str:
+    """What the API said was wrong, and its status: each field it names with why, else its detail (for a
+    resource the command names, a 404 is `not found`); a 401 says where the key came from, a 5xx the
+    request's id for the server's log."""
+    fields = [
+        f"{_where(entry)}: {entry.get('detail') or entry.get('title') or 'not valid'}"
+        for entry in error.errors
+    ]
+    if fields:
+        said = " ".join(fields)
+    elif error.status in (404, 410) and subject.resource:
+        said = "not found"
+    else:
+        said = error.detail or error.title or "refused"
+    status = str(error.status)
+    if error.status == 401:
+        source = chosen.api_key()[1]
+        status += "; no key given" if source == NO_KEY else f"; key from {source}"
+    if error.status >= 500 and error.request_id:
+        status += f"; request {error.request_id}"
+    return f"{said} ({status})"
+
+
+def _where(entry: Json) -> str:
+    """The field a problem's entry names: its JSON pointer (#/amount, #/layout/zero_stage), or the query
+    parameter or header."""
+    if entry.get("pointer"):
+        return entry["pointer"]
+    if entry.get("parameter"):
+        return f"parameter {entry['parameter']}"
+    return f"header {entry['header']}" if entry.get("header") else "request"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a command acts on, as an error names it: a resource by its id or slug (`plan 3f2...`), else the
+    command (`budget create`)."""
+
+    name: str
+    resource: bool
+
+
+# The argument that names the resource a command acts on, and the resource's name (an argument `slug`: its
+# command group's).
+RESOURCE_ARGUMENTS = {
+    "plan_id": "plan",
+    "budget_id": "budget",
+    "key_uuid": "key",
+    "calibration_id": "calibration",
+    "webhook_id": "webhook",
+    "slug": None,
+}
+
+
+def subject(ctx: click.Context) -> Subject:
+    """What the command of `ctx` acts on: the resource its one naming argument names, else the command."""
+    path = ctx.command_path.split()[1:]
+    arguments = [param for param in ctx.command.params if isinstance(param, click.Argument)]
+    if len(arguments) == 1 and arguments[0].name in RESOURCE_ARGUMENTS and arguments[0].nargs == 1:
+        resource = RESOURCE_ARGUMENTS[arguments[0].name] or path[0]
+        return Subject(f"{resource} {ctx.params[arguments[0].name]}", resource=True)
+    return Subject(" ".join(path), resource=False)
+
+
+class ConfigProblem(click.ClickException):
+    """A config file that cannot be used, or a profile it does not have: the file and the problem."""
+
+    exit_code = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit status: 0 done; 3-7 the API refused, by class (EXIT_BY_STATUS); 1 any other failure (the error
     on stderr), and, saying nothing, the output's reader closing the pipe (`planner plan list | head`:
-    click's own handling of EPIPE); 2 a command line that is wrong."""
+    click's own handling of EPIPE); 2 a command line or config file that is wrong."""
     try:
         code = planner.main(args=argv, prog_name="planner", standalone_mode=False)
-    except click.ClickException as error:
+    except click.UsageError as error:  # click's own: the usage, and the error
         error.show()
+        return error.exit_code
+    except click.ClickException as error:
+        click.echo(f"planner: {error.format_message()}", err=True)
         return error.exit_code
     except click.Abort:
         return 1
