@@ -8,16 +8,19 @@
     planner plan create --organization acme --budget-id <id> --pf-days 6000 --hardware h100-sxm \
         --accelerators 1024
     planner plan commit <plan id>
-    planner report costs --from 2026-01-01T00:00:00Z --to 2027-01-01T00:00:00Z --group-by budget --format csv
+    planner report costs --from 2026-01-01T00:00:00Z --to 2027-01-01T00:00:00Z --group-by budget --output csv
+    planner config set --profile prod url https://planner.example.com    # profiles: planner config --help
 
 Results print as tables in the units people read (65.7B parameters, 80 GB, 989.4 TFLOP/s, 23.7 days,
-1,000,000.00 USD); `--json` prints the API's JSON instead and `--get FIELD` one field, for scripts. An error
-prints the problem's detail and each invalid field, and exits 1 (2 for a command line that does not parse).
+1,000,000.00 USD), fitted to 100 columns or the terminal; `--output json` prints the API's JSON instead,
+`--output csv` the table's rows with raw values and `--get FIELD` one field, for scripts. A refusal is one
+line naming what was refused, the problem and its fields, with an exit status by its class (planner --help).
 """
 
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import json
 import math
@@ -446,6 +449,7 @@ class Command(click.Command):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.short_help = self.short_help or summary(self.help, clause=True)
         self.params += [
             click.Option(["-o", "--output"], type=click.Choice(OUTPUTS), help=OUTPUT_HELP),
             click.Option(["--json", "as_json"], is_flag=True, help=JSON_HELP),
@@ -474,6 +478,26 @@ class Command(click.Command):
 class Group(click.Group):
     command_class = Command
     group_class = type  # subgroups are Groups, their commands Commands
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.short_help = self.short_help or summary(self.help, clause=False)
+
+
+# The end of a help's first clause: a colon, a semicolon or a full stop before a space (not e.g.'s).
+CLAUSE_END = re.compile(r"(?<!e\.g)(?<!i\.e)[.:;](?=\s|$)")
+SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)\.(?=\s|$)")
+
+
+def summary(help_text: str | None, *, clause: bool) -> str | None:
+    """What a list of commands says of one (planner --help, the docs' reference): its help's first sentence,
+    or of a command its first clause (`Budget BUDGET_ID now and at completion`), whole rather than cut at 45
+    characters as click would."""
+    if not help_text:
+        return None
+    paragraph = " ".join(inspect.cleandoc(help_text).split("\n\n")[0].split())
+    ends = [end.start() for end in (CLAUSE_END if clause else SENTENCE_END).finditer(paragraph)]
+    return paragraph[: next((end for end in ends if end >= 20), len(paragraph))].rstrip(".")
 
 
 def _unreachable(client: PlannerClient, error: requests.RequestException) -> str:
@@ -1423,32 +1447,35 @@ def planner(ctx: click.Context, **options: Any) -> None:
     """The Compute Planner API from a shell: plans, budgets, hardware, offers, laws, reports, webhooks and
     keys.
 
-    Answers print as tables, in the units people read (65.7B parameters, 80 GB, 23.68 days, money exactly
-    with its currency), fitted to the terminal (100 columns when the output is not one, unless COLUMNS
-    says); --output json prints the API's JSON, --output csv the table's rows with raw values, and --get
-    FIELD one field. The options above go before a command's name; --output, --json and --get go after it
-    too.
+    Answers print as tables in the units people read (65.7B parameters, 80 GB, 23.68 days, money exactly
+    with its currency), as wide as the terminal, 100 columns in a file or a pipe (wider if COLUMNS says);
+    --output json prints the API's JSON, --output csv the table's rows with raw values, --get FIELD one
+    field. The options below go before a command's name; --output, --json and --get go after it too.
 
-    \b
     Each setting comes from the first of these that gives it:
-      1. an option: --url, --api-key, --output (or --json)
-      2. the environment: PLANNER_URL, PLANNER_API_KEY, PLANNER_OUTPUT
-      3. the profile chosen by --profile, else PLANNER_PROFILE, else the config file's `profile`
-      4. the config file's default profile, [profiles.default]
-      5. built in: http://127.0.0.1:8000, no key, table
-    The config file is $XDG_CONFIG_HOME/planner/config.toml (by default ~/.config/planner/config.toml), on
-    every system: planner config --help.
 
     \b
+    1. an option: --url, --api-key, --output (or --json)
+    2. the environment: PLANNER_URL, PLANNER_API_KEY, PLANNER_OUTPUT
+    3. the profile chosen by --profile, else by PLANNER_PROFILE, else by the
+       config file (planner config use)
+    4. the config file's default profile, [profiles.default]
+    5. built in: http://127.0.0.1:8000, no key, table
+
+    The config file is $XDG_CONFIG_HOME/planner/config.toml, by default ~/.config/planner/config.toml, on
+    every system (planner config --help).
+
     Exit status, by the class of what went wrong:
-      0 done
-      1 anything else: the server unreachable, a file that cannot be read
-      2 a command line or config file that is not valid (an unknown profile)
-      3 not found (404, 410)
-      4 not allowed (401, 403)
-      5 a conflict with the resource's state (409, 412, 428)
-      6 a request that is not valid (400, 413, 415, 422)
-      7 the server cannot do it now (429, 5xx)
+
+    \b
+    - 0: done
+    - 1: anything else: the server unreachable, a file that cannot be read
+    - 2: a command line or config file that is not valid (an unknown profile)
+    - 3: not found (404, 410)
+    - 4: not allowed (401, 403)
+    - 5: a conflict with the resource's state (409, 412, 428)
+    - 6: a request that is not valid (400, 413, 415, 422)
+    - 7: the server cannot do it now (429, 5xx)
 
     Shell completion: planner completion --help.
     """
@@ -2176,7 +2203,7 @@ def plan_list(limit: int, **filters: Any) -> None:
 @plan.command("show")
 @click.argument("plan_id", type=Identifier("plan"))
 def plan_show(plan_id: str) -> None:
-    """Plan PLAN_ID (--json adds its inputs, snapshot and result)."""
+    """Plan PLAN_ID (--output json adds its inputs, snapshot and result)."""
     show(settings().client.get_plan(plan_id), plan_rows)
 
 
@@ -2543,8 +2570,11 @@ def event_list(cursor: str | None, types: str | None, limit: int) -> None:
 
 @planner.group()
 def webhook() -> None:
-    """Webhooks: an organisation's events POSTed to your endpoint, signed (planner, finance and admin keys):
-    create, list, show, update, delete, rotate-secret, deliveries, redeliver."""
+    """Webhooks, an organisation's events POSTed to your endpoint as they happen: create, list, show,
+    update, delete, rotate-secret, deliveries, redeliver.
+
+    Each delivery is signed as the Standard Webhooks specification says, with the webhook's secret; planner,
+    finance and admin keys manage them."""
 
 
 WEBHOOK_COLUMNS = ("id", "organization", "url", "event_types", "active", "created_at")
@@ -2757,24 +2787,26 @@ def _number(cell: str) -> float | str:
 def config() -> None:
     """Profiles in the config file: a server, a key and an output format under a name.
 
-    \b
     The file is $XDG_CONFIG_HOME/planner/config.toml, by default ~/.config/planner/config.toml (on every
-    system), in TOML:
-      profile = "prod"               # in force when neither --profile nor PLANNER_PROFILE names one
-      [profiles.default]             # what every profile falls back on
-      url = "http://127.0.0.1:8000"
-      [profiles.prod]
-      url = "https://planner.example.com"
-      api_key_command = "pass show planner/prod"
-      output = "table"
+    system alike), in TOML:
 
     \b
+        profile = "prod"     # in force unless --profile or PLANNER_PROFILE says
+        [profiles.default]   # what every profile falls back on
+        url = "http://127.0.0.1:8000"
+        [profiles.prod]
+        url = "https://planner.example.com"
+        api_key_command = "pass show planner/prod"
+        output = "table"
+
     A profile's keys:
-      url              the server
-      api_key          the API key (cpk_...)
-      api_key_command  a command that prints the key (a password manager's), run without a shell when a
-                       command needs the key; instead of api_key
-      output           table, json or csv
+
+    \b
+    - url: the server
+    - api_key: the API key (cpk_...)
+    - api_key_command: instead of api_key, a command that prints the key (a
+      password manager's), run without a shell when a command needs the key
+    - output: table, json or csv
 
     An option or an environment variable wins over the profile, the profile over the default profile
     (planner --help). planner config set writes the file readable by you alone (mode 0600), since it may
@@ -2880,17 +2912,18 @@ SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VARIABLE = "_PLANNER_COMPLETE"  # what click's completion asks the command through (its default)
 
 
-@planner.command(cls=click.Command)
+@planner.command(cls=click.Command, short_help="The script that completes planner's commands in a shell")
 @click.argument("shell", type=click.Choice(SHELLS))
 def completion(shell: str) -> None:
     """Print the script that completes planner's commands, options and choices in SHELL: bash (4.4 or
     newer), zsh or fish.
 
-    \b
     Install it once, then open a new shell:
-      bash  echo 'eval "$(planner completion bash)"' >> ~/.bashrc
-      zsh   echo 'eval "$(planner completion zsh)"' >> ~/.zshrc
-      fish  planner completion fish > ~/.config/fish/completions/planner.fish
+
+    \b
+        echo 'eval "$(planner completion bash)"' >> ~/.bashrc
+        echo 'eval "$(planner completion zsh)"' >> ~/.zshrc
+        planner completion fish > ~/.config/fish/completions/planner.fish
     """
     complete = get_completion_class(shell)
     click.echo(complete(planner, {}, "planner", COMPLETE_VARIABLE).source())
