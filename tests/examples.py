@@ -150,10 +150,11 @@ class _Scanner:
         self.depth = 0  # of $( ... ) and ( ... )
         self.heredoc: str | None = None  # the delimiter being waited for
         self.continued = False
+        self.compound = 0  # loops and ifs open: a `for ...; do` line to its `done`, an `if ...; then` to `fi`
 
     @property
     def complete(self) -> bool:
-        return not (self.quote or self.depth or self.heredoc or self.continued)
+        return not (self.quote or self.depth or self.heredoc or self.continued or self.compound)
 
     def feed(self, line: str) -> str | None:
         """Takes one line; returns its trailing comment, if any."""
@@ -161,6 +162,13 @@ class _Scanner:
             if line.strip() == self.heredoc:
                 self.heredoc = None
             return None
+        if not self.quote and not self.continued:  # a line that starts a command
+            code = line.split(" #", 1)[0].strip()
+            opens = bool(re.match(r"(for|while|until)\b.*\bdo$|if\b.*\bthen$", code))
+            self.compound += opens - bool(re.match(r"(done|fi)\b", code))
+        return self._scan(line)
+
+    def _scan(self, line: str) -> str | None:
         comment, delimiter, k = None, None, 0
         while k < len(line):
             c = line[k]

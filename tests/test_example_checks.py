@@ -175,3 +175,10 @@ def test_every_page_it_continues_from_is_a_page_of_the_docs():
     for page in pages():
         if CONTINUES.search(page.read_text()):
             assert len(chain(page)) > 1
+
+
+def test_a_loop_over_lines_is_one_command():
+    page = "```sh\nfor run in a b; do\n  echo $run   # prose\ndone\necho next\n```\n"
+    loop, after = steps(code_blocks(page))
+    assert loop.command == "for run in a b; do\n  echo $run   # prose\ndone"
+    assert after.command == "echo next"
