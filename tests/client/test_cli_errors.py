@@ -41,6 +41,11 @@ def test_a_resource_that_is_not_there_is_named_with_not_found(served, capsys):
         cli.EXIT_NOT_FOUND,
         "planner: hardware nope-9000: not found (404)",
     )
+    slug = "a hardware profile's slug is 2-63 lowercase letters, digits or inner hyphens"
+    assert refused(capsys, "hardware", "show", "NOPE") == (
+        cli.EXIT_NOT_FOUND,
+        f"planner: hardware NOPE: not found: {slug} (404)",
+    )
 
 
 def test_an_id_that_is_not_one_is_the_command_lines_error_before_anything_is_sent(served, capsys):

@@ -2965,16 +2965,17 @@ class Problem(click.ClickException):
 
 def problem_text(error: ProblemError, subject: Subject, chosen: Settings) -> str:
     """What the API said was wrong, and its status: each field it names with why, else its detail (for a
-    resource the command names, a 404 is `not found`); a 401 says where the key came from, a 5xx the
-    request's id for the server's log."""
+    resource the command names, a 404 is `not found`, and why if the API says); a 401 says where the key
+    came from, a 5xx the request's id for the server's log."""
     fields = [
         f"{_where(entry)}: {entry.get('detail') or entry.get('title') or 'not valid'}"
         for entry in error.errors
     ]
     if fields:
         said = " ".join(fields)
-    elif error.status in (404, 410) and subject.resource:
-        said = "not found"
+    elif error.status in (404, 410) and subject.resource:  # the detail's why, when it says one
+        why = (error.detail or "").partition(": ")[2].rstrip(".")
+        said = f"not found: {why}" if why else "not found"
     else:
         said = error.detail or error.title or "refused"
     status = str(error.status)
