@@ -426,7 +426,10 @@ def settings() -> Settings:
     return click.get_current_context().find_object(Settings)
 
 
-OUTPUT_HELP = "How the answer prints: table (for people), json (the API's) or csv; default: table."
+OUTPUT_HELP = (
+    "How the answer prints: table (for people), json (the API's) or csv; default: as planner's --output, "
+    "PLANNER_OUTPUT or the profile says, else table."
+)
 JSON_HELP = "The same as --output json."
 GET_HELP = "Print only this field of the answer (of each item of a list), e.g. id; dotted for a nested one."
 
@@ -564,14 +567,13 @@ def show_list(
     headers: Mapping[str, str] | None = None,
     *,
     optional: Sequence[str] = (),
-    whole: Any = None,
 ) -> None:
     """A list's items: a table of `columns` (headed by `headers`' name for them or COLUMN_HEADERS', else
     their own), that leaves out the `optional` ones, in that order, where it would not fit, then cuts text
     before figures and ids and money last; csv of the same columns with their raw values (the money
-    columns' currency after them); their JSON (or the `whole` answer's), or one field of each, a line each."""
+    columns' currency after them); their JSON, or one field of each, a line each."""
     items = list(items)
-    if scripted(items if whole is None else whole):
+    if scripted(items):
         return
     if settings().output == "csv":
         named = list(columns)
