@@ -155,6 +155,14 @@ def test_get_prints_one_field_whatever_the_output(plans, capsys):
     assert printed(capsys, "--output=csv", "plan", "list", "--get=id").split() == [p["id"] for p in plans]
 
 
+def test_get_spells_a_value_as_json_does_for_a_script(plans, capsys):
+    plan = plans[0]["id"]
+    assert printed(capsys, "plan", "show", plan, "--get=budget_id").strip() == ""  # null
+    assert printed(capsys, "plan", "show", plan, "--get=labels").strip() == json.dumps(plans[0]["labels"])
+    fits = printed(capsys, "plan", "show", plan, "--get=result.estimate.memory.fits").strip()
+    assert fits in {"true", "false"}
+
+
 def test_the_cost_report_as_csv_is_the_servers_finance_csv(plans, capsys):
     window = ["--from=2027-01-01T00:00:00Z", "--to=2028-01-01T00:00:00Z", "--status=draft"]
 

@@ -66,7 +66,12 @@ def terminal(base: str, directory: Path) -> dict[str, str]:
     header the curl lines send; at the repository's root, with its .venv (the one running these tests)."""
     key = development_admin_key()
     (directory / ".venv").symlink_to(Path(sys.prefix))
-    return os.environ | {"PLANNER_URL": base, "PLANNER_API_KEY": key, "AUTH": f"Authorization: Bearer {key}"}
+    return os.environ | {
+        "PLANNER_URL": base,
+        "PLANNER_API_KEY": key,
+        "AUTH": f"Authorization: Bearer {key}",
+        "XDG_CONFIG_HOME": str(directory / ".config"),  # `planner config` writes here, not in your home
+    }
 
 
 @pytest.mark.parametrize("page", pages(), ids=page_name)
