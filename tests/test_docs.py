@@ -121,25 +121,6 @@ def name(page: Path) -> str:
     return str(page.relative_to(ROOT))
 
 
-# Pages that others own and have yet to cut (issue 52), by check, with what was still too long when these
-# checks came. Their cases are expected to fail until then; once one passes, pytest reports it XPASS: drop
-# its entry here, so that the check holds that page too.
-NOT_YET_CUT = {
-    ("docs/how-to/command-line.md", "paragraph"): "items of 246 (tables and exit statuses) and 151 words",
-    ("docs/how-to/command-line.md", "sentence"): "sentences of 68, 70 and 61 words",
-}
-
-
-def cases(check: str) -> list:
-    """`checked_pages()` as parameters of `check`'s test, those NOT_YET_CUT by it expected to fail."""
-    return [
-        pytest.param(page, id=name(page), marks=pytest.mark.xfail(reason=NOT_YET_CUT[name(page), check]))
-        if (name(page), check) in NOT_YET_CUT
-        else pytest.param(page, id=name(page))
-        for page in checked_pages()
-    ]
-
-
 # The first three sentences of the cluster model's page as the README's move to docs/ left it
 # (ad4f986:docs/explanation/cluster-model.md): the wall these checks keep out.
 OLD_WALL = """\
@@ -232,7 +213,7 @@ def test_the_readme_fits_two_screens_and_says_how_to_run_test_and_read_on():
     assert "](docs/index.md)" in readme, "README.md links to the docs site's home, docs/index.md"
 
 
-@pytest.mark.parametrize("page", cases("paragraph"))
+@pytest.mark.parametrize("page", checked_pages(), ids=name)
 def test_no_paragraph_or_list_item_is_a_wall(page):
     walls = [item for item in prose(page.read_text()) if item.words > PARAGRAPH_WORDS]
 
@@ -241,7 +222,7 @@ def test_no_paragraph_or_list_item_is_a_wall(page):
     )
 
 
-@pytest.mark.parametrize("page", cases("sentence"))
+@pytest.mark.parametrize("page", checked_pages(), ids=name)
 def test_no_sentence_is_too_long_to_follow(page):
     long = [
         (item.line, sentence)
