@@ -245,3 +245,18 @@ def test_every_page_of_the_site_is_in_its_navigation():
     assert not pages - nav, (
         f"pages of docs/ that mkdocs.yml's nav does not list, so no reader finds them: {sorted(pages - nav)}"
     )
+
+
+def test_every_setting_the_server_and_the_command_line_read_is_on_the_configuration_page():
+    """A variable the code reads and the reference does not name is a setting nobody can find."""
+    page = (DOCS / "reference" / "configuration.md").read_text()
+    server = re.findall(r'"([A-Z][A-Z0-9_]{3,})"', (ROOT / "service" / "infra" / "config.py").read_text())
+    client = ROOT / "clients" / "python" / "planner_client"
+    command_line = re.findall(
+        r"\b(PLANNER_[A-Z_]+|XDG_CONFIG_HOME|COLUMNS)\b", "".join(f.read_text() for f in client.glob("*.py"))
+    )
+    completion = {"PLANNER_COMPLETE"}  # click's own, set by the script `planner completion` prints
+    missing = {name for name in [*server, *command_line] if f"`{name}`" not in page} - completion
+    assert server
+    assert command_line
+    assert not missing
