@@ -261,6 +261,24 @@ def test_planner_imports_a_catalog_and_compares_its_offers_by_a_date(served, iss
     assert len(json.loads(capsys.readouterr().out)) == 2
 
 
+def test_a_budget_compared_on_every_offer_shows_the_model_each_buys_and_its_loss(
+    served, issue_key, tmp_path, capsys
+):
+    catalog = tmp_path / "vms.csv"
+    catalog.write_text(VMS_CSV)
+    admin = ["--api-key", issue_key("admin")]
+    assert cli.main([*admin, "offer", "import", str(catalog), "--provider=aws", "--source=vms.csv"]) == 0
+    capsys.readouterr()
+    budget = ["compare", "--cost=200000", "--days=20", "--law=chinchilla-2022", "--hardware=h100-sxm"]
+    assert cli.main(budget) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:6] == ["rank", "offer", "pricing", "count", "params", "loss"]
+    assert cli.main(["--json", *budget]) == 0
+    best = json.loads(capsys.readouterr().out)["offers"][0]
+    assert table[2].split()[4] == f"{best['params'] / 1e9:.3g}B"
+    assert table[2].split()[5] == f"{best['predicted_loss']:.4g}"
+
+
 def test_planner_estimate_shows_the_energy_and_the_emissions_at_a_site(served, tmp_path, capsys):
     run = ["estimate", "--params=7e9", "--tokens=2e12", "--hardware=h100-sxm", "--accelerators=256"]
     assert cli.main(run) == 0

@@ -1879,10 +1879,13 @@ COMPARISON_COLUMNS = (
     "energy.emissions_kg_co2e",
     "frontier",
 )
+# A budget allocated on each offer ranks by the compute it buys: the model it buys, and its loss, say why.
+BUDGET_COMPARISON_COLUMNS = (*COMPARISON_COLUMNS[:4], "params", "predicted_loss", *COMPARISON_COLUMNS[4:])
 COMPARISON_HEADERS = {
     "energy.energy_kwh": "kWh",
     "energy.emissions_kg_co2e": "kg CO2e",
     "accelerators": "count",
+    "predicted_loss": "loss",
 }
 
 
@@ -1911,7 +1914,8 @@ def compare(body: Path | None, save: str | None, **options: Any) -> None:
         ]
         # Energy and emissions are the first to go where the table would not fit: --output json has them.
         optional = ("energy.emissions_kg_co2e", "energy.energy_kwh")
-        show_list(rows, COMPARISON_COLUMNS, COMPARISON_HEADERS, optional=optional)
+        columns = BUDGET_COMPARISON_COLUMNS if result["rank_by"] == "compute" else COMPARISON_COLUMNS
+        show_list(rows, columns, COMPARISON_HEADERS, optional=optional)
         for row in result["unable"] if table else ():
             click.echo(f"{row['offer']}: cannot: {row['reason']}")
     for row in result["offers"] if save else ():
