@@ -1914,7 +1914,9 @@ def compare(body: Path | None, save: str | None, **options: Any) -> None:
         ]
         # Energy and emissions are the first to go where the table would not fit: --output json has them.
         optional = ("energy.emissions_kg_co2e", "energy.energy_kwh")
-        columns = BUDGET_COMPARISON_COLUMNS if result["rank_by"] == "compute" else COMPARISON_COLUMNS
+        columns = COMPARISON_COLUMNS
+        if result["rank_by"] == "compute":  # then the pricing gives way to the model: an offer's slug says it
+            columns, optional = BUDGET_COMPARISON_COLUMNS, (*optional, "pricing")
         show_list(rows, columns, COMPARISON_HEADERS, optional=optional)
         for row in result["unable"] if table else ():
             click.echo(f"{row['offer']}: cannot: {row['reason']}")
