@@ -206,6 +206,7 @@ def test_the_default_question_is_answered_above_the_fold(browser, acme, shots):
     )
     shots(page, "question", full_page=False)  # the laptop's screen as it first shows the answer
     assert_charts_legible(page, charts=len(PLANNER_CHARTS))
+    assert page.evaluate(LAYOUTS_FIT), "the layout table scrolls sideways in the answer's column"
     shots(page, "question-answered")
 
 
@@ -235,6 +236,7 @@ def test_a_model_already_chosen_is_estimated_as_the_api_estimates_it(browser, ac
     expect(page.get_by_text(f"of {api['memory']['capacity_bytes'] / 1e9:,.1f} GB: fits")).to_be_visible()
     chosen = page.locator("table.layouts tr.chosen td")
     expect(chosen.nth(0)).to_have_text(str(api["performance"]["layout"]["tensor_parallel"]))
+    assert page.evaluate(LAYOUTS_FIT), "the layout table scrolls sideways in the answer's column"
     bottoms = page.evaluate(BOTTOMS, ["days", "cost", "accelerators", "mfu"])
     assert max(bottoms.values()) <= LAPTOP["height"], bottoms
     assert_charts_legible(page, charts=3)  # the step by part, days and cost against the accelerators
@@ -244,6 +246,10 @@ def test_a_model_already_chosen_is_estimated_as_the_api_estimates_it(browser, ac
     expect(page.get_by_role("heading", name="70B in 45 days")).to_be_visible()
     expect(page.get_by_text(f"{Decimal(api['cost']):,.2f} USD").first).to_be_visible()  # the run estimated
 
+
+# A dense model's layout table, its eleven columns, fits the answer's column: nothing hides past its edge.
+LAYOUTS_FIT = """() => (region => region.scrollWidth <= region.clientWidth)(
+  document.querySelector('table.layouts').closest('.scroll'))"""
 
 # Of every card of the answer: whether each of its parts is as wide as its text, and each figure one line.
 CARDS_FIT = """() => [...document.querySelectorAll('.card')].map(card => ({
