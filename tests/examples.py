@@ -27,8 +27,9 @@ What a page shows, and what of it is checked (keep to it when writing an example
   - `saves NAME:`, then the file's first lines, one a comment line, compared cell by cell (numbers as
     above).
   - `prints:`, then the lines the command prints (a table of `planner`'s, say), one a comment line, in
-    order: a line `...` stands for any lines left out, `<...>` for any text in a line; runs of spaces are
-    one space, and a number (`1,234.5`, `39.0%`) agrees to the digits shown as above.
+    order: a line `...` stands for any lines left out, `<...>` for any text in a line; blank lines are not
+    compared, runs of spaces are one space, and a number (`1,234.5`, `39.0%`) agrees to the digits shown as
+    above.
 * A command must exit 0, and must not answer an HTTP error (a problem document, a status of 400 or more)
   unless its comments show that status. A comment that starts like a check and does not parse fails the
   test rather than pass for prose.

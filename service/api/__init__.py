@@ -31,7 +31,7 @@ from service.api import (
     reports,
     webhooks,
 )
-from service.api.base import SlugConverter, describe_malformed_path
+from service.api.base import SlugConverter, describe_unrouted_path
 from service.infra import http_status
 from service.schemas.budgets import BUDGET_PATCH
 from service.schemas.common import StrictSchema, greater_than_to_property, rules_document
@@ -215,7 +215,7 @@ def init_api(app: flask.Flask) -> Api:
     api.spec.components.schema("CostReport", schema=CostReportSchema)
     for name, schema in NAMED_VARIANTS.items():
         api.spec.components.schema(name, schema=schema)
-    app.before_request(describe_malformed_path)
+    app.before_request(describe_unrouted_path)
     app.before_request(_check_body)
     app.after_request(_conditional_get)
     app.add_url_rule("/docs/static/<path:filename>", "swagger_ui_static", _swagger_ui_static)

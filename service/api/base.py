@@ -115,14 +115,24 @@ def path_resource(endpoint: str, argument: str) -> str:
     return PATH_RESOURCES.get(f"{blueprint}.{argument}") or PATH_RESOURCES[argument]
 
 
-def describe_malformed_path() -> None:
-    """Before the request's 404 is raised (a before_request hook of the API): when its path is an API route's
-    but for an id or slug not of the route's form, the 404 says which resource and what form, as the 404 of a
-    well-formed id that names nothing does ("No plan 'x': a plan id is a UUID."). Werkzeug's text, meant for
-    a person who typed a URL, is left to paths that are no route's."""
+def describe_unrouted_path() -> None:
+    """Before an API path's 404 is raised (a before_request hook): the 404 says what is wrong with the path,
+    where Werkzeug's text speaks to a person who typed a URL into a browser. A path that is a route's but for
+    an id or slug not of the route's form names the resource and the form, as the 404 of a well-formed id
+    that names nothing names the resource ("No plan 'x': a plan id is a UUID."); a path that is no route's
+    says where the API's paths are listed. The console's pages keep their own 404."""
     request = flask.request
     if not isinstance(request.routing_exception, NotFound) or not request.path.startswith("/v1/"):
         return
+    request.routing_exception = NotFound(
+        _malformed_argument(request.path)
+        or f"Nothing is at {request.path}: the API's paths are listed at /openapi.json."
+    )
+
+
+def _malformed_argument(path: str) -> str | None:
+    """Of the API route `path` would be but for an argument not of its converter's form, which resource
+    that argument names and what form its values take; None when no route is."""
     app = flask.current_app
     for rule in app.url_map.iter_rules():
         if not rule.rule.startswith("/v1/") or not rule.arguments:
@@ -132,7 +142,7 @@ def describe_malformed_path() -> None:
         for argument in arguments:
             pattern += re.escape(rule.rule[at : argument.start()]) + f"(?P<{argument['name']}>[^/]+)"
             at = argument.end()
-        matched = re.fullmatch(pattern + re.escape(rule.rule[at:]), request.path)
+        matched = re.fullmatch(pattern + re.escape(rule.rule[at:]), path)
         if matched is None:
             continue
         for argument in arguments:
@@ -143,8 +153,8 @@ def describe_malformed_path() -> None:
                 a = "an" if resource[0].lower() in "aeio" else "a"
                 shown = value if len(value) <= _SHOWN_LENGTH else value[:_SHOWN_LENGTH] + "..."
                 form = _PATH_FORMS[converter].format(a=a, resource=resource)
-                request.routing_exception = NotFound(f"No {resource} {shown!r}: {form}.")
-                return
+                return f"No {resource} {shown!r}: {form}."
+    return None
 
 
 class _Parser(FlaskParser):

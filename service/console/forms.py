@@ -73,8 +73,9 @@ DEFAULT_QUESTIONS = {
     "estimate": {"params": "7e10", "tokens": "1.4e12", "hardware": "h100-sxm", "days": "30"},
 }
 # Beyond the question, fields in sections folded under "Advanced", each open when it holds a value or an
-# error (ADVANCED_ERRORS: the error about one of the request's objects as a whole goes with its section), so
-# that nothing a person set is hidden. The template draws each section's fields; a test holds it to these.
+# error (an error about one of the request's objects as a whole, shape, layout or reliability, goes with the
+# section of that name), so that nothing a person set is hidden. The template draws each section's fields;
+# a test holds it to these.
 # The mixture of experts' and latent attention's members of the shape and the layout, a section of their own.
 MIXTURE_FIELDS = (
     "experts",
@@ -99,7 +100,6 @@ ADVANCED = {
     "plan": ("limits", "rule", "cluster", "layout", "shape", "mixture", "reliability"),
     "estimate": ("cluster", "layout", "shape", "mixture", "reliability"),
 }
-ADVANCED_ERRORS = {section: section for section in GROUPS}
 
 
 def opened_sections(mode: str, form: Mapping[str, str], errors: Mapping[str, Any]) -> dict[str, bool]:
@@ -107,7 +107,7 @@ def opened_sections(mode: str, form: Mapping[str, str], errors: Mapping[str, Any
     by default) or an error."""
     return {
         section: any(form.get(name, "").strip() or errors.get(name) for name in SECTIONS[section])
-        or bool(errors.get(ADVANCED_ERRORS.get(section, "")))
+        or (section in GROUPS and bool(errors.get(section)))
         for section in ADVANCED[mode]
     }
 

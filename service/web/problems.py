@@ -14,7 +14,7 @@ import marshmallow as ma
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm.exc import StaleDataError
-from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.exceptions import HTTPException
 
 from service.core.validation import InvalidInput
 from service.infra import http_status, metrics
@@ -165,9 +165,6 @@ def _handle_http_exception(error: HTTPException) -> flask.Response:
     elif messages:
         detail = "The request is not valid; see errors."
         extensions["errors"] = validation_errors(messages)
-    elif type(error) is NotFound and error.description == NotFound.description:
-        # No route has this path: Werkzeug's text speaks to a person who typed a URL into a browser.
-        detail = f"Nothing is at {flask.request.path}: the API's paths are listed at /openapi.json."
     else:
         detail = data.get("message") or error.description
     # Werkzeug puts protocol headers on the exception (Allow on 405, WWW-Authenticate on 401); keep them.

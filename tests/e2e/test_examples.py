@@ -53,12 +53,13 @@ def run_in_one_shell(commands: list[Step], directory: Path, env: dict[str, str])
     return ran
 
 
+def runnable(page: Path, language: str) -> list[Block]:
+    """The page's blocks of `language` that are not marked as not run."""
+    return [block for block in code_blocks(page.read_text(), language) if block.not_run is None]
+
+
 def page_steps(page: Path) -> list[Step]:
-    return steps([block for block in code_blocks(page.read_text()) if block.not_run is None])
-
-
-def python_blocks(page: Path) -> list[Block]:
-    return [block for block in code_blocks(page.read_text(), "python") if block.not_run is None]
+    return steps(runnable(page, "sh"))
 
 
 def terminal(base: str, directory: Path) -> dict[str, str]:
@@ -100,7 +101,7 @@ def test_every_shell_example_of_a_page_runs_in_order_and_prints_what_the_page_sh
                 + "\n  ".join(found)
                 + f"\n  it printed: {printed[:2000]}"
             )
-    for block in python_blocks(page):
+    for block in runnable(page, "python"):
         done = subprocess.run(
             [sys.executable, "-c", "\n".join(line for _, line in block.lines)],
             cwd=examples,

@@ -839,8 +839,8 @@ def _field(body: Json, path: str, default: Any = _MISSING) -> Any:
 
 
 def _text(value: Any) -> str:
-    """A value as a script reads it: JSON's spelling of objects, lists and booleans (true, not True)."""
-    return json.dumps(value) if isinstance(value, dict | list | bool) else "" if value is None else str(value)
+    """A value as --get prints it: as a csv cell does (_raw), but objects and lists as readable JSON."""
+    return json.dumps(value) if isinstance(value, dict | list) else _raw(value)
 
 
 def first(items: Iterator[Json], limit: int) -> list[Json]:
