@@ -18,7 +18,7 @@ from werkzeug.exceptions import BadRequest
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from service.services.keys import Principal
-from service.web.auth import CONSOLE_BLUEPRINT, CONSOLE_COOKIE
+from service.web.auth import CONSOLE_BLUEPRINT, CONSOLE_COOKIE, CONSOLE_STATIC
 from service.web.problems import PROBLEM_CONTENT_TYPE
 
 blp = flask.Blueprint(
@@ -30,7 +30,7 @@ blp = flask.Blueprint(
 )
 
 # Pages a signed-out browser may see.
-PUBLIC_ENDPOINTS = frozenset({f"{CONSOLE_BLUEPRINT}.sign_in", f"{CONSOLE_BLUEPRINT}.static"})
+PUBLIC_ENDPOINTS = frozenset({f"{CONSOLE_BLUEPRINT}.sign_in", CONSOLE_STATIC})
 CSRF_FIELD = "csrf_token"
 SECURITY_HEADERS = {
     # Nothing but this origin's style sheet; no scripts at all; forms post only here; never framed.
@@ -82,7 +82,7 @@ def _as_page(response: flask.Response) -> flask.Response:
         response.set_data(page)
         response.mimetype = "text/html"
     response.headers.update(SECURITY_HEADERS)
-    if flask.request.endpoint != f"{CONSOLE_BLUEPRINT}.static":
+    if flask.request.endpoint != CONSOLE_STATIC:
         response.headers["Cache-Control"] = "no-store"  # pages show an organisation's plans and money
         response.headers["X-Frame-Options"] = "DENY"
     return response

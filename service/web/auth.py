@@ -33,6 +33,7 @@ SECURITY_SCHEME = {"type": "http", "scheme": "bearer", "description": "An API ke
 READERS = ("planner", "finance", "viewer")
 # The web console (service/console) signs people in with a key kept in this cookie instead of the header.
 CONSOLE_BLUEPRINT = "console"
+CONSOLE_STATIC = f"{CONSOLE_BLUEPRINT}.static"
 CONSOLE_COOKIE = "planner_key"
 
 log = logging.getLogger(__name__)
@@ -52,9 +53,10 @@ def _authenticate() -> None:
         return
     if flask.request.blueprint == CONSOLE_BLUEPRINT:
         # The web console's key travels in its session cookie; without a valid one the console sends the
-        # browser to its sign-in page (a redirect, not a 401 a person could do nothing with).
+        # browser to its sign-in page (a redirect, not a 401 a person could do nothing with). Its stylesheet
+        # is public (the sign-in page uses it): a page's styles never wait on the database for the key.
         key = flask.request.cookies.get(CONSOLE_COOKIE)
-        if key:
+        if key and flask.request.endpoint != CONSOLE_STATIC:
             admit(key)
         return
     if any(

@@ -29,6 +29,7 @@ from service.schemas.fields import numeral
 from service.services import reports as reports_service
 from service.services import spend as spend_service
 from service.services.catalog import load_builtin_hardware
+from service.web import auth
 from service.web.auth import CONSOLE_COOKIE
 from tests.api.test_laws import store_law
 from tests.builders import year_budget_body
@@ -1395,6 +1396,17 @@ def test_every_page_is_locked_down_and_labels_its_inputs(browser, path):
 
 def test_the_style_sheet_is_served_here(app):
     response = app.test_client().get("/console/static/console.css")
+    assert response.status_code == 200
+    assert response.mimetype == "text/css"
+
+
+def test_a_signed_in_browsers_style_sheet_does_not_wait_on_its_keys_lookup(app, monkeypatch):
+    """A page's styles come whatever the database is doing: the key in the cookie is looked up for pages,
+    not for the public stylesheet."""
+    client = app.test_client()
+    client.set_cookie(CONSOLE_COOKIE, "cpk_someone_signed-in-secret-0123456789")
+    monkeypatch.setattr(auth, "admit", lambda key: pytest.fail("the stylesheet looked its key up"))
+    response = client.get("/console/static/console.css")
     assert response.status_code == 200
     assert response.mimetype == "text/css"
 
