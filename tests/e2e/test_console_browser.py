@@ -159,6 +159,15 @@ def signed_in_page(browser, acme: dict, *, viewport=LAPTOP, **options) -> Page:
     return page
 
 
+def laid_out(page: Page, script: str, argument: object = None) -> object:
+    """What `script` measures of the page as the browser lays it out with its stylesheet. A click that
+    submits a form returns once the new page's document is there, and a script may lay it out before the
+    stylesheet has come: unstyled, as a loaded machine showed (cards one under another, a line height of
+    NaN). The load event comes after the stylesheet."""
+    page.wait_for_load_state("load")
+    return page.evaluate(script, argument)
+
+
 def api_answer(acme: dict, path: str, body: dict) -> dict:
     response = requests.post(
         acme["base"] + path, json=body, headers={"Authorization": f"Bearer {acme['key']}"}, timeout=60
@@ -193,7 +202,7 @@ def test_the_default_question_is_answered_above_the_fold(browser, acme, shots):
 
     expect(page.get_by_role("heading", name="Allocation")).to_be_visible()
     assert page.evaluate("window.scrollY") == 0
-    bottoms = page.evaluate(BOTTOMS, list(KEY_FIGURES))
+    bottoms = laid_out(page, BOTTOMS, list(KEY_FIGURES))
     assert max(bottoms.values()) <= LAPTOP["height"], bottoms
     api = api_answer(
         acme, "/v1/allocations", {"cost": "5000000", "currency": "USD", "hardware": "h100-sxm", "days": 60}
@@ -206,7 +215,7 @@ def test_the_default_question_is_answered_above_the_fold(browser, acme, shots):
     )
     shots(page, "question", full_page=False)  # the laptop's screen as it first shows the answer
     assert_charts_legible(page, charts=len(PLANNER_CHARTS))
-    assert page.evaluate(LAYOUTS_FIT), "the layout table scrolls sideways in the answer's column"
+    assert laid_out(page, LAYOUTS_FIT), "the layout table scrolls sideways in the answer's column"
     shots(page, "question-answered")
 
 
@@ -236,8 +245,8 @@ def test_a_model_already_chosen_is_estimated_as_the_api_estimates_it(browser, ac
     expect(page.get_by_text(f"of {api['memory']['capacity_bytes'] / 1e9:,.1f} GB: fits")).to_be_visible()
     chosen = page.locator("table.layouts tr.chosen td")
     expect(chosen.nth(0)).to_have_text(str(api["performance"]["layout"]["tensor_parallel"]))
-    assert page.evaluate(LAYOUTS_FIT), "the layout table scrolls sideways in the answer's column"
-    bottoms = page.evaluate(BOTTOMS, ["days", "cost", "accelerators", "mfu"])
+    assert laid_out(page, LAYOUTS_FIT), "the layout table scrolls sideways in the answer's column"
+    bottoms = laid_out(page, BOTTOMS, ["days", "cost", "accelerators", "mfu"])
     assert max(bottoms.values()) <= LAPTOP["height"], bottoms
     assert_charts_legible(page, charts=3)  # the step by part, days and cost against the accelerators
     shots(page, "estimate")
@@ -273,7 +282,7 @@ def test_a_thirty_million_cost_fits_its_card_on_every_screen(browser, acme, shot
     assert cost > 20_000_000  # spent, mostly: the deadline binds before the money
     for viewport in (LAPTOP, {"width": 1024, "height": 768}, FULL_HD, {"width": 390, "height": 844}):
         page.set_viewport_size(viewport)
-        cards = page.evaluate(CARDS_FIT)
+        cards = laid_out(page, CARDS_FIT)
         assert len(cards) >= 8
         for card in cards:
             assert card["overflowing"] == [], (viewport, card)
@@ -360,7 +369,7 @@ def assert_charts_legible(page: Page, charts: int) -> None:
     when there is more than one; every part of a bar has a colour of its own."""
     for viewport in (LAPTOP, FULL_HD):
         page.set_viewport_size(viewport)
-        drawn = page.evaluate(CHARTS)
+        drawn = laid_out(page, CHARTS)
         assert len(drawn) == charts
         for chart in drawn:
             where = f"{chart['id']} at {viewport['width']}x{viewport['height']}"
